@@ -1,0 +1,163 @@
+"""The ``cubepy`` command: ``demo``, ``compile FILE.py:KERNEL``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+
+
+def _load_kernel(spec: str):
+    """The kernel object named by ``FILE.py:KERNEL`` (or ``module:KERNEL``)."""
+    if ":" not in spec:
+        raise SystemExit(f"cubepy compile: expected FILE.py:KERNEL, got {spec!r}")
+    path, name = spec.rsplit(":", 1)
+    if path.endswith(".py") or os.path.sep in path:
+        if not os.path.exists(path):
+            raise SystemExit(f"cubepy compile: no such file {path!r}")
+        module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(path)
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        raise SystemExit(f"cubepy compile: {path} has no kernel named {name!r}")
+    return kernel
+
+
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile one kernel and print the requested stages."""
+    import cubepy as cp
+
+    kernel = _load_kernel(args.kernel)
+    comptime = dict(item.split("=", 1) for item in args.comptime)
+    comptime = {k: _parse_value(v) for k, v in comptime.items()}
+    dims = tuple(int(d) for d in args.cube_dim.split(","))
+    compiled = kernel.compile(cp.CubeDim(*dims), *kernel.default_compilation_args(**comptime),
+                              target=args.target, unchecked=args.unchecked)
+    for stage in args.emit:
+        if stage == "ir":
+            print(compiled.ir)
+        elif stage == "llvm":
+            print(compiled.llvm)
+        elif stage == "ptx":
+            print(compiled.ptx)
+        elif stage == "resources":
+            if compiled.resources is None:
+                print(f"resources: unavailable ({compiled.ptxas_status})")
+            else:
+                print(compiled.resources)
+    return 0
+
+
+def cmd_info(_: argparse.Namespace) -> int:
+    """Versions, ptxas, runtimes, the cache folder and every setting."""
+    import numpy
+
+    import cubepy as cp
+    from cubepy import config
+    from cubepy.compiler import ptxas
+    from cubepy.runtime.client import cuda_unavailable_reason
+
+    print(f"cubepy {cp.__version__} on Python {platform.python_version()} ({sys.executable})")
+    try:
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        print(f"llvmlite {llvmlite.__version__} (LLVM {'.'.join(map(str, llvm.llvm_version_info))})")
+    except ImportError as exc:
+        print(f"llvmlite: not importable ({exc})")
+    print(f"numpy {numpy.__version__}")
+    found = ptxas.find_ptxas()
+    print(f"ptxas: {found} ({ptxas.version()})" if found else "ptxas: not found (kernels compile to PTX only)")
+    from cubepy.compiler import libdevice
+
+    print(f"libdevice: {libdevice.find_libdevice() or 'not found (transcendental math unavailable in PTX)'}")
+    print(f"runtimes: {', '.join(cp.runtimes())}")
+    reason = cuda_unavailable_reason()
+    if reason:
+        print(f"cuda: unavailable: {reason}")
+    print("settings:")
+    for env, value, doc in config.describe():
+        print(f"  {env}={value}  # {doc}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the example kernels on the default runtime and print their IR and results."""
+    import cubepy as cp
+
+    try:
+        from cubepy_layouts import demo as conv_demo
+    except ImportError:
+        conv_demo = None
+    client = cp.client(args.runtime)
+    if conv_demo is not None:
+        return conv_demo.main(client, args)
+    examples_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(cp.__file__))), "examples")
+    if not os.path.isdir(examples_dir):
+        raise SystemExit("cubepy demo: the examples/ folder is not next to the package; run it from a checkout "
+                         "installed with `pip install -e .`")
+    sys.path.insert(0, os.path.dirname(examples_dir))
+    from examples import matmul_tiled, reduce_sum, softmax, vector_add
+
+    print(f"cubepy demo on runtime '{client.name}' (the TMA weight-gradient demo arrives with cubepy_layouts)\n")
+    print("IR of vector_add (checked launch, cube_dim 256):")
+    compiled_ir = vector_add.vector_add.expand_ir(cp.CubeDim(256))
+    print(compiled_ir)
+    failures = 0
+    for module in (vector_add, reduce_sum, matmul_tiled, softmax):
+        start = time.perf_counter()
+        results = module.run(client)
+        took = (time.perf_counter() - start) * 1e3
+        for what, err in results.items():
+            ok = err < 1e-3
+            failures += not ok
+            print(f"  {what:28s} {err:.2e}  {'ok' if ok else 'MISMATCH'}")
+        print(f"  ({module.__name__.split('.')[-1]}: {took:.0f} ms incl. expansion)")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``cubepy`` command."""
+    parser = argparse.ArgumentParser(prog="cubepy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the flagship demo on the default runtime")
+    demo.add_argument("--runtime", default=None, help="interp (default) or cuda")
+    demo.add_argument("--out", default="cubepy_demo", help="folder for the PTX and resource report")
+    comp = sub.add_parser("compile", help="compile FILE.py:KERNEL and print its stages")
+    comp.add_argument("kernel", help="FILE.py:KERNEL or module:KERNEL")
+    comp.add_argument("--emit", nargs="+", default=["ptx"], choices=["ir", "llvm", "ptx", "resources"])
+    comp.add_argument("--target", default="sm_90a")
+    comp.add_argument("--cube-dim", default="256", help="x[,y[,z]]")
+    comp.add_argument("--comptime", action="append", default=[], metavar="NAME=VALUE",
+                      help="value of a Comptime parameter (JSON or a string)")
+    comp.add_argument("--unchecked", action="store_true", help="compile the launch_unchecked variant")
+    sub.add_parser("info", help="versions, ptxas, runtimes, cache dir and settings")
+    args = parser.parse_args(argv)
+    handler = {"demo": cmd_demo, "compile": cmd_compile, "info": cmd_info}[args.command]
+    from cubepy.errors import CubeError
+
+    try:
+        return handler(args)
+    except CubeError as exc:
+        print(f"cubepy {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

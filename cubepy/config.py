@@ -1,0 +1,125 @@
+"""Every cubepy setting, read from ``CUBEPY_*`` environment variables through one typed registry.
+
+Each knob is declared once with its type, default and meaning; a bad value raises ``CubeError``
+naming the variable and what it accepts.  ``override(**values)`` changes knobs for a block (tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Callable, Iterator
+
+import attrs
+
+from cubepy.errors import CubeError
+
+
+@attrs.frozen
+class Knob:
+    """One setting: environment variable, parser, default and a one-line meaning."""
+
+    env: str
+    parse: Callable[[str], object]
+    default: object
+    doc: str
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected 0/1, true/false, yes/no or on/off")
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _dump(text: str) -> frozenset[str]:
+    allowed = {"ir", "passes", "llvm", "ptx", "resources"}
+    parts = frozenset(p.strip() for p in text.split(",") if p.strip())
+    bad = parts - allowed
+    if bad:
+        raise ValueError(f"unknown stage(s) {sorted(bad)}; allowed: {', '.join(sorted(allowed))}")
+    return parts
+
+
+def _runtime(text: str) -> str:
+    name = text.strip()
+    if name not in ("interp", "cuda"):
+        raise ValueError("expected 'interp' or 'cuda'")
+    return name
+
+
+def _target(text: str) -> str:
+    name = text.strip()
+    if not (name.startswith("sm_") and name[3:].rstrip("a").isdigit()):
+        raise ValueError("expected a target such as sm_90a or sm_80")
+    return name
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cubepy")
+
+
+KNOBS: dict[str, Knob] = {k.env: k for k in (
+    Knob("CUBEPY_RUNTIME", _runtime, "interp", "runtime of cp.client() with no name: interp or cuda"),
+    Knob("CUBEPY_TARGET", _target, "sm_90a", "default GPU target of kernel.compile and the cuda runtime"),
+    Knob("CUBEPY_DUMP", _dump, frozenset(), "comma list of stages to write for every compiled kernel: "
+         "ir, passes, llvm, ptx, resources"),
+    Knob("CUBEPY_DUMP_DIR", str, "cubepy_dump", "where CUBEPY_DUMP writes (one folder per kernel)"),
+    Knob("CUBEPY_CACHE_DIR", str, None, "on-disk kernel cache (default: $XDG_CACHE_HOME/cubepy or ~/.cache/cubepy)"),
+    Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
+    Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
+)}
+
+_overrides: dict[str, object] = {}
+
+
+def get(env: str) -> object:
+    """The current value of knob ``env`` (override, then environment, then default)."""
+    knob = KNOBS[env]
+    if env in _overrides:
+        return _overrides[env]
+    raw = os.environ.get(env)
+    if raw is None:
+        if env == "CUBEPY_CACHE_DIR":
+            return _default_cache_dir()
+        return knob.default
+    try:
+        return knob.parse(raw)
+    except ValueError as exc:
+        raise CubeError(f"{env}={raw!r}: {exc} ({knob.doc})") from None
+
+
+@contextlib.contextmanager
+def override(**values: object) -> Iterator[None]:
+    """Set knobs for the duration of a ``with`` block: ``override(CUBEPY_SANITIZE=True)``."""
+    unknown = set(values) - set(KNOBS)
+    if unknown:
+        raise CubeError(f"unknown setting(s) {sorted(unknown)}; known: {', '.join(KNOBS)}")
+    saved = dict(_overrides)
+    _overrides.update(values)
+    try:
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(saved)
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, current value, meaning) for every knob, for ``cubepy info`` and the README."""
+    rows = []
+    for env, knob in KNOBS.items():
+        try:
+            value = get(env)
+        except CubeError as exc:
+            value = f"<invalid: {exc}>"
+        if isinstance(value, frozenset):
+            value = ",".join(sorted(value)) or "(none)"
+        rows.append((env, str(value), knob.doc))
+    return rows

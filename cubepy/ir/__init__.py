@@ -1,0 +1,27 @@
+"""cubepy's IR: pure data, a verifier and one printer; it imports nothing else of cubepy but errors.
+
+Read this package to learn the whole IR: ``types`` (element and item types), ``variable`` (variables
+and source locations), ``ops`` (operations, one module per family; ``ops.branch`` holds structured
+control flow), ``scope`` (instructions and scopes), ``kernel`` (``KernelDefinition``), ``printer``
+(the stable text form) and ``verifier``.
+"""
+
+from cubepy.ir import ops
+from cubepy.ir.kernel import KernelDefinition, Param
+from cubepy.ir.ops import branch
+from cubepy.ir.printer import format_instruction, format_kernel, format_scope, format_variable
+from cubepy.ir.scope import Instruction, Scope, child_scopes, walk
+from cubepy.ir.types import (
+    ALL_ELEM_TYPES, BF16, BOOL, ELEM_BY_NAME, F16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, USIZE,
+    ElemType, Type, is_lossless, promote,
+)
+from cubepy.ir.variable import BUILTINS, SourceLoc, Variable, VarKind, builtin, constant
+from cubepy.ir.verifier import register_check, verify, verify_scope
+
+__all__ = [
+    "ALL_ELEM_TYPES", "BF16", "BOOL", "BUILTINS", "ELEM_BY_NAME", "F16", "F32", "F64", "I8", "I16", "I32",
+    "I64", "U8", "U16", "U32", "U64", "USIZE", "ElemType", "Instruction", "KernelDefinition", "Param",
+    "Scope", "SourceLoc", "Type", "Variable", "VarKind", "branch", "builtin", "child_scopes", "constant",
+    "format_instruction", "format_kernel", "format_scope", "format_variable", "is_lossless", "ops",
+    "promote", "register_check", "verify", "verify_scope", "walk",
+]

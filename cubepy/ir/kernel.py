@@ -1,0 +1,64 @@
+"""A whole kernel: parameters, body, launch shape and declared memories."""
+
+from __future__ import annotations
+
+import attrs
+
+from cubepy.ir.scope import Scope
+from cubepy.ir.variable import Variable
+
+PARAM_ROLES = frozenset({"array", "tensor", "scalar", "tensor_map"})
+
+
+@attrs.frozen
+class Param:
+    """A kernel parameter: its variable (GLOBAL, SCALAR or TENSOR_MAP), user-facing name and role."""
+
+    var: Variable
+    name: str
+    role: str  # one of PARAM_ROLES
+
+    @property
+    def slot(self) -> int:
+        """The binding slot of the parameter within its kind (buffers, scalars, tensor maps)."""
+        return self.var.id
+
+
+@attrs.frozen
+class KernelDefinition:
+    """Everything a back end needs to run or compile one specialization of a kernel.
+
+    Params are in declaration order; buffers, scalars and tensor maps each number their slots from 0
+    in that order, which is also the order in which launch binds runtime arguments.
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    body: Scope
+    cube_dim: tuple[int, int, int]
+    shared_memories: tuple[Variable, ...] = ()
+    local_arrays: tuple[Variable, ...] = ()
+    barriers: tuple[Variable, ...] = ()
+    checked: bool = False
+    source_file: str | None = None
+
+    @property
+    def buffers(self) -> tuple[Param, ...]:
+        """Buffer (array and tensor) parameters in slot order."""
+        return tuple(p for p in self.params if p.role in ("array", "tensor"))
+
+    @property
+    def scalars(self) -> tuple[Param, ...]:
+        """Scalar parameters in slot order."""
+        return tuple(p for p in self.params if p.role == "scalar")
+
+    @property
+    def tensor_maps(self) -> tuple[Param, ...]:
+        """Tensor-map parameters in slot order."""
+        return tuple(p for p in self.params if p.role == "tensor_map")
+
+    @property
+    def units_per_cube(self) -> int:
+        """Number of units in one cube."""
+        x, y, z = self.cube_dim
+        return x * y * z

@@ -1,0 +1,126 @@
+"""The one text form of the IR (stable: tests compare against it)."""
+
+from __future__ import annotations
+
+import os
+
+from cubepy.ir.kernel import KernelDefinition
+from cubepy.ir.ops.base import Operation
+from cubepy.ir.scope import Instruction, Scope
+from cubepy.ir.variable import Variable, VarKind
+
+_PREFIX = {
+    VarKind.GLOBAL: "global", VarKind.SCALAR: "scalar", VarKind.TENSOR_MAP: "tmap",
+    VarKind.SHARED: "shared", VarKind.LOCAL_ARRAY: "local", VarKind.BARRIER: "barrier",
+}
+
+
+def format_variable(var: Variable) -> str:
+    """``%3``, ``%m4`` (mutable), ``global[0]``, ``@absolute_pos``, ``1.5f32``, ``true``."""
+    kind = var.kind
+    if kind is VarKind.CONST:
+        return f"%{var.id}"
+    if kind is VarKind.MUT:
+        return f"%m{var.id}"
+    if kind is VarKind.BUILTIN:
+        return f"@{var.name}"
+    if kind is VarKind.CONSTANT:
+        if var.type.elem.is_bool:
+            text = "true" if var.value else "false"
+            return text if var.type.line == 1 else f"{text}x{var.type.line}"
+        return f"{var.value!r}{var.type!r}"
+    return f"{_PREFIX[kind]}[{var.id}]"
+
+
+def _format_operation(operation: Operation) -> str:
+    operands = ", ".join(format_variable(v) for v in operation.operands())
+    attrs_ = operation.attributes()
+    text = operation.name + (" " + operands if operands else "")
+    if attrs_:
+        text += " {" + ", ".join(f"{k}={v}" for k, v in attrs_.items()) + "}"
+    return text
+
+
+def _loc_suffix(inst: Instruction) -> str:
+    if inst.loc is None:
+        return ""
+    return f"  ; {os.path.basename(inst.loc.file)}:{inst.loc.line}"
+
+
+def format_instruction(inst: Instruction) -> str:
+    """One instruction on one line (branch bodies are not included)."""
+    from cubepy.ir.ops import branch
+
+    operation = inst.operation
+    if isinstance(operation, branch.RangeLoop):
+        head = (f"range_loop {format_variable(operation.index)} in {format_variable(operation.start)}"
+                f"..{'=' if operation.inclusive else ''}{format_variable(operation.end)}"
+                f" step {format_variable(operation.step)}")
+    else:
+        head = _format_operation(operation)
+    if inst.out is not None:
+        head = f"{format_variable(inst.out)}: {inst.out.type!r} = {head}"
+    return head + _loc_suffix(inst)
+
+
+def _emit_scope(scope: Scope, depth: int, lines: list[str]) -> None:
+    from cubepy.ir.ops import branch
+
+    pad = "  " * depth
+    for inst in scope.instructions:
+        operation = inst.operation
+        head = format_instruction(inst)
+        if isinstance(operation, (branch.If, branch.Loop, branch.RangeLoop)):
+            lines.append(f"{pad}{head.split('  ;')[0]} {{" + _loc_suffix(inst))
+            _emit_scope(operation.body, depth + 1, lines)
+            lines.append(f"{pad}}}")
+        elif isinstance(operation, branch.IfElse):
+            lines.append(f"{pad}{head.split('  ;')[0]} {{" + _loc_suffix(inst))
+            _emit_scope(operation.then_body, depth + 1, lines)
+            lines.append(f"{pad}}} else {{")
+            _emit_scope(operation.else_body, depth + 1, lines)
+            lines.append(f"{pad}}}")
+        elif isinstance(operation, branch.Switch):
+            lines.append(f"{pad}switch {format_variable(operation.value)} {{" + _loc_suffix(inst))
+            for value, body in operation.cases:
+                lines.append(f"{pad}case {value} {{")
+                _emit_scope(body, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            lines.append(f"{pad}default {{")
+            _emit_scope(operation.default, depth + 1, lines)
+            lines.append(f"{pad}}}")
+            lines.append(f"{pad}}}")
+        else:
+            lines.append(pad + head)
+
+
+def format_scope(scope: Scope, depth: int = 0) -> str:
+    """A scope and its nested bodies, indented two spaces per level."""
+    lines: list[str] = []
+    _emit_scope(scope, depth, lines)
+    return "\n".join(lines)
+
+
+def _format_memory(var: Variable) -> str:
+    align = f" align {var.alignment}" if var.alignment else ""
+    return f"{format_variable(var)}: {var.type!r}[{var.length}]{align}"
+
+
+def format_kernel(kernel: KernelDefinition) -> str:
+    """The whole kernel: header, parameters, declared memories and body."""
+    mode = "checked" if kernel.checked else "unchecked"
+    lines = [f"kernel {kernel.name} cube_dim={kernel.cube_dim} {mode}"]
+    for param in kernel.params:
+        lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({param.role})")
+    for var in kernel.shared_memories:
+        lines.append(f"  {_format_memory(var)}")
+    for var in kernel.local_arrays:
+        lines.append(f"  {_format_memory(var)}")
+    for var in kernel.barriers:
+        lines.append(f"  {format_variable(var)}: barrier")
+    lines.append("{")
+    body = format_scope(kernel.body, 1)
+    if body:
+        lines.append(body)
+    lines.append("}")
+    return "\n".join(lines)

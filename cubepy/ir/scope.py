@@ -1,0 +1,66 @@
+"""Instructions and the scopes (blocks) that hold them."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import attrs
+
+from cubepy.ir.ops.base import Operation
+from cubepy.ir.variable import SourceLoc, Variable
+
+
+@attrs.frozen
+class Instruction:
+    """``out = operation`` at ``loc``; ``out`` is None for operations without a result."""
+
+    out: Variable | None
+    operation: Operation
+    loc: SourceLoc | None = attrs.field(default=None, eq=False)
+
+    @property
+    def op(self) -> str:
+        """The operation's stable lowercase name."""
+        return self.operation.name
+
+    def __str__(self) -> str:
+        from cubepy.ir.printer import format_instruction
+
+        return format_instruction(self)
+
+
+@attrs.frozen
+class Scope:
+    """A straight-line list of instructions; branch operations own child scopes."""
+
+    instructions: tuple[Instruction, ...] = ()
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+
+def child_scopes(operation: Operation) -> tuple[Scope, ...]:
+    """The scopes a branch operation owns, in program order (empty for other operations)."""
+    scopes: list[Scope] = []
+    for field in attrs.fields(type(operation)):
+        value = getattr(operation, field.name)
+        if isinstance(value, Scope):
+            scopes.append(value)
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, Scope):
+                    scopes.append(item)
+                elif isinstance(item, tuple):
+                    scopes.extend(x for x in item if isinstance(x, Scope))
+    return tuple(scopes)
+
+
+def walk(scope: Scope) -> Iterator[Instruction]:
+    """Every instruction of ``scope`` and its children, in program order (a branch before its body)."""
+    for inst in scope.instructions:
+        yield inst
+        for child in child_scopes(inst.operation):
+            yield from walk(child)

@@ -1,0 +1,111 @@
+"""Variables of the IR: what an instruction reads and writes, and where instructions come from."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from cubepy.ir.types import BOOL, Type
+
+
+class VarKind(enum.Enum):
+    """What a variable is, which decides how back ends store it."""
+
+    GLOBAL = "global"            # a buffer parameter (Array/Tensor); id is its buffer slot
+    SCALAR = "scalar"            # a scalar parameter; id is its scalar slot
+    TENSOR_MAP = "tensor_map"    # a TMA descriptor parameter; id is its tensor-map slot
+    CONST = "const"              # an immutable local, assigned exactly once
+    MUT = "mut"                  # a mutable local, assigned by Assign/InsertLane
+    CONSTANT = "constant"        # a literal value
+    SHARED = "shared"            # shared memory of `length` items, per cube
+    LOCAL_ARRAY = "local_array"  # a per-unit array of `length` items
+    BUILTIN = "builtin"          # a topology builtin such as absolute_pos
+    BARRIER = "barrier"          # an mbarrier in shared memory
+
+
+# Builtin names and their element type (all u32), in CubeCL's vocabulary.
+BUILTINS: tuple[str, ...] = (
+    "absolute_pos", "absolute_pos_x", "absolute_pos_y", "absolute_pos_z",
+    "unit_pos", "unit_pos_x", "unit_pos_y", "unit_pos_z",
+    "cube_pos", "cube_pos_x", "cube_pos_y", "cube_pos_z",
+    "cube_dim", "cube_dim_x", "cube_dim_y", "cube_dim_z",
+    "cube_count", "cube_count_x", "cube_count_y", "cube_count_z",
+    "plane_dim", "plane_pos", "unit_pos_plane",
+)
+
+MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY})
+LOCAL_KINDS = frozenset({VarKind.CONST, VarKind.MUT})
+
+
+@attrs.frozen(repr=False)
+class Variable:
+    """An IR value: its kind, id (unique per kind in a kernel) and item type.
+
+    ``value`` holds a literal of CONSTANT variables, ``name`` the builtin's name or a debug name,
+    ``length`` and ``alignment`` the size of SHARED and LOCAL_ARRAY memories (in items / bytes).
+    """
+
+    kind: VarKind
+    id: int
+    type: Type
+    value: object = None
+    name: str | None = attrs.field(default=None, eq=False)
+    length: int | None = None
+    alignment: int | None = None
+
+    @property
+    def elem(self):
+        """The element type."""
+        return self.type.elem
+
+    @property
+    def is_memory(self) -> bool:
+        """True for indexable memories (global buffers, shared memory, local arrays)."""
+        return self.kind in MEMORY_KINDS
+
+    @property
+    def is_constant(self) -> bool:
+        """True for literal values."""
+        return self.kind is VarKind.CONSTANT
+
+    def __repr__(self) -> str:
+        from cubepy.ir.printer import format_variable
+
+        return format_variable(self)
+
+
+def constant(value: object, ty: Type) -> Variable:
+    """A literal of item type ``ty`` (lines broadcast the value to every lane)."""
+    if ty.elem.is_bool:
+        value = bool(value)
+    elif ty.elem.is_float:
+        value = float(value)
+    else:
+        value = int(value)
+    return Variable(VarKind.CONSTANT, 0, ty, value=value)
+
+
+def builtin(name: str) -> Variable:
+    """The topology builtin ``name`` (one of ``BUILTINS``), a u32."""
+    from cubepy.ir.types import U32
+
+    if name not in BUILTINS:
+        raise ValueError(f"unknown builtin {name!r}")
+    return Variable(VarKind.BUILTIN, BUILTINS.index(name), Type(U32), name=name)
+
+
+TRUE = Variable(VarKind.CONSTANT, 0, Type(BOOL), value=True)
+
+
+@attrs.frozen
+class SourceLoc:
+    """Where an instruction comes from in the user's code (1-based line, 0-based column)."""
+
+    file: str
+    line: int
+    col: int = 0
+    function: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"

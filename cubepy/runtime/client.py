@@ -1,0 +1,216 @@
+"""Compute clients: buffers, the kernel cache and launch, for each runtime."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np
+
+from cubepy import config
+from cubepy.errors import CubeError, LaunchError
+from cubepy.runtime.args import CubeCount, CubeDim
+from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.handle import Handle, contiguous_strides
+
+# Hopper's largest opt-in shared memory per block (227 KiB); the CPU runtime enforces the same limit.
+MAX_SHARED_BYTES = 227 * 1024
+_STORAGE_ALIGN = 256
+
+
+def as_numpy_dtype(dtype) -> np.dtype:
+    """A numpy dtype from a numpy dtype, a numpy type or a cubepy element type (``cp.f32``)."""
+    numpy = getattr(dtype, "numpy", None)
+    return np.dtype(numpy if numpy is not None else dtype)
+
+
+def _aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
+    """A 1-D array whose first byte is 256-byte aligned (TMA needs 16, swizzles up to 1024 by address)."""
+    nbytes = max(count, 1) * dtype.itemsize
+    raw = np.empty(nbytes + _STORAGE_ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % _STORAGE_ALIGN
+    return raw[start:start + nbytes].view(dtype)[:count]
+
+
+def _as_cube_shape(value, cls, what: str):
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, int):
+        return cls(value)
+    if isinstance(value, tuple):
+        return cls(*value)
+    raise LaunchError(f"{what}: expected {cls.__name__}, an int or a tuple, got {type(value).__name__}")
+
+
+class ComputeClient:
+    """A runtime's entry point: allocate, read and launch (API.md section 5)."""
+
+    def __init__(self, name: str, backend, *, sanitize: bool = False) -> None:
+        self.name = name
+        self.backend = backend
+        self.sanitize = sanitize
+        self._cache: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self.stats = {"hits": 0, "misses": 0}
+
+    # -- buffers ---------------------------------------------------------------------------
+    def create(self, array) -> Handle:
+        """A new buffer holding a copy of ``array`` (keeps its dtype and shape)."""
+        array = np.asarray(array)
+        storage = _aligned_empty(array.size, array.dtype)
+        storage[...] = array.reshape(-1)
+        return Handle(self, storage, array.dtype, array.shape)
+
+    def empty(self, shape, dtype) -> Handle:
+        """A new buffer of ``shape`` and ``dtype`` with unspecified contents."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        dtype = as_numpy_dtype(dtype)
+        count = int(np.prod(shape)) if shape else 1
+        storage = _aligned_empty(count, dtype)
+        # Filled with a recognisable garbage pattern so reads of never-written data stand out.
+        storage.view(np.uint8)[...] = 0xCD
+        return Handle(self, storage, dtype, shape)
+
+    def zeros(self, shape, dtype) -> Handle:
+        """A new buffer of ``shape`` and ``dtype`` filled with zeros."""
+        handle = self.empty(shape, dtype)
+        handle.storage.view(np.uint8)[...] = 0
+        return handle
+
+    def read(self, handle: Handle) -> np.ndarray:
+        """A numpy copy of the buffer, in its shape (and strides, for strided views)."""
+        self._own(handle, "read")
+        flat = handle.storage[handle.offset:]
+        if handle.strides == contiguous_strides(handle.shape):
+            count = int(np.prod(handle.shape)) if handle.shape else 1
+            return flat[:count].reshape(handle.shape).copy()
+        item = flat.itemsize
+        view = np.lib.stride_tricks.as_strided(flat, handle.shape, tuple(s * item for s in handle.strides))
+        return view.copy()
+
+    def sync(self) -> None:
+        """Wait for every launch to finish (CPU launches finish before they return)."""
+
+    def _own(self, handle, what: str) -> None:
+        if not isinstance(handle, Handle):
+            raise LaunchError(f"client.{what}: expected a Handle, got {type(handle).__name__}")
+        if handle.client is not self:
+            raise LaunchError(f"client.{what}: the handle belongs to another client ({handle.client!r})")
+
+    # -- kernels ---------------------------------------------------------------------------
+    def compiled(self, kernel, cube_dim: tuple[int, int, int], checked: bool, comp_args: tuple):
+        """The cached back-end artifact for one specialization, built on a miss."""
+        key = (kernel.identity, cube_dim, checked, comp_args)
+        artifact = self._cache.get(key)
+        if artifact is not None:
+            self.stats["hits"] += 1
+            if config.get("CUBEPY_DEBUG") >= 1:
+                print(f"[cubepy] cache hit {kernel.name} cube_dim={cube_dim}", file=sys.stderr)
+            return artifact
+        with self._lock:
+            artifact = self._cache.get(key)
+            if artifact is None:
+                start = time.perf_counter()
+                definition = kernel.define(comp_args, cube_dim, checked)
+                artifact = self.backend.prepare(definition)
+                self._cache[key] = artifact
+                self.stats["misses"] += 1
+                if config.get("CUBEPY_DEBUG") >= 1:
+                    took = (time.perf_counter() - start) * 1e3
+                    print(f"[cubepy] compiled {kernel.name} cube_dim={cube_dim} in {took:.1f} ms",
+                          file=sys.stderr)
+        return artifact
+
+    def launch(self, kernel, cube_count, cube_dim, args: tuple, *, checked: bool = True) -> None:
+        """Launch ``kernel`` over ``cube_count`` cubes of ``cube_dim`` units with ``args``."""
+        count = _as_cube_shape(cube_count, CubeCount, "cube_count")
+        dim = _as_cube_shape(cube_dim, CubeDim, "cube_dim")
+        comp_args = kernel.compilation_args(args)
+        bindings = Bindings()
+        kernel.register(args, bindings)
+        for binding in bindings.buffers:
+            self._own(binding.handle, f"launch of {kernel.name}")
+        artifact = self.compiled(kernel, dim.as_tuple(), checked, comp_args)
+        self.backend.check_launch(artifact, count.as_tuple())
+        if count.total == 0:
+            return
+        self.backend.run(artifact, count.as_tuple(), bindings, sanitize=self.sanitize or
+                         bool(config.get("CUBEPY_SANITIZE")))
+
+    def __repr__(self) -> str:
+        return f"ComputeClient({self.name!r})"
+
+
+class InterpBackend:
+    """The CPU runtime: runs the IR itself, lockstep over the grid, with numpy."""
+
+    name = "interp"
+
+    def prepare(self, definition):
+        """Run the IR passes; the result is what ``run`` executes."""
+        from cubepy.compiler.passes import run_passes
+
+        definition, _ = run_passes(definition)
+        return definition
+
+    def check_launch(self, definition, cube_count) -> None:
+        """Reject launches the hardware would refuse (shared memory over the limit)."""
+        shared = sum(v.length * v.type.size for v in definition.shared_memories)
+        if shared > MAX_SHARED_BYTES:
+            raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
+                              f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+
+    def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
+        """Execute; on any error restore every buffer so a failed launch writes nothing."""
+        from cubepy.runtime import interp
+
+        snapshots = [(b.handle.storage, b.handle.storage.copy()) for b in bindings.buffers]
+        try:
+            interp.run(definition, cube_count, bindings, sanitize=sanitize)
+        except BaseException:
+            for storage, saved in snapshots:
+                storage[...] = saved
+            raise
+
+
+_clients: dict[tuple[str, bool], ComputeClient] = {}
+
+
+def runtimes() -> list[str]:
+    """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver."""
+    names = ["interp"]
+    if cuda_unavailable_reason() is None:
+        names.append("cuda")
+    return names
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why the cuda runtime cannot be used here, or None when it can."""
+    try:
+        from cubepy.runtime import cuda  # noqa: F401
+    except ImportError:
+        return "the cuda runtime is not built yet in this version of cubepy"
+    return cuda.unavailable_reason()
+
+
+def client(name: str | None = None, *, sanitize: bool = False) -> ComputeClient:
+    """The client of runtime ``name`` (default: ``CUBEPY_RUNTIME``, else ``interp``)."""
+    name = name or config.get("CUBEPY_RUNTIME")
+    key = (name, sanitize)
+    existing = _clients.get(key)
+    if existing is not None:
+        return existing
+    if name == "interp":
+        made = ComputeClient("interp", InterpBackend(), sanitize=sanitize)
+    elif name == "cuda":
+        reason = cuda_unavailable_reason()
+        if reason is not None:
+            raise CubeError(f"runtime 'cuda' is unavailable: {reason}")
+        from cubepy.runtime import cuda
+
+        made = cuda.make_client(sanitize=sanitize)
+    else:
+        raise CubeError(f"unknown runtime {name!r}; available: {', '.join(runtimes())}")
+    _clients[key] = made
+    return made

@@ -1,0 +1,53 @@
+"""Buffers owned by a compute client."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Handle:
+    """A buffer owned by one client: element dtype, logical shape, strides (in elements) and storage.
+
+    On the CPU runtime ``storage`` is a 1-D numpy array of ``dtype`` holding the whole allocation, and
+    ``offset`` (elements) is where element (0, ..., 0) lives in it.  Other runtimes keep their own
+    ``storage`` (a device pointer) and the same metadata.
+    """
+
+    __slots__ = ("client", "storage", "dtype", "shape", "strides", "offset", "__weakref__")
+
+    def __init__(self, client, storage, dtype, shape, strides=None, offset: int = 0) -> None:
+        self.client = client
+        self.storage = storage
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides) if strides is not None else contiguous_strides(self.shape)
+        self.offset = int(offset)
+
+    @property
+    def size(self) -> int:
+        """Number of elements in the buffer's storage (from ``offset`` on)."""
+        return int(self.storage.size) - self.offset if hasattr(self.storage, "size") else _span(self)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of storage from ``offset`` to the end of the allocation."""
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"Handle(dtype={self.dtype}, shape={self.shape}, strides={self.strides})"
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, in elements, of a dense array of ``shape``."""
+    strides = []
+    acc = 1
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(dim), 1)
+    return tuple(reversed(strides))
+
+
+def _span(handle: Handle) -> int:
+    if not handle.shape:
+        return 1
+    return 1 + sum((d - 1) * s for d, s in zip(handle.shape, handle.strides) if d > 0)

@@ -1,0 +1,162 @@
+"""One negative test per verifier rule, plus well-typed IR that passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from cubepy import ir
+from cubepy.errors import VerifyError
+from cubepy.ir import Scope, Type, Variable, VarKind, constant, verify
+from cubepy.ir import ops as o
+from cubepy.ir.ops import branch as b
+from cubepy.ir.verifier import RULES, register_check
+
+from .irbuild import BOOL, F32, U32, Ids, buffer, inst, kernel
+
+
+def _expect(rule: str, k) -> VerifyError:
+    with pytest.raises(VerifyError) as info:
+        verify(k)
+    assert f"[{rule}]" in str(info.value)
+    return info.value
+
+
+def test_well_typed_kernel_passes():
+    ids = Ids()
+    x = buffer(0, F32)
+    n, cond, v = ids.const(U32), ids.const(BOOL), ids.const(F32)
+    pos = ir.builtin("absolute_pos")
+    body = [
+        inst(n, o.Metadata("len", x.var)),
+        inst(cond, o.Compare("lt", pos, n)),
+        inst(None, b.If(cond, Scope((inst(v, o.Index(x.var, pos)),
+                                     inst(None, o.IndexAssign(x.var, pos, v)))))),
+    ]
+    verify(kernel(body, [x]))
+
+
+def test_error_names_source_line_and_instruction():
+    ids = Ids()
+    err = _expect("type-mismatch", kernel([inst(ids.const(F32), o.Binary("add", constant(1.0, F32),
+                                                                             constant(1, U32)))]))
+    assert "kernel.py:7" in str(err)
+    assert "add 1.0f32, 1u32" in str(err)
+
+
+def test_unknown_op():
+    ids = Ids()
+    _expect("unknown-op", kernel([inst(ids.const(F32), o.Unary("frobnicate", constant(1.0, F32)))]))
+
+
+def test_unknown_op_class():
+    import attrs
+
+    @attrs.frozen
+    class Mystery(o.Operation):
+        NAME = "mystery"
+
+    _expect("unknown-op", kernel([inst(None, Mystery())]))
+
+
+def test_registered_extra_op_is_checked():
+    import attrs
+
+    @attrs.frozen
+    class Extra(o.Operation):
+        NAME = "extra"
+
+    calls = []
+    register_check(Extra, lambda checker, i, op: calls.append(op))
+    verify(kernel([inst(None, Extra())]))
+    assert calls == [Extra()]
+
+
+def test_undefined_operand():
+    ids = Ids()
+    ghost = ids.const(F32)
+    _expect("undefined-operand", kernel([inst(ids.const(F32), o.Unary("neg", ghost))]))
+
+
+def test_local_defined_in_branch_is_not_visible_after():
+    ids = Ids()
+    inner = ids.const(F32)
+    body = [
+        inst(None, b.If(constant(True, BOOL), Scope((inst(inner, o.Unary("neg", constant(1.0, F32))),)))),
+        inst(ids.const(F32), o.Unary("neg", inner)),
+    ]
+    _expect("undefined-operand", kernel(body))
+
+
+def test_const_reassigned():
+    ids = Ids()
+    x = ids.const(F32)
+    _expect("const-reassigned", kernel([inst(x, o.Assign(constant(1.0, F32))),
+                                        inst(x, o.Assign(constant(2.0, F32)))]))
+
+
+def test_bad_out():
+    _expect("bad-out", kernel([inst(Variable(VarKind.CONSTANT, 0, F32, value=1.0),
+                                    o.Unary("neg", constant(1.0, F32)))]))
+
+
+def test_missing_out():
+    _expect("missing-out", kernel([inst(None, o.Binary("add", constant(1.0, F32), constant(1.0, F32)))]))
+
+
+def test_type_mismatch():
+    ids = Ids()
+    _expect("type-mismatch", kernel([inst(ids.const(U32), o.Binary("add", constant(1.0, F32),
+                                                                      constant(1.0, F32)))]))
+
+
+def test_elem_kind():
+    ids = Ids()
+    _expect("elem-kind", kernel([inst(ids.const(U32), o.Unary("sqrt", constant(4, U32)))]))
+
+
+def test_not_memory():
+    ids = Ids()
+    _expect("not-memory", kernel([inst(ids.const(F32), o.Index(constant(1.0, F32), constant(0, U32)))]))
+
+
+def test_bad_index():
+    x = buffer(0, F32)
+    ids = Ids()
+    _expect("bad-index", kernel([inst(ids.const(F32), o.Index(x.var, constant(0.5, F32)))], [x]))
+
+
+def test_break_outside_loop():
+    _expect("break-outside-loop", kernel([inst(None, b.Break())]))
+
+
+def test_break_inside_loop_passes():
+    verify(kernel([inst(None, b.Loop(Scope((inst(None, b.Break()),))))]))
+
+
+def test_bad_param():
+    wrong = ir.Param(Variable(VarKind.SCALAR, 0, F32), "x", "array")
+    _expect("bad-param", kernel([], [wrong]))
+
+
+def test_bad_memory_decl():
+    shared = Variable(VarKind.SHARED, 0, F32, length=16, alignment=24)
+    _expect("bad-memory-decl", kernel([], shared_memories=(shared,)))
+
+
+def test_every_rule_has_a_negative_test():
+    tested = {name[len("test_"):].replace("_", "-") for name in globals() if name.startswith("test_")}
+    assert set(RULES) <= tested, set(RULES) - tested
+
+
+def test_range_loop_index_is_visible_in_body_only():
+    ids = Ids()
+    i = ids.const(U32)
+    loop = b.RangeLoop(i, constant(0, U32), constant(4, U32), constant(1, U32), False,
+                       Scope((inst(ids.const(U32), o.Binary("add", i, constant(1, U32))),)))
+    verify(kernel([inst(None, loop)]))
+    _expect("undefined-operand", kernel([inst(None, loop), inst(ids.const(U32), o.Unary("bitnot", i))]))
+
+
+def test_type_equality_is_by_value():
+    assert Type(ir.F32, 4) == Type(ir.F32, 4)
+    assert Type(ir.F32, 4) != Type(ir.F32, 2)

@@ -1,0 +1,741 @@
+"""Port of CubeCL's ``unary`` runtime tests.
+
+Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/unary.rs`` at commit
+4057f39e7fe025323e032bab8fc7600d16414f5e (HEAD; superset of the classic file at 3956d6153).
+
+``testgen_unary!`` runs per FloatType (f16, bf16, f32, f64); ``testgen_unary_int!`` runs per
+IntType (i8, i16, i32, i64). The expected values are the literal arrays of the Rust test, given
+as f32 literals and converted to the element type (``as_type!``).
+
+Operations API.md names (sin, cos, tan, tanh, sqrt, rsqrt, recip, abs, trunc) are used directly.
+The others have no name in API.md; their tests use the name written next to them (CubeCL's
+method name, ``expm1`` for ``exp_m1``) and are skipped while ``cubepy`` does not export it.
+"""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import ABSOLUTE_POS, Array, Line, cube, f32, u32
+
+FLOATS = [cp.f16, cp.bf16, cp.f32, cp.f64]
+INTS = [cp.i8, cp.i16, cp.i32, cp.i64]
+
+PI = float(np.float32(math.pi))  # core::f32::consts::PI
+NAN = float("nan")
+INF = float("inf")
+
+
+def requires(*names):
+    missing = [name for name in names if not hasattr(cp, name)]
+    return pytest.mark.skipif(
+        bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing)
+    )
+
+
+def as_type(elem, *values):
+    """``as_type![F: ...]``: each value is an f32 literal converted with ``F::new``."""
+    return np.asarray(values, dtype=np.float32).astype(elem.numpy)
+
+
+def as_int(elem, *values):
+    """``as_type![I: ...]``: each value is an i64 converted with ``I::new`` (``as`` cast, wraps)."""
+    return np.asarray(values, dtype=np.int64).astype(elem.numpy)
+
+
+def assert_equals_approx(actual, expected, epsilon):
+    """``unary::assert_equals_approx``: absolute error below ``epsilon``."""
+    actual = np.asarray(actual).astype(np.float64)
+    expected = np.asarray(expected).astype(np.float64)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        ok = (
+            abs(a - e) < epsilon
+            or (np.isnan(a) and np.isnan(e))
+            or (np.isinf(a) and np.isinf(e) and np.signbit(a) == np.signbit(e))
+        )
+        assert ok, (
+            f"Values differ more than epsilon: actual={a}, expected={e}, "
+            f"difference={abs(a - e)}, epsilon={epsilon}\nindex: {i}\n"
+            f"actual: {actual}\nexpected: {expected}"
+        )
+
+
+@functools.cache
+def make_unary_kernel(F, func):
+    # `test_unary_impl!`'s kernel: `Vector::cast_from($unary_func(input[i]))`.
+    @cube(launch_unchecked=True)
+    def test_function(input: Array[Line[F]], output: Array[Line[F]]):
+        if ABSOLUTE_POS < input.len():
+            output[ABSOLUTE_POS] = Line[F](func(input[ABSOLUTE_POS]))
+
+    return test_function
+
+
+def run_unary(client, F, func, cases, epsilon=0.02):
+    kernel = make_unary_kernel(F, func)
+    for input_vectorization, out_vectorization, values, expected in cases:
+        values = as_type(F, *values)
+        expected = as_type(F, *expected)
+        # Rust allocates `input.len()` elements and binds `expected.len()` of them.
+        output_handle = client.empty((len(values),), F.numpy)
+        input_handle = client.create(values)
+
+        kernel.launch_unchecked(
+            client,
+            cp.CubeCount(1, 1, 1),
+            cp.CubeDim(len(values) // input_vectorization),
+            cp.ArrayArg(input_handle, line_size=input_vectorization),
+            cp.ArrayArg(output_handle, line_size=out_vectorization),
+        )
+
+        actual = client.read(output_handle)
+        assert_equals_approx(actual[: len(expected)], expected, epsilon)
+
+
+def same_three(values, expected):
+    """Cases for vectorization 1, 2 and 4 on the same data (in == out vectorization)."""
+    return [(v, v, values, expected) for v in (1, 2, 4)]
+
+
+# --- float unary ops -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_sin(client, F):
+    run_unary(
+        client,
+        F,
+        cp.sin,
+        same_three([0.0, 1.5707964, 3.1415927, -1.5707964], [0.0, 1.0, 0.0, -1.0]),
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_cos(client, F):
+    run_unary(
+        client,
+        F,
+        cp.cos,
+        same_three([0.0, 1.5707964, 3.1415927, -1.5707964], [1.0, 0.0, -1.0, 0.0]),
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_tan(client, F):
+    run_unary(
+        client,
+        F,
+        cp.tan,
+        same_three([0.0, 0.7853982, 1.0471976, -0.7853982], [0.0, 1.0, 1.7320508, -1.0]),
+    )
+
+
+@requires("asin")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_asin(client, F):
+    run_unary(
+        client,
+        F,
+        cp.asin,
+        [
+            (
+                1,
+                1,
+                [0.0, 0.5, 1.0, -0.5, -1.0],
+                [0.0, 0.5235988, 1.5707964, -0.5235988, -1.5707964],
+            ),
+            (2, 2, [0.0, 0.5, 1.0, -0.5], [0.0, 0.5235988, 1.5707964, -0.5235988]),
+            (4, 4, [0.0, 0.5, 1.0, -0.5], [0.0, 0.5235988, 1.5707964, -0.5235988]),
+        ],
+    )
+
+
+@requires("acos")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_acos(client, F):
+    run_unary(
+        client,
+        F,
+        cp.acos,
+        [
+            (
+                1,
+                1,
+                [1.0, 0.5, 0.0, -0.5, -1.0],
+                [0.0, 1.0471976, 1.5707964, 2.0943952, 3.1415927],
+            ),
+            (2, 2, [1.0, 0.5, 0.0, -0.5], [0.0, 1.0471976, 1.5707964, 2.0943952]),
+            (4, 4, [1.0, 0.5, 0.0, -0.5], [0.0, 1.0471976, 1.5707964, 2.0943952]),
+        ],
+    )
+
+
+@requires("atan")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_atan(client, F):
+    run_unary(
+        client,
+        F,
+        cp.atan,
+        [
+            (
+                1,
+                1,
+                [0.0, 1.0, -1.0, 1000.0, -1000.0],
+                [0.0, 0.7853982, -0.7853982, 1.5697963, -1.5697963],
+            ),
+            (2, 2, [0.0, 1.0, -1.0, 1000.0], [0.0, 0.7853982, -0.7853982, 1.5697963]),
+            (4, 4, [0.0, 1.0, -1.0, 1000.0], [0.0, 0.7853982, -0.7853982, 1.5697963]),
+        ],
+    )
+
+
+@requires("sinh")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_sinh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.sinh,
+        [
+            (
+                1,
+                1,
+                [0.0, 1.0, -1.0, 2.0, -2.0],
+                [0.0, 1.1752012, -1.1752012, 3.6268604, -3.6268604],
+            ),
+            (2, 2, [0.0, 1.0, -1.0, 2.0], [0.0, 1.1752012, -1.1752012, 3.6268604]),
+            (4, 4, [0.0, 1.0, -1.0, 2.0], [0.0, 1.1752012, -1.1752012, 3.6268604]),
+        ],
+    )
+
+
+@requires("cosh")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_cosh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.cosh,
+        [
+            (
+                1,
+                1,
+                [0.0, 1.0, -1.0, 2.0, -2.0],
+                [1.0, 1.5430807, 1.5430807, 3.7621956, 3.7621956],
+            ),
+            (2, 2, [0.0, 1.0, -1.0, 2.0], [1.0, 1.5430807, 1.5430807, 3.7621956]),
+            (4, 4, [0.0, 1.0, -1.0, 2.0], [1.0, 1.5430807, 1.5430807, 3.7621956]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_tanh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.tanh,
+        [
+            (
+                1,
+                1,
+                [0.0, 1.0, -1.0, 2.0, -2.0],
+                [0.0, 0.7615942, -0.7615942, 0.9640276, -0.9640276],
+            ),
+            (2, 2, [0.0, 1.0, -1.0, 2.0], [0.0, 0.7615942, -0.7615942, 0.9640276]),
+            (4, 4, [0.0, 1.0, -1.0, 2.0], [0.0, 0.7615942, -0.7615942, 0.9640276]),
+        ],
+    )
+
+
+@requires("asinh")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_asinh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.asinh,
+        [
+            (
+                1,
+                1,
+                [0.0, 1.0, -1.0, 2.0, -2.0],
+                [0.0, 0.8813736, -0.8813736, 1.4436355, -1.4436355],
+            ),
+            (2, 2, [0.0, 1.0, -1.0, 2.0], [0.0, 0.8813736, -0.8813736, 1.4436355]),
+            (4, 4, [0.0, 1.0, -1.0, 2.0], [0.0, 0.8813736, -0.8813736, 1.4436355]),
+        ],
+    )
+
+
+@requires("acosh")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_acosh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.acosh,
+        same_three([1.0, 2.0, 3.0, 10.0], [0.0, 1.316958, 1.7627472, 2.993223]),
+    )
+
+
+@requires("atanh")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_atanh(client, F):
+    run_unary(
+        client,
+        F,
+        cp.atanh,
+        [
+            (
+                1,
+                1,
+                [0.0, 0.5, -0.5, 0.9, -0.9],
+                [0.0, 0.54930615, -0.54930615, 1.4722195, -1.4722195],
+            ),
+            (2, 2, [0.0, 0.5, -0.5, 0.9], [0.0, 0.54930615, -0.54930615, 1.4722195]),
+            (4, 4, [0.0, 0.5, -0.5, 0.9], [0.0, 0.54930615, -0.54930615, 1.4722195]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_sqrt(client, F):
+    run_unary(
+        client,
+        F,
+        cp.sqrt,
+        [
+            (1, 1, [0.0, 1.0, 4.0, 9.0, 16.0, 25.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]),
+            (2, 2, [0.0, 1.0, 4.0, 9.0], [0.0, 1.0, 2.0, 3.0]),
+            (4, 4, [0.0, 1.0, 4.0, 9.0], [0.0, 1.0, 2.0, 3.0]),
+        ],
+    )
+
+
+@requires("to_degrees")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_degrees(client, F):
+    # f32 arithmetic on the PI constant, as in Rust (`PI / 2.`, `PI * 2.`, ...).
+    pi = np.float32(PI)
+    run_unary(
+        client,
+        F,
+        cp.to_degrees,
+        [
+            (
+                1,
+                1,
+                [0.0, pi / 2, pi, pi * 2, -pi / 2, -pi, -pi * 2],
+                [0.0, 90.0, 180.0, 360.0, -90.0, -180.0, -360.0],
+            ),
+            (2, 2, [0.0, pi / 2, pi, -pi / 2], [0.0, 90.0, 180.0, -90.0]),
+            (4, 4, [0.0, pi / 2, pi, -pi / 2], [0.0, 90.0, 180.0, -90.0]),
+        ],
+        epsilon=0.3,
+    )
+
+
+@requires("to_radians")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_radians(client, F):
+    pi = np.float32(PI)
+    run_unary(
+        client,
+        F,
+        cp.to_radians,
+        [
+            (
+                1,
+                1,
+                [0.0, 90.0, 180.0, 360.0, -90.0, -180.0, -360.0],
+                [0.0, pi / 2, pi, pi * 2, -pi / 2, -pi, -pi * 2],
+            ),
+            (2, 2, [0.0, 90.0, 180.0, -90.0], [0.0, pi / 2, pi, -pi / 2]),
+            (4, 4, [0.0, 90.0, 180.0, -90.0], [0.0, pi / 2, pi, -pi / 2]),
+        ],
+    )
+
+
+@requires("magnitude")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_magnitude(client, F):
+    run_unary(
+        client,
+        F,
+        cp.magnitude,
+        [
+            (1, 1, [-1.0, 23.1, -1.4, 5.1], [1.0, 23.1, 1.4, 5.1]),
+            (2, 1, [-1.0, 0.0, 1.0, 5.0], [1.0, 5.099]),
+            (4, 1, [-1.0, 0.0, 1.0, 5.0], [5.196]),
+            (4, 1, [0.0, 0.0, 0.0, 0.0], [0.0]),
+        ],
+    )
+
+
+@requires("vector_sum")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_vector_sum(client, F):
+    run_unary(
+        client,
+        F,
+        cp.vector_sum,
+        [
+            (1, 1, [-1.0, 23.1, -1.4, 5.1], [-1.0, 23.1, -1.4, 5.1]),
+            (2, 1, [1.0, 3.0, 2.0, 5.0], [4.0, 7.0]),
+            (4, 1, [1.0, 2.0, 3.0, 4.0], [10.0]),
+            (4, 1, [0.0, 0.0, 0.0, 0.0], [0.0]),
+            (4, 1, [-1.0, 1.0, -2.0, 2.0], [0.0]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_abs(client, F):
+    run_unary(client, F, cp.abs, same_three([-1.0, 0.0, 2.0, -3.0], [1.0, 0.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_inverse_sqrt(client, F):
+    # Rust: `Vector::inverse_sqrt`; API.md: `rsqrt`.
+    run_unary(
+        client,
+        F,
+        cp.rsqrt,
+        [
+            (1, 1, [1.0, 4.0, 16.0, 0.25], [1.0, 0.5, 0.25, 2.0]),
+            (2, 2, [9.0, 25.0, 0.0625, 100.0], [0.33333334, 0.2, 4.0, 0.1]),
+            (4, 4, [0.0, 0.01, 64.0, 0.111111], [INF, 10.0, 0.125, 3.0]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_recip(client, F):
+    run_unary(client, F, cp.recip, same_three([1.0, 2.0, 4.0, 0.5], [1.0, 0.5, 0.25, 2.0]))
+
+
+@requires("normalize")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_normalize(client, F):
+    run_unary(
+        client,
+        F,
+        cp.normalize,
+        [
+            (1, 1, [-1.0, 0.0, 1.0, 5.0], [-1.0, NAN, 1.0, 1.0]),
+            (2, 2, [-1.0, 0.0, 1.0, 5.0], [-1.0, 0.0, 0.196, 0.981]),
+            (4, 4, [-1.0, 0.0, 1.0, 5.0], [-0.192, 0.0, 0.192, 0.962]),
+            (4, 4, [0.0, 0.0, 0.0, 0.0], [NAN, NAN, NAN, NAN]),
+            (2, 2, [0.0, 0.0, 1.0, 0.0], [NAN, NAN, 1.0, 0.0]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_trunc(client, F):
+    run_unary(
+        client,
+        F,
+        cp.trunc,
+        [
+            (1, 1, [-1.2, -1.0, -0.0, 0.0], [-1.0, -1.0, -0.0, 0.0]),
+            (2, 2, [NAN, 1.0, 1.2, 1.9], [NAN, 1.0, 1.0, 1.0]),
+            (4, 4, [-0.9, 0.2, NAN, 1.99], [-0.0, 0.0, NAN, 1.0]),
+        ],
+    )
+
+
+@functools.cache
+def make_unary_fixed_kernel(F, Out, func):
+    # `test_unary_impl_fixed!` / `test_unary_impl_int_fixed!`: input and output share N.
+    @cube(launch_unchecked=True)
+    def test_function(input: Array[Line[F]], output: Array[Line[Out]]):
+        if ABSOLUTE_POS < input.len():
+            output[ABSOLUTE_POS] = Line[Out](func(input[ABSOLUTE_POS]))
+
+    return test_function
+
+
+def run_unary_fixed(client, In, Out, func, cases):
+    kernel = make_unary_fixed_kernel(In, Out, func)
+    for input_vectorization, values, expected in cases:
+        expected = np.asarray(expected).astype(Out.numpy)
+        output_handle = client.empty((len(values),), Out.numpy)
+
+        kernel.launch_unchecked(
+            client,
+            cp.CubeCount(1, 1, 1),
+            cp.CubeDim(len(values) // input_vectorization),
+            cp.ArrayArg(client.create(values), line_size=input_vectorization),
+            cp.ArrayArg(output_handle, line_size=input_vectorization),
+        )
+
+        np.testing.assert_array_equal(client.read(output_handle), expected)
+
+
+@requires("is_nan")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_is_nan(client, F):
+    run_unary_fixed(
+        client,
+        F,
+        u32,
+        cp.is_nan,
+        [
+            (1, as_type(F, 0.0, NAN, INF, -INF), [0, 1, 0, 0]),
+            (2, as_type(F, INF, -100.0, NAN, -INF), [0, 0, 1, 0]),
+            (4, as_type(F, -INF, INF, 100.0, NAN), [0, 0, 0, 1]),
+        ],
+    )
+
+
+@requires("is_inf")
+@pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
+def test_is_inf(client, F):
+    run_unary_fixed(
+        client,
+        F,
+        u32,
+        cp.is_inf,
+        [
+            (1, as_type(F, 0.0, NAN, INF, -INF), [0, 0, 1, 1]),
+            (2, as_type(F, INF, -100.0, NAN, -INF), [1, 0, 0, 1]),
+            (4, as_type(F, -INF, INF, 100.0, NAN), [1, 1, 0, 0]),
+        ],
+    )
+
+
+def ordered_f32_bits(value):
+    bits = int(np.asarray(value, dtype=np.float32).view(np.int32))
+    return -(2**31) - bits if bits < 0 else bits
+
+
+def assert_f32_ulp_le(actual, expected, max_ulp):
+    if actual == expected:
+        return
+    diff = abs(ordered_f32_bits(actual) - ordered_f32_bits(expected))
+    assert diff <= max_ulp, (
+        f"Values differ by more than {max_ulp} ulp: actual={actual}, "
+        f"expected={expected}, ulp_diff={diff}"
+    )
+
+
+@functools.cache
+def make_expm1_kernel():
+    @cube(launch_unchecked=True)
+    def test_function(input: Array[Line[f32]], output: Array[Line[f32]]):
+        if ABSOLUTE_POS < input.len():
+            output[ABSOLUTE_POS] = Line[f32](cp.expm1(input[ABSOLUTE_POS]))
+
+    return test_function
+
+
+@requires("expm1")
+def test_expm1_f32(client):
+    values = np.asarray([0.0, 1.0e-7, 10.0, -1.0e-7], dtype=np.float32)
+    # Rust computes the expectation with f32::exp_m1 on the host.
+    expected = np.expm1(values)
+    kernel = make_expm1_kernel()
+
+    for input_vectorization, out_vectorization in [(1, 1), (2, 2), (4, 4)]:
+        output_handle = client.empty((len(values),), np.float32)
+
+        kernel.launch_unchecked(
+            client,
+            cp.CubeCount(1, 1, 1),
+            cp.CubeDim(len(values) // input_vectorization),
+            cp.ArrayArg(client.create(values), line_size=input_vectorization),
+            cp.ArrayArg(output_handle, line_size=out_vectorization),
+        )
+
+        actual = client.read(output_handle)
+        assert actual[0] == 0.0
+        assert_f32_ulp_le(actual[1], expected[1], 2)
+        assert_f32_ulp_le(actual[2], expected[2], 2)
+        assert_f32_ulp_le(actual[3], expected[3], 2)
+
+
+# --- integer unary ops (testgen_unary_int!, IntType) ---------------------------------------
+
+
+@functools.cache
+def make_unary_int_kernel(I, func):
+    @cube(launch_unchecked=True)
+    def test_function(input: Array[Line[I]], output: Array[Line[I]]):
+        if ABSOLUTE_POS < input.len():
+            output[ABSOLUTE_POS] = Line[I](func(input[ABSOLUTE_POS]))
+
+    return test_function
+
+
+def run_unary_int(client, I, func, cases):
+    kernel = make_unary_int_kernel(I, func)
+    for input_vectorization, values, expected in cases:
+        output_handle = client.empty((len(values),), I.numpy)
+
+        kernel.launch_unchecked(
+            client,
+            cp.CubeCount(1, 1, 1),
+            cp.CubeDim(len(values) // input_vectorization),
+            cp.ArrayArg(client.create(values), line_size=input_vectorization),
+            cp.ArrayArg(output_handle, line_size=input_vectorization),
+        )
+
+        np.testing.assert_array_equal(client.read(output_handle), expected)
+
+
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_abs_int(client, I):
+    values = as_int(I, 3, -5, 0, -127)
+    expected = as_int(I, 3, 5, 0, 127)
+    run_unary_int(client, I, cp.abs, [(v, values, expected) for v in (1, 2, 4)])
+
+
+@functools.cache
+def make_vector_sum_int_kernel(I):
+    @cube(launch_unchecked=True)
+    def test_function(input: Array[Line[I]], output: Array[Line[I]]):
+        if ABSOLUTE_POS < input.len():
+            output[ABSOLUTE_POS] = Line[I](cp.vector_sum(input[ABSOLUTE_POS]))
+
+    return test_function
+
+
+@requires("vector_sum")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_vector_sum_int(client, I):
+    kernel = make_vector_sum_int_kernel(I)
+    cases = [
+        # (values, cube_dim, input vectorization, output elements, expected)
+        (as_int(I, 3, -5, 7, -2), 4, 1, 4, as_int(I, 3, -5, 7, -2)),  # vec1: identity
+        (as_int(I, 1, 3, 2, 5), 2, 2, 2, as_int(I, 4, 7)),  # vec2: sum pairs
+        (as_int(I, 1, 2, 3, 4), 1, 4, 1, as_int(I, 10)),  # vec4: sum all 4
+    ]
+    for values, cube_dim, vectorization, out_len, expected in cases:
+        output_handle = client.empty((out_len,), I.numpy)
+
+        kernel.launch_unchecked(
+            client,
+            cp.CubeCount(1, 1, 1),
+            cp.CubeDim(cube_dim),
+            cp.ArrayArg(client.create(values), line_size=vectorization),
+            cp.ArrayArg(output_handle, line_size=1),
+        )
+
+        np.testing.assert_array_equal(client.read(output_handle), expected)
+
+
+def shift(I, value):
+    """``shift!``: ``value << (size_of::<I>() - 1) * 8`` on an i64, then ``I::new``."""
+    shifted = (value << ((I.size - 1) * 8)) & 0xFFFF_FFFF_FFFF_FFFF
+    return int(np.asarray(shifted, dtype=np.uint64).astype(np.int64))
+
+
+def norm_lead(I, value):
+    """``norm_lead!``: ``value + (size_of::<I>() - 1) * 8``."""
+    return value + (I.size - 1) * 8
+
+
+@requires("count_ones")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_count_ones(client, I):
+    run_unary_fixed(
+        client,
+        I,
+        u32,
+        cp.count_ones,
+        [
+            (1, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111), [4, 1, 8]),
+            (2, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
+            (4, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
+        ],
+    )
+
+
+@requires("reverse_bits")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_reverse_bits(client, I):
+    four = as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001)
+    expected_four = as_int(
+        I,
+        shift(I, 0b0100_0111),
+        shift(I, 0b0000_0001),
+        shift(I, 0b1111_1111),
+        shift(I, 0b1000_0011),
+    )
+    run_unary_int(
+        client,
+        I,
+        cp.reverse_bits,
+        [
+            (1, four[:3], expected_four[:3]),
+            (2, four, expected_four),
+            (4, four, expected_four),
+        ],
+    )
+
+
+@requires("leading_zeros")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_leading_zeros(client, I):
+    run_unary_fixed(
+        client,
+        I,
+        u32,
+        cp.leading_zeros,
+        [
+            (
+                1,
+                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111),
+                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2)],
+            ),
+            (
+                2,
+                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
+                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2), norm_lead(I, 0)],
+            ),
+            (
+                4,
+                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
+                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2), norm_lead(I, 0)],
+            ),
+        ],
+    )
+
+
+@requires("trailing_zeros")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_trailing_zeros(client, I):
+    bits = I.size * 8
+    run_unary_fixed(
+        client,
+        I,
+        u32,
+        cp.trailing_zeros,
+        [
+            (1, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000), [1, bits, 3]),
+            (2, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
+            (4, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
+        ],
+    )
+
+
+@requires("find_first_set")
+@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
+def test_find_first_set(client, I):
+    run_unary_fixed(
+        client,
+        I,
+        u32,
+        cp.find_first_set,
+        [
+            (1, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111), [2, 0, 1]),
+            (2, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
+            (4, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
+        ],
+    )

@@ -12,8 +12,26 @@ from cubepy.ir.ops import branch
 from cubepy.ir.printer import format_instruction, format_kernel, format_scope, format_variable
 from cubepy.ir.scope import Instruction, Scope, child_scopes, walk
 from cubepy.ir.types import (
-    ALL_ELEM_TYPES, BF16, BOOL, ELEM_BY_NAME, F16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, USIZE,
-    ElemType, Type, is_lossless, promote,
+    ALL_ELEM_TYPES,
+    BF16,
+    BOOL,
+    ELEM_BY_NAME,
+    F16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    USIZE,
+    ElemType,
+    Type,
+    is_lossless,
+    promote,
 )
 from cubepy.ir.variable import BUILTINS, SourceLoc, Variable, VarKind, builtin, constant
 from cubepy.ir.verifier import register_check, verify, verify_scope

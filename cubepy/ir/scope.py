@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import attrs
 
@@ -22,6 +22,11 @@ class Instruction:
     def op(self) -> str:
         """The operation's stable lowercase name."""
         return self.operation.name
+
+    @property
+    def outputs(self) -> tuple[Variable, ...]:
+        """The variables this instruction defines: ``(out,)``, or ``()`` for operations without a result."""
+        return () if self.out is None else (self.out,)
 
     def __str__(self) -> str:
         from cubepy.ir.printer import format_instruction

@@ -1,12 +1,30 @@
 """IR operations, one module per family."""
 
 from cubepy.ir.ops.arith import (
-    BINARY_OPS, COMPARE_OPS, UNARY_OPS, Assign, Binary, Bitcast, Cast, Clamp, Compare, Fma, Select, Unary,
+    BINARY_OPS,
+    COMPARE_OPS,
+    UNARY_OPS,
+    Assign,
+    Binary,
+    Bitcast,
+    Cast,
+    Clamp,
+    Compare,
+    Fma,
+    Select,
+    Unary,
 )
 from cubepy.ir.ops.base import NamedOperation, Operation
 from cubepy.ir.ops.memory import (
-    ATOMIC_OPS, METADATA_KINDS, AtomicCompareExchange, AtomicOp, ExtractLane, Index, IndexAssign,
-    InsertLane, Metadata,
+    ATOMIC_OPS,
+    METADATA_KINDS,
+    AtomicCompareExchange,
+    AtomicOp,
+    ExtractLane,
+    Index,
+    IndexAssign,
+    InsertLane,
+    Metadata,
 )
 from cubepy.ir.ops.sync import PLANE_OPS, PlaneOp, SyncCube, SyncPlane, SyncProxyShared
 

@@ -78,6 +78,7 @@ def tiled_store(tm: Any, coords: Sequence[int], smem: np.ndarray, src: int) -> N
         if c < 0:
             raise TensorMapError(f"{op}: coordinate {i} (driver order, innermost first) = {c} breaks "
                                  "rule 27: the starting coordinates of a TMA store must be >= 0")
+    # [INFERRED] the store walks the same index map as the load (section 1.3), traversal strides included.
     offs, valid, nbytes = _tiled_elements(tm, op, coords)
     _check_smem(tm, op, smem, src, "src", nbytes)
     es = np.dtype(tm.dtype).itemsize

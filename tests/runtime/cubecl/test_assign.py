@@ -106,9 +106,7 @@ def test_assign_scalar(client, F):
 def test_assign_one_tuple(client, F):
     handle = client.create(as_type(F, 0.0))
 
-    make_kernel_assign_one_tuple(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle)
-    )
+    make_kernel_assign_one_tuple(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))
 
     actual = client.read(handle)
     assert f64(actual)[0] == 5.0

@@ -225,9 +225,7 @@ def make_kernel_for_loop_with_return(F):
 def test_switch_const(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_switch_const(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 1
-    )
+    make_kernel_switch_const(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 1)
 
     assert f64(client.read(handle))[0] == 3.0
 
@@ -236,9 +234,7 @@ def test_switch_const(client, F):
 def test_switch_statement(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_switch_simple(F).launch_unchecked(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 0
-    )
+    make_kernel_switch_simple(F).launch_unchecked(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 0)
 
     assert f64(client.read(handle))[0] == 1.0
 
@@ -247,9 +243,7 @@ def test_switch_statement(client, F):
 def test_switch_used_as_value(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_switch_value_expr(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 1
-    )
+    make_kernel_switch_value_expr(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 1)
 
     assert f64(client.read(handle))[0] == 3.0
 
@@ -258,9 +252,7 @@ def test_switch_used_as_value(client, F):
 def test_switch_default(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_switch_value_expr(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 5
-    )
+    make_kernel_switch_value_expr(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 5)
 
     assert f64(client.read(handle))[0] == 5.0
 
@@ -269,9 +261,7 @@ def test_switch_default(client, F):
 def test_switch_or_branch(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_switch_or_arm(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 2
-    )
+    make_kernel_switch_or_arm(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), 2)
 
     assert f64(client.read(handle))[0] == 3.0
 
@@ -282,9 +272,7 @@ def test_select(client, F, cond):
     handle = client.create(as_type(F, 0.0))
     cond_u32 = 1 if cond else 0
 
-    make_kernel_select(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), cond_u32
-    )
+    make_kernel_select(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), cond_u32)
 
     actual = f64(client.read(handle))
     if cond:
@@ -297,9 +285,7 @@ def test_select(client, F, cond):
 def test_for_loop_with_break(client, F):
     handle = client.create(np.zeros(20, dtype=F.numpy))
 
-    make_kernel_for_loop_with_break(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle)
-    )
+    make_kernel_for_loop_with_break(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))
 
     expected = [1.0 if i < 4 else 0.0 for i in range(20)]
     np.testing.assert_array_equal(f64(client.read(handle)), expected)
@@ -309,9 +295,7 @@ def test_for_loop_with_break(client, F):
 def test_for_loop_with_return(client, F):
     handle = client.create(np.zeros(20, dtype=F.numpy))
 
-    make_kernel_for_loop_with_return(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle)
-    )
+    make_kernel_for_loop_with_return(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))
 
     expected = [1.0 if i < 4 else 0.0 for i in range(20)]
     np.testing.assert_array_equal(f64(client.read(handle)), expected)

@@ -90,9 +90,7 @@ def test_launch_with_comptime_tag(client):
 def test_launch_with_generics(client, F):
     handle = client.create(as_type(F, 0.0, 1.0))
 
-    make_kernel_with_generics(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle)
-    )
+    make_kernel_with_generics(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))
 
     assert client.read(handle).astype(np.float64)[0] == 5.0
 
@@ -110,9 +108,7 @@ def test_launch_inplace(client):
     # alias argument; the equivalent is the same handle given to both parameters.
     handle = client.create(np.asarray([0.0, 1.0], dtype=np.float32))
 
-    kernel_inplace.launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), cp.ArrayArg(handle)
-    )
+    kernel_inplace.launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle), cp.ArrayArg(handle))
 
     assert client.read(handle)[0] == 5.0
 
@@ -139,8 +135,6 @@ def test_launch_checked_and_unchecked(client, mode):
     # give the same result on in-bounds code (the Rust suite uses both entry points throughout).
     handle = client.create(np.asarray([0.0, 1.0], dtype=np.float32))
 
-    getattr(kernel_without_generics_both, mode)(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle)
-    )
+    getattr(kernel_without_generics_both, mode)(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))
 
     assert client.read(handle)[0] == 5.0

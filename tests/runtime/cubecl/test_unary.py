@@ -31,9 +31,7 @@ INF = float("inf")
 
 def requires(*names):
     missing = [name for name in names if not hasattr(cp, name)]
-    return pytest.mark.skipif(
-        bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing)
-    )
+    return pytest.mark.skipif(bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing))
 
 
 def as_type(elem, *values):
@@ -51,14 +49,16 @@ def assert_equals_approx(actual, expected, epsilon):
     actual = np.asarray(actual).astype(np.float64)
     expected = np.asarray(expected).astype(np.float64)
     for i, (a, e) in enumerate(zip(actual, expected)):
+        with np.errstate(invalid="ignore"):  # inf - inf
+            difference = abs(a - e)
         ok = (
-            abs(a - e) < epsilon
+            difference < epsilon
             or (np.isnan(a) and np.isnan(e))
             or (np.isinf(a) and np.isinf(e) and np.signbit(a) == np.signbit(e))
         )
         assert ok, (
             f"Values differ more than epsilon: actual={a}, expected={e}, "
-            f"difference={abs(a - e)}, epsilon={epsilon}\nindex: {i}\n"
+            f"difference={difference}, epsilon={epsilon}\nindex: {i}\n"
             f"actual: {actual}\nexpected: {expected}"
         )
 
@@ -520,8 +520,7 @@ def assert_f32_ulp_le(actual, expected, max_ulp):
         return
     diff = abs(ordered_f32_bits(actual) - ordered_f32_bits(expected))
     assert diff <= max_ulp, (
-        f"Values differ by more than {max_ulp} ulp: actual={actual}, "
-        f"expected={expected}, ulp_diff={diff}"
+        f"Values differ by more than {max_ulp} ulp: actual={actual}, expected={expected}, ulp_diff={diff}"
     )
 
 
@@ -564,19 +563,19 @@ def test_expm1_f32(client):
 
 
 @functools.cache
-def make_unary_int_kernel(I, func):
+def make_unary_int_kernel(Int, func):
     @cube(launch_unchecked=True)
-    def test_function(input: Array[Line[I]], output: Array[Line[I]]):
+    def test_function(input: Array[Line[Int]], output: Array[Line[Int]]):
         if ABSOLUTE_POS < input.len():
-            output[ABSOLUTE_POS] = Line[I](func(input[ABSOLUTE_POS]))
+            output[ABSOLUTE_POS] = Line[Int](func(input[ABSOLUTE_POS]))
 
     return test_function
 
 
-def run_unary_int(client, I, func, cases):
-    kernel = make_unary_int_kernel(I, func)
+def run_unary_int(client, Int, func, cases):
+    kernel = make_unary_int_kernel(Int, func)
     for input_vectorization, values, expected in cases:
-        output_handle = client.empty((len(values),), I.numpy)
+        output_handle = client.empty((len(values),), Int.numpy)
 
         kernel.launch_unchecked(
             client,
@@ -589,35 +588,35 @@ def run_unary_int(client, I, func, cases):
         np.testing.assert_array_equal(client.read(output_handle), expected)
 
 
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_abs_int(client, I):
-    values = as_int(I, 3, -5, 0, -127)
-    expected = as_int(I, 3, 5, 0, 127)
-    run_unary_int(client, I, cp.abs, [(v, values, expected) for v in (1, 2, 4)])
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_abs_int(client, Int):
+    values = as_int(Int, 3, -5, 0, -127)
+    expected = as_int(Int, 3, 5, 0, 127)
+    run_unary_int(client, Int, cp.abs, [(v, values, expected) for v in (1, 2, 4)])
 
 
 @functools.cache
-def make_vector_sum_int_kernel(I):
+def make_vector_sum_int_kernel(Int):
     @cube(launch_unchecked=True)
-    def test_function(input: Array[Line[I]], output: Array[Line[I]]):
+    def test_function(input: Array[Line[Int]], output: Array[Line[Int]]):
         if ABSOLUTE_POS < input.len():
-            output[ABSOLUTE_POS] = Line[I](cp.vector_sum(input[ABSOLUTE_POS]))
+            output[ABSOLUTE_POS] = Line[Int](cp.vector_sum(input[ABSOLUTE_POS]))
 
     return test_function
 
 
 @requires("vector_sum")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_vector_sum_int(client, I):
-    kernel = make_vector_sum_int_kernel(I)
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_vector_sum_int(client, Int):
+    kernel = make_vector_sum_int_kernel(Int)
     cases = [
         # (values, cube_dim, input vectorization, output elements, expected)
-        (as_int(I, 3, -5, 7, -2), 4, 1, 4, as_int(I, 3, -5, 7, -2)),  # vec1: identity
-        (as_int(I, 1, 3, 2, 5), 2, 2, 2, as_int(I, 4, 7)),  # vec2: sum pairs
-        (as_int(I, 1, 2, 3, 4), 1, 4, 1, as_int(I, 10)),  # vec4: sum all 4
+        (as_int(Int, 3, -5, 7, -2), 4, 1, 4, as_int(Int, 3, -5, 7, -2)),  # vec1: identity
+        (as_int(Int, 1, 3, 2, 5), 2, 2, 2, as_int(Int, 4, 7)),  # vec2: sum pairs
+        (as_int(Int, 1, 2, 3, 4), 1, 4, 1, as_int(Int, 10)),  # vec4: sum all 4
     ]
     for values, cube_dim, vectorization, out_len, expected in cases:
-        output_handle = client.empty((out_len,), I.numpy)
+        output_handle = client.empty((out_len,), Int.numpy)
 
         kernel.launch_unchecked(
             client,
@@ -630,47 +629,47 @@ def test_vector_sum_int(client, I):
         np.testing.assert_array_equal(client.read(output_handle), expected)
 
 
-def shift(I, value):
+def shift(Int, value):
     """``shift!``: ``value << (size_of::<I>() - 1) * 8`` on an i64, then ``I::new``."""
-    shifted = (value << ((I.size - 1) * 8)) & 0xFFFF_FFFF_FFFF_FFFF
+    shifted = (value << ((Int.size - 1) * 8)) & 0xFFFF_FFFF_FFFF_FFFF
     return int(np.asarray(shifted, dtype=np.uint64).astype(np.int64))
 
 
-def norm_lead(I, value):
+def norm_lead(Int, value):
     """``norm_lead!``: ``value + (size_of::<I>() - 1) * 8``."""
-    return value + (I.size - 1) * 8
+    return value + (Int.size - 1) * 8
 
 
 @requires("count_ones")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_count_ones(client, I):
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_count_ones(client, Int):
     run_unary_fixed(
         client,
-        I,
+        Int,
         u32,
         cp.count_ones,
         [
-            (1, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111), [4, 1, 8]),
-            (2, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
-            (4, as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
+            (1, as_int(Int, 0b1110_0010, 0b1000_0000, 0b1111_1111), [4, 1, 8]),
+            (2, as_int(Int, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
+            (4, as_int(Int, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001), [4, 1, 8, 3]),
         ],
     )
 
 
 @requires("reverse_bits")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_reverse_bits(client, I):
-    four = as_int(I, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001)
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_reverse_bits(client, Int):
+    four = as_int(Int, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001)
     expected_four = as_int(
-        I,
-        shift(I, 0b0100_0111),
-        shift(I, 0b0000_0001),
-        shift(I, 0b1111_1111),
-        shift(I, 0b1000_0011),
+        Int,
+        shift(Int, 0b0100_0111),
+        shift(Int, 0b0000_0001),
+        shift(Int, 0b1111_1111),
+        shift(Int, 0b1000_0011),
     )
     run_unary_int(
         client,
-        I,
+        Int,
         cp.reverse_bits,
         [
             (1, four[:3], expected_four[:3]),
@@ -681,61 +680,61 @@ def test_reverse_bits(client, I):
 
 
 @requires("leading_zeros")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_leading_zeros(client, I):
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_leading_zeros(client, Int):
     run_unary_fixed(
         client,
-        I,
+        Int,
         u32,
         cp.leading_zeros,
         [
             (
                 1,
-                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111),
-                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2)],
+                as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1111),
+                [norm_lead(Int, 0), norm_lead(Int, 8), norm_lead(Int, 2)],
             ),
             (
                 2,
-                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
-                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2), norm_lead(I, 0)],
+                as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
+                [norm_lead(Int, 0), norm_lead(Int, 8), norm_lead(Int, 2), norm_lead(Int, 0)],
             ),
             (
                 4,
-                as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
-                [norm_lead(I, 0), norm_lead(I, 8), norm_lead(I, 2), norm_lead(I, 0)],
+                as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1111, 0b1111_1111),
+                [norm_lead(Int, 0), norm_lead(Int, 8), norm_lead(Int, 2), norm_lead(Int, 0)],
             ),
         ],
     )
 
 
 @requires("trailing_zeros")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_trailing_zeros(client, I):
-    bits = I.size * 8
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_trailing_zeros(client, Int):
+    bits = Int.size * 8
     run_unary_fixed(
         client,
-        I,
+        Int,
         u32,
         cp.trailing_zeros,
         [
-            (1, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000), [1, bits, 3]),
-            (2, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
-            (4, as_int(I, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
+            (1, as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1000), [1, bits, 3]),
+            (2, as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
+            (4, as_int(Int, 0b1110_0010, 0b0000_0000, 0b0010_1000, 0b1111_1111), [1, bits, 3, 0]),
         ],
     )
 
 
 @requires("find_first_set")
-@pytest.mark.parametrize("I", INTS, ids=lambda t: t.name)
-def test_find_first_set(client, I):
+@pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
+def test_find_first_set(client, Int):
     run_unary_fixed(
         client,
-        I,
+        Int,
         u32,
         cp.find_first_set,
         [
-            (1, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111), [2, 0, 1]),
-            (2, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
-            (4, as_int(I, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
+            (1, as_int(Int, 0b1110_0010, 0b0000_0000, 0b1111_1111), [2, 0, 1]),
+            (2, as_int(Int, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
+            (4, as_int(Int, 0b1110_0010, 0b0000_0000, 0b1111_1111, 0b1000_0000), [2, 0, 1, 8]),
         ],
     )

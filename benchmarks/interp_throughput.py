@@ -1,0 +1,113 @@
+"""CPU runtime throughput and cold expand time of the example kernels.
+
+Reports, as medians of several runs: the wall time of one launch on the interp runtime (after the
+kernel is cached), the lane-instructions it executed per second (every IR instruction times the lanes
+active when it ran, counted by the runtime), and the cold expand time (expand + verify) of each kernel.
+Run: ``python -m benchmarks.interp_throughput [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cubepy as cp  # noqa: E402
+from cubepy.runtime import interp  # noqa: E402
+from examples import matmul_tiled, reduce_sum, softmax, vector_add  # noqa: E402
+
+
+def _median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _launch_stats(client, launch, repeats: int) -> dict:
+    launch()  # compile and warm the cache
+    with interp.counting() as counter:
+        launch()
+    seconds = _median_time(launch, repeats)
+    return {"median_s": seconds, "lane_instructions": counter.lane_instructions,
+            "lane_instructions_per_s": counter.lane_instructions / seconds}
+
+
+def bench_vector_add(client, n: int = 1 << 20, repeats: int = 5) -> dict:
+    """vector_add over n f32 elements, cube_dim 256."""
+    x = client.create(np.ones(n, np.float32))
+    y = client.create(np.ones(n, np.float32))
+    out = client.empty((n,), np.float32)
+
+    def launch():
+        vector_add.vector_add.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(x),
+                                     cp.ArrayArg(y), cp.ArrayArg(out))
+
+    stats = _launch_stats(client, launch, repeats)
+    assert np.all(client.read(out) == 2.0)
+    return stats
+
+
+def bench_matmul(client, size: int = 256, tile: int = 16, repeats: int = 3) -> dict:
+    """The shared-memory tiled matmul on size^3, 16x16 tiles."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size)).astype(np.float32)
+    b = rng.standard_normal((size, size)).astype(np.float32)
+    ha, hb, hc = client.create(a), client.create(b), client.zeros((size, size), np.float32)
+    cubes = cp.CubeCount(size // tile, size // tile)
+
+    def launch():
+        matmul_tiled.matmul.launch(client, cubes, cp.CubeDim(tile, tile), cp.TensorArg(ha), cp.TensorArg(hb),
+                                   cp.TensorArg(hc), tile)
+
+    stats = _launch_stats(client, launch, repeats)
+    assert np.allclose(client.read(hc), a @ b, atol=1e-3)
+    return stats
+
+
+def bench_expand(repeats: int = 5) -> dict:
+    """Cold expansion (AST rewrite is cached per function; expand + verify per call) of each example kernel."""
+    cases = {
+        "vector_add": (vector_add.vector_add, (cp.f32, cp.f32, cp.f32), {}),
+        "block_sum": (reduce_sum.block_sum, None, {"block": 256}),
+        "matmul": (matmul_tiled.matmul, None, {"tile": 16}),
+        "softmax": (softmax.softmax_rows, None, {}),
+    }
+    out = {}
+    for name, (kernel, _, comptime) in cases.items():
+        comp = kernel.default_compilation_args(**comptime)
+        out[name] = {"median_s": _median_time(lambda k=kernel, c=comp: k.define(c, (256, 1, 1), True), repeats)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every benchmark, print a table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    client = cp.client("interp")
+    results = {"vector_add_2^20": bench_vector_add(client), "matmul_256^3": bench_matmul(client),
+               "expand": bench_expand()}
+    print(f"{'case':24s} {'median':>10s} {'lane-instr':>12s} {'lane-instr/s':>14s}")
+    for name in ("vector_add_2^20", "matmul_256^3"):
+        r = results[name]
+        print(f"{name:24s} {r['median_s'] * 1e3:8.1f}ms {r['lane_instructions']:12d} "
+              f"{r['lane_instructions_per_s']:14.3e}")
+    for name, r in results["expand"].items():
+        print(f"{'expand ' + name:24s} {r['median_s'] * 1e3:8.2f}ms")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""cubepy: CubeCL's expand/launch model in Python.
+
+Kernels are decorated Python (``@cube``); running a kernel's expand twin with proxy values builds a
+typed IR (``cubepy.ir``) that the CPU runtime executes (``cp.client("interp")``, the default) and the
+compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  API.md lists the public names.
+"""
+
+from cubepy import frontend as _frontend
+from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
+from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
+from cubepy.frontend import testing
+from cubepy.runtime.args import ArrayArg, CubeCount, CubeDim, ScalarArg, TensorArg
+from cubepy.runtime.client import ComputeClient, client, runtimes
+from cubepy.runtime.handle import Handle
+from cubepy.runtime.tensormap import TensorMapArg
+
+__version__ = "0.1.0"
+
+
+def _compile_hook(definition, target):
+    from cubepy.compiler.compiled import compile_definition
+
+    return compile_definition(definition, target)
+
+
+_frontend.hooks.COMPILE = _compile_hook
+
+# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; API.md's `cp.runtime(x)`
+# (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
+runtime = _frontend.runtime
+
+__all__ = list(_frontend.__all__) + [
+    "ArrayArg", "CompileError", "ComputeClient", "CubeCount", "CubeDim", "CubeError", "ExpandError", "Handle",
+    "LaunchError", "SanitizerError", "ScalarArg", "TensorArg", "TensorMapArg", "TensorMapError", "VerifyError",
+    "client", "runtimes", "testing",
+]

@@ -1,0 +1,29 @@
+"""The compiler: IR passes and the LLVM/PTX back end (llvmlite -> NVPTX -> ptxas).
+
+``compile_definition(definition, target="sm_90a")`` returns a ``CompiledKernel``.  Modules:
+
+| module | what it does |
+|---|---|
+| ``passes`` | IR -> IR passes (checked_io, fold_constants, dead_code) and ``run_passes`` |
+| ``abi`` | the kernel ABI: entry parameters and the info buffer (``pack_info``) |
+| ``llvm_types`` | IR types -> LLVM types, constants, raw attributes |
+| ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync`` lower one op family each |
+| ``debuginfo`` | source lines -> ``.loc`` directives |
+| ``target`` | architectures, O3 + PTX emission in a forked child, LLVM-abort isolation |
+| ``toolkit`` | finding ptxas and libdevice |
+| ``libdevice`` | parsing libdevice once and linking only the functions a kernel calls |
+| ``ptxas`` | PTX -> cubin and the ``ptxas -v`` resource report |
+| ``compiled`` | ``compile_definition`` and ``CompiledKernel`` |
+
+Importing this package imports neither ``llvmlite.binding`` nor ``llvmlite.ir``.
+"""
+
+from cubepy.compiler.abi import pack_info
+from cubepy.compiler.compiled import CompiledKernel, compile_definition
+from cubepy.compiler.passes import checked_io, dead_code, fold_constants, run_passes
+from cubepy.compiler.ptxas import Resources
+
+__all__ = [
+    "CompiledKernel", "Resources", "checked_io", "compile_definition", "dead_code", "fold_constants",
+    "pack_info", "run_passes",
+]

@@ -1,0 +1,359 @@
+"""Lowering of a ``KernelDefinition`` to an ``llvmlite.ir.Module`` for NVPTX: the driver.
+
+Value model: CONST locals are SSA values; MUT locals are allocas in the entry block (LLVM's mem2reg,
+part of O3, promotes them); CONSTANT variables are LLVM constants; builtins are read from
+``llvm.nvvm.read.ptx.sreg.*`` once, in the entry block; buffers are the entry's ``ptr addrspace(1)``
+parameters; SHARED memories are ``addrspace(3)`` globals and LOCAL_ARRAYs allocas.
+
+The entry block holds only allocas and builtin reads and branches to ``body``.  Op families lower in
+``lower_arith``, ``lower_memory``, ``lower_control`` and ``lower_sync``; each registers its handlers in
+``LOWERINGS`` (``register_lowering`` lets a family defined elsewhere, such as TMA, add its own).
+Kernel ABI (details and ``pack_info`` in ``cubepy.compiler.abi``): the entry's parameters follow
+``KernelDefinition.params``: a buffer is ``ptr addrspace(1)``, a scalar its LLVM type (bool as i8), a
+tensor map ``ptr byval([128 x i8]) align 64 "nvvm.grid_constant"``; one last ``ptr addrspace(1)``
+points to the u32 info buffer (per buffer ``buffer_len``, ``len``, extended-block index; the block
+holds ``[rank, shape..., strides...]``).  The entry carries ``.reqntid`` = the definition's cube_dim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+import llvmlite.ir as ir
+
+from cubepy.compiler import abi
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.debuginfo import DebugInfo, first_location
+from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
+from cubepy.errors import CompileError, CubeError
+from cubepy.ir import Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
+
+SHARED_MIN_ALIGN = 16
+
+Lowering = Callable[["KernelLowering", Instruction], None]
+LOWERINGS: dict[type, Lowering] = {}
+
+
+def register_lowering(op_type: type, lowering: Lowering) -> None:
+    """Add the LLVM lowering of an operation family (``lowering(kernel_lowering, instruction)``)."""
+    LOWERINGS[op_type] = lowering
+
+
+@attrs.frozen
+class LoweredModule:
+    """The result of lowering: the LLVM module, the PTX entry's name and the libdevice functions it calls."""
+
+    module: ir.Module
+    entry_name: str
+    libdevice: frozenset[str]
+
+
+def entry_name(name: str) -> str:
+    """A valid PTX identifier for the kernel ``name`` (other characters become ``_``)."""
+    text = re.sub(r"[^A-Za-z0-9_$]", "_", name) or "kernel"
+    return text if re.match(r"[A-Za-z]|[_$][A-Za-z0-9_$]", text) else "k_" + text
+
+
+@attrs.define
+class Loop:
+    """Targets of ``continue`` and ``break`` inside the innermost loop being lowered."""
+
+    latch: ir.Block
+    exit: ir.Block
+
+
+class KernelLowering:
+    """Lowers one kernel; the op-family modules call back into it for values, memories and intrinsics."""
+
+    def __init__(self, definition: KernelDefinition, sm: int = 90) -> None:
+        self.definition = definition
+        self.sm = sm
+        self.name = entry_name(definition.name)
+        self.module = ir.Module(name=self.name)
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATA_LAYOUT
+        self.consts: dict[int, ir.Value] = {}
+        self.slots: dict[int, ir.Value] = {}
+        self.params: dict[tuple[VarKind, int], ir.Value] = {}
+        self.memories: dict[tuple[VarKind, int], ir.Value] = {}
+        self.builtins: dict[str, ir.Value] = {}
+        self.loops: list[Loop] = []
+        self.libdevice: set[str] = set()
+        self._block_counter = 0
+        self.function = self._declare_entry()
+        self.entry = self.function.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(self.entry)
+        self.builder = ir.IRBuilder(self.function.append_basic_block("body"))
+        first = first_location(definition)
+        self.debug = DebugInfo(self.module, self.function, definition, first) if first is not None else None
+
+    # -- the entry function -------------------------------------------------------------------
+    def _declare_entry(self) -> ir.Function:
+        arg_types: list[ir.Type] = []
+        for param in self.definition.params:
+            if param.role in ("array", "tensor"):
+                arg_types.append(lt.GLOBAL_PTR)
+            elif param.role == "scalar":
+                arg_types.append(lt.item_type(param.var.type, memory=True))
+            else:
+                arg_types.append(lt.GENERIC_PTR)
+        arg_types.append(lt.GLOBAL_PTR)  # the info buffer, always last
+        fnty = ir.FunctionType(lt.VOID, arg_types)
+        function = ir.Function(self.module, fnty, self.name)
+        function.calling_convention = "ptx_kernel"
+        x, y, z = self.definition.cube_dim
+        # The kernel is specialized for its cube_dim: launching it with another one fails loudly.
+        function.attributes = lt.RawFunctionAttributes([f'"nvvm.reqntid"="{x},{y},{z}"'])
+        for param, arg in zip(self.definition.params, function.args):
+            arg.name = _safe_name(param.name)
+            if param.role == "tensor_map":
+                arg.attributes = lt.RawArgumentAttributes([
+                    f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}",
+                    '"nvvm.grid_constant"'])
+            self.params[(param.var.kind, param.var.id)] = arg
+        function.args[-1].name = "info"
+        return function
+
+    def lower(self) -> LoweredModule:
+        """Lower the whole kernel and return the module."""
+        self._declare_memories()
+        self._read_params()
+        self._read_builtins()
+        self.lower_scope(self.definition.body)
+        if not self.builder.block.is_terminated:
+            self.builder.ret_void()
+        self.alloca_builder.branch(self.function.blocks[1])
+        return LoweredModule(self.module, self.name, frozenset(self.libdevice))
+
+    def _declare_memories(self) -> None:
+        for var in self.definition.shared_memories:
+            self.shared_memory(var)
+        for var in self.definition.barriers:
+            gv = ir.GlobalVariable(self.module, lt.I64, f"barrier{var.id}", addrspace=3)
+            gv.type = lt.SHARED_PTR
+            gv.linkage = "internal"
+            gv.initializer = ir.Constant(lt.I64, ir.Undefined)
+            gv.align = 8
+            self.memories[(VarKind.BARRIER, var.id)] = gv
+        for var in self.definition.local_arrays:
+            self.local_array(var)
+
+    def shared_memory(self, var: Variable) -> ir.Value:
+        """The ``addrspace(3)`` global of a SHARED memory (declared on first use)."""
+        key = (VarKind.SHARED, var.id)
+        if key not in self.memories:
+            if not var.length:
+                raise CompileError(f"kernel {self.definition.name}: shared memory {var!r} has no length")
+            array = ir.ArrayType(lt.item_type(var.type, memory=True), var.length)
+            gv = ir.GlobalVariable(self.module, array, f"shared{var.id}", addrspace=3)
+            gv.type = lt.SHARED_PTR  # opaque pointer: typed-pointer text is legacy
+            gv.linkage = "internal"
+            gv.initializer = ir.Constant(array, ir.Undefined)
+            gv.align = max(var.alignment or 1, SHARED_MIN_ALIGN, lt.item_align(var.type))
+            self.memories[key] = gv
+        return self.memories[key]
+
+    def local_array(self, var: Variable) -> ir.Value:
+        """The entry-block alloca of a LOCAL_ARRAY (declared on first use)."""
+        key = (VarKind.LOCAL_ARRAY, var.id)
+        if key not in self.memories:
+            if not var.length:
+                raise CompileError(f"kernel {self.definition.name}: local array {var!r} has no length")
+            array = ir.ArrayType(lt.item_type(var.type, memory=True), var.length)
+            slot = self.alloca(array, f"local{var.id}")
+            slot.align = max(var.alignment or 1, lt.item_align(var.type))
+            self.memories[key] = slot
+        return self.memories[key]
+
+    def _read_params(self) -> None:
+        for param in self.definition.scalars:
+            arg = self.params[(VarKind.SCALAR, param.var.id)]
+            self.params[(VarKind.SCALAR, param.var.id)] = self.from_memory(arg, param.var.type)
+
+    def _read_builtins(self) -> None:
+        from cubepy.compiler.lower_sync import read_builtin
+
+        used = sorted({var.name for inst in walk(self.definition.body) for var in inst.operation.operands()
+                       if var.kind is VarKind.BUILTIN})
+        saved = self.builder
+        self.builder = self.alloca_builder
+        try:
+            for name in used:
+                value = read_builtin(self, name)
+                if isinstance(value, ir.instructions.Instruction) and value.name.startswith("."):
+                    value.name = name
+                self.builtins[name] = value
+        finally:
+            self.builder = saved
+
+    # -- values ------------------------------------------------------------------------------
+    def value(self, var: Variable) -> ir.Value:
+        """The LLVM value of a variable read as an operand (registers: bool is i1)."""
+        kind = var.kind
+        if kind is VarKind.CONST:
+            try:
+                return self.consts[var.id]
+            except KeyError:
+                raise CompileError(f"{var!r} is read before it is defined") from None
+        if kind is VarKind.MUT:
+            return self.builder.load(self.slot(var), name=f"m{var.id}.read", typ=lt.item_type(var.type))
+        if kind is VarKind.CONSTANT:
+            return lt.constant(var.type, var.value)
+        if kind is VarKind.BUILTIN:
+            return self.builtins[var.name]
+        if kind is VarKind.SCALAR:
+            return self.params[(kind, var.id)]
+        raise CompileError(f"{var!r} ({kind.value}) cannot be used as a value")
+
+    def define(self, out: Variable | None, value: ir.Value) -> None:
+        """Bind an instruction's result: a CONST names the SSA value, a MUT stores to its alloca."""
+        if out is None:
+            return
+        expected = lt.item_type(out.type)
+        if value.type != expected:
+            raise CompileError(f"internal: {out!r} expects {expected}, lowering produced {value.type}")
+        if out.kind is VarKind.CONST:
+            if isinstance(value, ir.instructions.Instruction) and value.name.startswith("."):
+                value.name = f"v{out.id}"  # readable LLVM text: %v3 is the IR's %3
+            self.consts[out.id] = value
+        elif out.kind is VarKind.MUT:
+            self.builder.store(value, self.slot(out))
+        else:
+            raise CompileError(f"result {out!r} is a {out.kind.value}, expected a local")
+
+    def slot(self, var: Variable) -> ir.Value:
+        """The alloca holding a MUT local."""
+        slot = self.slots.get(var.id)
+        if slot is None:
+            slot = self.slots[var.id] = self.alloca(lt.item_type(var.type), f"m{var.id}")
+        return slot
+
+    def alloca(self, llty: ir.Type, name: str) -> ir.Value:
+        """An alloca in the entry block, typed as an opaque pointer."""
+        slot = self.alloca_builder.alloca(llty, name=name)
+        slot.type = lt.GENERIC_PTR
+        return slot
+
+    def to_memory(self, value: ir.Value, ty: Type) -> ir.Value:
+        """A register value in its memory form (bool: i1 -> i8)."""
+        if ty.elem.is_bool:
+            return self.builder.zext(value, lt.item_type(ty, memory=True))
+        return value
+
+    def from_memory(self, value: ir.Value, ty: Type) -> ir.Value:
+        """A memory value in its register form (bool: any nonzero byte is true)."""
+        if ty.elem.is_bool:
+            return self.builder.icmp_unsigned("!=", value, lt.constant(ty, 0, memory=True))
+        return value
+
+    # -- memories ------------------------------------------------------------------------------
+    def memory_base(self, var: Variable) -> ir.Value:
+        """The base pointer of a buffer, shared memory or local array."""
+        if var.kind is VarKind.GLOBAL:
+            return self.params[(VarKind.GLOBAL, var.id)]
+        if var.kind is VarKind.SHARED:
+            return self.shared_memory(var)
+        if var.kind is VarKind.LOCAL_ARRAY:
+            return self.local_array(var)
+        raise CompileError(f"{var!r} ({var.kind.value}) is not an indexable memory")
+
+    def info_word(self, index: ir.Value) -> ir.Value:
+        """``info[index]`` (u32): buffer metadata, invariant for the whole launch."""
+        ptr = self.builder.gep(self.function.args[-1], [index], source_etype=lt.I32)
+        word = self.builder.load(ptr, typ=lt.I32, align=4)
+        word.set_metadata("invariant.load", self.module.add_metadata([]))
+        return word
+
+    # -- intrinsics and calls ----------------------------------------------------------------------
+    def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        """Get or declare the function ``name`` (LLVM intrinsics, NVVM intrinsics, libdevice)."""
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ret, args), name)
+
+    def call(self, name: str, ret: ir.Type, args: list[ir.Value], name_hint: str = "") -> ir.Value:
+        """Call the intrinsic or function ``name`` with ``args`` (declared from their types)."""
+        fn = self.declare(name, ret, [a.type for a in args])
+        return self.builder.call(fn, args, name=name_hint)
+
+    def call_libdevice(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call libdevice's ``name`` (``__nv_expf``); it is linked in and inlined later."""
+        self.libdevice.add(name)
+        return self.call(name, ret, args)
+
+    # -- blocks and scopes ---------------------------------------------------------------------------
+    def new_block(self, hint: str) -> ir.Block:
+        """A fresh basic block at the end of the function."""
+        self._block_counter += 1
+        return self.function.append_basic_block(f"{hint}{self._block_counter}")
+
+    def branch_if_open(self, target: ir.Block) -> None:
+        """Branch to ``target`` unless the current block already ended (break, continue, return)."""
+        if not self.builder.block.is_terminated:
+            self.builder.branch(target)
+
+    def start_dead_block(self) -> None:
+        """Continue in an unreachable block: code after a break/continue/return still gets lowered."""
+        self.builder.position_at_end(self.new_block("dead"))
+
+    def lower_scope(self, scope: Scope) -> None:
+        """Lower every instruction of a scope into the current block (and the blocks it creates)."""
+        for inst in scope.instructions:
+            self.lower_instruction(inst)
+
+    def lower_instruction(self, inst: Instruction) -> None:
+        """Lower one instruction, attaching its source line; errors name the instruction."""
+        if self.debug is not None:
+            self.builder.debug_metadata = self.debug.location(inst.loc)
+        lowering = LOWERINGS.get(type(inst.operation))
+        where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
+        if lowering is None:
+            raise CompileError(f"{where}kernel {self.definition.name}: no LLVM lowering for "
+                               f"operation {type(inst.operation).__name__} ({inst.op})\n  in instruction: {inst}")
+        try:
+            lowering(self, inst)
+        except CubeError as error:
+            if "in instruction:" in str(error):
+                raise
+            raise type(error)(f"{where}{error}\n  in instruction: {inst}") from error
+        except (TypeError, ValueError, AssertionError, KeyError) as error:
+            raise CompileError(f"{where}kernel {self.definition.name}: lowering failed ({error!r})"
+                               f"\n  in instruction: {inst}") from error
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
+
+
+def lower_kernel(definition: KernelDefinition, sm: int = 90) -> LoweredModule:
+    """Lower a verified kernel to an LLVM module for ``sm_<sm>``."""
+    # Importing the family modules registers their lowerings.
+    from cubepy.compiler import lower_arith, lower_control, lower_memory, lower_sync  # noqa: F401
+
+    return KernelLowering(definition, sm).lower()
+
+
+def unsigned_index(lowering: KernelLowering, value: ir.Value, var: Variable) -> ir.Value:
+    """An integer index widened to i64 (sign-extended for signed types, so negatives stay out of bounds)."""
+    width = value.type.width
+    if width == 64:
+        return value
+    if var.elem.kind == "int":
+        return lowering.builder.sext(value, lt.I64)
+    return lowering.builder.zext(value, lt.I64)
+
+
+def as_u32(lowering: KernelLowering, value: ir.Value, var: Variable) -> ir.Value:
+    """An integer scalar converted to i32 (truncated or extended by its signedness)."""
+    width = value.type.width
+    if width == 32:
+        return value
+    if width > 32:
+        return lowering.builder.trunc(value, lt.I32)
+    if var.elem.kind == "int":
+        return lowering.builder.sext(value, lt.I32)
+    return lowering.builder.zext(value, lt.I32)
+

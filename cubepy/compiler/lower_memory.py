@@ -1,0 +1,201 @@
+"""Lowering of memory operations: indexing (checked and raw), lanes, buffer metadata and atomics.
+
+* Buffers are ``addrspace(1)``, shared memories ``addrspace(3)``, local arrays allocas.  An item is
+  loaded and stored whole, aligned to its size, so a line of 4 f32 is one ``ld.global.v4``.
+* A checked index compares against the memory's length (a buffer's ``buffer_len`` from the info
+  buffer, a shared memory's or local array's declared length) and branches around the access: an
+  out-of-bounds read gives 0 and an out-of-bounds write is skipped.  Indices are widened to 64 bits
+  with their own signedness, so a negative index is out of bounds too.
+* Atomics are ``atomicrmw``/``cmpxchg`` with relaxed (``monotonic``) ordering at device scope, the
+  ordering of CUDA's ``atomicAdd`` and friends.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import abi
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower import KernelLowering, as_u32, register_lowering, unsigned_index
+from cubepy.errors import CompileError
+from cubepy.ir import Instruction, Variable, VarKind, ops
+
+# Relaxed at GPU scope, like CUDA's atomicAdd (LLVM's default scope would be the whole system).
+ATOMIC_ORDERING = 'syncscope("device") monotonic'
+
+
+def element_pointer(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """The address of item ``index`` (already i64) of a memory: a raw GEP, no bounds assumed."""
+    return lw.builder.gep(lw.memory_base(memory), [index], source_etype=lt.item_type(memory.type, memory=True))
+
+
+def memory_length(lw: KernelLowering, memory: Variable) -> ir.Value:
+    """The number of items a checked access may touch, as i64."""
+    if memory.kind is VarKind.GLOBAL:
+        word = ir.Constant(lt.I32, abi.WORDS_PER_BUFFER * memory.id + abi.BUFFER_LEN_WORD)
+        return lw.builder.zext(lw.info_word(word), lt.I64)
+    return ir.Constant(lt.I64, memory.length)
+
+
+def _checked_region(lw: KernelLowering, memory: Variable, index: ir.Value, hint: str):
+    """Branch on ``index < length``: returns (in-bounds block, join block, block the check ended in)."""
+    b = lw.builder
+    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
+    access, join = lw.new_block(f"{hint}.in_bounds"), lw.new_block(f"{hint}.join")
+    check_block = b.block
+    b.cbranch(in_bounds, access, join)
+    return access, join, check_block
+
+
+def load_item(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """Load one item (register form) at an i64 index, without bounds checks."""
+    ptr = element_pointer(lw, memory, index)
+    raw = lw.builder.load(ptr, typ=lt.item_type(memory.type, memory=True), align=lt.item_align(memory.type))
+    return lw.from_memory(raw, memory.type)
+
+
+def lower_index(lw: KernelLowering, inst: Instruction) -> None:
+    """out = memory[index]; checked: 0 when out of bounds."""
+    op = inst.operation
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    if not op.checked:
+        lw.define(inst.out, load_item(lw, op.memory, index))
+        return
+    b = lw.builder
+    access, join, check_block = _checked_region(lw, op.memory, index, "load")
+    b.position_at_end(access)
+    loaded = load_item(lw, op.memory, index)
+    loaded_block = b.block
+    b.branch(join)
+    b.position_at_end(join)
+    merged = b.phi(loaded.type)
+    merged.add_incoming(loaded, loaded_block)
+    merged.add_incoming(lt.constant(op.memory.type, 0), check_block)
+    lw.define(inst.out, merged)
+
+
+def lower_index_assign(lw: KernelLowering, inst: Instruction) -> None:
+    """memory[index] = value; checked: skipped when out of bounds."""
+    op = inst.operation
+    b = lw.builder
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    value = lw.to_memory(lw.value(op.value), op.value.type)
+    join = None
+    if op.checked:
+        access, join, _ = _checked_region(lw, op.memory, index, "store")
+        b.position_at_end(access)
+    b.store(value, element_pointer(lw, op.memory, index), align=lt.item_align(op.memory.type))
+    if join is not None:
+        b.branch(join)
+        b.position_at_end(join)
+
+
+def lower_extract_lane(lw: KernelLowering, inst: Instruction) -> None:
+    """out = line[lane] (a scalar is its own lane 0)."""
+    op = inst.operation
+    line = lw.value(op.line)
+    if not op.line.type.is_line:
+        lw.define(inst.out, line)
+        return
+    lane = as_u32(lw, lw.value(op.lane), op.lane)
+    lw.define(inst.out, lw.builder.extract_element(line, lane))
+
+
+def lower_insert_lane(lw: KernelLowering, inst: Instruction) -> None:
+    """target[lane] = value, on a mutable line local."""
+    op = inst.operation
+    value = lw.value(op.value)
+    if not op.target.type.is_line:
+        lw.define(op.target, value)
+        return
+    lane = as_u32(lw, lw.value(op.lane), op.lane)
+    lw.define(op.target, lw.builder.insert_element(lw.value(op.target), value, lane))
+
+
+def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
+    """out = len / buffer_len / rank / shape(dim) / stride(dim) of a buffer, from the info buffer.
+
+    rank, shape and stride come from the buffer's extended block ``[rank, shape..., strides...]``,
+    which ``abi.extended_flags`` requests for every buffer whose shape the kernel reads.
+    """
+    op = inst.operation
+    b = lw.builder
+    base = abi.WORDS_PER_BUFFER * op.memory.id
+    if op.op in ("buffer_len", "len"):
+        offset = abi.BUFFER_LEN_WORD if op.op == "buffer_len" else abi.LEN_WORD
+        lw.define(inst.out, lw.info_word(ir.Constant(lt.I32, base + offset)))
+        return
+    block = lw.info_word(ir.Constant(lt.I32, base + abi.EXTENDED_WORD))
+    if op.op == "rank":
+        lw.define(inst.out, lw.info_word(block))
+        return
+    dim = as_u32(lw, lw.value(op.dim), op.dim)
+    position = b.add(b.add(block, ir.Constant(lt.I32, 1)), dim)
+    if op.op == "stride":
+        position = b.add(position, lw.info_word(block))
+    lw.define(inst.out, lw.info_word(position))
+
+
+_INT_RMW = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor", "exchange": "xchg"}
+_FLOAT_RMW = {"add": "fadd", "sub": "fsub", "max": "fmax", "min": "fmin", "exchange": "xchg"}
+
+
+def lower_atomic(lw: KernelLowering, inst: Instruction) -> None:
+    """out = old memory[index]; memory[index] = old op value (load / store / exchange as named)."""
+    op = inst.operation
+    b = lw.builder
+    mem_ty = op.memory.type
+    if mem_ty.is_line:
+        raise CompileError(f"atomic_{op.op} on a line ({mem_ty!r}) has no hardware form")
+    elem = mem_ty.elem
+    ptr = element_pointer(lw, op.memory, unsigned_index(lw, lw.value(op.index), op.index))
+    llty = lt.item_type(mem_ty, memory=True)
+    align = lt.item_align(mem_ty)
+    if op.op == "load":
+        raw = b.load_atomic(ptr, ATOMIC_ORDERING, align, typ=llty)
+        lw.define(inst.out, lw.from_memory(raw, mem_ty))
+        return
+    value = lw.to_memory(lw.value(op.value), mem_ty)
+    if op.op == "store":
+        b._insert(ir.instructions.StoreAtomicInstr(b.block, value, ptr, ATOMIC_ORDERING, align))
+        if inst.out is not None:  # the IR allows reading the stored value back as the "old" value
+            lw.define(inst.out, lw.from_memory(value, mem_ty))
+        return
+    if elem.is_float:
+        rmw = _FLOAT_RMW.get(op.op)
+    elif op.op in ("max", "min"):
+        rmw = ("" if elem.kind == "int" else "u") + op.op
+    else:
+        rmw = _INT_RMW.get(op.op)
+    if rmw is None:
+        raise CompileError(f"atomic_{op.op} is not defined for {mem_ty!r}")
+    old = b.atomic_rmw(rmw, ptr, value, ATOMIC_ORDERING)
+    lw.define(inst.out, lw.from_memory(old, mem_ty))
+
+
+def lower_compare_exchange(lw: KernelLowering, inst: Instruction) -> None:
+    """out = old memory[index]; if old == cmp: memory[index] = new (floats compare their bits)."""
+    op = inst.operation
+    b = lw.builder
+    mem_ty = op.memory.type
+    if mem_ty.is_line:
+        raise CompileError(f"atomic_compare_exchange on a line ({mem_ty!r}) has no hardware form")
+    ptr = element_pointer(lw, op.memory, unsigned_index(lw, lw.value(op.index), op.index))
+    cmp = lw.to_memory(lw.value(op.cmp), mem_ty)
+    new = lw.to_memory(lw.value(op.new), mem_ty)
+    if mem_ty.elem.is_float:  # cmpxchg takes integers only
+        bits_t = ir.IntType(mem_ty.elem.bits)
+        cmp, new = b.bitcast(cmp, bits_t), b.bitcast(new, bits_t)
+    pair = b.cmpxchg(ptr, cmp, new, ATOMIC_ORDERING, "monotonic")
+    old = b.extract_value(pair, 0)
+    if mem_ty.elem.is_float:
+        old = b.bitcast(old, lt.item_type(mem_ty))
+    lw.define(inst.out, lw.from_memory(old, mem_ty))
+
+
+for _op_type, _lowering in {
+    ops.Index: lower_index, ops.IndexAssign: lower_index_assign, ops.ExtractLane: lower_extract_lane,
+    ops.InsertLane: lower_insert_lane, ops.Metadata: lower_metadata, ops.AtomicOp: lower_atomic,
+    ops.AtomicCompareExchange: lower_compare_exchange,
+}.items():
+    register_lowering(_op_type, _lowering)

@@ -1,0 +1,468 @@
+"""``python -m cubepy.devcheck``: every kernel case cubepy has, on the GPU and on the CPU runtime, in one report.
+
+For a person with a GPU.  It runs, within a time budget (8 minutes by default):
+
+1. the pytest suites whose tests take the ``client`` fixture (``tests/runtime/cubecl`` and any other, TMA
+   ones included), once with ``CUBEPY_TEST_RUNTIME=interp`` and once with ``cuda``, and compares the
+   outcome of every test case; plus the cuda runtime's own GPU tests (``tests/runtime/cuda -m gpu``);
+2. every ``examples/*.py`` module's ``run(client)`` on both runtimes, comparing the errors they report;
+3. a TMA weight-gradient convolution (``cubepy_layouts.conv.conv2d_wgrad``) against
+   ``torch.nn.grad.conv2d_weight``, checked and timed, when torch and that module exist.
+
+Each phase runs in its own process, so a kernel fault that poisons the CUDA context (or a crash) costs
+one phase, not the run.  The JSON report (``devcheck_report.json``, ``--report PATH``) holds the device,
+driver and package versions, every case's status (``pass``, ``fail``: wrong only on the GPU,
+``fail_both``: wrong on both runtimes, ``skip``, ``error``: the harness could not tell) and timings.
+Without a GPU it writes a report saying ``skipped: <reason>`` and exits 0; otherwise it exits 1 when a
+case failed.  ``--list`` shows what would run, on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import pkgutil
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BUDGET_S = 480
+# An example passes on the GPU when each error it reports is within this of the CPU runtime's.
+EXAMPLE_ABS_TOL = 1e-3
+EXAMPLE_REL_FACTOR = 10.0
+# Weight-gradient problems: (N, H, W, C_in, C_out, KH, KW, stride, padding), all f16 inputs.
+WGRAD_PROBLEMS = [(8, 56, 56, 64, 64, 3, 3, 1, 1), (32, 28, 28, 128, 128, 3, 3, 1, 1)]
+_CLIENT_FIXTURE = re.compile(r"def test_\w+\([^)]*\bclient\b", re.S)
+_DETAIL_CHARS = 1500
+
+
+# ---------------------------------------------------------------------------------------- discovery
+
+def discover_suites(root: Path = ROOT) -> list[dict[str, Any]]:
+    """Test files that take the ``client`` fixture (so run on either runtime), grouped by folder."""
+    tests = root / "tests"
+    if not tests.is_dir():
+        return []
+    own = {tests / "runtime" / "cuda", tests / "runtime" / "interp"}  # runtime-specific, not comparable
+    by_folder: dict[Path, list[str]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        if any(folder in path.parents for folder in own):
+            continue
+        text = path.read_text(errors="replace")
+        if _CLIENT_FIXTURE.search(text):
+            by_folder.setdefault(path.parent, []).append(str(path.relative_to(root)))
+    suites = []
+    for folder, files in by_folder.items():
+        tma = [f for f in files if "tma" in Path(f).name.lower() or "TensorMapArg" in (root / f).read_text()]
+        suites.append({"name": str(folder.relative_to(root)), "files": files, "tma_files": tma})
+    return suites
+
+
+def discover_examples(root: Path = ROOT) -> list[str]:
+    """Module names under ``examples/`` (each defines ``run(client) -> dict``)."""
+    folder = root / "examples"
+    if not folder.is_dir():
+        return []
+    return sorted(info.name for info in pkgutil.iter_modules([str(folder)]) if not info.name.startswith("_"))
+
+
+# ---------------------------------------------------------------------------------------- environment
+
+def environment() -> dict[str, Any]:
+    """Python, platform and the versions of every package the check depends on."""
+    env: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
+                           "platform": platform.platform()}
+    for package in ("numpy", "llvmlite", "ml_dtypes", "cuda-bindings", "torch", "pytest", "pytest-xdist"):
+        try:
+            env[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            env[package] = None
+    try:
+        from cubepy.compiler.toolkit import find_ptxas
+
+        ptxas = find_ptxas()
+        env["ptxas"] = ptxas
+        if ptxas:
+            out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+            release = re.search(r"release [\d.]+, V[\d.]+", out)
+            env["ptxas_version"] = release.group(0) if release else out.strip()[-80:]
+    except Exception as exc:  # the report is still worth writing
+        env["ptxas"] = f"error: {exc}"
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        env["git_commit"] = head.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        env["git_commit"] = None
+    return env
+
+
+def device_report() -> dict[str, Any]:
+    """The GPU as the cuda runtime sees it."""
+    from cubepy.runtime.cuda.device import get_device
+
+    info = get_device(0).info
+    return {"name": info.name, "compute_capability": list(info.compute_capability), "target": info.target,
+            "driver_version": info.driver_version_text, "total_memory_gib": round(info.total_memory / 2**30, 1),
+            "multiprocessors": info.multiprocessors,
+            "max_shared_per_block_optin": info.max_shared_per_block_optin}
+
+
+# ---------------------------------------------------------------------------------------- pytest phase
+
+def pytest_command(files: list[str], junit: Path, *, marker: str, jobs: int) -> list[str]:
+    """The pytest command line for one run (the project's ``addopts`` replaced: we pick the markers)."""
+    command = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               "-m", marker, f"--junitxml={junit}"]
+    if jobs > 1 and importlib.util.find_spec("xdist") is not None:
+        command += ["-n", str(jobs)]
+    return command
+
+
+def parse_junit(path: Path) -> dict[str, dict[str, Any]]:
+    """Outcome, message and seconds of every test case in a JUnit XML file."""
+    cases: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return cases
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        classname, test = case.get("classname") or "", case.get("name") or ""
+        name = f"{classname}::{test}" if classname else f"{test}::(collection)"  # a module that failed to import
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+                message = (child.get("message") or "") + "\n" + (child.text or "")
+            elif child.tag == "skipped" and outcome == "passed":
+                outcome, message = "skipped", child.get("message") or ""
+        cases[name] = {"outcome": outcome, "message": message.strip()[:_DETAIL_CHARS],
+                       "seconds": float(case.get("time") or 0.0)}
+    return cases
+
+
+def compare_pytest(suite: str, interp: dict[str, dict], cuda: dict[str, dict], tma_files: list[str]) -> list[dict]:
+    """One report case per test: its status on the GPU, judged against the CPU runtime's outcome."""
+    tma_modules = {Path(f).with_suffix("").as_posix().replace("/", ".") for f in tma_files}
+    cases = []
+    for name in sorted(set(interp) | set(cuda)):
+        on_cpu, on_gpu = interp.get(name), cuda.get(name)
+        case: dict[str, Any] = {"suite": suite, "name": name,
+                                "tma": any(name.startswith(module) for module in tma_modules),
+                                "interp": on_cpu and on_cpu["outcome"], "cuda": on_gpu and on_gpu["outcome"],
+                                "seconds": {"interp": on_cpu and on_cpu["seconds"], "cuda": on_gpu and on_gpu["seconds"]}}
+        if on_gpu is None:
+            case.update(status="error", detail="not run on cuda (collection failed or the run timed out)")
+        elif on_gpu["outcome"] == "passed":
+            case["status"] = "pass"
+        elif on_gpu["outcome"] == "skipped":
+            case.update(status="skip", detail=on_gpu["message"])
+        elif on_cpu is not None and on_cpu["outcome"] == "failed":
+            case.update(status="fail_both", detail=on_gpu["message"])
+        else:
+            case.update(status="fail", detail=on_gpu["message"])
+        cases.append(case)
+    return cases
+
+
+def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Path) -> tuple[list[dict], dict]:
+    """Both runtimes' runs of every suite and the GPU tests, concurrently; the compared cases."""
+    files = [f for suite in suites for f in suite["files"]]
+    runs: dict[str, tuple[subprocess.Popen, Path, Any]] = {}
+    base_env = dict(os.environ, PYTHONUNBUFFERED="1")
+
+    def start(label: str, paths: list[str], runtime: str, marker: str) -> None:
+        junit = workdir / f"{label}.xml"
+        log = open(workdir / f"{label}.log", "w")  # noqa: SIM115  (closed once the run ends, below)
+        env = dict(base_env, CUBEPY_TEST_RUNTIME=runtime)
+        runs[label] = (subprocess.Popen(pytest_command(paths, junit, marker=marker, jobs=jobs), cwd=ROOT, env=env,
+                                        stdout=log, stderr=subprocess.STDOUT), junit, log)
+
+    if files:
+        start("interp", files, "interp", "not slow and not gpu")
+        start("cuda", files, "cuda", "not slow and not gpu")
+    if (ROOT / "tests" / "runtime" / "cuda").is_dir():
+        start("cuda_gpu_tests", ["tests/runtime/cuda"], "cuda", "gpu")
+    notes: dict[str, Any] = {}
+    for label, (process, _, log) in runs.items():
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 1))
+            notes[label] = {"returncode": process.returncode}
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            notes[label] = {"returncode": None, "timed_out": True}
+        log.close()
+        notes[label]["log_tail"] = (workdir / f"{label}.log").read_text(errors="replace")[-_DETAIL_CHARS:]
+    cases: list[dict] = []
+    results = {label: parse_junit(junit) for label, (_, junit, _) in runs.items()}
+    for suite in suites:
+        prefix = suite["name"].replace("/", ".")
+        cases += compare_pytest(suite["name"], _starting_with(results.get("interp", {}), prefix),
+                                _starting_with(results.get("cuda", {}), prefix), suite["tma_files"])
+    gpu_tests = results.get("cuda_gpu_tests", {})
+    cases += compare_pytest("tests/runtime/cuda (gpu)", {}, gpu_tests, [])
+    for label, note in notes.items():
+        if note.get("timed_out") or not results.get(label):  # a run that reported nothing must not pass silently
+            cases.append({"suite": "pytest", "name": f"pytest run '{label}'", "status": "error",
+                          "detail": ("timed out (raise --budget); " if note.get("timed_out") else "no results; ")
+                          + note["log_tail"]})
+    return cases, notes
+
+
+def _starting_with(outcomes: dict[str, dict], prefix: str) -> dict[str, dict]:
+    return {name: outcome for name, outcome in outcomes.items() if name.startswith(prefix)}
+
+
+# ---------------------------------------------------------------------------------------- in-process phases
+
+def examples_phase() -> list[dict]:
+    """Every example's ``run(client)`` on interp then cuda, their reported errors compared."""
+    from cubepy.runtime.client import client
+
+    sys.path.insert(0, str(ROOT))
+    cases = []
+    for name in discover_examples():
+        case: dict[str, Any] = {"suite": "examples", "name": name, "seconds": {}}
+        results = {}
+        for runtime in ("interp", "cuda"):
+            start = time.perf_counter()
+            try:
+                module = importlib.import_module(f"examples.{name}")
+                results[runtime] = module.run(client(runtime))
+                if runtime == "cuda":
+                    client("cuda").sync()
+            except Exception as exc:
+                results[runtime] = None
+                case.setdefault("detail", "")
+                case["detail"] += f"{runtime}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-800:]}"
+            case["seconds"][runtime] = round(time.perf_counter() - start, 3)
+        case["interp"], case["cuda"] = results.get("interp"), results.get("cuda")
+        case["status"] = judge_example(results.get("interp"), results.get("cuda"), case)
+        cases.append(case)
+    return cases
+
+
+def judge_example(interp: dict | None, cuda: dict | None, case: dict) -> str:
+    """``pass`` when every error the GPU run reports is within tolerance of the CPU run's."""
+    if cuda is None:
+        return "fail" if interp is not None else "fail_both"
+    if interp is None:
+        return "error"  # no reference: the GPU numbers are in the report, unjudged
+    problems = []
+    for key in sorted(set(interp) | set(cuda)):
+        want, got = interp.get(key), cuda.get(key)
+        if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+            limit = max(EXAMPLE_ABS_TOL, EXAMPLE_REL_FACTOR * abs(want))
+            if not abs(got) <= limit:  # also catches NaN
+                problems.append(f"{key}: {got} on cuda, {want} on interp (limit {limit:g})")
+        elif want != got:
+            problems.append(f"{key}: {got!r} on cuda, {want!r} on interp")
+    if problems:
+        case["detail"] = "; ".join(problems)
+        return "fail"
+    return "pass"
+
+
+def wgrad_phase() -> list[dict]:
+    """The TMA weight-gradient convolution against torch: correctness and time for each problem."""
+    try:
+        import torch
+    except ImportError:
+        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip", "detail": "torch not installed"}]
+    if not torch.cuda.is_available():
+        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip",
+                 "detail": "torch has no CUDA device"}]
+    try:
+        conv = importlib.import_module("cubepy_layouts.conv")
+        conv.conv2d_wgrad, conv.ConvolutionProblem  # noqa: B018  (both must exist)
+    except (ImportError, AttributeError) as exc:
+        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip",
+                 "detail": f"cubepy_layouts.conv.conv2d_wgrad is not available: {exc}"}]
+    from cubepy.runtime.client import client as get_client
+
+    client = get_client("cuda")
+    cases = []
+    for spec in WGRAD_PROBLEMS:
+        cases += _wgrad_cases(torch, conv, client, spec)
+    return cases
+
+
+def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> list[dict]:
+    """One problem: torch's reference and time, then cubepy with and without TMA."""
+    import numpy as np
+
+    n, h, w, c_in, c_out, kh, kw, stride, pad = spec
+    problem = conv.ConvolutionProblem.conv2d((n, h, w, c_in), (c_out, kh, kw, c_in),
+                                             stride=(stride, stride), padding=(pad, pad))
+    _, oh, ow, _ = problem.out_shape
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, h, w, c_in)).astype(np.float16)
+    dy = rng.standard_normal((n, oh, ow, c_out)).astype(np.float16)
+    flops = 2.0 * n * oh * ow * c_out * c_in * kh * kw
+    xt = torch.from_numpy(x).cuda().permute(0, 3, 1, 2)
+    dyt = torch.from_numpy(dy).cuda().permute(0, 3, 1, 2)
+    weight_shape = (c_out, c_in, kh, kw)
+    ref = torch.nn.grad.conv2d_weight(xt.float(), weight_shape, dyt.float(), stride=stride,
+                                      padding=pad).permute(0, 2, 3, 1).cpu().numpy()
+    torch_ms = _torch_time_ms(torch, lambda: torch.nn.grad.conv2d_weight(xt, weight_shape, dyt, stride=stride,
+                                                                         padding=pad))
+    hx, hdy = client.create(x), client.create(dy)
+    cases = []
+    for tma in (True, False):
+        case: dict[str, Any] = {"suite": "wgrad", "tma": tma, "torch_f16_ms": round(torch_ms, 4),
+                                "name": f"conv2d_wgrad tma={tma} x={x.shape} w={weight_shape} s={stride} p={pad}"}
+
+        def work(tma: bool = tma) -> Any:
+            return conv.conv2d_wgrad(client, hx, hdy, problem, tma=tma)
+
+        try:
+            got = client.read(_result_handle(work())).astype(np.float32).reshape(ref.shape)
+            error = float(np.max(np.abs(got - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
+            best = min(client.time_ms(work, repeat=10))
+            case.update(relative_error=error, cubepy_ms=round(best, 4), cubepy_tflops=round(flops / best / 1e9, 2),
+                        torch_tflops=round(flops / torch_ms / 1e9, 2), status="pass" if error < 2e-2 else "fail")
+            if error >= 2e-2:
+                case["detail"] = f"relative error {error:.3g} against torch.nn.grad.conv2d_weight (limit 2e-2)"
+        except Exception as exc:
+            case.update(status="fail", detail=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-800:]}")
+        cases.append(case)
+    return cases
+
+
+def _result_handle(result: Any) -> Any:
+    """The weight-gradient handle, whether the kernel returns it alone or first in a tuple."""
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def _torch_time_ms(torch: Any, work, repeat: int = 10) -> float:
+    work()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(repeat):
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return best
+
+
+PHASES = {"examples": examples_phase, "wgrad": wgrad_phase}
+
+
+def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict]:
+    """Run one in-process phase in a child process (a sticky CUDA error or a crash stays there)."""
+    output = workdir / f"{name}.json"
+    command = [sys.executable, "-m", "cubepy.devcheck", "--phase", name, "--phase-output", str(output)]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                              timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        return [{"suite": name, "name": name, "status": "error", "detail": "timed out (raise --budget)"}]
+    if output.exists():
+        return json.loads(output.read_text())
+    return [{"suite": name, "name": name, "status": "error",
+             "detail": f"the phase exited with {done.returncode}:\n{(done.stdout + done.stderr)[-_DETAIL_CHARS:]}"}]
+
+
+# ---------------------------------------------------------------------------------------- the report
+
+def summarize(cases: list[dict]) -> dict[str, int]:
+    """How many cases ended in each status."""
+    counts: dict[str, int] = {}
+    for case in cases:
+        counts[case["status"]] = counts.get(case["status"], 0) + 1
+    return counts
+
+
+def write_report(report: dict, path: Path) -> None:
+    """Write the JSON report atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def print_summary(report: dict) -> None:
+    """A short human summary: device, counts, and every case that did not pass."""
+    device = report.get("device") or {}
+    print(f"cubepy devcheck: {report['status']}" + (f" on {device.get('name')} (driver {device.get('driver_version')})"
+                                                    if device else ""))
+    for case in report.get("cases", []):
+        if case["status"] not in ("pass", "skip"):
+            detail = (case.get("detail") or "").strip().splitlines()
+            print(f"  {case['status']:>9}  {case['suite']}: {case['name']}" + (f"  -- {detail[0][:160]}" if detail else ""))
+    for case in report.get("cases", []):
+        if case.get("suite") == "wgrad" and "cubepy_ms" in case:
+            print(f"  wgrad {case['name']}: cubepy {case['cubepy_ms']} ms ({case['cubepy_tflops']} TFLOP/s), "
+                  f"torch f16 {case['torch_f16_ms']} ms")
+    print(f"  summary: {report.get('summary', {})}; {report.get('duration_s', 0):.0f} s; report: {report['path']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the device check; 0 when everything passed or there is no GPU, 1 when a case failed."""
+    parser = argparse.ArgumentParser(prog="python -m cubepy.devcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("--report", default="devcheck_report.json", help="where to write the JSON report")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole check")
+    parser.add_argument("--jobs", type=int, default=4, help="pytest-xdist workers per pytest run (1: none)")
+    parser.add_argument("--skip", default="", help="comma-separated phases to leave out: pytest,examples,wgrad")
+    parser.add_argument("--list", action="store_true", help="print what would run and exit")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--phase-output", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.phase:  # a child process of run_phase_subprocess
+        write_report(PHASES[args.phase](), Path(args.phase_output))  # type: ignore[arg-type]
+        return 0
+    if args.list:
+        print(json.dumps({"pytest_suites": discover_suites(), "examples": discover_examples(),
+                          "wgrad_problems": WGRAD_PROBLEMS}, indent=2))
+        return 0
+
+    started = time.monotonic()
+    deadline = started + args.budget
+    path = Path(args.report).resolve()
+    report: dict[str, Any] = {"cubepy_devcheck": 1, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              "path": str(path), "environment": environment(), "device": None, "cases": []}
+    from cubepy.runtime import cuda
+
+    reason = cuda.unavailable_reason()
+    if reason is not None:
+        report.update(status=f"skipped: {reason}", reason=reason, summary={}, duration_s=time.monotonic() - started)
+        write_report(report, path)
+        print(f"cubepy devcheck skipped: {reason}\n  report: {path}")
+        return 0
+    report["device"] = device_report()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    with tempfile.TemporaryDirectory(prefix="cubepy-devcheck-") as scratch:
+        workdir = Path(scratch)
+        if "pytest" not in skip:
+            # pytest first, with most of the budget; the GPU is quiet again before wgrad times anything.
+            cases, notes = run_pytest_phase(discover_suites(), started + 0.7 * args.budget, args.jobs, workdir)
+            report["cases"] += cases
+            report["pytest_runs"] = notes
+        if "examples" not in skip:
+            report["cases"] += run_phase_subprocess("examples", started + 0.85 * args.budget, workdir)
+        if "wgrad" not in skip:
+            report["cases"] += run_phase_subprocess("wgrad", deadline, workdir)
+    report["summary"] = summarize(report["cases"])
+    failed = any(case["status"] in ("fail", "fail_both", "error") for case in report["cases"])
+    report["status"] = "failed" if failed else "passed"
+    report["duration_s"] = round(time.monotonic() - started, 1)
+    write_report(report, path)
+    print_summary(report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

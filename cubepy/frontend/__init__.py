@@ -1,0 +1,164 @@
+"""cubepy's frontend: ``@cube``, types, containers, builtins and the expansion that builds IR.
+
+| module | responsibility |
+|---|---|
+| ``function`` | ``@cube``, cube functions and methods (``__expand_<name>`` twins), compiling the rewrite |
+| ``rewrite`` | the AST rewrite of control flow and assignments, with per-construct name analysis |
+| ``syntax``, ``flow`` | what rewritten code calls: comptime/runtime ``if``/loops/``break``/``return`` |
+| ``mutability`` | mutable locals (``into_mut``, assignment, snapshots, weak types, ``Unbound``) |
+| ``state`` | ``ExpansionState``, ``ScopeBuilder``, ``KernelBuilder``, the control stack |
+| ``values``, ``operations`` | ``ExpandElement`` and the typed construction of instructions |
+| ``elem`` | element types (``f32``...), ``Line``, ``Comptime``, literals |
+| ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
+| ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
+| ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
+| ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
+
+Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
+"""
+
+from cubepy.frontend import hooks, testing
+from cubepy.frontend.builtins import (
+    ABSOLUTE_POS,
+    ABSOLUTE_POS_X,
+    ABSOLUTE_POS_Y,
+    ABSOLUTE_POS_Z,
+    CUBE_COUNT,
+    CUBE_COUNT_X,
+    CUBE_COUNT_Y,
+    CUBE_COUNT_Z,
+    CUBE_DIM,
+    CUBE_DIM_X,
+    CUBE_DIM_Y,
+    CUBE_DIM_Z,
+    CUBE_POS,
+    CUBE_POS_X,
+    CUBE_POS_Y,
+    CUBE_POS_Z,
+    PLANE_DIM,
+    PLANE_POS,
+    UNIT_POS,
+    UNIT_POS_PLANE,
+    UNIT_POS_X,
+    UNIT_POS_Y,
+    UNIT_POS_Z,
+    BuiltinVar,
+    plane_all,
+    plane_any,
+    plane_ballot,
+    plane_broadcast,
+    plane_elect,
+    plane_exclusive_prod,
+    plane_exclusive_sum,
+    plane_inclusive_prod,
+    plane_inclusive_sum,
+    plane_max,
+    plane_min,
+    plane_prod,
+    plane_shuffle,
+    plane_shuffle_down,
+    plane_shuffle_up,
+    plane_shuffle_xor,
+    plane_sum,
+    sync_async_proxy_shared,
+    sync_cube,
+    sync_plane,
+)
+from cubepy.frontend.containers import (
+    Array,
+    Atomic,
+    AtomicRef,
+    BufferCompilationArg,
+    LocalArray,
+    MemoryExpand,
+    SharedMemory,
+    SliceExpand,
+    Tensor,
+    TensorExpand,
+)
+from cubepy.frontend.derive import CubeLaunch, CubeType, LaunchArg, derive
+from cubepy.frontend.elem import (
+    Comptime,
+    Line,
+    ScalarType,
+    bf16,
+    boolean,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+)
+from cubepy.frontend.function import CubeFunction, cube
+from cubepy.frontend.intrinsics import (
+    abs,
+    bitcast,
+    ceil,
+    clamp,
+    comptime,
+    cos,
+    div_trunc,
+    erf,
+    exp,
+    floor,
+    fma,
+    is_inf,
+    is_nan,
+    log,
+    log1p,
+    max,
+    min,
+    powf,
+    recip,
+    rem_trunc,
+    round,
+    rsqrt,
+    runtime,
+    select,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+    trunc,
+    unroll,
+)
+from cubepy.frontend.kernel import Kernel, ParamSpec
+from cubepy.frontend.launch import ScalarCompilationArg
+from cubepy.frontend.sequence import Sequence
+from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
+from cubepy.frontend.tma import TensorMap, TensorMapExpand
+from cubepy.frontend.values import ExpandElement
+
+__all__ = [
+    # decorators, kernels and protocols
+    "cube", "CubeFunction", "Kernel", "ParamSpec", "derive", "CubeType", "CubeLaunch", "LaunchArg",
+    # types
+    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "boolean", "usize",
+    "ScalarType", "Line", "Comptime",
+    # containers
+    "Array", "Tensor", "TensorMap", "SharedMemory", "LocalArray", "Atomic", "Sequence", "AtomicRef",
+    "MemoryExpand", "TensorExpand", "SliceExpand", "TensorMapExpand", "BufferCompilationArg",
+    "ScalarCompilationArg",
+    # builtins
+    "ABSOLUTE_POS", "ABSOLUTE_POS_X", "ABSOLUTE_POS_Y", "ABSOLUTE_POS_Z", "UNIT_POS", "UNIT_POS_X", "UNIT_POS_Y",
+    "UNIT_POS_Z", "CUBE_POS", "CUBE_POS_X", "CUBE_POS_Y", "CUBE_POS_Z", "CUBE_DIM", "CUBE_DIM_X", "CUBE_DIM_Y",
+    "CUBE_DIM_Z", "CUBE_COUNT", "CUBE_COUNT_X", "CUBE_COUNT_Y", "CUBE_COUNT_Z", "PLANE_DIM", "PLANE_POS",
+    "UNIT_POS_PLANE", "BuiltinVar",
+    "sync_cube", "sync_plane", "sync_async_proxy_shared",
+    "plane_sum", "plane_prod", "plane_min", "plane_max", "plane_inclusive_sum", "plane_exclusive_sum",
+    "plane_inclusive_prod", "plane_exclusive_prod", "plane_all", "plane_any", "plane_ballot", "plane_elect",
+    "plane_broadcast", "plane_shuffle", "plane_shuffle_xor", "plane_shuffle_up", "plane_shuffle_down",
+    # math and markers
+    "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "powf", "floor", "ceil",
+    "round", "trunc", "recip", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
+    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll",
+    # expansion internals users may need (intrinsic authors, tests)
+    "ExpandElement", "ExpansionState", "KernelBuilder", "ScopeBuilder", "hooks", "testing",
+]

@@ -1,0 +1,433 @@
+"""Memories inside kernels: ``Array``, ``Tensor``, ``SharedMemory``, ``LocalArray``, slices and atomics.
+
+Annotations (``Array[f32]``, ``Tensor[Line[f16]]``, ``Array[Atomic[u32]]``) are ``BufferType``
+objects that also implement the launch protocol (``compilation_arg``, ``register``, ``expand``).
+Inside kernels a memory is a ``MemoryExpand``: indexing gives u32-indexed ``Index`` instructions,
+checked on global buffers when the kernel was launched with ``launch`` (never on shared or local
+memory); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
+offset, length) that adds its offset to every index.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cubepy import ir
+from cubepy.errors import LaunchError
+from cubepy.frontend import operations, source
+from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
+from cubepy.frontend.state import current_scope, require_state
+from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.ir import Type, VarKind
+from cubepy.ir import ops as irops
+
+
+class AtomicType:
+    """``Atomic[T]``: the element type of memories accessed with atomic operations."""
+
+    __slots__ = ("elem",)
+
+    def __init__(self, elem: ScalarType) -> None:
+        self.elem = elem
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AtomicType) and other.elem == self.elem
+
+    def __hash__(self) -> int:
+        return hash(("Atomic", self.elem))
+
+    def __repr__(self) -> str:
+        return f"Atomic[{self.elem!r}]"
+
+
+class Atomic:
+    """``cp.Atomic[T]`` element type for arrays and shared memory (``a[i].fetch_add(v)``)."""
+
+    def __class_getitem__(cls, item) -> AtomicType:
+        return AtomicType(item if isinstance(item, ScalarType) else scalar_type(to_elem(item)))
+
+
+def _item(item) -> tuple[ScalarType, int | None, bool]:
+    """(element type, fixed line size or None for "set at launch", atomic) of a memory's item spec."""
+    if isinstance(item, AtomicType):
+        return item.elem, 1, True
+    if isinstance(item, LineType):
+        return item.elem, item.size, False
+    if isinstance(item, ScalarType):
+        return item, 1, False
+    return scalar_type(to_elem(item)), 1, False
+
+
+@attrs.frozen
+class BufferCompilationArg:
+    """The compile-relevant part of a buffer argument: element type and line size."""
+
+    elem: str
+    line_size: int
+
+
+class BufferType:
+    """``Array[T]`` / ``Tensor[T]`` as a parameter annotation; implements the launch protocol."""
+
+    role = "array"
+    kind_name = "Array"
+
+    def __init__(self, item) -> None:
+        self.item = item
+        self.elem, self.fixed_line, self.atomic = _item(item)
+        self.lined = isinstance(item, LineType)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.item == self.item
+
+    def __hash__(self) -> int:
+        return hash((self.kind_name, self.item))
+
+    def __repr__(self) -> str:
+        return f"{self.kind_name}[{self.item!r}]"
+
+    # -- launch protocol ------------------------------------------------------------------------
+    def compilation_arg(self, arg) -> BufferCompilationArg:
+        """Validate a runtime buffer argument; its element type and line size."""
+        handle = getattr(arg, "handle", None)
+        if handle is None or not hasattr(arg, "line_size"):
+            raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
+        dtype_elem = elem_of_dtype(handle.dtype)
+        if dtype_elem != self.elem.ir and not (self.elem.ir is ir.USIZE and dtype_elem is ir.U64):
+            raise LaunchError(f"expected {self.elem!r} elements for {self!r}, got a buffer of dtype {handle.dtype}")
+        line = arg.line_size
+        if self.fixed_line is not None and line != self.fixed_line:
+            if self.lined:
+                raise LaunchError(f"{self!r} needs line_size={self.fixed_line}, got line_size={line}")
+            raise LaunchError(f"{self!r} takes line_size=1, got line_size={line}; annotate "
+                              f"{self.kind_name}[Line[{self.elem!r}]] to read lines")
+        return BufferCompilationArg(self.elem.name, line)
+
+    def register(self, arg, bindings) -> None:
+        """Bind the buffer for one launch."""
+        bindings.add_buffer(arg)
+
+    def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
+        """Declare the buffer parameter; the value the kernel body receives."""
+        var = builder.register(self.role, Type(self.elem.ir, comp_arg.line_size))
+        return self.expand_type(var, self.atomic)
+
+    expand_output = expand
+
+    def default_compilation_arg(self) -> BufferCompilationArg:
+        """The compilation argument used when inspecting without a launch (line size 1 unless fixed)."""
+        return BufferCompilationArg(self.elem.name, self.fixed_line or 1)
+
+    def is_compilation_arg(self, value) -> bool:
+        """Whether ``value`` is already this parameter's compilation argument."""
+        return isinstance(value, BufferCompilationArg)
+
+    @property
+    def expand_type(self):
+        return MemoryExpand
+
+
+class TensorType(BufferType):
+    """``Tensor[T]``: a buffer with shape and strides (runtime metadata)."""
+
+    role = "tensor"
+    kind_name = "Tensor"
+
+    @property
+    def expand_type(self):
+        return TensorExpand
+
+
+class Array:
+    """``Array[T]`` / ``Array[Line[T]]`` / ``Array[Atomic[T]]``: a global buffer parameter."""
+
+    def __class_getitem__(cls, item) -> BufferType:
+        return BufferType(item)
+
+
+class Tensor:
+    """``Tensor[T]``: a global buffer with shape and strides."""
+
+    def __class_getitem__(cls, item) -> TensorType:
+        return TensorType(item)
+
+
+def _add_offset(offset, index):
+    if isinstance(offset, int) and offset == 0:
+        return index
+    if isinstance(index, int) and not isinstance(index, bool) and index == 0:
+        return offset
+    return operations.binary("add", operations.element(operations.to_index(offset, "slice offset")),
+                             operations.element(operations.to_index(index)))
+
+
+class MemoryExpand:
+    """A memory inside a kernel: a global buffer, shared memory or local array."""
+
+    __slots__ = ("var", "atomic")
+
+    def __init__(self, var: ir.Variable, atomic: bool = False) -> None:
+        self.var = var
+        self.atomic = atomic
+
+    @property
+    def elem(self) -> ScalarType:
+        """The element type (``cp.f32``)."""
+        return scalar_type(self.var.type.elem)
+
+    @property
+    def line_size(self) -> int:
+        """Lanes per item (comptime)."""
+        return self.var.type.line
+
+    @property
+    def checked(self) -> bool:
+        """Whether indexing is bounds-checked (global buffers of a ``launch``ed kernel)."""
+        return self.var.kind is VarKind.GLOBAL and require_state().checked
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            if index.step not in (None, 1):
+                source.fail("memory slices take no step")
+            return self.slice(0 if index.start is None else index.start,
+                              self.len() if index.stop is None else index.stop)
+        idx = operations.to_index(index)
+        if self.atomic:
+            return AtomicRef(self, idx)
+        return operations.emit(irops.Index(self.var, idx, self.checked), self.var.type)
+
+    def __setitem__(self, index, value) -> None:
+        idx = operations.to_index(index)
+        if self.atomic:
+            AtomicRef(self, idx).store(value)
+            return
+        converted = operations.convert(value, self.var.type, f"store into {self.describe()}")
+        current_scope().append(irops.IndexAssign(self.var, idx, converted, self.checked))
+
+    def describe(self) -> str:
+        """What this memory is, for messages."""
+        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory",
+                VarKind.LOCAL_ARRAY: "local array"}.get(self.var.kind, "memory")
+        return f"a {kind} of {self.var.type!r}"
+
+    def len(self):
+        """Number of items: a runtime u32 for buffers, a comptime int for shared/local memory."""
+        if self.var.kind is VarKind.GLOBAL:
+            return operations.emit(irops.Metadata("len", self.var), Type(ir.U32))
+        return self.var.length
+
+    def buffer_len(self):
+        """Items in the whole allocation (u32 for buffers, comptime int for shared/local memory)."""
+        if self.var.kind is VarKind.GLOBAL:
+            return operations.emit(irops.Metadata("buffer_len", self.var), Type(ir.U32))
+        return self.var.length
+
+    def slice(self, start, end) -> SliceExpand:
+        """The view ``[start, end)`` of this memory."""
+        return SliceExpand(self, start, _length(start, end))
+
+    def __len__(self) -> int:
+        if self.var.kind is VarKind.GLOBAL:
+            source.fail("len() of a buffer is a runtime value; use `.len()`")
+        return self.var.length
+
+    def __iter__(self):
+        source.fail("cannot iterate over a memory; loop with `for i in range(a.len())` and index it")
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()} {self.var!r}>"
+
+
+def _length(start, end):
+    if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
+        return end - start
+    return operations.binary("sub", operations.element(operations.to_index(end, "slice end")),
+                             operations.element(operations.to_index(start, "slice start")))
+
+
+class TensorExpand(MemoryExpand):
+    """A tensor parameter: a buffer plus ``shape(d)``, ``stride(d)`` and ``rank()`` (all u32)."""
+
+    __slots__ = ()
+
+    def shape(self, dim) -> ExpandElement:
+        """The size of dimension ``dim`` (outermost first)."""
+        return operations.emit(irops.Metadata("shape", self.var, operations.to_index(dim, "dimension")),
+                               Type(ir.U32))
+
+    def stride(self, dim) -> ExpandElement:
+        """The stride of dimension ``dim`` in elements."""
+        return operations.emit(irops.Metadata("stride", self.var, operations.to_index(dim, "dimension")),
+                               Type(ir.U32))
+
+    def rank(self) -> ExpandElement:
+        """The number of dimensions."""
+        return operations.emit(irops.Metadata("rank", self.var), Type(ir.U32))
+
+
+class SliceExpand:
+    """A view ``[offset, offset + length)`` of a memory; indexing adds the offset."""
+
+    __slots__ = ("base", "offset", "length")
+
+    def __init__(self, base: MemoryExpand, offset, length) -> None:
+        self.base = base
+        self.offset = offset
+        self.length = length
+
+    @property
+    def var(self) -> ir.Variable:
+        """The underlying memory variable."""
+        return self.base.var
+
+    @property
+    def line_size(self) -> int:
+        """Lanes per item."""
+        return self.base.line_size
+
+    @property
+    def elem(self) -> ScalarType:
+        """The element type."""
+        return self.base.elem
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index.start or 0, self.length if index.stop is None else index.stop)
+        return self.base[_add_offset(self.offset, index)]
+
+    def __setitem__(self, index, value) -> None:
+        self.base[_add_offset(self.offset, index)] = value
+
+    def len(self):
+        """The slice length (u32, or a comptime int when both ends were comptime)."""
+        return self.length
+
+    def slice(self, start, end) -> SliceExpand:
+        """A sub-view ``[start, end)`` of this view."""
+        offset = start if isinstance(self.offset, int) and self.offset == 0 else _add_offset(self.offset, start)
+        return SliceExpand(self.base, offset, _length(start, end))
+
+    def __iter__(self):
+        source.fail("cannot iterate over a slice; loop with `for i in range(s.len())` and index it")
+
+    def __repr__(self) -> str:
+        return f"<slice of {self.base!r}>"
+
+
+class AtomicRef:
+    """An element of an atomic memory; every operation returns the value it replaced (store: None)."""
+
+    __slots__ = ("memory", "index")
+
+    def __init__(self, memory: MemoryExpand, index: ir.Variable) -> None:
+        self.memory = memory
+        self.index = index
+
+    def _value(self, value) -> ir.Variable:
+        return operations.convert(value, self.memory.var.type, "atomic operand")
+
+    def _op(self, op: str, value=None) -> ExpandElement:
+        var = None if value is None else self._value(value)
+        return operations.emit(irops.AtomicOp(op, self.memory.var, self.index, var), self.memory.var.type)
+
+    def fetch_add(self, value):
+        """Atomically ``m += value``; the old value."""
+        return self._op("add", value)
+
+    def fetch_sub(self, value):
+        """Atomically ``m -= value``; the old value."""
+        return self._op("sub", value)
+
+    def fetch_max(self, value):
+        """Atomically ``m = max(m, value)``; the old value."""
+        return self._op("max", value)
+
+    def fetch_min(self, value):
+        """Atomically ``m = min(m, value)``; the old value."""
+        return self._op("min", value)
+
+    def fetch_and(self, value):
+        """Atomically ``m &= value``; the old value."""
+        return self._op("and", value)
+
+    def fetch_or(self, value):
+        """Atomically ``m |= value``; the old value."""
+        return self._op("or", value)
+
+    def fetch_xor(self, value):
+        """Atomically ``m ^= value``; the old value."""
+        return self._op("xor", value)
+
+    def exchange(self, value):
+        """Atomically ``m = value``; the old value."""
+        return self._op("exchange", value)
+
+    def load(self):
+        """Atomically read ``m``."""
+        return self._op("load")
+
+    def store(self, value) -> None:
+        """Atomically ``m = value``."""
+        current_scope().append(irops.AtomicOp("store", self.memory.var, self.index, self._value(value)))
+
+    def compare_exchange(self, cmp, new):
+        """Atomically ``if m == cmp: m = new``; the old value."""
+        return operations.emit(irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp),
+                                                           self._value(new)), self.memory.var.type)
+
+    def __bool__(self) -> bool:
+        source.fail("an atomic element is not a value; use .load()")
+
+    def __repr__(self) -> str:
+        return f"<atomic element of {self.memory!r}>"
+
+
+def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
+    elem, fixed, atomic = _item(item)
+    if isinstance(item, LineType) and fixed is None:
+        if line_size is None:
+            source.fail(f"{item!r} in shared/local memory needs a line size: pass line_size=N or write "
+                        f"Line[{elem!r}, N]")
+        fixed = operations.comptime_value(line_size)
+    count = operations.comptime_value(length) if operations.is_comptime(length) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        source.fail(f"a shared/local memory length must be a comptime positive int, got {length!r}")
+    if alignment is not None and (alignment <= 0 or alignment & (alignment - 1)):
+        source.fail(f"alignment {alignment} is not a power of two")
+    state = require_state()
+    var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
+    return MemoryExpand(var, atomic)
+
+
+class _MemoryFactory:
+    __slots__ = ("kind", "item")
+
+    def __init__(self, kind: VarKind, item) -> None:
+        self.kind = kind
+        self.item = item
+
+    def __call__(self, length, line_size=None, alignment: int | None = None) -> MemoryExpand:
+        return _declare(self.kind, self.item, length, line_size, alignment)
+
+    def __repr__(self) -> str:
+        name = "SharedMemory" if self.kind is VarKind.SHARED else "LocalArray"
+        return f"{name}[{self.item!r}]"
+
+
+class SharedMemory:
+    """``SharedMemory[T](n)``: ``n`` items per cube, shared by its units (never bounds-checked)."""
+
+    def __class_getitem__(cls, item) -> _MemoryFactory:
+        return _MemoryFactory(VarKind.SHARED, item)
+
+    @staticmethod
+    def aligned(item, length, alignment: int, line_size=None) -> MemoryExpand:
+        """Shared memory whose absolute address is a multiple of ``alignment`` bytes."""
+        return _declare(VarKind.SHARED, item, length, line_size, alignment)
+
+
+class LocalArray:
+    """``LocalArray[T](n)``: ``n`` items private to each unit."""
+
+    def __class_getitem__(cls, item) -> _MemoryFactory:
+        return _MemoryFactory(VarKind.LOCAL_ARRAY, item)

@@ -1,0 +1,259 @@
+"""Element types users write (``f32``, ``u32``, ...), ``Line[T]``, ``Comptime[X]`` and Python literals.
+
+An element type object is three things at once: an annotation (``x: f32``), a cast inside kernels
+(``f32(x)``; on a Python number it gives a typed runtime constant) and, outside kernels, a numpy
+scalar constructor (``f32(1.5)`` is ``np.float32(1.5)``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from cubepy import ir
+
+PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+class ScalarType:
+    """A user-facing element type: ``.name``, ``.size`` (bytes), ``.numpy`` (dtype) and ``.ir``."""
+
+    __slots__ = ("ir", "numpy")
+
+    def __init__(self, elem: ir.ElemType, dtype: np.dtype) -> None:
+        self.ir = elem
+        self.numpy = np.dtype(dtype)
+
+    @property
+    def name(self) -> str:
+        """The element type's name (``"f32"``)."""
+        return self.ir.name
+
+    @property
+    def size(self) -> int:
+        """Bytes per element."""
+        return self.ir.size
+
+    def __call__(self, value=0):
+        """Inside a kernel: cast ``value`` to this type; outside: a numpy scalar of this type."""
+        from cubepy.frontend import operations
+        from cubepy.frontend.state import active_state
+
+        if active_state() is None:
+            return self.numpy.type(value)
+        return operations.cast(value, self.ir)
+
+    new = __call__
+    cast_from = __call__
+
+    def max_value(self):
+        """The largest finite value of this type (a comptime Python number)."""
+        return _limits(self.ir)[1]
+
+    def min_value(self):
+        """The lowest finite value of this type (a comptime Python number)."""
+        return _limits(self.ir)[0]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ScalarType) and other.ir == self.ir
+
+    def __hash__(self) -> int:
+        return hash(("ScalarType", self.ir.name))
+
+    def __repr__(self) -> str:
+        return self.ir.name
+
+    def __reduce__(self):
+        return (_scalar_by_name, (self.ir.name,))
+
+
+_DTYPES = {
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "bool": np.bool_, "usize": np.uint64,
+}
+SCALAR_TYPES: dict[str, ScalarType] = {e.name: ScalarType(e, _DTYPES[e.name]) for e in ir.ALL_ELEM_TYPES}
+
+f16, bf16, f32, f64 = (SCALAR_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
+i8, i16, i32, i64 = (SCALAR_TYPES[n] for n in ("i8", "i16", "i32", "i64"))
+u8, u16, u32, u64 = (SCALAR_TYPES[n] for n in ("u8", "u16", "u32", "u64"))
+boolean, usize = SCALAR_TYPES["bool"], SCALAR_TYPES["usize"]
+
+
+def _scalar_by_name(name: str) -> ScalarType:
+    return SCALAR_TYPES[name]
+
+
+def scalar_type(elem: ir.ElemType) -> ScalarType:
+    """The user-facing type object of an IR element type."""
+    return SCALAR_TYPES[elem.name]
+
+
+def to_elem(spec) -> ir.ElemType:
+    """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype or a Line type)."""
+    if isinstance(spec, ScalarType):
+        return spec.ir
+    if isinstance(spec, ir.ElemType):
+        return spec
+    if isinstance(spec, LineType):
+        return spec.elem.ir
+    try:
+        dtype = np.dtype(spec)
+    except TypeError:
+        dtype = None
+    if dtype is not None:
+        for elem in ir.ALL_ELEM_TYPES:
+            if elem is not ir.USIZE and np.dtype(_DTYPES[elem.name]) == dtype:
+                return elem
+    raise TypeError(f"{spec!r} is not an element type (expected f32, u32, ...)")
+
+
+def elem_of_dtype(dtype: np.dtype) -> ir.ElemType | None:
+    """The IR element type of a numpy dtype, or None."""
+    try:
+        return to_elem(dtype)
+    except TypeError:
+        return None
+
+
+def _limits(elem: ir.ElemType):
+    if elem.is_bool:
+        return (False, True)
+    dtype = np.dtype(_DTYPES[elem.name])
+    if elem.is_float:
+        info = ml_dtypes.finfo(dtype) if elem is ir.BF16 else np.finfo(dtype)
+        return (float(info.min), float(info.max))
+    info = np.iinfo(dtype)
+    return (int(info.min), int(info.max))
+
+
+def literal_elem(value) -> ir.ElemType:
+    """The default element type of a Python literal: bool, i32 for ints, f32 for floats; numpy keeps its own."""
+    if isinstance(value, np.generic):
+        elem = elem_of_dtype(value.dtype)
+        if elem is not None:
+            return elem
+    if isinstance(value, (bool, np.bool_)):
+        return ir.BOOL
+    if isinstance(value, (int, np.integer)):
+        return ir.I32
+    return ir.F32
+
+
+def is_exact_numpy(value) -> bool:
+    """Whether ``value`` is a numpy scalar whose dtype is a cubepy element type (so it keeps its type)."""
+    return isinstance(value, np.generic) and not isinstance(value, (float, int)) and \
+        elem_of_dtype(value.dtype) is not None
+
+
+def fits(value, elem: ir.ElemType) -> bool:
+    """Whether the Python number ``value`` is exactly representable as a literal of ``elem``."""
+    if elem.is_bool:
+        return isinstance(value, (bool, np.bool_))
+    if isinstance(value, (bool, np.bool_)):
+        return not elem.is_bool
+    if elem.is_float:
+        return isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, (float, np.floating)):
+        return False
+    low, high = _limits(elem)
+    return low <= int(value) <= high
+
+
+def convert_literal(value, elem: ir.ElemType):
+    """``value`` as a Python value of ``elem``, rounded as the element type stores it (f16 rounds)."""
+    if elem.is_bool:
+        return bool(value)
+    if elem.is_float:
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return value
+        return float(np.asarray(value, dtype=np.float64).astype(_DTYPES[elem.name]).astype(np.float64))
+    return int(value)
+
+
+def cast_literal(value, elem: ir.ElemType):
+    """Convert a literal as a runtime cast would (floats truncate toward zero, integers wrap)."""
+    with np.errstate(all="ignore"):
+        source = np.asarray(value)
+        converted = source.astype(_DTYPES[elem.name])
+    item = converted.item()
+    return convert_literal(item, elem)
+
+
+class LineType:
+    """``Line[T]`` (line size set by the launch argument) or ``Line[T, N]`` (fixed size N)."""
+
+    __slots__ = ("elem", "size")
+
+    def __init__(self, elem: ScalarType, size: int | None = None) -> None:
+        self.elem = elem
+        self.size = size
+
+    def __call__(self, value):
+        """Cast a line to element type T lane by lane (a scalar is cast and broadcast on use)."""
+        from cubepy.frontend import operations
+
+        return operations.cast(value, self.elem.ir, line=self.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LineType) and (other.elem, other.size) == (self.elem, self.size)
+
+    def __hash__(self) -> int:
+        return hash(("Line", self.elem, self.size))
+
+    def __repr__(self) -> str:
+        return f"Line[{self.elem!r}]" if self.size is None else f"Line[{self.elem!r}, {self.size}]"
+
+
+class Line:
+    """SIMD lines: ``Line[T]`` in annotations, ``Line(x)`` broadcasts a scalar, ``Line[T](x)`` casts."""
+
+    def __new__(cls, value, size: int | None = None):
+        from cubepy.frontend import operations
+
+        return operations.broadcast(value, size)
+
+    def __class_getitem__(cls, item) -> LineType:
+        if isinstance(item, tuple):
+            elem, size = item
+            return LineType(_as_scalar_type(elem), int(size))
+        return LineType(_as_scalar_type(item))
+
+
+def _as_scalar_type(spec) -> ScalarType:
+    if isinstance(spec, ScalarType):
+        return spec
+    return scalar_type(to_elem(spec))
+
+
+class ComptimeType:
+    """``Comptime[X]``: a parameter or field that is a plain Python value, part of the cache key."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ComptimeType) and other.inner == self.inner
+
+    def __hash__(self) -> int:
+        return hash(("Comptime", repr(self.inner)))
+
+    def __repr__(self) -> str:
+        return f"Comptime[{getattr(self.inner, '__name__', self.inner)!r}]"
+
+
+class Comptime:
+    """``Comptime[X]`` marks a comptime parameter or field (any hashable Python value)."""
+
+    def __class_getitem__(cls, item) -> ComptimeType:
+        return ComptimeType(item)
+
+
+def is_comptime_annotation(annotation) -> bool:
+    """Whether an annotation is ``Comptime`` or ``Comptime[X]``."""
+    return annotation is Comptime or isinstance(annotation, ComptimeType)

@@ -1,0 +1,177 @@
+"""``and``/``or``/``not``, conditional expressions and chained comparisons at expansion time.
+
+On a comptime left operand (or condition) these keep Python's meaning exactly.  On a runtime one,
+the other side is first expanded into a scratch scope: when everything it emitted is *pure*
+(arithmetic, comparisons, casts, lane reads, metadata, bounds-checked global reads) the instructions
+are kept in place and combined with an IR ``and``/``or``/``select``; otherwise (stores, atomics,
+calls with side effects, unchecked or shared-memory reads that could fault, plane collectives)
+the side is moved into an IR branch so it only runs when Python would evaluate it, and the value
+flows through a mutable local.  The guard idiom ``i < n and a[i] > 0`` is therefore safe.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from cubepy import ir
+from cubepy.frontend import mutability, operations
+from cubepy.frontend.flow import _classify
+from cubepy.frontend.state import ScopeBuilder, require_state
+from cubepy.frontend.values import ExpandElement
+from cubepy.ir import Type, VarKind
+from cubepy.ir import ops as irops
+from cubepy.ir.ops import branch
+
+_PURE = (irops.Unary, irops.Binary, irops.Compare, irops.Cast, irops.Bitcast, irops.Select, irops.Fma,
+         irops.Clamp, irops.ExtractLane, irops.Metadata)
+
+
+def _is_pure(scope: ScopeBuilder) -> bool:
+    for inst in scope.instructions:
+        operation = inst.operation
+        if isinstance(operation, _PURE):
+            continue
+        if isinstance(operation, irops.Assign) and inst.out is not None and inst.out.kind is VarKind.CONST:
+            continue
+        if isinstance(operation, irops.Index) and operation.checked and operation.memory.kind is VarKind.GLOBAL:
+            continue
+        return False
+    return True
+
+
+def _expand_aside(function):
+    """Run ``function`` with a scratch child of the current scope as insertion point."""
+    state = require_state()
+    scratch = state.current.child()
+    with state.in_scope(scratch):
+        value = function()
+    mutability.check_bound(value)
+    return scratch, value
+
+
+def _keep(scratch: ScopeBuilder) -> None:
+    """Move a pure scratch scope's instructions into its parent, where they run unconditionally."""
+    parent = scratch.parent
+    state = scratch.state
+    for inst in scratch.instructions:
+        parent.instructions.append(inst)
+        if inst.out is not None and state.defined_in.get((inst.out.kind, inst.out.id)) is scratch:
+            state.defined_in[(inst.out.kind, inst.out.id)] = parent
+
+
+def and_(left, right_fn):
+    """``left and right``: Python semantics when ``left`` is comptime, else a runtime ``and``."""
+    return _logic("and", left, right_fn)
+
+
+def or_(left, right_fn):
+    """``left or right``: Python semantics when ``left`` is comptime, else a runtime ``or``."""
+    return _logic("or", left, right_fn)
+
+
+def _logic(op: str, left, right_fn):
+    mutability.check_bound(left)
+    if operations.is_comptime(left):
+        truth = bool(operations.comptime_value(left))
+        return left if (op == "and") != truth else right_fn()
+    a = operations.to_bool(left)
+    scratch, right = _expand_aside(right_fn)
+    if not _is_pure(scratch) and a.type.line == 1:
+        return _short_circuit(op, a, scratch, right)
+    _keep(scratch)
+    if operations.is_comptime(right):
+        truth = bool(operations.comptime_value(right))
+        return a if (op == "and") == truth else right
+    b = operations.to_bool(right)
+    if a.type != b.type:
+        line = max(a.type.line, b.type.line)
+        a, b = (operations.cast(x, ir.BOOL, line=line) for x in (a, b))
+    return operations.emit(irops.Binary(op, a.var, b.var), a.type)
+
+
+def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -> ExpandElement:
+    """``result = left; if (left for and / not left for or) { <right>; result = right }``."""
+    state = require_state()
+    parent = scratch.parent
+    result = parent.create_local_mut(Type(ir.BOOL), left.var)
+    cond = left if op == "and" else operations.unary("not", left)
+    with state.in_scope(scratch):
+        value = operations.to_bool(right) if not operations.is_comptime(right) else \
+            operations.literal(bool(operations.comptime_value(right)), ir.BOOL)
+        if value.type.line != 1:
+            value = operations.cast(value, ir.BOOL)
+        scratch.append(irops.Assign(value.var), result)
+    parent.append(branch.If(cond.var, scratch.freeze()))
+    return ExpandElement(result, state)
+
+
+def not_(value):
+    """``not value``: Python's on comptime values, an IR ``not`` on runtime ones."""
+    mutability.check_bound(value)
+    if operations.is_comptime(value):
+        return not operations.comptime_value(value)
+    return operations.unary("not", operations.to_bool(value))
+
+
+def ifexp(cond, then_fn, else_fn):
+    """``a if cond else b``: one side when comptime; else a select, or a branch when a side is impure."""
+    is_runtime, cond_value = _classify(cond)
+    if not is_runtime:
+        return then_fn() if cond_value else else_fn()
+    then_scope, then_value = _expand_aside(then_fn)
+    else_scope, else_value = _expand_aside(else_fn)
+    if _is_pure(then_scope) and _is_pure(else_scope):
+        _keep(then_scope)
+        _keep(else_scope)
+        return operations.select(cond_value, then_value, else_value)
+    return _branch_select(cond_value, then_scope, then_value, else_scope, else_value)
+
+
+def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else_value) -> ExpandElement:
+    state = require_state()
+    parent = then_scope.parent
+    sample = []
+    for scope, value in ((then_scope, then_value), (else_scope, else_value)):
+        if isinstance(value, ExpandElement) or operations.is_runtime(value):
+            with state.in_scope(scope):
+                sample.append(operations.as_element(value))
+        elif operations.is_number(value):
+            sample.append(value)
+        else:
+            from cubepy.frontend import source
+
+            source.fail(f"a conditional expression under a runtime condition needs numbers or runtime values, "
+                        f"got {type(value).__name__}")
+    runtime_types = [s.type for s in sample if isinstance(s, ExpandElement)]
+    elem = runtime_types[0].elem if runtime_types else operations.as_element(sample[0]).elem
+    line = 1
+    for ty in runtime_types:
+        elem, line = ir.promote(elem, ty.elem), max(line, ty.line)
+    if any(isinstance(s, float) for s in sample) and not elem.is_float:
+        elem = ir.F32
+    target = Type(elem, line)
+    result = parent.create_local_mut(target, ir.constant(0, target))
+    for scope, value in ((then_scope, then_value), (else_scope, else_value)):
+        with state.in_scope(scope):
+            scope.append(irops.Assign(operations.convert(value, target, "conditional expression")), result)
+    parent.append(branch.IfElse(cond.var, then_scope.freeze(), else_scope.freeze()))
+    return ExpandElement(result, state)
+
+
+_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+            "ne": operator.ne, "is": operator.is_, "is_not": operator.is_not, "in": lambda a, b: a in b,
+            "not_in": lambda a, b: a not in b}
+
+
+def compare_chain(ops: tuple[str, ...], *operand_fns):
+    """``a < b <= c``: each operand evaluated once, comparisons joined with ``and``."""
+    left = operand_fns[0]()
+    result = None
+    for op, fn in zip(ops, operand_fns[1:]):
+        right = fn()
+        current = _COMPARE[op](left, right)
+        result = current if result is None else _logic("and", result, lambda current=current: current)
+        if operations.is_comptime(result) and not operations.comptime_value(result):
+            return result
+        left = right
+    return result

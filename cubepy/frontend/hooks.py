@@ -1,0 +1,12 @@
+"""Hooks the runtime layer installs into the frontend (the frontend never imports the runtime).
+
+``COMPILE(definition, target) -> CompiledKernel`` is set by the lead's runtime/compiler glue;
+``Kernel.compile`` raises ``CubeError("compiler not available")`` while it is None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+COMPILE: Callable[[Any, str], Any] | None = None

@@ -1,0 +1,178 @@
+"""Kernel identity: the part of the cache key that says *which code* a kernel is.
+
+``function_identity`` hashes the kernel's source and, recursively, the source of every cube
+function, cube type and plain helper function it names through globals or closures, plus a stable
+text of every plain value it names (closure values such as the element type of a kernel factory, and
+module constants).  Two kernels made by one factory with different closure values get different
+identities; editing a called cube function changes its callers' identities.  Values whose ``repr``
+is not stable across processes (``<object at 0x...>``) get a per-process token, so they can never
+collide in the on-disk cache.  The identity is computed once per kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import enum
+import hashlib
+import inspect
+import types
+import uuid
+
+from cubepy.frontend.function import BoundCubeFunction, CubeFunction
+
+_PROCESS_TOKEN = uuid.uuid4().hex
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), range, slice, enum.Enum)
+
+
+def function_identity(function: CubeFunction) -> str:
+    """``module.qualname:sha256`` of everything ``function`` depends on."""
+    digest = hashlib.sha256()
+    _Hasher(digest).function(function.fn)
+    return f"{function.qualname}:{digest.hexdigest()}"
+
+
+def _referenced(node: ast.AST) -> list[tuple[str, ...]]:
+    """Names (and ``name.attr`` pairs) read in ``node``, sorted."""
+    paths: set[tuple[str, ...]] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and isinstance(sub.ctx, ast.Load):
+            paths.add((sub.value.id, sub.attr))
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            paths.add((sub.id,))
+    return sorted(paths)
+
+
+class _Hasher:
+    def __init__(self, digest) -> None:
+        self.digest = digest
+        self.seen: set[int] = set()
+
+    def update(self, *parts: object) -> None:
+        for part in parts:
+            self.digest.update(str(part).encode())
+            self.digest.update(b"\0")
+
+    def function(self, fn) -> None:
+        """Hash a Python function's source, defaults and what it references."""
+        if id(fn) in self.seen:
+            self.update("seen", fn.__qualname__)
+            return
+        self.seen.add(id(fn))
+        try:
+            text = inspect.getsource(fn)
+        except (OSError, TypeError):
+            self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
+            return
+        self.update("fn", fn.__module__, fn.__qualname__, text)
+        for default in (fn.__defaults__ or ()):
+            self.value(default)
+        # Annotations are evaluated where the function is defined (`Array[F]` with F from a factory).
+        for name, annotation in sorted(getattr(fn, "__annotations__", {}).items()):
+            self.update("annotation", name)
+            self.value(annotation)
+        try:
+            tree = ast.parse(_dedent(text))
+        except SyntaxError:
+            return
+        closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        for path in _referenced(tree):
+            found, value = _resolve(path[0], fn, closure)
+            if not found:
+                continue
+            if len(path) == 2 and isinstance(value, (types.ModuleType, type)):
+                if isinstance(value, types.ModuleType) and _is_cubepy(value.__name__):
+                    continue
+                attribute = getattr(value, path[1], _MISSING)
+                if attribute is _MISSING:
+                    continue
+                self.update(".".join(path))
+                self.value(attribute)
+            elif len(path) == 1:
+                self.update(path[0])
+                self.value(value)
+
+    def klass(self, cls: type) -> None:
+        """Hash a class: its source and its cube methods' references."""
+        if id(cls) in self.seen:
+            self.update("seen", cls.__qualname__)
+            return
+        self.seen.add(id(cls))
+        self.update("class", cls.__module__, cls.__qualname__)
+        try:
+            self.update(inspect.getsource(cls))
+        except (OSError, TypeError):
+            self.update(_unstable(cls))
+        for attribute in vars(cls).values():
+            if isinstance(attribute, CubeFunction):
+                self.function(attribute.fn)
+
+    def value(self, value) -> None:
+        """Hash one referenced value."""
+        if isinstance(value, CubeFunction):
+            self.function(value.fn)
+        elif isinstance(value, BoundCubeFunction):
+            self.function(value.function.fn)
+            self.value(value.receiver)
+        elif isinstance(value, types.ModuleType):
+            self.update("module", value.__name__)
+        elif isinstance(value, type):
+            if _is_cubepy(value.__module__) or value.__module__ == "builtins":
+                self.update("type", value.__module__, value.__qualname__)
+            else:
+                self.klass(value)
+        elif isinstance(value, types.FunctionType):
+            if _is_cubepy(value.__module__):
+                self.update("cubepy", value.__qualname__)
+            else:
+                self.function(value)
+        elif isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
+            self.update("builtin", getattr(value, "__qualname__", repr(value)))
+        elif isinstance(value, _PLAIN):
+            self.update(type(value).__qualname__, repr(value))
+        elif isinstance(value, (tuple, list, frozenset, set)):
+            self.update(type(value).__name__, len(value))
+            for item in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value):
+                self.value(item)
+        elif isinstance(value, dict):
+            self.update("dict", len(value))
+            for key, item in sorted(value.items(), key=lambda kv: repr(kv[0])):
+                self.value(key)
+                self.value(item)
+        else:
+            text = repr(value)
+            self.update(type(value).__module__, type(value).__qualname__, text)
+            if " at 0x" in text or text.startswith("<"):
+                self.update(_unstable(value))
+
+
+_MISSING = object()
+
+
+def _resolve(name: str, fn, closure: dict) -> tuple[bool, object]:
+    cell = closure.get(name)
+    if cell is not None:
+        try:
+            return True, cell.cell_contents
+        except ValueError:
+            return False, None
+    if name in fn.__globals__:
+        return True, fn.__globals__[name]
+    if hasattr(builtins, name):
+        return False, None
+    return False, None
+
+
+def _is_cubepy(module: str | None) -> bool:
+    return bool(module) and (module == "cubepy" or module.startswith("cubepy."))
+
+
+def _unstable(value) -> str:
+    """A token that never repeats across processes (values without a stable text)."""
+    return f"unstable:{_PROCESS_TOKEN}:{id(value)}"
+
+
+def _dedent(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    return ("if True:\n" + text) if indent else text

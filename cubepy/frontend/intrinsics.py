@@ -1,0 +1,152 @@
+"""Math intrinsics, ``select``, truncating division and the comptime/runtime markers.
+
+Every function folds on the host when all its arguments are comptime (``cp.min(2, 3)`` is ``2``)
+and otherwise emits one IR instruction (after converting the operands to one type: integers are
+computed in f32 by the float-only functions).
+"""
+
+from __future__ import annotations
+
+import builtins as _py
+import math
+
+from cubepy import ir
+from cubepy.frontend import elem as elems
+from cubepy.frontend import operations, source
+from cubepy.frontend.flow import Unroll
+from cubepy.frontend.mutability import check_bound
+from cubepy.frontend.state import active_state
+from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.ir import ops as irops
+
+
+def _unary(op: str, doc: str):
+    def function(x):
+        return operations.unary(op, x)
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = doc
+    return function
+
+
+abs = _unary("abs", "|x|.")  # noqa: A001
+exp = _unary("exp", "e raised to x.")
+log = _unary("log", "The natural logarithm of x.")
+log1p = _unary("log1p", "log(1 + x), accurate for small x.")
+sqrt = _unary("sqrt", "The square root of x.")
+rsqrt = _unary("rsqrt", "1 / sqrt(x).")
+sin = _unary("sin", "The sine of x (radians).")
+cos = _unary("cos", "The cosine of x (radians).")
+tan = _unary("tan", "The tangent of x (radians).")
+tanh = _unary("tanh", "The hyperbolic tangent of x.")
+erf = _unary("erf", "The error function of x.")
+floor = _unary("floor", "The largest integer value not above x.")
+ceil = _unary("ceil", "The smallest integer value not below x.")
+round = _unary("round", "x rounded to the nearest integer value, ties to even.")  # noqa: A001
+trunc = _unary("trunc", "x rounded toward zero.")
+recip = _unary("recip", "1 / x.")
+
+
+def is_nan(x):
+    """Whether x is NaN (lane by lane)."""
+    if not isinstance(x, ExpandBase):
+        return math.isnan(x)
+    return operations.unary("is_nan", x)
+
+
+def is_inf(x):
+    """Whether x is infinite (lane by lane)."""
+    if not isinstance(x, ExpandBase):
+        return math.isinf(x)
+    return operations.unary("is_inf", x)
+
+
+def powf(base, exponent):
+    """base raised to the (float) exponent."""
+    if not isinstance(base, ExpandBase) and not isinstance(exponent, ExpandBase):
+        return float(base) ** float(exponent)
+    a, b = operations.unify((base, exponent), "powf") or source.fail("powf expects numbers")
+    if not a.elem.is_float:
+        a, b = operations.cast(a, ir.F32), operations.cast(b, ir.F32)
+    return operations.emit(irops.Binary("powf", a.var, b.var), a.type)
+
+
+def min(a, b, *more):  # noqa: A001
+    """The smallest of the arguments."""
+    result = operations.binary("min", a, b)
+    for value in more:
+        result = operations.binary("min", result, value)
+    return result
+
+
+def max(a, b, *more):  # noqa: A001
+    """The largest of the arguments."""
+    result = operations.binary("max", a, b)
+    for value in more:
+        result = operations.binary("max", result, value)
+    return result
+
+
+def clamp(x, lo, hi):
+    """x limited to [lo, hi]: min(max(x, lo), hi)."""
+    return operations.clamp(x, lo, hi)
+
+
+def fma(a, b, c):
+    """a * b + c with a single rounding."""
+    return operations.fma(a, b, c)
+
+
+def select(cond, then, otherwise):
+    """then where cond holds, otherwise elsewhere (lane by lane; both sides are evaluated)."""
+    check_bound(cond)
+    return operations.select(cond, then, otherwise)
+
+
+def div_trunc(a, b):
+    """Integer division rounding toward zero (C's `/`), unlike Python's flooring `//`."""
+    if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
+        quotient = _py.abs(a) // _py.abs(b)
+        return quotient if (a >= 0) == (b >= 0) else -quotient
+    return operations.binary("div_trunc", a, b)
+
+
+def rem_trunc(a, b):
+    """The remainder of div_trunc, with the sign of the dividend (C's `%`)."""
+    if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
+        return a - b * div_trunc(a, b)
+    return operations.binary("rem_trunc", a, b)
+
+
+def comptime(value):
+    """Assert that ``value`` is known at expansion time and return its Python value."""
+    check_bound(value)
+    if isinstance(value, ExpandBase) and not operations.is_comptime(value):
+        source.fail("cp.comptime: expected a comptime value, got a runtime value")
+    return operations.comptime_value(value)
+
+
+def runtime(value):
+    """Make a Python number a runtime value (a constant that still adapts to the other operand's type)."""
+    check_bound(value)
+    if active_state() is None or isinstance(value, ExpandBase):
+        return value
+    if not operations.is_number(value):
+        source.fail(f"cp.runtime expects a number, got {type(value).__name__}")
+    number = value.item() if hasattr(value, "item") else value
+    element = operations.literal(number, elems.literal_elem(value))
+    return ExpandElement(element.var, element.state, literal=not isinstance(number, bool))
+
+
+def unroll(iterable) -> Unroll:
+    """Iterate ``iterable`` (comptime bounds) at expansion time: the loop body is emitted once per value."""
+    return Unroll(iterable)
+
+
+def bitcast(value, elem):
+    """The bits of ``value`` reinterpreted as element type ``elem`` (same total size)."""
+    x = operations.as_element(value)
+    target = x.type.with_elem(elems.to_elem(elem))
+    if target.size != x.type.size:
+        source.fail(f"bitcast from {x.type!r} to {target!r} changes the size")
+    return operations.emit(irops.Bitcast(x.var), target)

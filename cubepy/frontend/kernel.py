@@ -1,0 +1,201 @@
+"""The ``Kernel`` object of ``@cube(launch=True)``: parameters, identity, expansion and launch entry points.
+
+The contract with the runtime (which the frontend never imports):
+
+- ``kernel.name``, ``kernel.params`` (ordered ``ParamSpec``: ``.name``, ``.index``, ``.annotation``,
+  ``.is_comptime``), ``kernel.identity`` (qualified name + sha256 of every reachable source and of the
+  comptime closure values);
+- ``kernel.compilation_args(args) -> tuple`` (hashable; validates; ``LaunchError`` names the parameter);
+- ``kernel.register(args, bindings)`` (runtime parts in parameter order: ``add_buffer``,
+  ``add_scalar``, ``add_tensor_map``);
+- ``kernel.define(comp_args, cube_dim, checked) -> KernelDefinition`` (expanded and verified);
+- ``kernel.launch(client, cube_count, cube_dim, *args)`` / ``kernel.launch_unchecked(...)`` call
+  ``client.launch(kernel, cube_count, cube_dim, args, checked=...)``;
+- ``kernel.compile(cube_dim, *args, target="sm_90a", unchecked=False)`` calls ``hooks.COMPILE``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from cubepy import ir
+from cubepy.errors import CubeError, LaunchError
+from cubepy.frontend import hooks, source
+from cubepy.frontend.function import CubeFunction
+from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
+from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
+
+MAX_TYPE_RERUNS = 4
+
+
+class ParamSpec:
+    """One kernel parameter: name, position, annotation and its launch-protocol object."""
+
+    __slots__ = ("name", "index", "annotation", "launch", "is_comptime")
+
+    def __init__(self, name: str, index: int, annotation, launch) -> None:
+        self.name = name
+        self.index = index
+        self.annotation = annotation
+        self.launch = launch
+        self.is_comptime = is_comptime_launch(launch)
+
+    def __repr__(self) -> str:
+        return f"ParamSpec({self.name!r}: {self.annotation!r})"
+
+
+def _cube_dim(cube_dim) -> tuple[int, int, int]:
+    if hasattr(cube_dim, "as_tuple"):
+        cube_dim = cube_dim.as_tuple()
+    if isinstance(cube_dim, int):
+        return (cube_dim, 1, 1)
+    dims = tuple(int(d) for d in cube_dim)
+    return (dims + (1, 1, 1))[:3]
+
+
+def expand_kernel_body(kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool,
+                       name: str) -> ir.KernelDefinition:
+    """Expand ``kernel`` with ``comp_args``, re-running while weakly typed locals refine their types."""
+    node = kernel.definition_node()
+    default_loc = ir.SourceLoc(kernel.fn.__code__.co_filename, node.lineno, node.col_offset, kernel.fn.__qualname__)
+    hints: dict = {}
+    for _ in range(MAX_TYPE_RERUNS + 1):
+        state = ExpansionState(checked, default_loc, hints)
+        builder = KernelBuilder(state)
+        with activate(state):
+            values = [expand_param(p.launch, c, builder, p.name) for p, c in zip(params, comp_args)]
+            twin = kernel.expand_function()
+            with state.control_entry("kernel", name):
+                result = twin(*values)
+        if result is not None:
+            source.fail("a kernel cannot return a value; write results into an output parameter", default_loc)
+        if not state.needs_rerun():
+            break
+        hints = state.merged_hints()
+    return builder.finish(name, _cube_dim(cube_dim), kernel.fn.__code__.co_filename)
+
+
+class Kernel(CubeFunction):
+    """A launchable kernel (``@cube(launch=True)`` and/or ``launch_unchecked=True``)."""
+
+    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False) -> None:
+        super().__init__(fn)
+        self.allow_checked = launch
+        self.allow_unchecked = launch_unchecked
+        self._params: list[ParamSpec] | None = None
+        self._identity: str | None = None
+
+    # -- parameters and identity ----------------------------------------------------------------
+    @property
+    def params(self) -> list[ParamSpec]:
+        """The parameters in declaration order."""
+        if self._params is None:
+            self._params = self._read_params()
+        return self._params
+
+    def _read_params(self) -> list[ParamSpec]:
+        fn = self.fn
+        closure = {name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+                   if _has_contents(cell)}
+        params = []
+        for index, parameter in enumerate(inspect.signature(fn).parameters.values()):
+            where = f"kernel {self.name!r}, parameter {parameter.name!r}"
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise CubeError(f"{where}: kernels take no *args or **kwargs")
+            annotation = parameter.annotation
+            if annotation is parameter.empty:
+                raise CubeError(f"{where}: kernel parameters need an annotation (f32, Array[f32], Comptime[int], ...)")
+            if isinstance(annotation, str):
+                annotation = eval(annotation, fn.__globals__, closure)  # noqa: S307 - the user's own annotation
+            params.append(ParamSpec(parameter.name, index, annotation, launch_arg_of(annotation, where)))
+        return params
+
+    @property
+    def identity(self) -> str:
+        """Qualified name + sha256 of the sources reachable from this kernel and its comptime closure values."""
+        if self._identity is None:
+            from cubepy.frontend.identity import function_identity
+
+            self._identity = function_identity(self)
+        return self._identity
+
+    # -- launch protocol --------------------------------------------------------------------------
+    def compilation_args(self, args: tuple) -> tuple:
+        """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""
+        params = self._params if self._params is not None else self.params
+        if len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments ({names}), got {len(args)}")
+        return tuple(_one_comp_arg(self, param, arg) for param, arg in zip(params, args))
+
+    def register(self, args: tuple, bindings) -> None:
+        """Bind the runtime parts of ``args`` in parameter order."""
+        for param, arg in zip(self._params if self._params is not None else self.params, args):
+            if not param.is_comptime:
+                param.launch.register(arg, bindings)
+
+    def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
+        """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition."""
+        params = self.params
+        if len(comp_args) != len(params):
+            raise LaunchError(f"kernel {self.name!r} takes {len(params)} compilation arguments, got {len(comp_args)}")
+        try:
+            definition = expand_kernel_body(self, params, tuple(comp_args), cube_dim, checked, self.name)
+            ir.verify(definition)
+        except CubeError as exc:
+            raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
+        return definition
+
+    def launch(self, client, cube_count, cube_dim, *args):
+        """Run the kernel with bounds-checked global indexing."""
+        if not self.allow_checked:
+            raise CubeError(f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
+                            "launch_unchecked, or add launch=True")
+        return client.launch(self, cube_count, cube_dim, args, checked=True)
+
+    @property
+    def launch_unchecked(self):
+        """Run the kernel with raw global indexing (only with ``@cube(launch_unchecked=True)``)."""
+        if not self.allow_unchecked:
+            raise AttributeError(f"kernel {self.name!r} has no launch_unchecked: decorate it with "
+                                 "@cube(launch_unchecked=True)")
+        return self._launch_unchecked
+
+    def _launch_unchecked(self, client, cube_count, cube_dim, *args):
+        return client.launch(self, cube_count, cube_dim, args, checked=False)
+
+    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False):
+        """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s."""
+        params = self.params
+        if len(args) != len(params):
+            raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
+        comp_args = []
+        for param, arg in zip(params, args):
+            is_comp_arg = getattr(param.launch, "is_compilation_arg", None)
+            if is_comp_arg is not None and is_comp_arg(arg):
+                comp_args.append(arg)
+            else:
+                comp_args.append(_one_comp_arg(self, param, arg))
+        definition = self.define(tuple(comp_args), cube_dim, checked=not unchecked)
+        if hooks.COMPILE is None:
+            raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
+        return hooks.COMPILE(definition, target)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.fn.__qualname__}>"
+
+
+def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
+    try:
+        return param.launch.compilation_arg(arg)
+    except LaunchError as exc:
+        raise LaunchError(f"kernel {kernel.name!r}, parameter {param.name!r} (argument index {param.index}): "
+                          f"{exc}") from None
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - probing an empty cell
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,164 @@
+"""The launch protocol for scalars and comptime values, and how annotations map to launch arguments.
+
+A *launch argument* (CubeCL's ``LaunchArg``) splits a parameter in two:
+``compilation_arg(runtime_arg)`` validates the argument and returns its hashable compile-relevant
+part; ``register(runtime_arg, bindings)`` binds its runtime part for one launch; ``expand(comp_arg,
+builder)`` declares the parameter while a kernel is expanded and returns what the body receives.
+Buffers (``containers``), tensor maps (``tma``), scalars and comptime values implement it here;
+``@derive(CubeType, CubeLaunch)`` classes implement it by recursing over their fields.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from cubepy import ir
+from cubepy.errors import CubeError, LaunchError
+from cubepy.frontend import elem as elems
+from cubepy.frontend.containers import BufferType
+from cubepy.frontend.elem import ComptimeType, ScalarType
+from cubepy.frontend.state import require_state
+from cubepy.frontend.tma import TensorMapType
+from cubepy.frontend.values import ExpandElement
+from cubepy.ir import Type
+
+
+@attrs.frozen
+class ScalarCompilationArg:
+    """The compile-relevant part of a scalar argument: only its element type (the value is runtime)."""
+
+    elem: str
+
+
+class ScalarLaunch:
+    """A scalar parameter (``x: f32``): plain Python numbers, numpy scalars or ``ScalarArg``."""
+
+    role = "scalar"
+    is_comptime = False
+
+    def __init__(self, scalar: ScalarType) -> None:
+        self.scalar = scalar
+        self._comp_arg = ScalarCompilationArg(scalar.name)
+
+    def __repr__(self) -> str:
+        return repr(self.scalar)
+
+    def _value(self, arg):
+        elem = self.scalar.ir
+        if hasattr(arg, "value") and hasattr(arg, "elem") and not isinstance(arg, np.generic):
+            try:
+                given = elems.to_elem(arg.elem)
+            except TypeError:
+                given = None
+            if given != elem:
+                raise LaunchError(f"expected a {elem.name} scalar, got ScalarArg of {arg.elem!r}")
+            arg = arg.value
+        if isinstance(arg, np.ndarray) and arg.shape == ():
+            arg = arg[()]
+        if not isinstance(arg, elems.PY_NUMBER):
+            raise LaunchError(f"expected a {elem.name} scalar (a Python number or cp.ScalarArg), "
+                              f"got {type(arg).__name__}")
+        if elem.is_bool:
+            if not isinstance(arg, (bool, np.bool_)):
+                raise LaunchError(f"expected a bool, got {arg!r}")
+        elif elem.is_int:
+            if isinstance(arg, (float, np.floating, bool, np.bool_)):
+                raise LaunchError(f"expected an integer for {elem.name}, got {arg!r}")
+            if not elems.fits(int(arg), elem):
+                low, high = self.scalar.min_value(), self.scalar.max_value()
+                raise LaunchError(f"{arg!r} is out of range for {elem.name} ({low}..{high})")
+        elif isinstance(arg, (bool, np.bool_)):
+            raise LaunchError(f"expected a number for {elem.name}, got {arg!r}")
+        return arg
+
+    def compilation_arg(self, arg) -> ScalarCompilationArg:
+        """Validate a scalar argument; its compilation argument is the element type."""
+        self._value(arg)
+        return self._comp_arg
+
+    def register(self, arg, bindings) -> None:
+        """Bind the scalar as a numpy scalar of the parameter's dtype."""
+        bindings.add_scalar(self.scalar.numpy.type(self._value(arg)))
+
+    def expand(self, comp_arg, builder) -> ExpandElement:
+        """Declare the scalar parameter."""
+        var = builder.register("scalar", Type(self.scalar.ir))
+        return ExpandElement(var, builder.state)
+
+    expand_output = expand
+
+    def default_compilation_arg(self) -> ScalarCompilationArg:
+        """The compilation argument (there is only one)."""
+        return self._comp_arg
+
+    def is_compilation_arg(self, value) -> bool:
+        """Whether ``value`` is already the compilation argument."""
+        return isinstance(value, ScalarCompilationArg)
+
+
+class ComptimeLaunch:
+    """A comptime parameter (``n: Comptime[int]``): any hashable value, which is its own compilation argument."""
+
+    role = None
+    is_comptime = True
+
+    def __init__(self, annotation=None) -> None:
+        self.annotation = annotation
+
+    def __repr__(self) -> str:
+        return repr(self.annotation) if self.annotation is not None else "Comptime"
+
+    def compilation_arg(self, value):
+        """The value itself (it must be hashable: it is part of the cache key)."""
+        try:
+            hash(value)
+        except TypeError as exc:
+            raise LaunchError(f"a comptime value must be hashable (it is part of the cache key), got "
+                              f"{type(value).__name__}") from exc
+        return value
+
+    def register(self, value, bindings) -> None:
+        """Comptime values bind nothing."""
+
+    def expand(self, comp_arg, builder):
+        """The body receives the plain value."""
+        return comp_arg
+
+    expand_output = expand
+
+    def default_compilation_arg(self):
+        """Comptime values have no default."""
+        raise CubeError("a comptime parameter needs a value")
+
+    def is_compilation_arg(self, value) -> bool:
+        """A comptime value is its own compilation argument."""
+        return True
+
+
+def launch_arg_of(annotation, where: str):
+    """The launch-protocol object of a parameter annotation (``CubeError`` when it has none)."""
+    if isinstance(annotation, ScalarType):
+        return ScalarLaunch(annotation)
+    if isinstance(annotation, ir.ElemType):
+        return ScalarLaunch(elems.scalar_type(annotation))
+    if isinstance(annotation, (BufferType, TensorMapType)):
+        return annotation
+    if annotation is elems.Comptime or isinstance(annotation, ComptimeType):
+        return ComptimeLaunch(annotation)
+    if all(callable(getattr(annotation, name, None)) for name in ("compilation_arg", "register", "expand")):
+        return annotation
+    raise CubeError(f"{where}: unsupported annotation {annotation!r}; expected an element type (f32), "
+                    "Array[T], Tensor[T], TensorMap[T], Comptime[X] or a @derive(CubeType, CubeLaunch) class")
+
+
+def is_comptime_launch(launch) -> bool:
+    """Whether a launch argument is comptime (binds nothing, passes its value)."""
+    return getattr(launch, "is_comptime", False) is True
+
+
+def expand_param(launch, comp_arg, builder, name: str):
+    """Expand one parameter under its name (nested names for derived types' fields)."""
+    require_state()
+    with builder.naming(name):
+        return launch.expand(comp_arg, builder)

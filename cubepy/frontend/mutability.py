@@ -1,0 +1,262 @@
+"""Mutable locals: Python has no ``let mut``, so the rewrite decides and this module implements.
+
+A name assigned inside a runtime branch or loop and visible outside it becomes a *mutable local*
+before the branch (``into_mut``: a fresh IR ``MUT`` variable holding a copy); assignments to it are
+IR ``Assign``s.  Each cube-function call owns the mutables it created (``FrameVars``), so assigning
+a parameter that happens to be the caller's mutable rebinds the name instead of writing the caller's
+variable, and binding a name to an owned mutable takes a snapshot (value semantics, as in Rust).
+
+Python numbers promoted to mutables are *weakly typed*: they start as i32/f32/bool and a later
+use (an assignment of another type, an index, an integer of another type) records a hint; the
+expansion then runs again with the hinted type.  ``Unbound`` marks a name that has no usable value
+(read before assignment, or bound only inside a runtime branch); any use raises an ExpandError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cubepy import ir
+from cubepy.frontend import elem as elems
+from cubepy.frontend import operations, source
+from cubepy.frontend.state import current_scope, require_state
+from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.ir import VarKind
+from cubepy.ir import ops as irops
+
+
+class Unbound:
+    """A name without a usable value; every use raises an ExpandError explaining why."""
+
+    __slots__ = ("name", "reason")
+
+    def __init__(self, name: str, reason: str = "is used before it is assigned") -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "reason", reason)
+
+    def fail(self):
+        """Raise the ExpandError for a use of this name at the current user line."""
+        source.fail(f"'{self.name}' {self.reason}")
+
+    def __getattr__(self, attribute):
+        self.fail()
+
+    def __repr__(self) -> str:
+        return f"<unbound {self.name}>"
+
+
+def _poisoned(self, *args, **kwargs):
+    self.fail()
+
+
+for _dunder in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv", "rfloordiv",
+                "mod", "rmod", "pow", "rpow", "and", "rand", "or", "ror", "xor", "rxor", "lshift", "rlshift",
+                "rshift", "rrshift", "lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "invert", "abs", "bool",
+                "index", "int", "float", "iter", "len", "getitem", "setitem", "call", "contains", "setattr",
+                "round", "floor", "ceil", "trunc"):
+    setattr(Unbound, f"__{_dunder}__", _poisoned)
+Unbound.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def check_bound(value) -> None:
+    """Raise when ``value`` is an ``Unbound`` marker."""
+    if isinstance(value, Unbound):
+        value.fail()
+
+
+class FrameVars:
+    """The mutables one cube-function call created (by identity)."""
+
+    __slots__ = ("_owned",)
+
+    def __init__(self) -> None:
+        self._owned: dict[int, object] = {}
+
+    def own(self, value) -> None:
+        """Record ``value`` as a mutable owned by this call."""
+        self._owned[id(value)] = value
+
+    def owns(self, value) -> bool:
+        """Whether ``value`` is a mutable this call created."""
+        return self._owned.get(id(value)) is value
+
+
+def is_composite(value) -> bool:
+    """Whether ``value`` is a derived cube type's expand value (it has runtime and comptime fields)."""
+    return hasattr(type(value), "__cube_fields__")
+
+
+def composite_fields(value) -> list[tuple[str, bool]]:
+    """(field name, is_comptime) of a derived expand value, in declaration order."""
+    return list(type(value).__cube_fields__)
+
+
+def rebuild(value, updates: dict[str, object]):
+    """A copy of the derived expand ``value`` with some fields replaced."""
+    fields = {name: getattr(value, name) for name, _ in composite_fields(value)}
+    fields.update(updates)
+    return type(value)._cp_from_fields(fields)
+
+
+def can_be_mutable(value) -> bool:
+    """Whether ``value`` can become a mutable local (numbers, runtime values, tuples, cube types)."""
+    if isinstance(value, (ExpandBase,)) or operations.is_number(value):
+        return True
+    if isinstance(value, tuple):
+        return all(can_be_mutable(v) for v in value)
+    if is_composite(value):
+        return all(can_be_mutable(getattr(value, n)) for n, comptime in composite_fields(value) if not comptime)
+    return False
+
+
+def _weak_elem(value) -> tuple[int | None, ir.ElemType]:
+    """The type a Python number takes as a mutable: numpy scalars keep theirs, others are weak."""
+    if isinstance(value, np.generic) and not isinstance(value, (int, float)):
+        elem = elems.elem_of_dtype(value.dtype)
+        if elem is not None:
+            return None, elem
+    return require_state().weak_type(elems.literal_elem(value))
+
+
+def into_mut(value, muts: FrameVars | None):
+    """A fresh mutable copy of ``value`` (owned by ``muts``); values that cannot mutate are returned as is."""
+    if isinstance(value, Unbound) or (muts is not None and muts.owns(value)):
+        return value
+    result = _into_mut(value, muts)
+    return result
+
+
+def _into_mut(value, muts: FrameVars | None):
+    scope = current_scope()
+    if isinstance(value, ExpandBase):
+        source_el = operations.as_element(value)
+        weak = source_el.weak
+        if source_el.literal:
+            weak, elem = require_state().weak_type(source_el.elem)
+            init = operations.literal(source_el.var.value, elem, source_el.type.line)
+        else:
+            init = source_el
+        var = scope.create_local_mut(init.type, init.var)
+        result = ExpandElement(var, require_state(), weak=weak)
+    elif operations.is_number(value):
+        weak, elem = _weak_elem(value)
+        number = value.item() if hasattr(value, "item") else value
+        init = operations.literal(number, elem)
+        result = ExpandElement(scope.create_local_mut(init.type, init.var), require_state(), weak=weak)
+    elif isinstance(value, tuple) and can_be_mutable(value):
+        result = tuple(_into_mut(v, muts) for v in value)
+    elif is_composite(value) and can_be_mutable(value):
+        result = rebuild(value, {n: _into_mut(getattr(value, n), muts)
+                                 for n, comptime in composite_fields(value) if not comptime})
+    else:
+        return value
+    if muts is not None:
+        muts.own(result)
+    return result
+
+
+def _zero_like(value):
+    """A zero of the same type as ``value`` (a Python number's zero is weakly typed)."""
+    if isinstance(value, ExpandBase):
+        el = operations.as_element(value)
+        if el.literal:
+            return type(el.var.value)(0)
+        return ExpandElement(ir.constant(0, el.type), require_state(), weak=el.weak)
+    if isinstance(value, tuple):
+        return tuple(_zero_like(v) for v in value)
+    if is_composite(value):
+        return rebuild(value, {n: _zero_like(getattr(value, n)) for n, comptime in composite_fields(value)
+                               if not comptime})
+    return type(value)(0)
+
+
+def declare_like(value, muts: FrameVars | None, scope):
+    """A new mutable of the same type as ``value``, zero-initialised in ``scope`` (before a branch)."""
+    state = require_state()
+    with state.in_scope(scope):
+        return into_mut(_zero_like(value), muts)
+
+
+def assign_into(target, value, what: str = "assignment") -> None:
+    """Emit the IR assignment ``target = value`` (target a mutable, or a tuple/cube type of mutables)."""
+    check_bound(value)
+    if isinstance(target, ExpandElement):
+        if target.var.kind is not VarKind.MUT:
+            source.fail(f"{what}: the target is not a mutable variable")
+        current_scope().append(irops.Assign(_convert_to_mut(value, target, what)), target.var)
+    elif isinstance(target, tuple):
+        if not isinstance(value, tuple) or len(value) != len(target):
+            source.fail(f"{what}: a tuple of {len(target)} values is assigned {_describe(value)}")
+        for t, v in zip(target, value):
+            assign_into(t, v, what)
+    elif is_composite(target):
+        if type(value) is not type(target):
+            source.fail(f"{what}: a {type(target).__name__} is assigned {_describe(value)}")
+        for name, comptime in composite_fields(target):
+            if comptime:
+                if getattr(value, name) != getattr(target, name):
+                    source.fail(f"{what}: comptime field '{name}' differs ({getattr(target, name)!r} vs "
+                                f"{getattr(value, name)!r}); a comptime field cannot change at runtime")
+            else:
+                assign_into(getattr(target, name), getattr(value, name), what)
+    else:
+        source.fail(f"{what}: {_describe(target)} cannot be assigned at runtime")
+
+
+def _describe(value) -> str:
+    if isinstance(value, ExpandElement):
+        return f"a runtime {value.type!r}"
+    return f"a {type(value).__name__}"
+
+
+def _convert_to_mut(value, target: ExpandElement, what: str):
+    state = require_state()
+    if target.weak is not None:
+        operand = operations._operand(value)
+        new_elem = None
+        if isinstance(operand, ExpandElement) and not ir.is_lossless(operand.elem, target.elem):
+            new_elem = ir.promote(target.elem, operand.elem)
+        elif isinstance(operand, float) and not target.elem.is_float:
+            new_elem = ir.F32
+        elif isinstance(operand, int) and not isinstance(operand, bool) and not elems.fits(operand, target.elem):
+            new_elem = ir.I64 if target.elem.kind == "int" else ir.U64
+        if new_elem is not None:
+            state.hint_weak(target.weak, new_elem)
+            if state.needs_rerun():
+                return operations.cast(value, target.elem, line=target.type.line).var
+    return operations.convert(value, target.type, f"{what} to a mutable {target.type!r} variable")
+
+
+def snapshot(value, muts: FrameVars | None):
+    """``value`` with owned mutables replaced by immutable copies (Python's value semantics)."""
+    if muts is None:
+        return value
+    if isinstance(value, ExpandElement):
+        if muts.owns(value):
+            out = current_scope().emit(irops.Assign(value.var), value.type)
+            return ExpandElement(out, value.state, weak=value.weak)
+        return value
+    if isinstance(value, tuple) and value:
+        copies = tuple(snapshot(v, muts) for v in value)
+        return value if all(a is b for a, b in zip(copies, value)) else copies
+    if is_composite(value) and muts.owns(value):
+        return rebuild(value, {n: snapshot(getattr(value, n), muts) for n, comptime in composite_fields(value)
+                               if not comptime})
+    return value
+
+
+def let(muts: FrameVars | None, value):
+    """The value a plain name binding takes (``x = value`` for a name that is never mutable)."""
+    check_bound(value)
+    return snapshot(value, muts)
+
+
+def assign(muts: FrameVars | None, old, new):
+    """``name = new`` for a name that may be mutable: an IR assignment into an owned mutable, else a rebinding."""
+    if new is old:
+        return old
+    check_bound(new)
+    if muts is not None and muts.owns(old):
+        assign_into(old, new)
+        return old
+    return snapshot(new, muts)

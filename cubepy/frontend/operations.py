@@ -1,0 +1,413 @@
+"""Typed construction of arithmetic, comparison, cast and lane instructions from expand values.
+
+The rules live here, once:
+- Python numbers (and ``cp.runtime`` literals) adapt to the other operand's type; a Python float with
+  an integer operand makes both f32 (as ``/`` does); a literal that does not fit is an ExpandError.
+- Two runtime operands promote by ``cubepy.ir.promote``; a scalar with a line broadcasts.
+- ``/`` is true division (integers are cast to f32 first), ``//`` floors and ``%`` takes the sign of
+  the divisor (Python's meaning, IR ``floordiv``/``mod``), ``**`` is ``powi`` for integer exponents
+  and ``powf`` otherwise.
+- Storing into typed memory converts when ``is_lossless``, else ExpandError naming both types.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from cubepy import ir
+from cubepy.frontend import elem as elems
+from cubepy.frontend import source
+from cubepy.frontend.state import current_scope, require_state
+from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.ir import Type, Variable, VarKind
+from cubepy.ir import ops as irops
+
+_PY_BINARY = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bitand": operator.and_,
+    "bitor": operator.or_, "bitxor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
+    "min": min, "max": max,
+}
+_PY_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+               "eq": operator.eq, "ne": operator.ne}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+           "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+
+
+# -- classification ----------------------------------------------------------------------------
+def is_number(value) -> bool:
+    """Whether ``value`` is a plain Python/numpy number (a comptime literal)."""
+    return isinstance(value, elems.PY_NUMBER)
+
+
+def is_runtime(value) -> bool:
+    """Whether ``value`` is a runtime expand value (constants included)."""
+    return isinstance(value, ExpandBase)
+
+
+def is_comptime(value) -> bool:
+    """Whether ``value`` is known at expansion time: a Python value or an IR constant."""
+    if isinstance(value, ExpandBase):
+        return value.expand_element().var.kind is VarKind.CONSTANT
+    return True
+
+
+def comptime_value(value):
+    """The Python value of a comptime value (an IR constant gives its literal)."""
+    if isinstance(value, ExpandBase):
+        element = value.expand_element()
+        if element.var.kind is VarKind.CONSTANT:
+            return element.var.value
+        source.fail("expected a comptime value, got a runtime value")
+    return value
+
+
+def element(var: Variable, **kw) -> ExpandElement:
+    """Wrap ``var`` for the active expansion."""
+    return ExpandElement(var, require_state(), **kw)
+
+
+def emit(operation: irops.Operation, out_type: Type | None) -> ExpandElement | None:
+    """Append ``operation`` to the current scope; wrap its result."""
+    out = current_scope().emit(operation, out_type)
+    return None if out is None else element(out)
+
+
+def _check_poison(value) -> None:
+    from cubepy.frontend.mutability import Unbound
+
+    if isinstance(value, Unbound):
+        value.fail()
+
+
+def as_element(value, what: str = "value") -> ExpandElement:
+    """A runtime value or Python number as an ``ExpandElement`` (numbers get their default type)."""
+    if isinstance(value, ExpandBase):
+        result = value.expand_element()
+        if result.state is not require_state():
+            source.fail(f"{what} belongs to another expansion (a runtime value was kept across kernels)")
+        return result
+    if is_number(value):
+        return literal(value, elems.literal_elem(value))
+    _check_poison(value)
+    source.fail(f"{what}: expected a number or a runtime value, got {type(value).__name__}")
+
+
+def literal(value, elem: ir.ElemType, line: int = 1) -> ExpandElement:
+    """A constant of ``elem`` (and line size ``line``); ExpandError when ``value`` does not fit."""
+    if not elems.fits(value, elem):
+        kind = "a float" if isinstance(value, float) else repr(value)
+        source.fail(f"the literal {value!r} does not fit in {elem.name} ({kind} cannot be stored without loss); "
+                    f"cast it explicitly, e.g. {elem.name}({value!r})")
+    return element(ir.constant(elems.convert_literal(value, elem), Type(elem, line)))
+
+
+def _operand(value):
+    """An operand: an ExpandElement, or a Python number for literals (None when unsupported)."""
+    if isinstance(value, ExpandBase):
+        result = as_element(value)
+        if result.literal:
+            return result.var.value
+        return result
+    if is_number(value):
+        return value.item() if hasattr(value, "item") else value
+    _check_poison(value)
+    return None
+
+
+# -- casts and broadcasting ----------------------------------------------------------------
+def cast(value, elem: ir.ElemType, line: int | None = None):
+    """``value`` converted to ``elem`` (lane by lane); numbers give a constant; ``line`` broadcasts."""
+    if is_number(value):
+        number = value.item() if hasattr(value, "item") else value
+        if elem.is_int and isinstance(number, int) and not elems.fits(number, elem):
+            source.fail(f"{number!r} is not representable in {elem.name}")
+        return element(ir.constant(elems.cast_literal(number, elem), Type(elem, line or 1)))
+    source_value = as_element(value, "cast operand")
+    target = Type(elem, line or source_value.type.line)
+    if line is not None and source_value.type.line not in (1, line):
+        source.fail(f"cannot cast a line of {source_value.type.line} lanes to a line of {line}")
+    if source_value.type == target:
+        return source_value
+    if source_value.var.kind is VarKind.CONSTANT:
+        return element(ir.constant(elems.cast_literal(source_value.var.value, elem), target))
+    return emit(irops.Cast(source_value.var), target)
+
+
+def broadcast(value, size: int | None):
+    """``Line(value)``: a scalar broadcast to ``size`` lanes (without a size it broadcasts on use)."""
+    if size is None:
+        return value
+    element_value = as_element(value, "Line operand")
+    return cast(element_value, element_value.elem, line=size)
+
+
+def _to_type(value: ExpandElement, target: Type) -> Variable:
+    if value.type == target:
+        return value.var
+    return cast(value, target.elem, line=target.line).var
+
+
+def _common_line(la: int, lb: int, what: str) -> int:
+    if la == lb or lb == 1:
+        return la
+    if la == 1:
+        return lb
+    source.fail(f"{what}: lines of {la} and {lb} lanes cannot be combined")
+
+
+def unify(values, what: str) -> list[ExpandElement] | None:
+    """Operands as ExpandElements of one item type, or None when one is not a number.
+
+    Runtime operands promote together (lines broadcast scalars); literals adapt to their type; a
+    float literal with integer operands makes the type f32; a non-bool literal with bools makes i32.
+    """
+    operands = [_operand(v) for v in values]
+    if any(o is None for o in operands):
+        return None
+    runtime = [o for o in operands if isinstance(o, ExpandElement)]
+    if not runtime:
+        return [as_element(o) for o in operands]
+    elem = runtime[0].elem
+    line = runtime[0].type.line
+    for other in runtime[1:]:
+        elem = ir.promote(elem, other.elem)
+        line = _common_line(line, other.type.line, what)
+    literals = [o for o in operands if not isinstance(o, ExpandElement)]
+    if any(isinstance(o, float) for o in literals) and not elem.is_float:
+        elem = ir.F32
+    if elem.is_bool and any(not isinstance(o, bool) for o in literals):
+        elem = ir.I32
+    target = Type(elem, line)
+    return [element(_to_type(o, target)) if isinstance(o, ExpandElement) else literal(o, elem, line)
+            for o in operands]
+
+
+def coerce(lhs, rhs, what: str) -> tuple[ExpandElement, ExpandElement] | None:
+    """Both operands as ExpandElements of one item type, or None when an operand is not a number."""
+    a, b = _operand(lhs), _operand(rhs)
+    if isinstance(a, ExpandElement) and isinstance(b, ExpandElement):
+        _note_weak(a, b)
+    result = unify((lhs, rhs), what)
+    return None if result is None else (result[0], result[1])
+
+
+def _note_weak(a: ExpandElement, b: ExpandElement) -> None:
+    """A weakly typed integer local used with another integer type should have had that type."""
+    for weak, other in ((a, b), (b, a)):
+        if weak.weak is not None and other.weak is None and weak.elem != other.elem \
+                and weak.elem.is_int and other.elem.is_int:
+            weak.state.hint_weak(weak.weak, other.elem)
+
+
+# -- arithmetic ----------------------------------------------------------------------------
+def binary(op: str, lhs, rhs):
+    """``lhs op rhs`` with Python's meaning; NotImplemented when an operand is not a number."""
+    if not isinstance(lhs, ExpandBase) and not isinstance(rhs, ExpandBase):
+        return _PY_BINARY[op](lhs, rhs)
+    if op == "pow":
+        return _power(lhs, rhs)
+    pair = coerce(lhs, rhs, _SYMBOL.get(op, op))
+    if pair is None:
+        return NotImplemented
+    a, b = pair
+    elem = a.elem
+    if op == "truediv":
+        if not elem.is_float:
+            a, b = cast(a, ir.F32), cast(b, ir.F32)
+        op = "div"
+    elif op in ("bitand", "bitor", "bitxor") and elem.is_bool:
+        if op == "bitxor":
+            return emit(irops.Compare("ne", a.var, b.var), a.type)
+        op = {"bitand": "and", "bitor": "or"}[op]
+    elif op in ("bitand", "bitor", "bitxor", "shl", "shr", "div_trunc", "rem_trunc") and not elem.is_int:
+        source.fail(f"`{_SYMBOL.get(op, op)}` needs integer operands, got {a.type!r}")
+    elif elem.is_bool and op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
+        a, b = cast(a, ir.I32), cast(b, ir.I32)
+    return emit(irops.Binary(op, a.var, b.var), a.type)
+
+
+def _power(base, exponent):
+    base_op, exp_op = _operand(base), _operand(exponent)
+    if base_op is None or exp_op is None:
+        return NotImplemented
+    if not isinstance(base_op, ExpandElement):
+        # A Python base with a runtime exponent: the base takes a float type.
+        exp_el = as_element(exponent)
+        elem = exp_el.elem if exp_el.elem.is_float else ir.F32
+        base_op = literal(base_op, elem, exp_el.type.line)
+    if base_op.elem.is_float:
+        if isinstance(exp_op, (bool, int)) or (isinstance(exp_op, ExpandElement) and exp_op.elem.is_int):
+            exp_var = exp_op.var if isinstance(exp_op, ExpandElement) else literal(exp_op, ir.I32).var
+            return emit(irops.Binary("powi", base_op.var, exp_var), base_op.type)
+        pair = coerce(base_op, exp_op, "**")
+        return emit(irops.Binary("powf", pair[0].var, pair[1].var), pair[0].type)
+    if isinstance(exp_op, int) and not isinstance(exp_op, bool) and exp_op >= 0:
+        return _int_power(base_op, exp_op)
+    source.fail(f"`**` on an integer base ({base_op.type!r}) needs a comptime non-negative integer "
+                "exponent; cast the base to a float type for powf")
+
+
+def _int_power(base: ExpandElement, exponent: int) -> ExpandElement:
+    """Integer power by squaring, unrolled at expansion time."""
+    result: ExpandElement | None = None
+    square = base
+    while exponent:
+        if exponent & 1:
+            result = square if result is None else binary("mul", result, square)
+        exponent >>= 1
+        if exponent:
+            square = binary("mul", square, square)
+    return result if result is not None else literal(1, base.elem, base.type.line)
+
+
+def compare(op: str, lhs, rhs):
+    """``lhs op rhs`` as a bool (a line of bools for lines)."""
+    if not isinstance(lhs, ExpandBase) and not isinstance(rhs, ExpandBase):
+        return _PY_COMPARE[op](lhs, rhs)
+    pair = coerce(lhs, rhs, op)
+    if pair is None:
+        return NotImplemented
+    a, b = pair
+    return emit(irops.Compare(op, a.var, b.var), a.type.with_elem(ir.BOOL))
+
+
+_PY_UNARY = {
+    "neg": operator.neg, "abs": abs, "invert": operator.invert, "floor": math.floor, "ceil": math.ceil,
+    "trunc": math.trunc, "round": round, "exp": math.exp, "log": math.log, "log1p": math.log1p,
+    "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin, "cos": math.cos,
+    "tan": math.tan, "tanh": math.tanh, "erf": math.erf, "recip": lambda x: 1.0 / x, "not": operator.not_,
+}
+
+
+def unary(op: str, value):
+    """``op(value)`` lane by lane; Python numbers fold on the host."""
+    if not isinstance(value, ExpandBase):
+        if is_number(value):
+            return _PY_UNARY[op](value)
+        _check_poison(value)
+        source.fail(f"{op} expects a number or a runtime value, got {type(value).__name__}")
+    x = as_element(value)
+    elem = x.elem
+    if op == "invert":
+        op = "not" if elem.is_bool else "bitnot"
+        if elem.is_float:
+            source.fail(f"`~` needs an integer or bool operand, got {x.type!r}")
+    if op == "neg" and elem.kind == "uint":
+        source.fail(f"cannot negate an unsigned value ({x.type!r}); cast it to a signed type first")
+    if op in ("abs", "floor", "ceil", "round", "trunc") and elem.is_int:
+        if op != "abs" or elem.kind == "uint":
+            return x
+    if op in irops.arith.FLOAT_UNARY and not elem.is_float:
+        x = cast(x, ir.F32)
+    if op == "not" and not x.elem.is_bool:
+        x = to_bool(x)
+    out_type = x.type
+    if op in ("is_nan", "is_inf"):
+        out_type = x.type.with_elem(ir.BOOL)
+    return emit(irops.Unary(op, x.var), out_type)
+
+
+def to_bool(value) -> ExpandElement:
+    """A runtime value as a bool: numbers compare ``!= 0``."""
+    x = as_element(value)
+    if x.elem.is_bool:
+        return x
+    return compare("ne", x, 0)
+
+
+def select(cond, then, otherwise):
+    """``then if cond else otherwise`` lane by lane, both sides evaluated."""
+    if is_comptime(cond):
+        return then if comptime_value(cond) else otherwise
+    c = to_bool(cond)
+    pair = unify((then, otherwise), "select")
+    if pair is None:
+        source.fail("select needs numbers or runtime values on both sides, got "
+                    f"{type(then).__name__} and {type(otherwise).__name__}")
+    a, b = pair
+    line = _common_line(a.type.line, c.type.line, "select")
+    if a.type.line != line:
+        a, b = cast(a, a.elem, line=line), cast(b, b.elem, line=line)
+    return emit(irops.Select(c.var, a.var, b.var), a.type)
+
+
+def clamp(value, lo, hi):
+    """``min(max(value, lo), hi)``."""
+    if not any(isinstance(v, ExpandBase) for v in (value, lo, hi)):
+        return min(max(value, lo), hi)
+    x, low, high = unify((value, lo, hi), "clamp") or source.fail("clamp expects numbers")
+    return emit(irops.Clamp(x.var, low.var, high.var), x.type)
+
+
+def fma(a, b, c):
+    """``a * b + c`` with one rounding (floats; integers are computed in f32)."""
+    if not any(isinstance(v, ExpandBase) for v in (a, b, c)):
+        return a * b + c
+    operands = unify((a, b, c), "fma") or source.fail("fma expects numbers")
+    if not operands[0].elem.is_float:
+        operands = [cast(o, ir.F32) for o in operands]
+    return emit(irops.Fma(*(o.var for o in operands)), operands[0].type)
+
+
+# -- conversions for stores and indices -------------------------------------------------------
+def convert(value, target: Type, what: str) -> Variable:
+    """``value`` converted for a store into ``target`` (lossless only; scalars broadcast to lines)."""
+    operand = _operand(value)
+    if operand is None:
+        source.fail(f"{what}: expected a number or a runtime value of type {target!r}, got {type(value).__name__}")
+    if not isinstance(operand, ExpandElement):
+        if not elems.fits(operand, target.elem):
+            kind = "a float" if isinstance(operand, float) else f"{operand!r}"
+            source.fail(f"{what}: cannot store {kind} into {target.elem.name} without loss; cast it explicitly")
+        return literal(operand, target.elem, target.line).var
+    if operand.type.line not in (1, target.line):
+        source.fail(f"{what}: a line of {operand.type.line} lanes does not match {target!r}")
+    if operand.elem != target.elem:
+        if operand.weak is not None:
+            operand.state.hint_weak(operand.weak, target.elem)
+        if not ir.is_lossless(operand.elem, target.elem) and not operand.state.needs_rerun():
+            source.fail(f"{what}: storing {operand.elem.name} into {target.elem.name} loses information; "
+                        f"convert explicitly, e.g. {target.elem.name}(value)")
+    return _to_type(operand, target)
+
+
+def to_index(value, what: str = "index") -> Variable:
+    """An index as a u32 variable (other integer types are cast; negative literals are errors)."""
+    operand = _operand(value)
+    if operand is None:
+        source.fail(f"{what}: expected an integer, got {type(value).__name__}")
+    if not isinstance(operand, ExpandElement):
+        if isinstance(operand, bool) or not isinstance(operand, int):
+            source.fail(f"{what}: expected an integer, got {operand!r}")
+        if operand < 0:
+            source.fail(f"{what}: negative index {operand} (indices are u32)")
+        return literal(operand, ir.U32).var
+    if not operand.elem.is_int or operand.type.line != 1:
+        source.fail(f"{what}: expected a scalar integer, got {operand.type!r}")
+    if operand.elem is ir.U32:
+        return operand.var
+    if operand.weak is not None:
+        operand.state.hint_weak(operand.weak, ir.U32)
+    return cast(operand, ir.U32).var
+
+
+def extract_lane(line: ExpandElement, lane) -> ExpandElement:
+    """``line[lane]``."""
+    if isinstance(lane, int) and not isinstance(lane, bool) and not 0 <= lane < line.type.line:
+        source.fail(f"lane {lane} out of range for a line of {line.type.line} lanes")
+    if line.type.line == 1 and isinstance(lane, int):
+        return line
+    return emit(irops.ExtractLane(line.var, to_index(lane, "lane")), line.type.scalar())
+
+
+def insert_lane(line: ExpandElement, lane, value) -> None:
+    """``line[lane] = value`` on a mutable line local."""
+    if isinstance(lane, int) and not isinstance(lane, bool) and not 0 <= lane < line.type.line:
+        source.fail(f"lane {lane} out of range for a line of {line.type.line} lanes")
+    converted = convert(value, line.type.scalar(), "line lane")
+    if line.type.line == 1:
+        current_scope().append(irops.Assign(converted), line.var)
+        return
+    current_scope().append(irops.InsertLane(line.var, to_index(lane, "lane"), converted))

@@ -1,0 +1,98 @@
+"""Where user code is: the registry of rewritten code objects, source locations and located errors.
+
+Every code object the ``@cube`` rewrite compiles is registered here, so that at expansion time the
+innermost frame running user code can be found by walking the Python stack.  That frame's line is
+the source location of every instruction emitted under it and of every ``ExpandError`` raised by
+the frontend, so messages always point at the user's file and line.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import types
+from typing import NoReturn
+
+from cubepy.errors import ExpandError
+from cubepy.ir import SourceLoc
+
+# code object -> (qualified function name, cached co_positions list or None)
+_USER_CODES: dict[types.CodeType, list] = {}
+_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
+_CUBEPY_DIR = os.path.dirname(_FRONTEND_DIR)
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+
+
+def register_user_code(code: types.CodeType, qualname: str) -> None:
+    """Mark ``code`` and every code object nested in it as user kernel code."""
+    _USER_CODES[code] = [qualname, None]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            register_user_code(const, qualname)
+
+
+def user_frame() -> types.FrameType | None:
+    """The innermost frame that runs rewritten user code, or None."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code not in _USER_CODES:
+        frame = frame.f_back
+    return frame
+
+
+def _column(frame: types.FrameType) -> int | None:
+    entry = _USER_CODES.get(frame.f_code)
+    if entry is None or not hasattr(frame.f_code, "co_positions"):
+        return None
+    if entry[1] is None:
+        entry[1] = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    positions = entry[1]
+    if 0 <= index < len(positions):
+        return positions[index][2]
+    return None
+
+
+def current_loc(default: SourceLoc | None = None) -> SourceLoc | None:
+    """The source location of the user code running now (``default`` when none is on the stack)."""
+    frame = user_frame()
+    if frame is None:
+        return default
+    col = _column(frame)
+    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, col or 0, _USER_CODES[frame.f_code][0])
+
+
+def located_error(message: str, loc: SourceLoc | None = None) -> ExpandError:
+    """An ``ExpandError`` at ``loc`` (default: the user line running now), with its source line."""
+    if loc is None:
+        loc = current_loc()
+    if loc is None:
+        return ExpandError(message)
+    source_line = linecache.getline(loc.file, loc.line) or None
+    return ExpandError(message, loc.file, loc.line, loc.col, source_line)
+
+
+def fail(message: str, loc: SourceLoc | None = None) -> NoReturn:
+    """Raise an ``ExpandError`` at ``loc`` (default: the user line running now)."""
+    raise located_error(message, loc)
+
+
+def _is_internal(frame: types.FrameType) -> bool:
+    """Frames of cubepy itself and of the standard library (ast, contextlib) that it runs through."""
+    if frame.f_code in _USER_CODES:
+        return False
+    filename = os.path.abspath(frame.f_code.co_filename)
+    return filename.startswith((_CUBEPY_DIR + os.sep, _STDLIB_DIR + os.sep))
+
+
+def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without cubepy-internal frames, so users see only their own code."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not _is_internal(tb.tb_frame):
+            kept.append(tb)
+        tb = tb.tb_next
+    result = None
+    for entry in reversed(kept):
+        result = types.TracebackType(result, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return result

@@ -1,0 +1,274 @@
+"""The expansion's state: scope builders, the kernel builder and the control stack.
+
+``ExpansionState`` is kernel-wide (id allocator, declared memories, checked mode, control stack,
+weak-type hints); ``ScopeBuilder`` is one insertion point (CubeCL's ``Scope``: a list of
+instructions plus the shared state; ``child()`` makes a branch body); ``KernelBuilder`` registers
+kernel parameters in declaration order, buffers, scalars and tensor maps each counting slots from 0.
+Expand values always emit into the *current* scope of the active state, so an operation written
+inside a branch body lands in that body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+
+from cubepy import ir
+from cubepy.errors import CubeError
+from cubepy.frontend import source
+from cubepy.ir import Instruction, SourceLoc, Type, Variable, VarKind
+
+_local = threading.local()
+
+
+def _stack() -> list[ExpansionState]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def active_state() -> ExpansionState | None:
+    """The expansion running on this thread, or None outside kernels."""
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def require_state(what: str = "this operation") -> ExpansionState:
+    """The active expansion; ``CubeError`` when called from plain Python."""
+    state = active_state()
+    if state is None:
+        raise CubeError(f"{what} only works inside a cube function or kernel being expanded; "
+                        "launch a kernel (or use cubepy.testing.expand) instead of calling it from Python")
+    return state
+
+
+def current_scope() -> ScopeBuilder:
+    """The insertion point of the active expansion."""
+    return require_state().current
+
+
+@contextlib.contextmanager
+def activate(state: ExpansionState) -> Iterator[ExpansionState]:
+    """Make ``state`` the active expansion for the duration of the block."""
+    stack = _stack()
+    stack.append(state)
+    try:
+        yield state
+    finally:
+        stack.pop()
+
+
+class ControlEntry:
+    """One level of the expansion's control stack.
+
+    Kinds: ``"kernel"`` and ``"function"`` (a cube function body), ``"arm"`` (a runtime branch body),
+    ``"loop"`` (a runtime loop body) and ``"unrolled"`` (one iteration of a comptime loop).
+    ``break``/``continue``/``return`` look at the stack to decide between Python and IR control flow.
+    """
+
+    __slots__ = ("kind", "name", "loc")
+
+    def __init__(self, kind: str, name: str | None = None, loc: SourceLoc | None = None) -> None:
+        self.kind = kind
+        self.name = name
+        self.loc = loc
+
+
+class ExpansionState:
+    """Everything one expansion shares across its scopes."""
+
+    def __init__(self, checked: bool = False, default_loc: SourceLoc | None = None,
+                 weak_hints: dict[int, ir.ElemType] | None = None) -> None:
+        self.checked = checked
+        self.default_loc = default_loc
+        self._local_ids = itertools.count()
+        self._memory_ids = {VarKind.SHARED: itertools.count(), VarKind.LOCAL_ARRAY: itertools.count(),
+                            VarKind.BARRIER: itertools.count()}
+        self.shared_memories: list[Variable] = []
+        self.local_arrays: list[Variable] = []
+        self.barriers: list[Variable] = []
+        self.control: list[ControlEntry] = []
+        # Where each local was defined, to report a value used outside its branch at the user's line.
+        self.defined_in: dict[tuple[VarKind, int], ScopeBuilder] = {}
+        # Weak types: Python numbers that became mutable locals take a default type that later uses
+        # may refine; a refinement re-runs the expansion with the hints of the previous run.
+        self.weak_hints_in: dict[int, ir.ElemType] = dict(weak_hints or {})
+        self.weak_hints_out: dict[int, ir.ElemType] = {}
+        self._weak_ordinal = itertools.count()
+        self.root = ScopeBuilder(self, None)
+        self.current = self.root
+
+    # -- ids and locations ----------------------------------------------------------------
+    def new_local(self, ty: Type, mutable: bool = False, name: str | None = None) -> Variable:
+        """A fresh immutable (CONST) or mutable (MUT) local of type ``ty``."""
+        kind = VarKind.MUT if mutable else VarKind.CONST
+        return Variable(kind, next(self._local_ids), ty, name=name)
+
+    def location(self) -> SourceLoc | None:
+        """The user source line running now."""
+        return source.current_loc(self.default_loc)
+
+    # -- weak types ------------------------------------------------------------------------
+    def weak_type(self, default: ir.ElemType) -> tuple[int, ir.ElemType]:
+        """A new weak-type ordinal and its type: the previous run's hint, else ``default``."""
+        ordinal = next(self._weak_ordinal)
+        return ordinal, self.weak_hints_in.get(ordinal, default)
+
+    def hint_weak(self, ordinal: int, elem: ir.ElemType) -> None:
+        """Record that weak local ``ordinal`` should have been ``elem`` (merged with other hints)."""
+        previous = self.weak_hints_out.get(ordinal)
+        self.weak_hints_out[ordinal] = elem if previous is None else ir.promote(previous, elem)
+
+    def needs_rerun(self) -> bool:
+        """Whether a weak local got a better type than the one this run used."""
+        return any(self.weak_hints_in.get(k) != v for k, v in self.weak_hints_out.items())
+
+    def merged_hints(self) -> dict[int, ir.ElemType]:
+        """Hints for the next run."""
+        merged = dict(self.weak_hints_in)
+        merged.update(self.weak_hints_out)
+        return merged
+
+    # -- declared memories -----------------------------------------------------------------
+    def declare_memory(self, kind: VarKind, ty: Type, length: int, alignment: int | None = None) -> Variable:
+        """Declare a shared memory, local array or barrier of the kernel."""
+        var = Variable(kind, next(self._memory_ids[kind]), ty, length=length, alignment=alignment)
+        {VarKind.SHARED: self.shared_memories, VarKind.LOCAL_ARRAY: self.local_arrays,
+         VarKind.BARRIER: self.barriers}[kind].append(var)
+        return var
+
+    # -- control stack ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def control_entry(self, kind: str, name: str | None = None) -> Iterator[ControlEntry]:
+        """Push a control-stack entry for the block."""
+        entry = ControlEntry(kind, name, self.location())
+        self.control.append(entry)
+        try:
+            yield entry
+        finally:
+            popped = self.control.pop()
+            assert popped is entry
+
+    @contextlib.contextmanager
+    def in_scope(self, scope: ScopeBuilder) -> Iterator[ScopeBuilder]:
+        """Make ``scope`` the insertion point for the block."""
+        previous = self.current
+        self.current = scope
+        try:
+            yield scope
+        finally:
+            self.current = previous
+
+
+class ScopeBuilder:
+    """One insertion point: a growing list of instructions (CubeCL's ``Scope``)."""
+
+    def __init__(self, state: ExpansionState, parent: ScopeBuilder | None) -> None:
+        self.state = state
+        self.parent = parent
+        self.instructions: list[Instruction] = []
+
+    def child(self) -> ScopeBuilder:
+        """A new scope for a branch or loop body nested in this one."""
+        return ScopeBuilder(self.state, self)
+
+    def encloses(self, other: ScopeBuilder) -> bool:
+        """Whether ``other`` is this scope or nested in it."""
+        scope: ScopeBuilder | None = other
+        while scope is not None:
+            if scope is self:
+                return True
+            scope = scope.parent
+        return False
+
+    def check_visible(self, var: Variable) -> None:
+        """Raise a located ExpandError when ``var`` was defined in a branch this scope is not part of."""
+        owner = self.state.defined_in.get((var.kind, var.id))
+        if owner is not None and not owner.encloses(self):
+            source.fail(f"a value computed inside a runtime branch or loop body ({var!r}) is used outside it; "
+                        "assign the variable before the branch so it becomes a mutable local")
+
+    def append(self, operation: ir.ops.Operation, out: Variable | None = None,
+               loc: SourceLoc | None = None) -> None:
+        """Append ``out = operation`` at the current user line."""
+        for var in operation.operands():
+            if var.kind in (VarKind.CONST, VarKind.MUT):
+                self.check_visible(var)
+        if out is not None:
+            if (out.kind, out.id) in self.state.defined_in:
+                self.check_visible(out)
+            else:
+                self.state.defined_in[(out.kind, out.id)] = self
+        self.instructions.append(Instruction(out, operation, loc or self.state.location()))
+
+    def emit(self, operation: ir.ops.Operation, out_type: Type | None = None) -> Variable | None:
+        """Append ``operation``; when ``out_type`` is given its result is a fresh immutable local."""
+        out = self.state.new_local(out_type) if out_type is not None else None
+        self.append(operation, out)
+        return out
+
+    def create_local_mut(self, ty: Type, init: Variable) -> Variable:
+        """A new mutable local initialised with ``init`` (which must have type ``ty``)."""
+        var = self.state.new_local(ty, mutable=True)
+        self.append(ir.ops.Assign(init), var)
+        return var
+
+    def freeze(self) -> ir.Scope:
+        """The instructions as an immutable IR scope."""
+        return ir.Scope(tuple(self.instructions))
+
+
+_ROLE_KIND = {"array": VarKind.GLOBAL, "tensor": VarKind.GLOBAL, "scalar": VarKind.SCALAR,
+              "tensor_map": VarKind.TENSOR_MAP}
+
+
+class KernelBuilder:
+    """Registers a kernel's parameters in declaration order and finishes the ``KernelDefinition``."""
+
+    def __init__(self, state: ExpansionState) -> None:
+        self.state = state
+        self.params: list[ir.Param] = []
+        self._slots = {VarKind.GLOBAL: itertools.count(), VarKind.SCALAR: itertools.count(),
+                       VarKind.TENSOR_MAP: itertools.count()}
+        self._names: list[str] = []
+
+    @property
+    def checked(self) -> bool:
+        """Whether global indexing is bounds-checked (``launch``) or raw (``launch_unchecked``)."""
+        return self.state.checked
+
+    @property
+    def scope(self) -> ScopeBuilder:
+        """The kernel body's root scope."""
+        return self.state.root
+
+    @contextlib.contextmanager
+    def naming(self, name: str) -> Iterator[None]:
+        """Name parameters registered in the block ``name`` (nested: ``outer.inner``)."""
+        self._names.append(name)
+        try:
+            yield
+        finally:
+            self._names.pop()
+
+    def _param_name(self) -> str:
+        return ".".join(self._names) if self._names else f"arg{len(self.params)}"
+
+    def register(self, role: str, ty: Type) -> Variable:
+        """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot."""
+        kind = _ROLE_KIND[role]
+        var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
+        self.params.append(ir.Param(var, self._param_name(), role))
+        return var
+
+    def finish(self, name: str, cube_dim: tuple[int, int, int], source_file: str | None) -> ir.KernelDefinition:
+        """The kernel definition built so far."""
+        state = self.state
+        return ir.KernelDefinition(
+            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=tuple(cube_dim),
+            shared_memories=tuple(state.shared_memories), local_arrays=tuple(state.local_arrays),
+            barriers=tuple(state.barriers), checked=state.checked, source_file=source_file,
+        )

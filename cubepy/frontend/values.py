@@ -1,0 +1,216 @@
+"""Expand values: the proxies user code computes with while a kernel is expanded.
+
+``ExpandElement`` wraps one IR ``Variable`` (a local, constant, parameter or builtin).  Every Python
+operator on it appends an instruction to the current scope through ``operations``; comparisons give
+bools (lines of bools for lines); Python's own truth tests, ``int()`` and iteration raise an
+``ExpandError`` because a runtime value has no Python value at expansion time.
+"""
+
+from __future__ import annotations
+
+from cubepy import ir
+from cubepy.frontend import source
+from cubepy.ir import Type, Variable, VarKind
+
+
+def _binary(op: str, reflected: bool = False):
+    def method(self, other):
+        from cubepy.frontend import operations
+
+        if reflected:
+            return operations.binary(op, other, self)
+        return operations.binary(op, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{op}__"
+    return method
+
+
+def _compare(op: str):
+    def method(self, other):
+        from cubepy.frontend import operations
+
+        return operations.compare(op, self, other)
+
+    method.__name__ = f"__{op}__"
+    return method
+
+
+def _unary(op: str):
+    def method(self):
+        from cubepy.frontend import operations
+
+        return operations.unary(op, self)
+
+    method.__name__ = op
+    return method
+
+
+class ExpandBase:
+    """Operators shared by every runtime value (``ExpandElement`` and the topology builtins)."""
+
+    __slots__ = ()
+
+    def expand_element(self) -> ExpandElement:  # pragma: no cover - overridden
+        """This value as an ``ExpandElement`` of the active expansion."""
+        raise NotImplementedError
+
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", True)
+    __truediv__, __rtruediv__ = _binary("truediv"), _binary("truediv", True)
+    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", True)
+    __mod__, __rmod__ = _binary("mod"), _binary("mod", True)
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", True)
+    __and__, __rand__ = _binary("bitand"), _binary("bitand", True)
+    __or__, __ror__ = _binary("bitor"), _binary("bitor", True)
+    __xor__, __rxor__ = _binary("bitxor"), _binary("bitxor", True)
+    __lshift__, __rlshift__ = _binary("shl"), _binary("shl", True)
+    __rshift__, __rrshift__ = _binary("shr"), _binary("shr", True)
+    __lt__, __le__, __gt__, __ge__ = _compare("lt"), _compare("le"), _compare("gt"), _compare("ge")
+    __eq__, __ne__ = _compare("eq"), _compare("ne")  # type: ignore[assignment]
+    __hash__ = object.__hash__
+    __neg__ = _unary("neg")
+    __invert__ = _unary("invert")
+    __abs__ = _unary("abs")
+    __floor__ = _unary("floor")
+    __ceil__ = _unary("ceil")
+    __trunc__ = _unary("trunc")
+
+    def __pos__(self):
+        return self.expand_element()
+
+    def __round__(self, ndigits=None):
+        from cubepy.frontend import operations
+
+        if ndigits is not None:
+            source.fail("round(x, ndigits) is not supported on runtime values; use round(x)")
+        return operations.unary("round", self)
+
+    # Python needs a concrete value for these; a runtime value has none at expansion time.
+    def __bool__(self) -> bool:
+        source.fail("a runtime value is used where Python needs a plain bool (an `if`/`while` outside a cube "
+                    "function, `assert`, a comprehension filter or a chained comparison in plain Python code); "
+                    "use cubepy control flow inside @cube functions or cp.select(cond, a, b)")
+
+    def __index__(self) -> int:
+        element = self.expand_element()
+        if element.var.kind is VarKind.CONSTANT and element.elem.is_int:
+            return int(element.var.value)
+        source.fail("a runtime value is used where Python needs a plain int (for example a bound of "
+                    "cp.unroll(range(...)), a list index or a shared-memory size); these must be comptime")
+
+    def __int__(self) -> int:
+        return self.__index__()
+
+    def __float__(self) -> float:
+        element = self.expand_element()
+        if element.var.kind is VarKind.CONSTANT:
+            return float(element.var.value)
+        source.fail("a runtime value is used where Python needs a plain float; it must be comptime")
+
+    def __iter__(self):
+        source.fail("cannot iterate over a runtime value; loop with `for i in range(n)` and index it")
+
+    def __len__(self) -> int:
+        source.fail("len() needs a comptime length; use `.len()` for a runtime length or `.size` for a line")
+
+    def __getitem__(self, lane):
+        from cubepy.frontend import operations
+
+        return operations.extract_lane(self.expand_element(), lane)
+
+    def __setitem__(self, lane, value) -> None:
+        from cubepy.frontend import operations
+
+        element = self.expand_element()
+        if element.var.kind is not VarKind.MUT:
+            source.fail("a lane can only be written on a line held by a local variable (`line[i] = v`)")
+        operations.insert_lane(element, lane, value)
+
+    # -- CubeCL-style methods ----------------------------------------------------------------
+    def cast(self, elem):
+        """This value converted to element type ``elem`` (lane by lane)."""
+        from cubepy.frontend import elem as elem_module
+        from cubepy.frontend import operations
+
+        return operations.cast(self, elem_module.to_elem(elem))
+
+    def min(self, other):
+        """The smaller of this value and ``other``."""
+        from cubepy.frontend import operations
+
+        return operations.binary("min", self, other)
+
+    def max(self, other):
+        """The larger of this value and ``other``."""
+        from cubepy.frontend import operations
+
+        return operations.binary("max", self, other)
+
+    def clamp(self, lo, hi):
+        """This value clamped to ``[lo, hi]``."""
+        from cubepy.frontend import operations
+
+        return operations.clamp(self, lo, hi)
+
+    sqrt, exp, log, sin, cos, tanh = (_unary(n) for n in ("sqrt", "exp", "log", "sin", "cos", "tanh"))
+    floor, ceil, round, recip, rsqrt = (_unary(n) for n in ("floor", "ceil", "round", "recip", "rsqrt"))
+    abs = _unary("abs")
+
+
+class ExpandElement(ExpandBase):
+    """A runtime value: an IR variable of the active expansion.
+
+    ``weak`` is the ordinal of a weakly typed mutable local (one that started as a Python number and
+    whose type later uses may refine); ``literal`` marks a constant that still adapts its type to the
+    other operand like a Python number does (``cp.runtime(3)``).
+    """
+
+    __slots__ = ("var", "state", "weak", "literal")
+
+    def __init__(self, var: Variable, state, weak: int | None = None, literal: bool = False) -> None:
+        self.var = var
+        self.state = state
+        self.weak = weak
+        self.literal = literal
+
+    def expand_element(self) -> ExpandElement:
+        """Itself."""
+        return self
+
+    @property
+    def type(self) -> Type:
+        """The IR item type (element type and line size)."""
+        return self.var.type
+
+    @property
+    def elem(self) -> ir.ElemType:
+        """The IR element type."""
+        return self.var.type.elem
+
+    @property
+    def dtype(self):
+        """The user-facing element type object (``cp.f32``)."""
+        from cubepy.frontend.elem import scalar_type
+
+        return scalar_type(self.var.type.elem)
+
+    @property
+    def size(self) -> int:
+        """The line size (1 for scalars); comptime."""
+        return self.var.type.line
+
+    line_size = size
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether this is a literal (its value is known at expansion time)."""
+        return self.var.kind is VarKind.CONSTANT
+
+    @property
+    def is_mutable(self) -> bool:
+        """Whether this is a mutable local."""
+        return self.var.kind is VarKind.MUT
+
+    def __repr__(self) -> str:
+        return f"<{self.var!r}: {self.var.type!r}>"

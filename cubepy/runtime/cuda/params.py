@@ -1,0 +1,187 @@
+"""Kernel parameters as the driver takes them: the byte layout of the ABI and the ``kernelParams`` array.
+
+The ABI (``cubepy.compiler.abi``): in ``KernelDefinition.params`` order, a buffer is a 64-bit global
+pointer, a scalar its value (bool as one byte, a line as an LLVM vector), a tensor map the 128-byte
+``CUtensorMap`` by value (64-byte aligned); then one last 64-bit pointer to the u32 info buffer.
+
+``param_layout`` places each parameter as the PTX ``.param`` space does (each at a multiple of its
+alignment), ``pack_params`` writes the values into one 64-byte-aligned host block and builds the array
+of pointers into it that ``cuLaunchKernel`` reads.  Both are pure: no device is needed to test them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from cubepy.compiler import abi
+from cubepy.errors import LaunchError
+from cubepy.ir import KernelDefinition, Type
+
+POINTER_BYTES = 8
+INFO_ROLE = "info"
+BLOCK_ALIGN = abi.TENSOR_MAP_ALIGN  # the strictest alignment of any parameter
+
+# IR element name -> the numpy dtype of its bytes in parameter space (bool is one byte, 0 or 1).
+ELEM_NUMPY: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "bool": np.dtype(np.uint8), "usize": np.dtype(np.uint64),
+}
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    """One entry parameter: its role, index within its kind, and place in parameter space."""
+
+    name: str
+    role: str        # "array" | "tensor" | "scalar" | "tensor_map" | "info"
+    kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps)
+    size: int
+    align: int
+    offset: int
+    type: Type | None = None  # the item type of a scalar
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Every entry parameter of a kernel, in order, and the size of the whole parameter space."""
+
+    slots: tuple[ParamSlot, ...]
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class PackedParams:
+    """A filled parameter block and the ``void*[]`` of pointers into it; keep it alive until the launch returns."""
+
+    block: np.ndarray      # uint8, 64-byte aligned, laid out as the layout says
+    pointers: np.ndarray   # uint64, one address per parameter, into ``block``
+
+    @property
+    def address(self) -> int:
+        """The ``kernelParams`` argument of ``cuLaunchKernel``: the address of the pointer array."""
+        return int(self.pointers.ctypes.data)
+
+
+def scalar_size_align(ty: Type) -> tuple[int, int]:
+    """Bytes and alignment of a scalar parameter: an element is natural; a line is an LLVM vector.
+
+    LLVM aligns a vector to its size rounded up to a power of two and pads it to that alignment, so
+    ``f32x3`` takes 16 bytes aligned 16 and ``u8x3`` 4 bytes aligned 4 (as NVPTX declares them).
+    """
+    size = ty.elem.size * ty.line
+    if ty.line == 1:
+        return size, size
+    align = 1 << (size - 1).bit_length()
+    return align, align
+
+
+def _round_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def param_layout(definition: KernelDefinition) -> ParamLayout:
+    """The parameter-space layout of ``definition``'s entry, the trailing info pointer included."""
+    slots: list[ParamSlot] = []
+    counters = {"buffer": 0, "scalar": 0, "tensor_map": 0}
+    offset = 0
+
+    def place(name: str, role: str, kind: str, size: int, align: int, ty: Type | None = None) -> None:
+        nonlocal offset
+        offset = _round_up(offset, align)
+        slots.append(ParamSlot(name, role, counters[kind], size, align, offset, ty))
+        counters[kind] += 1
+        offset += size
+
+    for param in definition.params:
+        if param.role in ("array", "tensor"):
+            place(param.name, param.role, "buffer", POINTER_BYTES, POINTER_BYTES)
+        elif param.role == "scalar":
+            size, align = scalar_size_align(param.var.type)
+            place(param.name, "scalar", "scalar", size, align, param.var.type)
+        elif param.role == "tensor_map":
+            place(param.name, "tensor_map", "tensor_map", abi.TENSOR_MAP_BYTES, abi.TENSOR_MAP_ALIGN)
+        else:
+            raise LaunchError(f"kernel {definition.name}: parameter {param.name!r} has unknown role {param.role!r}")
+    offset = _round_up(offset, POINTER_BYTES)
+    slots.append(ParamSlot(INFO_ROLE, INFO_ROLE, 0, POINTER_BYTES, POINTER_BYTES, offset))
+    return ParamLayout(tuple(slots), offset + POINTER_BYTES)
+
+
+def scalar_bytes(value: Any, ty: Type, name: str = "scalar") -> bytes:
+    """The exact parameter bytes of one scalar value of item type ``ty`` (padding included).
+
+    A line takes ``ty.line`` values (a single value is splat to every lane); bool is one byte, 0 or 1.
+    """
+    dtype = ELEM_NUMPY[ty.elem.name]
+    try:
+        if ty.elem.is_bool:
+            lanes = np.asarray(value).astype(bool).astype(np.uint8).reshape(-1)
+        else:
+            lanes = np.asarray(value).astype(dtype, copy=False).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise LaunchError(f"scalar parameter {name!r}: {value!r} is not a {ty!r}: {exc}") from None
+    if lanes.size == 1 and ty.line > 1:
+        lanes = np.repeat(lanes, ty.line)
+    if lanes.size != ty.line:
+        raise LaunchError(f"scalar parameter {name!r} is a {ty!r}: expected {ty.line} value(s), got {lanes.size}")
+    size, _ = scalar_size_align(ty)
+    data = lanes.tobytes()
+    return data + bytes(size - len(data))
+
+
+def pack_params(layout: ParamLayout, buffer_addresses: Sequence[int], scalars: Sequence[Any],
+                tensor_maps: Sequence[bytes], info_address: int) -> PackedParams:
+    """Write every parameter's bytes at its offset and point the ``kernelParams`` array at them.
+
+    ``buffer_addresses`` are device addresses of element 0 of each buffer (allocation + offset),
+    ``scalars`` the bound values, ``tensor_maps`` the encoded 128-byte descriptors, each in slot order.
+    """
+    counts = {"buffer": len(buffer_addresses), "scalar": len(scalars), "tensor_map": len(tensor_maps)}
+    wanted = {"buffer": 0, "scalar": 0, "tensor_map": 0}
+    for slot in layout.slots:
+        kind = "buffer" if slot.role in ("array", "tensor") else slot.role
+        if kind in wanted:
+            wanted[kind] += 1
+    for kind, count in counts.items():
+        if count != wanted[kind]:
+            raise LaunchError(f"the kernel takes {wanted[kind]} {kind} parameter(s) but {count} were bound")
+
+    block = _aligned_zeros(layout.total_bytes, BLOCK_ALIGN)
+    base = int(block.ctypes.data)
+    pointers = np.empty(len(layout.slots), dtype=np.uint64)
+    for position, slot in enumerate(layout.slots):
+        if slot.role in ("array", "tensor"):
+            data = _address_bytes(buffer_addresses[slot.kind_index], slot.name)
+        elif slot.role == "scalar":
+            data = scalar_bytes(scalars[slot.kind_index], slot.type, slot.name)
+        elif slot.role == "tensor_map":
+            data = bytes(tensor_maps[slot.kind_index])
+        else:
+            data = _address_bytes(info_address, "info")
+        if len(data) != slot.size:
+            raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
+        block[slot.offset:slot.offset + slot.size] = np.frombuffer(data, dtype=np.uint8)
+        pointers[position] = base + slot.offset
+    return PackedParams(block, pointers)
+
+
+def _address_bytes(address: int, name: str) -> bytes:
+    address = int(address)
+    if not 0 <= address < 2**64:
+        raise LaunchError(f"parameter {name!r}: address {address:#x} is not a 64-bit device address")
+    return address.to_bytes(POINTER_BYTES, "little")
+
+
+def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:
+    """A zeroed uint8 array whose first byte sits at a multiple of ``align`` (a view into a larger one)."""
+    raw = np.zeros(nbytes + align, dtype=np.uint8)
+    start = (-int(raw.ctypes.data)) % align
+    return raw[start:start + nbytes]

@@ -1,0 +1,250 @@
+"""Memories and their operations: handlers of ``cubepy.ir.ops.memory`` (atomics are in ``atomic``).
+
+Every memory is an array of *items* (lines of ``L`` elements):
+- a GLOBAL buffer is a view of its handle's storage, ``(buffer_len[, L])``, shared by every chunk;
+- SHARED memory lives in a per-cube byte arena ``(cubes, bytes)`` (each shared memory at an offset
+  aligned as declared, so TMA copies can address it by byte); a shared memory is a typed view
+  ``(cubes, length[, L])`` of the arena, and a lane addresses its own cube's row;
+- a LOCAL_ARRAY is ``(lanes, length[, L])``, one row per lane.
+
+An unchecked access out of bounds on an active lane raises ``SanitizerError``; a checked read out of
+bounds gives 0 and a checked write is dropped.  When several lanes store to one item in one
+instruction, the highest lane wins (numpy's fancy assignment applies values in lane order).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cubepy.ir import Instruction, Variable, VarKind, ops
+from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+Value = np.ndarray | np.generic
+SHARED_ARENA_ALIGN = 1024  # a row per cube, so 128-byte swizzle phases start at 0 in every cube
+DEFAULT_SHARED_ALIGN = 16
+
+
+class MemoryRef:
+    """One memory as a chunk sees it: ``items``, items per owner, and which row each lane owns."""
+
+    __slots__ = ("items", "length", "owner", "label", "line")
+
+    def __init__(self, items: np.ndarray, length: int, owner: np.ndarray | None, label: str, line: int) -> None:
+        self.items = items        # (length[, L]) for global memory, (owners, length[, L]) otherwise
+        self.length = length      # valid indices are 0 .. length - 1
+        self.owner = owner        # per-lane row of ``items`` (None: one row shared by the whole grid)
+        self.label = label        # for error messages: "global buffer 0 (x)", "shared memory 3"
+        self.line = line
+
+
+def global_ref(var: Variable, binding, name: str) -> MemoryRef:
+    """The item view of a bound buffer: ``storage[offset + i*L : offset + i*L + L]`` is item i."""
+    handle = binding.handle
+    line = binding.line_size
+    length = binding.buffer_len
+    flat = handle.storage[handle.offset: handle.offset + length * line]
+    items = flat if line == 1 else flat.reshape(length, line)
+    return MemoryRef(items, length, None, f"global buffer {var.id} ({name})", line)
+
+
+def shared_layout(shared: tuple[Variable, ...]) -> tuple[dict[int, int], int]:
+    """Byte offset of each shared memory (by id) in a cube's arena, and the arena's size."""
+    offsets: dict[int, int] = {}
+    end = 0
+    for var in shared:
+        align = var.alignment or DEFAULT_SHARED_ALIGN
+        end = -(-end // align) * align
+        offsets[var.id] = end
+        end += var.length * var.type.size
+    return offsets, -(-end // SHARED_ARENA_ALIGN) * SHARED_ARENA_ALIGN
+
+
+def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray) -> MemoryRef:
+    """A typed view of one shared memory in the per-cube byte ``arena`` (cubes, bytes)."""
+    line = var.type.line
+    nbytes = var.length * var.type.size
+    typed = arena[:, offset: offset + nbytes].view(numpy_dtype(var.elem))
+    items = typed if line == 1 else typed.reshape(arena.shape[0], var.length, line)
+    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line)
+
+
+def local_ref(var: Variable, lanes: int) -> MemoryRef:
+    """A fresh per-lane local array."""
+    line = var.type.line
+    shape = (lanes, var.length) + ((line,) if line > 1 else ())
+    items = np.zeros(shape, dtype=numpy_dtype(var.elem))
+    return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line)
+
+
+def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Mask, checked: bool,
+           access: str) -> tuple[Value, Value]:
+    """A safe item index per lane (0 where invalid or inactive) and whether each lane was in bounds.
+
+    The second result is True when every lane is in bounds.  Unchecked out-of-bounds accesses on an
+    active lane raise ``SanitizerError``.
+    """
+    idx = np.asarray(index)
+    if idx.dtype != np.int64:
+        idx = idx.astype(np.int64)  # u64 indices >= 2**63 turn negative: out of bounds either way
+    length = ref.length
+    if idx.ndim == 0:
+        in_bounds = 0 <= int(idx) < length
+        if not in_bounds and not checked:
+            _out_of_bounds(ctx, inst, ref, access, int(idx), int(np.argmax(mask.bits)))
+        return (idx if in_bounds else np.int64(0)), in_bounds
+    if not mask.full:
+        idx = np.where(mask.bits, idx, 0)
+    if length and idx.min() >= 0 and idx.max() < length:
+        return idx, True
+    valid = (idx >= 0) & (idx < length)
+    if not checked:
+        bad = ~valid & mask.bits
+        if bad.any():
+            lane = int(np.argmax(bad))
+            _out_of_bounds(ctx, inst, ref, access, int(idx[lane]), lane)
+    return np.where(valid, idx, 0), valid
+
+
+def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int) -> None:
+    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane)
+
+
+def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
+    """The items at ``idx`` per lane (0 where not ``valid``), for a ``locate`` result."""
+    if ref.length == 0 or valid is False:
+        shape = () if np.ndim(idx) == 0 and ref.owner is None else (ctx.lanes,)
+        return np.zeros(shape + ((ref.line,) if ref.line > 1 else ()), dtype=ref.items.dtype)
+    if ref.owner is None:
+        values = ref.items[idx]
+        if np.ndim(idx) == 0 and ref.line > 1:
+            values = values.copy()  # a row view would alias the buffer
+    else:
+        values = ref.items[ref.owner, idx]
+    if valid is not True:
+        values = np.where(valid if ref.line == 1 else valid[:, None], values, values.dtype.type(0))
+    return values
+
+
+def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform: bool, mask: Mask,
+          ctx: Chunk) -> None:
+    """Write ``value`` at ``idx`` on active in-bounds lanes; the highest lane wins a shared item."""
+    if ref.length == 0 or valid is False:
+        return
+    active = mask.bits if valid is True else mask.bits & valid
+    if ref.owner is None and np.ndim(idx) == 0:
+        if value_uniform:
+            ref.items[idx] = value
+        else:  # every active lane writes one item: the last one wins
+            ref.items[idx] = value[len(active) - 1 - int(np.argmax(active[::-1]))]
+        return
+    if valid is True and mask.full:
+        target = (idx,) if ref.owner is None else (ref.owner, idx)
+        ref.items[target] = value
+        return
+    lanes = np.flatnonzero(active)
+    idx = np.broadcast_to(idx, (ctx.lanes,))[lanes]
+    target = (idx,) if ref.owner is None else (ref.owner[lanes], idx)
+    ref.items[target] = value if value_uniform else value[lanes]
+
+
+@implements(ops.Index)
+def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """out = memory[index]; checked reads give 0 out of bounds."""
+    op: ops.Index = inst.operation
+    ref = ctx.memory(op.memory)
+    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
+    ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
+
+
+@implements(ops.IndexAssign)
+def index_assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """memory[index] = value on active lanes; checked writes out of bounds are dropped."""
+    op: ops.IndexAssign = inst.operation
+    ref = ctx.memory(op.memory)
+    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "write")
+    value = ctx.read(op.value)
+    store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
+
+
+def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mask) -> Value:
+    """The lane-of-line index per unit, checked against the line size on active units."""
+    lane = np.asarray(lane).astype(np.int64)
+    bad = (lane < 0) | (lane >= line)
+    if np.ndim(lane) == 0:
+        if bad:
+            ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)))
+        return lane
+    bad = bad & mask.bits
+    if bad.any():
+        unit = int(np.argmax(bad))
+        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit)
+    return np.clip(lane, 0, line - 1)
+
+
+@implements(ops.ExtractLane)
+def extract_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """out = line[lane]."""
+    op: ops.ExtractLane = inst.operation
+    line_value = ctx.read(op.line)
+    lane = _lane_index(ctx, inst, ctx.read(op.lane), op.line.type.line, mask)
+    if op.line.type.line == 1:
+        result = line_value
+    elif np.ndim(lane) == 0:
+        result = line_value[..., int(lane)]
+    else:
+        result = full_lanes(line_value, op.line.type, ctx.lanes)[np.arange(ctx.lanes), lane]
+    ctx.write(inst.out, result, mask)
+
+
+@implements(ops.InsertLane)
+def insert_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """target[lane] = value on active units (target is a mutable line local)."""
+    op: ops.InsertLane = inst.operation
+    target = op.target
+    ty = target.type
+    lane = _lane_index(ctx, inst, ctx.read(op.lane), ty.line, mask)
+    value = ctx.read(op.value)
+    if ty.line == 1:
+        ctx.write(target, value, mask)
+        return
+    old = ctx.read(target)
+    if mask.full and np.ndim(lane) == 0 and is_uniform(old, ty) and np.ndim(value) == 0:
+        new = np.array(old)  # everything uniform stays uniform
+        new[int(lane)] = value
+        ctx.values.set(target, new)
+        return
+    new = np.array(full_lanes(old, ty, ctx.lanes))
+    rows = np.flatnonzero(mask.bits)
+    lanes = np.broadcast_to(lane, (ctx.lanes,))[rows]
+    values = np.broadcast_to(value, (ctx.lanes,))[rows]
+    new[rows, lanes] = values
+    ctx.values.set(target, new)
+
+
+@implements(ops.Metadata)
+def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """out = len, buffer_len, rank, shape(dim) or stride(dim) of a buffer parameter, as u32."""
+    op: ops.Metadata = inst.operation
+    if op.memory.kind is not VarKind.GLOBAL:
+        raise TypeError(f"metadata of {op.memory!r}: only buffer parameters carry metadata")
+    binding = ctx.launch.bindings.buffers[op.memory.id]
+    if op.op in ("len", "buffer_len", "rank"):
+        value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.op]
+        ctx.write(inst.out, np.uint32(value), mask)
+        return
+    table = np.asarray(binding.shape if op.op == "shape" else binding.strides, dtype=np.int64)
+    dim = np.asarray(ctx.read(op.dim)).astype(np.int64)
+    bad = (dim < 0) | (dim >= len(table))
+    if np.ndim(dim) and not mask.full:
+        bad = bad & mask.bits
+    if np.any(bad):
+        unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
+        shown = int(dim[unit]) if np.ndim(dim) else int(dim)
+        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit)
+    ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

@@ -1,0 +1,67 @@
+"""Barriers: handlers of ``SyncCube``, ``SyncPlane`` and ``SyncProxyShared``.
+
+In lockstep every active unit reaches a barrier together, so a barrier has nothing to wait for; what
+remains is to check it.  A barrier is divergent when some live unit of a cube (or plane) that has
+units here is not here (it took another branch, or left the loop): under ``sanitize=True`` that is a
+``SanitizerError``, otherwise execution goes on.  Units that returned early do not count, as in CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cubepy.ir import Instruction, ops
+from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.values import Mask
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+
+def _first_missing(here: np.ndarray, live: np.ndarray) -> tuple[int, int] | None:
+    """(group, unit) of the first live unit missing from a group that has units here, or None."""
+    missing = live & ~here
+    divergent = here.any(axis=1) & missing.any(axis=1)
+    if not divergent.any():
+        return None
+    group = int(np.argmax(divergent))
+    return group, int(np.argmax(missing[group]))
+
+
+@implements(ops.SyncCube)
+def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Barrier of a cube: check that every live unit of each cube here is here."""
+    if mask.full or not ctx.launch.sanitize:
+        return
+    units = ctx.topology.units
+    here = mask.bits.reshape(-1, units)
+    live = ~ctx.returned.reshape(-1, units)
+    found = _first_missing(here, live)
+    if found is not None:
+        cube, unit = found
+        ctx.fail(inst, f"divergent sync_cube: unit {unit} of this cube is live but does not reach this "
+                 "barrier", cube * units + int(np.argmax(here[cube])))
+
+
+@implements(ops.SyncPlane)
+def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Barrier of a plane: check that every live unit of each plane here is here."""
+    if mask.full or not ctx.launch.sanitize:
+        return
+    layout = ctx.plane_layout()
+    here = layout.active(mask.bits)
+    live = layout.active(~ctx.returned)
+    found = _first_missing(here, live)
+    if found is not None:
+        plane, lane = found
+        marker = np.zeros(here.shape, dtype=bool)
+        marker[plane, int(np.argmax(here[plane]))] = True
+        ctx.fail(inst, f"divergent sync_plane: lane {lane} of this plane is live but does not reach this "
+                 "barrier", int(np.argmax(layout.scatter(marker))))
+
+
+@implements(ops.SyncProxyShared)
+def sync_proxy_shared(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Shared-memory writes are visible to TMA at once here: nothing to do."""

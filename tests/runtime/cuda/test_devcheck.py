@@ -1,0 +1,101 @@
+"""The device check's harness: the no-GPU report, discovery, and judging outcomes (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+
+import pytest
+
+from cubepy import devcheck
+from cubepy.runtime import cuda
+
+
+@pytest.mark.skipif(cuda.unavailable_reason() is None, reason="a GPU is available: the check would really run")
+def test_without_a_gpu_the_check_writes_a_skipped_report_and_exits_0(tmp_path, capsys):
+    path = tmp_path / "out" / "report.json"
+    assert devcheck.main(["--report", str(path)]) == 0
+    report = json.loads(path.read_text())
+    reason = cuda.unavailable_reason()
+    assert report["status"] == f"skipped: {reason}" and report["reason"] == reason
+    assert report["environment"]["python"] and report["cases"] == []
+    assert reason in capsys.readouterr().out
+
+
+def test_discovery_finds_client_fixture_suites_and_examples():
+    suites = {suite["name"]: suite for suite in devcheck.discover_suites()}
+    assert "tests/runtime/cubecl" in suites
+    assert not any(name.startswith(("tests/runtime/cuda", "tests/runtime/interp")) for name in suites)
+    assert "vector_add" in devcheck.discover_examples()
+
+
+def test_list_prints_the_plan(capsys):
+    assert devcheck.main(["--list"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert set(plan) == {"pytest_suites", "examples", "wgrad_problems"}
+
+
+@pytest.mark.parametrize("interp, cuda_result, status", [
+    ({"max error": 1e-7}, {"max error": 5e-7}, "pass"),
+    ({"max error": 0.0}, {"max error": 9e-4}, "pass"),                 # within the absolute floor
+    ({"max error": 1e-7}, {"max error": 0.5}, "fail"),
+    ({"max error": 1e-7}, {"max error": float("nan")}, "fail"),
+    ({"max error": 1e-7}, None, "fail"),
+    (None, None, "fail_both"),
+    (None, {"max error": 0.0}, "error"),
+    ({"shape": "4x4"}, {"shape": "4x5"}, "fail"),
+])
+def test_judge_example(interp, cuda_result, status):
+    assert devcheck.judge_example(interp, cuda_result, {}) == status
+
+
+def test_compare_pytest_tells_gpu_only_failures_from_shared_ones():
+    interp = {"m::a": {"outcome": "passed", "message": "", "seconds": 0.1},
+              "m::b": {"outcome": "passed", "message": "", "seconds": 0.1},
+              "m::c": {"outcome": "failed", "message": "x", "seconds": 0.1},
+              "m::d": {"outcome": "passed", "message": "", "seconds": 0.1}}
+    gpu = {"m::a": {"outcome": "passed", "message": "", "seconds": 0.2},
+           "m::b": {"outcome": "failed", "message": "mismatch", "seconds": 0.2},
+           "m::c": {"outcome": "failed", "message": "x", "seconds": 0.2}}
+    statuses = {case["name"]: case["status"] for case in devcheck.compare_pytest("s", interp, gpu, [])}
+    assert statuses == {"m::a": "pass", "m::b": "fail", "m::c": "fail_both", "m::d": "error"}
+
+
+def test_the_pytest_phase_runs_both_runtimes_and_compares(tmp_path, monkeypatch):
+    suite = tmp_path / "tests" / "kernels"
+    suite.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text(textwrap.dedent("""
+        import os, pytest
+
+        @pytest.fixture
+        def client():
+            return os.environ["CUBEPY_TEST_RUNTIME"]
+    """))
+    (suite / "test_tma_copy.py").write_text(textwrap.dedent("""
+        import pytest
+
+        def test_same(client):
+            assert client in ("interp", "cuda")
+
+        def test_gpu_only_bug(client):
+            assert client == "interp"
+
+        def test_skipped_on_gpu(client):
+            if client == "cuda":
+                pytest.skip("no TMA here")
+    """))
+    (suite / "test_unrelated.py").write_text("def test_cpu_only():\n    pass\n")
+    monkeypatch.setattr(devcheck, "ROOT", tmp_path)
+    suites = devcheck.discover_suites(tmp_path)
+    assert suites == [{"name": "tests/kernels", "files": ["tests/kernels/test_tma_copy.py"],
+                       "tma_files": ["tests/kernels/test_tma_copy.py"]}]
+    work = tmp_path / "work"
+    work.mkdir()
+    cases, notes = devcheck.run_pytest_phase(suites, time.monotonic() + 120, 1, work)
+    by_name = {case["name"].split("::")[-1]: case for case in cases}
+    assert by_name["test_same"]["status"] == "pass" and by_name["test_same"]["tma"]
+    assert by_name["test_gpu_only_bug"]["status"] == "fail"
+    assert "assert 'cuda' == 'interp'" in by_name["test_gpu_only_bug"]["detail"]
+    assert by_name["test_skipped_on_gpu"]["status"] == "skip"
+    assert notes["interp"]["returncode"] == 0 and notes["cuda"]["returncode"] == 1

@@ -76,15 +76,17 @@ def bench_matmul(client, size: int = 256, tile: int = 16, repeats: int = 3) -> d
 
 def bench_expand(repeats: int = 5) -> dict:
     """Cold expansion (AST rewrite is cached per function; expand + verify per call) of each example kernel."""
+    from cubepy.cli import default_compilation_args
+
     cases = {
-        "vector_add": (vector_add.vector_add, (cp.f32, cp.f32, cp.f32), {}),
-        "block_sum": (reduce_sum.block_sum, None, {"block": 256}),
-        "matmul": (matmul_tiled.matmul, None, {"tile": 16}),
-        "softmax": (softmax.softmax_rows, None, {}),
+        "vector_add": (vector_add.vector_add, {}),
+        "block_sum": (reduce_sum.block_sum, {"block": 256}),
+        "matmul": (matmul_tiled.matmul, {"tile": 16}),
+        "softmax": (softmax.softmax_rows, {}),
     }
     out = {}
-    for name, (kernel, _, comptime) in cases.items():
-        comp = kernel.default_compilation_args(**comptime)
+    for name, (kernel, comptime) in cases.items():
+        comp = tuple(default_compilation_args(kernel, dict(comptime)))
         out[name] = {"median_s": _median_time(lambda k=kernel, c=comp: k.define(c, (256, 1, 1), True), repeats)}
     return out
 

@@ -18,9 +18,11 @@ __version__ = "0.1.0"
 
 
 def _compile_hook(definition, target):
+    from cubepy import config
     from cubepy.compiler.compiled import compile_definition
 
-    return compile_definition(definition, target)
+    return compile_definition(definition, target, dump=config.get("CUBEPY_DUMP"),
+                              dump_dir=config.get("CUBEPY_DUMP_DIR"))
 
 
 _frontend.hooks.COMPILE = _compile_hook

@@ -39,6 +39,21 @@ def _parse_value(text: str):
         return text
 
 
+def default_compilation_args(kernel, comptime: dict) -> list:
+    """Compilation args from the kernel's annotations (line size 1), comptime values from ``comptime``."""
+    out = []
+    for param in kernel.params:
+        if param.is_comptime:
+            if param.name not in comptime:
+                raise SystemExit(f"cubepy compile: kernel {kernel.name} needs --comptime {param.name}=VALUE")
+            out.append(comptime.pop(param.name))
+        else:
+            out.append(param.launch.default_compilation_arg())
+    if comptime:
+        raise SystemExit(f"cubepy compile: kernel {kernel.name} has no comptime parameter(s) {sorted(comptime)}")
+    return out
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile one kernel and print the requested stages."""
     import cubepy as cp
@@ -47,7 +62,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     comptime = dict(item.split("=", 1) for item in args.comptime)
     comptime = {k: _parse_value(v) for k, v in comptime.items()}
     dims = tuple(int(d) for d in args.cube_dim.split(","))
-    compiled = kernel.compile(cp.CubeDim(*dims), *kernel.default_compilation_args(**comptime),
+    compiled = kernel.compile(cp.CubeDim(*dims), *default_compilation_args(kernel, comptime),
                               target=args.target, unchecked=args.unchecked)
     for stage in args.emit:
         if stage == "ir":
@@ -117,8 +132,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     print(f"cubepy demo on runtime '{client.name}' (the TMA weight-gradient demo arrives with cubepy_layouts)\n")
     print("IR of vector_add (checked launch, cube_dim 256):")
-    compiled_ir = vector_add.vector_add.expand_ir(cp.CubeDim(256))
-    print(compiled_ir)
+    from cubepy.ir import format_kernel
+
+    kernel = vector_add.vector_add
+    print(format_kernel(kernel.define(tuple(default_compilation_args(kernel, {})), (256, 1, 1), True)))
     failures = 0
     for module in (vector_add, reduce_sum, matmul_tiled, softmax):
         start = time.perf_counter()

@@ -16,6 +16,12 @@
 | ``compiled`` | ``compile_definition`` and ``CompiledKernel`` |
 
 Importing this package imports neither ``llvmlite.binding`` nor ``llvmlite.ir``.
+
+Debugging the compiler: ``compile_definition(d, dump=("passes", "llvm", "ptx", "resources"))`` writes
+the IR after every pass (``00-input.ir``, ``01-checked_io.ir``, ...), the LLVM IR before and after O3
+and the PTX; diff consecutive files to find the stage that broke a kernel.  ``CompiledKernel.timings``
+splits the time per stage.  ``target.optimize_and_emit(..., isolate=False)`` runs LLVM in-process
+(for a debugger; an LLVM abort then ends the process).
 """
 
 from cubepy.compiler.abi import pack_info

@@ -2,23 +2,26 @@
 
 Stages and their timing keys: ``passes`` (verify + IR passes), ``lower`` (IR -> LLVM text),
 ``llvm_check`` (parse + verify in-process), ``llvm_opt+emit`` (libdevice link, O3 and PTX emission in
-the forked child, fork included), ``ptxas``.  ``CUBEPY_DUMP=ir,llvm,ptx`` (any subset, or ``all``)
-writes each compiled kernel to ``$CUBEPY_DUMP_DIR`` (default ``./cubepy_dump``), the IR numbered per pass.
+the forked child, fork included; ``child_*`` split the child's own work), ``ptxas``.  ``dump=`` writes
+the chosen stages of the kernel to files (``CompiledKernel.dump``).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import attrs
 
 from cubepy.compiler import ptxas as ptxas_tool
 from cubepy.compiler.passes import run_passes
-from cubepy.compiler.target import DEFAULT_ARCH, Target, check_module, optimize_and_emit, parse_target
+from cubepy.compiler.target import DEFAULT_ARCH, check_module, optimize_and_emit, parse_target
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, format_kernel, verify
+
+DUMP_STAGES = ("ir", "passes", "llvm", "ptx", "resources")
 
 
 @attrs.frozen
@@ -44,33 +47,52 @@ class CompiledKernel:
     ptxas_log: str | None = None
     ptxas_status: str | None = None
 
-    def dump(self, directory: str | os.PathLike, kinds: tuple[str, ...] = ("ir", "llvm", "ptx")) -> list[Path]:
-        """Write the chosen forms to ``directory`` (``00-input.ir``, ``NN-<pass>.ir``, ``.ll``, ``.opt.ll``, ``.ptx``, ``.cubin``)."""
-        folder = Path(directory) / self.name
-        folder.mkdir(parents=True, exist_ok=True)
+    def dump(self, directory: str | os.PathLike, stages: Collection[str] = DUMP_STAGES) -> list[Path]:
+        """Write the chosen stages to ``directory/<name>/``; returns the files written.
+
+        ``ir``: ``kernel.ir`` (the IR that was lowered); ``passes``: ``00-input.ir``, ``01-checked_io.ir``,
+        ...; ``llvm``: ``llvm.ll`` and ``llvm.opt.ll``; ``ptx``: ``kernel.ptx`` (and ``kernel.cubin``);
+        ``resources``: ``resources.txt`` (ptxas report and stage timings).  Each file is written
+        atomically, so a reader never sees half of one.
+        """
+        unknown = set(stages) - set(DUMP_STAGES)
+        if unknown:
+            raise CompileError(f"unknown dump stage(s) {sorted(unknown)}; known: {', '.join(DUMP_STAGES)}")
         files: dict[str, str | bytes] = {}
-        if "ir" in kinds:
+        if "ir" in stages:
+            files["kernel.ir"] = self.ir
+        if "passes" in stages:
             for number, (pass_name, text) in enumerate(self.pass_dumps):
                 files[f"{number:02d}-{pass_name}.ir"] = text
-        if "llvm" in kinds:
+        if "llvm" in stages:
             files["llvm.ll"], files["llvm.opt.ll"] = self.llvm, self.llvm_opt
-        if "ptx" in kinds:
+        if "ptx" in stages:
             files["kernel.ptx"] = self.ptx
             if self.cubin is not None:
                 files["kernel.cubin"] = self.cubin
+        if "resources" in stages:
+            timings = "".join(f"{stage}: {seconds * 1e3:.2f} ms\n" for stage, seconds in self.timings.items())
+            files["resources.txt"] = (f"target: {self.target}\nresources: {self.resources}\n"
+                                      f"ptxas: {self.ptxas_status}\n{self.ptxas_log or ''}\n\n{timings}")
+        folder = Path(directory) / self.name
+        folder.mkdir(parents=True, exist_ok=True)
         written = []
         for filename, content in files.items():
             path = folder / filename
-            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp = path.with_name(path.name + ".tmp")
             (tmp.write_bytes if isinstance(content, bytes) else tmp.write_text)(content)
-            os.replace(tmp, path)  # atomic: a reader never sees half a file
+            os.replace(tmp, path)
             written.append(path)
         return written
 
 
-def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH, *,
-                       assemble: bool = True) -> CompiledKernel:
-    """Compile a kernel's IR to PTX (and a cubin when ``assemble`` and ptxas is available)."""
+def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH, *, assemble: bool = True,
+                       dump: Collection[str] = (), dump_dir: str | os.PathLike = "cubepy_dump") -> CompiledKernel:
+    """Compile a kernel's IR to PTX (and a cubin when ``assemble`` and ptxas is available).
+
+    ``dump`` names stages to write under ``dump_dir`` (see ``CompiledKernel.dump``); the caller maps
+    ``CUBEPY_DUMP``/``CUBEPY_DUMP_DIR`` onto them (settings live outside the compiler's layer).
+    """
     from cubepy.compiler.lower import lower_kernel  # llvmlite.ir is imported only when compiling
 
     arch = parse_target(target)
@@ -107,25 +129,13 @@ def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH,
         timings["ptxas"] = time.perf_counter() - start
 
     compiled = CompiledKernel(
-        name=lowered.entry_name, definition=definition, ir=format_kernel(definition), llvm=llvm_text,
+        name=lowered.entry_name, definition=definition, ir=dumps[-1][1], llvm=llvm_text,
         llvm_opt=emitted.llvm_opt, ptx=emitted.ptx, cubin=cubin, resources=resources, target=arch.arch,
         timings=timings, pass_dumps=(("input", input_text), *dumps), ptxas_log=log, ptxas_status=status,
     )
-    _dump_if_requested(compiled)
+    if dump:
+        compiled.dump(dump_dir, tuple(dump))
     return compiled
 
 
-def _dump_if_requested(compiled: CompiledKernel) -> None:
-    wanted = os.environ.get("CUBEPY_DUMP", "").strip()
-    if not wanted:
-        return
-    kinds = tuple(k.strip() for k in wanted.split(",") if k.strip())
-    if "all" in kinds:
-        kinds = ("ir", "llvm", "ptx")
-    unknown = set(kinds) - {"ir", "llvm", "ptx"}
-    if unknown:
-        raise CompileError(f"CUBEPY_DUMP: unknown kinds {sorted(unknown)}; use ir, llvm, ptx or all")
-    compiled.dump(os.environ.get("CUBEPY_DUMP_DIR", "cubepy_dump"), kinds)
-
-
-__all__ = ["CompiledKernel", "Target", "compile_definition"]
+__all__ = ["DUMP_STAGES", "CompiledKernel", "compile_definition"]

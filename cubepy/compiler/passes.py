@@ -137,7 +137,8 @@ def _int_value(value: object, elem: ElemType) -> int:
 
 
 def _float_value(value: object, elem: ElemType):
-    return np.float32(value) if elem is F32 else np.float64(value)
+    with np.errstate(all="ignore"):  # an f32 literal beyond f32's range is inf, as LLVM makes it
+        return np.float32(value) if elem is F32 else np.float64(value)
 
 
 def _fold_int_binary(name: str, a: int, b: int, elem: ElemType) -> int | None:

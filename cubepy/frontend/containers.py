@@ -76,6 +76,7 @@ class BufferType:
         self.item = item
         self.elem, self.fixed_line, self.atomic = _item(item)
         self.lined = isinstance(item, LineType)
+        self._accepted: dict[tuple, BufferCompilationArg] = {}  # (dtype, line size) -> argument, for warm launches
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.item == self.item
@@ -90,18 +91,22 @@ class BufferType:
     def compilation_arg(self, arg) -> BufferCompilationArg:
         """Validate a runtime buffer argument; its element type and line size."""
         handle = getattr(arg, "handle", None)
-        if handle is None or not hasattr(arg, "line_size"):
+        line = getattr(arg, "line_size", None)
+        if handle is None or line is None:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
+        cached = self._accepted.get((handle.dtype, line))
+        if cached is not None:
+            return cached
         dtype_elem = elem_of_dtype(handle.dtype)
         if dtype_elem != self.elem.ir and not (self.elem.ir is ir.USIZE and dtype_elem is ir.U64):
             raise LaunchError(f"expected {self.elem!r} elements for {self!r}, got a buffer of dtype {handle.dtype}")
-        line = arg.line_size
         if self.fixed_line is not None and line != self.fixed_line:
             if self.lined:
                 raise LaunchError(f"{self!r} needs line_size={self.fixed_line}, got line_size={line}")
             raise LaunchError(f"{self!r} takes line_size=1, got line_size={line}; annotate "
                               f"{self.kind_name}[Line[{self.elem!r}]] to read lines")
-        return BufferCompilationArg(self.elem.name, line)
+        comp_arg = self._accepted[(handle.dtype, line)] = BufferCompilationArg(self.elem.name, line)
+        return comp_arg
 
     def register(self, arg, bindings) -> None:
         """Bind the buffer for one launch."""

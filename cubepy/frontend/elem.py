@@ -111,12 +111,19 @@ def to_elem(spec) -> ir.ElemType:
     raise TypeError(f"{spec!r} is not an element type (expected f32, u32, ...)")
 
 
+_ELEM_OF_DTYPE: dict[np.dtype, ir.ElemType | None] = {}
+
+
 def elem_of_dtype(dtype: np.dtype) -> ir.ElemType | None:
     """The IR element type of a numpy dtype, or None."""
-    try:
-        return to_elem(dtype)
-    except TypeError:
-        return None
+    found = _ELEM_OF_DTYPE.get(dtype, False)
+    if found is False:
+        try:
+            found = to_elem(dtype)
+        except TypeError:
+            found = None
+        _ELEM_OF_DTYPE[dtype] = found
+    return found
 
 
 def _limits(elem: ir.ElemType):
@@ -141,12 +148,6 @@ def literal_elem(value) -> ir.ElemType:
     if isinstance(value, (int, np.integer)):
         return ir.I32
     return ir.F32
-
-
-def is_exact_numpy(value) -> bool:
-    """Whether ``value`` is a numpy scalar whose dtype is a cubepy element type (so it keeps its type)."""
-    return isinstance(value, np.generic) and not isinstance(value, (float, int)) and \
-        elem_of_dtype(value.dtype) is not None
 
 
 def fits(value, elem: ir.ElemType) -> bool:

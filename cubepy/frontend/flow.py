@@ -20,7 +20,7 @@ import builtins
 from cubepy import ir
 from cubepy.frontend import mutability, operations, source
 from cubepy.frontend.mutability import Unbound
-from cubepy.frontend.state import require_state
+from cubepy.frontend.state import ControlEntry, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
@@ -104,9 +104,7 @@ class _NoBody:
         return False
 
 
-def _entry(kind: str, loc):
-    from cubepy.frontend.state import ControlEntry
-
+def _entry(kind: str, loc) -> ControlEntry:
     return ControlEntry(kind, None, loc)
 
 

@@ -79,8 +79,13 @@ def compile_rewritten(fn) -> tuple[types.FunctionType, ast.FunctionDef]:
     freevars = [name for name in fn.__code__.co_freevars if name != "__class__"]
     args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in (HELPERS, *freevars)], vararg=None,
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    factory = ast.FunctionDef(name="_cp_factory", args=args, body=[rewritten, ast.Return(ast.Name(fn.__name__,
-                              ast.Load()))], decorator_list=[], returns=None, type_comment=None)
+    body: list[ast.stmt] = [rewritten, ast.Return(ast.Name(fn.__name__, ast.Load()))]
+    if fn.__name__ not in freevars:
+        # The def binds the function's name in the factory; keep the body's own references to that
+        # name global (as in the original), so recursion through the module-level cube function works.
+        body.insert(0, ast.Global(names=[fn.__name__]))
+    factory = ast.FunctionDef(name="_cp_factory", args=args, body=body, decorator_list=[], returns=None,
+                              type_comment=None)
     if "type_params" in ast.FunctionDef._fields:
         factory.type_params = []
     top: ast.stmt = factory
@@ -124,6 +129,10 @@ class CubeFunction:
     """A ``@cube`` function: expanded inline wherever a kernel or cube function calls it."""
 
     def __init__(self, fn) -> None:
+        # `@cube` above `@staticmethod`: an associated function without receiver (CubeCL's `Foo::new`).
+        self.static = isinstance(fn, staticmethod)
+        if self.static:
+            fn = fn.__func__
         if not isinstance(fn, types.FunctionType):
             raise CubeError(f"@cube expects a function, got {type(fn).__name__}")
         self.fn = fn
@@ -181,7 +190,7 @@ class CubeFunction:
         return self.invoke(state, args, kwargs)
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
+        if obj is None or self.static:
             return self
         return BoundCubeFunction(self, obj)
 

@@ -19,6 +19,8 @@ import inspect
 import types
 import uuid
 
+import numpy as np
+
 from cubepy.frontend.function import BoundCubeFunction, CubeFunction
 
 _PROCESS_TOKEN = uuid.uuid4().hex
@@ -128,6 +130,10 @@ class _Hasher:
                 self.function(value)
         elif isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
             self.update("builtin", getattr(value, "__qualname__", repr(value)))
+        elif isinstance(value, np.ndarray):  # repr abbreviates large arrays: hash the contents
+            self.update("ndarray", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value)).hexdigest())
+        elif isinstance(value, np.generic):
+            self.update("numpy", value.dtype.str, repr(value.item()))
         elif isinstance(value, _PLAIN):
             self.update(type(value).__qualname__, repr(value))
         elif isinstance(value, (tuple, list, frozenset, set)):

@@ -126,7 +126,11 @@ class Kernel(CubeFunction):
         if len(args) != len(params):
             names = ", ".join(p.name for p in params)
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments ({names}), got {len(args)}")
-        return tuple(_one_comp_arg(self, param, arg) for param, arg in zip(params, args))
+        try:
+            return tuple([param.launch.compilation_arg(arg) for param, arg in zip(params, args)])
+        except LaunchError:
+            pass
+        return tuple([_one_comp_arg(self, param, arg) for param, arg in zip(params, args)])
 
     def register(self, args: tuple, bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""
@@ -144,6 +148,10 @@ class Kernel(CubeFunction):
             ir.verify(definition)
         except CubeError as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
+        except Exception as exc:  # a bug in the user's comptime Python: keep it, say where it happened
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"(raised while expanding kernel {self.qualname})")
+            raise
         return definition
 
     def launch(self, client, cube_count, cube_dim, *args):

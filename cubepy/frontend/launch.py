@@ -40,12 +40,19 @@ class ScalarLaunch:
     def __init__(self, scalar: ScalarType) -> None:
         self.scalar = scalar
         self._comp_arg = ScalarCompilationArg(scalar.name)
+        self._low, self._high = (scalar.min_value(), scalar.max_value()) if scalar.ir.is_int else (0, -1)
 
     def __repr__(self) -> str:
         return repr(self.scalar)
 
     def _value(self, arg):
         elem = self.scalar.ir
+        kind = type(arg)
+        # Fast paths for warm launches: a Python float for a float parameter, an in-range int.
+        if kind is float and elem.is_float:
+            return arg
+        if kind is int and elem.is_int and self._low <= arg <= self._high:
+            return arg
         if hasattr(arg, "value") and hasattr(arg, "elem") and not isinstance(arg, np.generic):
             try:
                 given = elems.to_elem(arg.elem)
@@ -66,8 +73,7 @@ class ScalarLaunch:
             if isinstance(arg, (float, np.floating, bool, np.bool_)):
                 raise LaunchError(f"expected an integer for {elem.name}, got {arg!r}")
             if not elems.fits(int(arg), elem):
-                low, high = self.scalar.min_value(), self.scalar.max_value()
-                raise LaunchError(f"{arg!r} is out of range for {elem.name} ({low}..{high})")
+                raise LaunchError(f"{arg!r} is out of range for {elem.name} ({self._low}..{self._high})")
         elif isinstance(arg, (bool, np.bool_)):
             raise LaunchError(f"expected a number for {elem.name}, got {arg!r}")
         return arg

@@ -98,14 +98,19 @@ def rebuild(value, updates: dict[str, object]):
     return type(value)._cp_from_fields(fields)
 
 
+def _is_leaf(value) -> bool:
+    return isinstance(value, ExpandBase) or operations.is_number(value)
+
+
 def can_be_mutable(value) -> bool:
-    """Whether ``value`` can become a mutable local (numbers, runtime values, tuples, cube types)."""
-    if isinstance(value, (ExpandBase,)) or operations.is_number(value):
+    """Whether ``value`` can become a mutable local: a number or runtime value, or a tuple or cube type
+    holding at least one (its other parts, such as buffers, stay fixed and may not be rebound)."""
+    if _is_leaf(value):
         return True
     if isinstance(value, tuple):
-        return all(can_be_mutable(v) for v in value)
+        return any(can_be_mutable(v) for v in value)
     if is_composite(value):
-        return all(can_be_mutable(getattr(value, n)) for n, comptime in composite_fields(value) if not comptime)
+        return any(can_be_mutable(getattr(value, n)) for n, comptime in composite_fields(value) if not comptime)
     return False
 
 
@@ -144,7 +149,7 @@ def _into_mut(value, muts: FrameVars | None):
         init = operations.literal(number, elem)
         result = ExpandElement(scope.create_local_mut(init.type, init.var), require_state(), weak=weak)
     elif isinstance(value, tuple) and can_be_mutable(value):
-        result = tuple(_into_mut(v, muts) for v in value)
+        result = tuple(_into_mut(v, muts) for v in value)  # fixed parts come back unchanged
     elif is_composite(value) and can_be_mutable(value):
         result = rebuild(value, {n: _into_mut(getattr(value, n), muts)
                                  for n, comptime in composite_fields(value) if not comptime})
@@ -167,7 +172,9 @@ def _zero_like(value):
     if is_composite(value):
         return rebuild(value, {n: _zero_like(getattr(value, n)) for n, comptime in composite_fields(value)
                                if not comptime})
-    return type(value)(0)
+    if operations.is_number(value):
+        return type(value)(0)
+    return value  # a fixed part (a buffer): kept as it is
 
 
 def declare_like(value, muts: FrameVars | None, scope):
@@ -199,8 +206,9 @@ def assign_into(target, value, what: str = "assignment") -> None:
                                 f"{getattr(value, name)!r}); a comptime field cannot change at runtime")
             else:
                 assign_into(getattr(target, name), getattr(value, name), what)
-    else:
-        source.fail(f"{what}: {_describe(target)} cannot be assigned at runtime")
+    elif value is not target:
+        source.fail(f"{what}: {_describe(target)} cannot be rebound under a runtime condition (only numbers, "
+                    f"runtime values and tuples or cube types of them can); got {_describe(value)}")
 
 
 def _describe(value) -> str:

@@ -123,16 +123,32 @@ def cast(value, elem: ir.ElemType, line: int | None = None):
         number = value.item() if hasattr(value, "item") else value
         if elem.is_int and isinstance(number, int) and not elems.fits(number, elem):
             source.fail(f"{number!r} is not representable in {elem.name}")
-        return element(ir.constant(elems.cast_literal(number, elem), Type(elem, line or 1)))
+        if _folds(number, elem):
+            return element(ir.constant(elems.cast_literal(number, elem), Type(elem, line or 1)))
+        value = literal(number, elems.literal_elem(number))
     source_value = as_element(value, "cast operand")
     target = Type(elem, line or source_value.type.line)
     if line is not None and source_value.type.line not in (1, line):
         source.fail(f"cannot cast a line of {source_value.type.line} lanes to a line of {line}")
     if source_value.type == target:
         return source_value
-    if source_value.var.kind is VarKind.CONSTANT:
+    if source_value.var.kind is VarKind.CONSTANT and _folds(source_value.var.value, elem):
         return element(ir.constant(elems.cast_literal(source_value.var.value, elem), target))
     return emit(irops.Cast(source_value.var), target)
+
+
+def _folds(value, elem: ir.ElemType) -> bool:
+    """Whether casting the literal ``value`` to ``elem`` can be done here with the back ends' result.
+
+    Integer wrapping and in-range float truncation agree everywhere; a float outside the integer range
+    (or NaN) is left to the back end's cast, whose saturation numpy does not reproduce.
+    """
+    if not elem.is_int or not isinstance(value, float):
+        return True
+    if not math.isfinite(value):
+        return False
+    low, high = elems.SCALAR_TYPES[elem.name].min_value(), elems.SCALAR_TYPES[elem.name].max_value()
+    return low <= math.trunc(value) <= high
 
 
 def broadcast(value, size: int | None):

@@ -229,7 +229,10 @@ def _located(nodes, ref: ast.AST):
         for node in ast.walk(root):
             if "lineno" in node._attributes and not hasattr(node, "lineno"):
                 node.lineno, node.col_offset, node.end_lineno = lineno, col, lineno
-                node.end_col_offset = end_col if end_col is not None else col + 1 + len(getattr(node, "attr", ""))
+                if isinstance(node, ast.Attribute):  # a helper call: report it at the construct's start
+                    node.end_col_offset = col + len(node.attr)
+                else:
+                    node.end_col_offset = end_col if end_col is not None else col + 1
     return nodes
 
 
@@ -412,7 +415,7 @@ class FunctionRewriter:
             temp = self.fresh()
             star = _const(stars[0] if stars else None)
             out: list[ast.stmt] = [ast.Assign(targets=[_name(temp, True)],
-                                              value=_helper("unpack", value, _const(len(target.elts)), star))]
+                                              value=_helper("unpack", _name(FRAME), value, _const(len(target.elts)), star))]
             for i, elt in enumerate(target.elts):
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 item = ast.Subscript(value=_name(temp), slice=_const(i), ctx=ast.Load())

@@ -67,11 +67,25 @@ def setattr_(muts: FrameVars | None, obj, name: str, value) -> None:
     if isinstance(current, ExpandBase) and operations.as_element(current).is_mutable and muts is None:
         mutability.assign_into(current, value, f"assignment to field '{name}'")
         return
+    if _under_runtime_control():
+        source.fail(f"field '{name}' of {type(obj).__name__} is assigned under a runtime condition, but the "
+                    "object is not a mutable variable; assign the object to a local before the branch (its "
+                    "numeric fields then become mutable)")
     value = mutability.snapshot(value, muts)
     if mutability.is_composite(obj):
         object.__setattr__(obj, name, value)
     else:
         setattr(obj, name, value)
+
+
+def _under_runtime_control() -> bool:
+    """Whether the current cube function is inside a runtime branch or loop."""
+    for entry in reversed(require_state().control):
+        if entry.kind in ("arm", "loop"):
+            return True
+        if entry.kind in ("function", "kernel"):
+            return False
+    return False
 
 
 def aug_setattr(muts: FrameVars | None, obj, name: str, op: str, value) -> None:
@@ -86,12 +100,16 @@ def iop(op: str, left, right):
     return getattr(operator, op)(left, right)
 
 
-def unpack(value, count: int, star: int | None = None) -> list:
-    """Values for ``a, b = value`` (``star`` is the index of a starred target)."""
+def unpack(muts: FrameVars | None, value, count: int, star: int | None = None) -> list:
+    """Values for ``a, b = value`` (``star`` is the index of a starred target).
+
+    Owned mutables among the values are copied first: Python evaluates the right side before any
+    target is bound, so ``a, b = b, a`` must not read ``a`` after assigning it.
+    """
     check_bound(value)
     if isinstance(value, ExpandBase):
         source.fail("cannot unpack a runtime value; index a line with line[i] or return a tuple")
-    items = list(value)
+    items = [mutability.snapshot(item, muts) for item in value]
     if star is None:
         if len(items) != count:
             source.fail(f"cannot unpack {len(items)} values into {count} names")

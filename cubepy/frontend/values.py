@@ -42,6 +42,7 @@ def _unary(op: str):
         return operations.unary(op, self)
 
     method.__name__ = op
+    method.__doc__ = f"``{op}`` of this value, lane by lane."
     return method
 
 

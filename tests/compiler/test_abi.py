@@ -106,3 +106,22 @@ def test_entry_parameters_follow_the_abi():
                       'ptr addrspace(1) %"t", ptr addrspace(1) %"info"')
     assert ".param .align 64 .b8 abi_kernel_param_3[128]" in compiled.ptx
     assert compiled.ptx.count(".param .u64 .ptr .global") == 3
+
+
+def test_scalar_parameter_space_layout():
+    """What the CUDA runtime's parameter packing relies on: a line is a vector padded to a power of two."""
+    from cubepy.ir import BF16, F16, U8
+
+    kb = KernelBuilder("params")
+    out = kb.array(T(F32), "out")
+    scalars = [kb.scalar(ty) for ty in (T(F32, 3), T(U8, 3), T(BOOL), T(F16), T(I64), T(BF16, 2))]
+    total = lit(0.0, F32)
+    for var in scalars:
+        first = kb.emit(ops.ExtractLane(var, lit(0, U32)), T(var.elem)) if var.type.is_line else var
+        total = kb.binary("add", total, kb.cast(first, T(F32)))
+    kb.store(out, builtin("absolute_pos"), total)
+    ptx = compile_definition(kb.build(), assemble=False).ptx
+    declared = re.findall(r"\.param (.*?) params_param_(\d+)(\[\d+\])?", ptx)
+    assert [(spec, size) for spec, _, size in declared] == [
+        (".u64 .ptr .global .align 1", ""), (".align 16 .b8", "[16]"), (".align 4 .b8", "[4]"), (".u8", ""),
+        (".align 2 .b8", "[2]"), (".u64", ""), (".align 4 .b8", "[4]"), (".u64 .ptr .global .align 1", "")]

@@ -65,23 +65,21 @@ def test_vector_add_resources():
     assert resources.registers <= 32 and resources.shared_bytes == 0 and resources.barriers == 0
 
 
-def test_dump_environment_writes_numbered_files(monkeypatch, tmp_path):
-    monkeypatch.setenv("CUBEPY_DUMP", "ir,llvm,ptx")
-    monkeypatch.setenv("CUBEPY_DUMP_DIR", str(tmp_path))
-    compile_checked(vector_add(F32))
+def test_dump_writes_every_stage(tmp_path):
+    compiled = compile_checked(vector_add(F32))
+    compile_definition(vector_add(F32), dump=("ir", "passes", "llvm", "ptx", "resources"), dump_dir=tmp_path)
     names = sorted(p.name for p in (tmp_path / "vector_add").iterdir())
     assert names[:4] == ["00-input.ir", "01-checked_io.ir", "02-fold_constants.ir", "03-dead_code.ir"]
-    assert {"llvm.ll", "llvm.opt.ll", "kernel.ptx"} <= set(names)
+    assert {"kernel.ir", "llvm.ll", "llvm.opt.ll", "kernel.ptx", "resources.txt"} <= set(names)
     assert not any(name.endswith(".tmp") for name in names)
+    assert (tmp_path / "vector_add" / "kernel.ptx").read_text() == compiled.ptx
 
 
-def test_dump_rejects_unknown_kinds(monkeypatch, tmp_path):
+def test_dump_rejects_unknown_stages(tmp_path):
     from cubepy.errors import CompileError
 
-    monkeypatch.setenv("CUBEPY_DUMP", "ir,sass")
-    monkeypatch.setenv("CUBEPY_DUMP_DIR", str(tmp_path))
     with pytest.raises(CompileError, match="sass"):
-        compile_definition(vector_add(F32), assemble=False)
+        compile_definition(vector_add(F32), assemble=False, dump=("ir", "sass"), dump_dir=tmp_path)
 
 
 def test_kernel_names_become_valid_ptx_identifiers():

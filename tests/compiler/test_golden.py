@@ -195,3 +195,4 @@ def test_golden_is_valid_llvm_and_valid_ptx(name):
     if ptxas.available():
         cubin, resources = ptxas.assemble(ptx, "sm_90a", name)
         assert cubin[:4] == b"\x7fELF" and resources.spill_store_bytes == 0
+        assert resources.stack_bytes == 0, "mutable locals and loop counters live in registers"

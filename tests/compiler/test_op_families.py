@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cubepy.ir import ALL_ELEM_TYPES, BOOL, U32, ElemType, builtin, ops
+from cubepy.ir import ALL_ELEM_TYPES, BF16, BOOL, F16, U32, ElemType, builtin, ops
 from cubepy.ir.ops import arith, branch
 from cubepy.ir.scope import Scope
 
@@ -250,3 +250,16 @@ def test_plane_elect_per_architecture(arch, instruction):
     assert instruction in ptx
     if arch == "sm_80":
         assert "elect.sync" not in ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80"])
+@pytest.mark.parametrize("elem", [F16, BF16], ids=["f16", "bf16"])
+def test_half_types_on_older_architectures(arch, elem, monkeypatch):
+    """Before sm_90 LLVM legalizes bf16 (and some f16) arithmetic and atomics differently; ptxas accepts it."""
+    from . import conftest
+    from . import test_op_families as families
+
+    monkeypatch.setattr(families, "compile_checked", lambda definition: conftest.compile_checked(definition, arch))
+    families.test_binary_and_compare_family(elem, 2)
+    families.test_atomic_family(elem, "global")
+    families.test_plane_family(elem, 2)

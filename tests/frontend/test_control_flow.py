@@ -407,3 +407,29 @@ def nested_def(x: u32):
 
 def test_nested_functions_are_rewritten_too():
     assert ops(nested_def, u32) == ["add"]
+
+
+@cube
+def swap_in_loop(a: u32, b: u32, n: u32):
+    for _ in range(n):
+        a, b = b, a
+    return a, b
+
+
+def test_tuple_assignment_reads_every_value_before_binding():
+    expansion = testing.expand(swap_in_loop, u32, u32, u32)
+    body = expansion.instructions[3:]
+    # both old values are copied before either mutable is written
+    assert [inst.op for inst in body] == ["assign"] * 4
+    assert body[0].out.kind is VarKind.CONST and body[1].out.kind is VarKind.CONST
+
+
+@cube
+def recursive(x, n):
+    if n == 0:
+        return x
+    return recursive(x * 2, n - 1)
+
+
+def test_comptime_recursion_unrolls():
+    assert ops(recursive, u32, n=3) == ["mul"] * 3

@@ -172,3 +172,38 @@ def test_methods_on_plain_classes_and_name_mangling():
         return Plain(2.0).public(x)
 
     assert testing.expand(run, f32).ops == ["add", "mul", "add"]
+
+
+class WithStatic:
+    @cube
+    @staticmethod
+    def make(x):
+        return x * 2
+
+    @cube
+    def use(self, x):
+        return WithStatic.make(x) + self.make(x)
+
+
+def test_static_cube_functions():
+    assert callable(getattr(WithStatic, "__expand_make"))  # no receiver: __expand_make(scope, *args)
+
+    @cube
+    def run(x: u32):
+        return WithStatic().use(x)
+
+    assert testing.expand(run, u32).ops == ["mul", "mul", "add"]
+
+
+@cube
+def mutate_nested_field(pair: Pair, n: u32):
+    for i in range(n):
+        pair.layout.stride += i
+    pair.data[0] = f32(pair.layout.stride)
+
+
+def test_structs_with_buffers_promote_their_numeric_fields():
+    expansion = testing.expand(mutate_nested_field, Pair, u32)
+    cast = [inst for inst in expansion.instructions if inst.op == "cast"][-1]
+    assert cast.operation.input.kind is VarKind.MUT
+    assert expansion.ops[-1] == "index_assign"

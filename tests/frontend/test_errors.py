@@ -384,3 +384,18 @@ def test_kernel_called_from_python():
 def test_builtin_used_outside_a_kernel():
     with pytest.raises(CubeError, match="inside a cube function"):
         cp.ABSOLUTE_POS + 1  # noqa: B018
+
+
+class Config:
+    def __init__(self):
+        self.count = 0
+
+
+@cube
+def comptime_object_field(x: u32, config):
+    if x > 1:
+        config.count = 1  # <-
+
+
+def test_field_of_a_comptime_object_under_runtime_condition():
+    expect_error(comptime_object_field, u32, config=Config(), match="field 'count' of Config")

@@ -210,3 +210,68 @@ def make_scale_kernel():
         out[0] = out[0] * SCALE
 
     return scale
+
+
+# -- tensor maps and derived parameters --------------------------------------------------------------
+@cube(launch=True)
+def with_tensor_map(tmap: cp.TensorMap[f32], out: Array[f32], n: Comptime):
+    out[0] = n
+
+
+class FakeTensorMapArg:
+    def __init__(self, dtype_name):
+        self.dtype_name = dtype_name
+
+    def compilation_arg(self):
+        return _Key(self.dtype_name)
+
+
+class _Key:
+    def __init__(self, dtype_name):
+        self.dtype_name, self.rank, self.mode = dtype_name, 2, "tiled"
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and other.dtype_name == self.dtype_name
+
+    def __hash__(self):
+        return hash(self.dtype_name)
+
+
+def test_tensor_map_parameters():
+    comp = with_tensor_map.compilation_args((FakeTensorMapArg("f32"), ArrayArg(handle()), 7))
+    definition = with_tensor_map.define(comp, (1, 1, 1), True)
+    tmap, out = definition.params
+    assert (tmap.role, tmap.var.kind, tmap.slot) == ("tensor_map", ir.VarKind.TENSOR_MAP, 0)
+    assert (out.role, out.slot) == ("array", 0)
+    with pytest.raises(LaunchError, match="tensor map of f32"):
+        with_tensor_map.compilation_args((FakeTensorMapArg("f16"), ArrayArg(handle()), 7))
+    bindings = Bindings()
+    arg = FakeTensorMapArg("f32")
+    with_tensor_map.register((arg, ArrayArg(handle()), 7), bindings)
+    assert bindings.tensor_maps == [arg] and len(bindings.buffers) == 1
+
+
+@cp.derive(cp.CubeType, cp.CubeLaunch)
+class Window:
+    start: u32
+    data: Array[f32]
+    width: Comptime[int]
+
+
+@cube(launch=True)
+def windowed(window: Window, out: Array[f32]):
+    for k in cp.unroll(range(window.width)):
+        out[k] = window.data[window.start + k]
+
+
+def test_derived_parameters_register_and_expand_field_by_field():
+    launch = Window.Launch(3, ArrayArg(handle()), 2)
+    comp = windowed.compilation_args((launch, ArrayArg(handle())))
+    assert comp[0] == Window.CompilationArg(cp.ScalarCompilationArg("u32"), cp.BufferCompilationArg("f32", 1), 2)
+    definition = windowed.define(comp, (1, 1, 1), False)
+    assert [(p.name, p.role, p.slot) for p in definition.params] == [
+        ("window.start", "scalar", 0), ("window.data", "array", 0), ("out", "array", 1)]
+    bindings = Bindings()
+    windowed.register((launch, ArrayArg(handle())), bindings)
+    assert [int(s) for s in bindings.scalars] == [3] and len(bindings.buffers) == 2
+    assert [inst.op for inst in ir.walk(definition.body)].count("index_assign") == 2

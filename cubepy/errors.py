@@ -31,7 +31,8 @@ class ExpandError(CubeError):
         where = f"{self.filename}:{self.lineno}" + (f":{self.col + 1}" if self.col is not None else "")
         text = f"{where}: {self.message}"
         if self.source_line:
-            text += f"\n    {self.source_line.rstrip()}"
+            # The line is shown without its indentation, so the caret moves left by that much too.
+            text += f"\n    {self.source_line.strip()}"
             if self.col is not None:
                 stripped = len(self.source_line) - len(self.source_line.lstrip())
                 text += "\n    " + " " * max(self.col - stripped, 0) + "^"

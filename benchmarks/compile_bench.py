@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cubepy.cli import default_compilation_args  # noqa: E402
 from cubepy.compiler.compiled import compile_definition  # noqa: E402
-from examples import matmul_tiled, softmax, vector_add  # noqa: E402
+from examples import matmul_tiled, reduce_sum, softmax, vector_add  # noqa: E402
 
 TARGET = "sm_90a"
 KERNELS = ("vector_add", "matmul", "softmax")
@@ -35,7 +35,22 @@ CUBEPY_CASES = {
     "vector_add": (vector_add.vector_add, {}, (256, 1, 1)),
     "matmul": (matmul_tiled.matmul, {"tile": 16}, (16, 16, 1)),
     "softmax": (softmax.softmax_rows, {}, (32, 1, 1)),
+    "plane_sum": (reduce_sum.plane_sum_kernel, {}, (256, 1, 1)),
 }
+
+
+def cubepy_cases() -> dict:
+    """Every cubepy compile case: the three above, the plane reduction and, when it exists, the TMA example."""
+    cases = dict(CUBEPY_CASES)
+    try:
+        from examples import tma_roundtrip
+    except ImportError:
+        return cases
+    kernel = next((v for v in vars(tma_roundtrip).values() if type(v).__name__ == "Kernel"), None)
+    if kernel is not None:
+        comptime = {"rows": getattr(tma_roundtrip, "ROWS", 16), "cols": getattr(tma_roundtrip, "COLS", 32)}
+        cases["tma_roundtrip"] = (kernel, comptime, (128, 1, 1))
+    return cases
 
 
 # ----------------------------------------------------------------------------------------------- cubepy
@@ -43,7 +58,7 @@ CUBEPY_CASES = {
 
 def _cubepy_sample(name: str) -> dict:
     """One cold compile: a fresh definition, then the full pipeline to a cubin. Seconds per stage."""
-    kernel, comptime, cube_dim = CUBEPY_CASES[name]
+    kernel, comptime, cube_dim = cubepy_cases()[name]
     comp = tuple(default_compilation_args(kernel, dict(comptime)))
     start = time.perf_counter()
     definition = kernel.define(comp, cube_dim, True)
@@ -138,7 +153,26 @@ def _triton_kernels():
         output_row_start_ptr = output_ptr + row_idx * output_row_stride
         tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)
 
-    return {"vector_add": add_kernel, "matmul": matmul_kernel, "softmax": softmax_kernel}
+    @triton.jit
+    def plane_sum_kernel(data_ptr, partial_ptr, n, BLOCK: tl.constexpr, PLANE: tl.constexpr):  # noqa: N803
+        pid = tl.program_id(0)
+        offsets = pid * BLOCK + tl.arange(0, BLOCK)
+        values = tl.load(data_ptr + offsets, mask=offsets < n, other=0.0)
+        sums = tl.sum(tl.reshape(values, (BLOCK // PLANE, PLANE)), axis=1)
+        tl.store(partial_ptr + pid * (BLOCK // PLANE) + tl.arange(0, BLOCK // PLANE), sums)
+
+    @triton.jit
+    def tma_roundtrip_kernel(src_ptr, dst_ptr, M, N, scale, ROWS: tl.constexpr, COLS: tl.constexpr):  # noqa: N803
+        # Device-side tensor descriptors (TMA on sm_90): load a tile, dst = scale * src + 1, store it.
+        src = tl.make_tensor_descriptor(src_ptr, shape=[M, N], strides=[N, 1], block_shape=[ROWS, COLS])
+        dst = tl.make_tensor_descriptor(dst_ptr, shape=[M, N], strides=[N, 1], block_shape=[ROWS, COLS])
+        y = tl.program_id(1) * ROWS
+        x = tl.program_id(0) * COLS
+        tile = src.load([y, x])
+        dst.store([y, x], tile * scale + 1.0)
+
+    return {"vector_add": add_kernel, "matmul": matmul_kernel, "softmax": softmax_kernel,
+            "plane_sum": plane_sum_kernel, "tma_roundtrip": tma_roundtrip_kernel}
 
 
 def _triton_specs(kernels: dict, matmul_dtype: str) -> dict:
@@ -165,6 +199,14 @@ def _triton_specs(kernels: dict, matmul_dtype: str) -> dict:
                     {"output_ptr": "*fp32", "input_ptr": "*fp32", "input_row_stride": "i32",
                      "output_row_stride": "i32", "n_cols": "i32", "BLOCK_SIZE": "constexpr"},
                     {"BLOCK_SIZE": block}, (0, 1, 2, 3, 4), {"num_warps": 4}),
+        "plane_sum": (kernels["plane_sum"],
+                      {"data_ptr": "*fp32", "partial_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr",
+                       "PLANE": "constexpr"},
+                      {"BLOCK": 256, "PLANE": 32}, (0, 1, 2), {"num_warps": 8}),
+        "tma_roundtrip": (kernels["tma_roundtrip"],
+                          {"src_ptr": "*fp32", "dst_ptr": "*fp32", "M": "i32", "N": "i32", "scale": "fp32",
+                           "ROWS": "constexpr", "COLS": "constexpr"},
+                          {"ROWS": 16, "COLS": 32}, (0, 1, 3), {"num_warps": 4}),
     }
 
 
@@ -279,3 +321,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# Public names for ``python -m benchmarks`` (which runs each sample in a fresh process).
+cubepy_sample = _cubepy_sample
+triton_kernels = _triton_kernels
+triton_specs = _triton_specs
+triton_sample = _triton_sample

@@ -74,6 +74,43 @@ def bench_matmul(client, size: int = 256, tile: int = 16, repeats: int = 3) -> d
     return stats
 
 
+def launchers(client, small: bool = False) -> dict:
+    """Per case, a callable launching it on ``client`` (the section's sizes, or small ones for the disk-cache test).
+
+    The sizes are those of ``benchmarks.peers`` (the peers run the same cases).
+    """
+    from benchmarks import peers
+
+    n = 4096 if small else peers.VECTOR_N
+    rows, cols = (8, 64) if small else (peers.SOFTMAX_ROWS, peers.SOFTMAX_COLS)
+    size, tile = (32 if small else peers.MATMUL_N), peers.MATMUL_TILE
+    rng = np.random.default_rng(0)
+    x, y, out = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty((n,), np.float32)
+    sx = client.create(rng.standard_normal((rows, cols)).astype(np.float32))
+    so = client.empty((rows, cols), np.float32)
+    ha = client.create(rng.standard_normal((size, size)).astype(np.float32))
+    hb = client.create(rng.standard_normal((size, size)).astype(np.float32))
+    hc = client.zeros((size, size), np.float32)
+    planes = client.zeros((n // 32,), np.float32)
+    return {
+        "vector_add": lambda: vector_add.vector_add.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256),
+                                                           cp.ArrayArg(x), cp.ArrayArg(y), cp.ArrayArg(out)),
+        "softmax_rows": lambda: softmax.softmax_rows.launch(client, cp.CubeCount(rows), cp.CubeDim(32),
+                                                            cp.TensorArg(sx), cp.TensorArg(so)),
+        "matmul": lambda: matmul_tiled.matmul.launch(client, cp.CubeCount(size // tile, size // tile),
+                                                     cp.CubeDim(tile, tile), cp.TensorArg(ha), cp.TensorArg(hb),
+                                                     cp.TensorArg(hc), tile),
+        "plane_sum": lambda: reduce_sum.plane_sum_kernel.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256),
+                                                                cp.ArrayArg(x), cp.ArrayArg(planes)),
+    }
+
+
+def bench_cases(client, repeats: int = 5) -> dict:
+    """Median launch time and lane-instruction rate of vector add 2^20, row softmax and the 256^3 matmul."""
+    launch = launchers(client)
+    return {name: _launch_stats(client, launch[name], repeats) for name in ("vector_add", "softmax_rows", "matmul")}
+
+
 def bench_expand(repeats: int = 5) -> dict:
     """Cold expansion (AST rewrite is cached per function; expand + verify per call) of each example kernel."""
     from cubepy.cli import default_compilation_args

@@ -331,7 +331,8 @@ def _safe_name(name: str) -> str:
 def lower_kernel(definition: KernelDefinition, sm: int = 90) -> LoweredModule:
     """Lower a verified kernel to an LLVM module for ``sm_<sm>``."""
     # Importing the family modules registers their lowerings.
-    from cubepy.compiler import lower_arith, lower_control, lower_memory, lower_sync  # noqa: F401
+    import cubepy.compiler.lower_cmma  # noqa: F401  (tensor cores)
+    from cubepy.compiler import lower_arith, lower_control, lower_memory, lower_sync, lower_tma  # noqa: F401
 
     return KernelLowering(definition, sm).lower()
 

@@ -10,6 +10,7 @@
 | ``values``, ``operations`` | ``ExpandElement`` and the typed construction of instructions |
 | ``elem`` | element types (``f32``...), ``Line``, ``Comptime``, literals |
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
+| ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
 | ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
 | ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
@@ -17,7 +18,8 @@
 Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 """
 
-from cubepy.frontend import hooks, testing
+from cubepy.frontend import cmma, hooks, testing
+from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
     ABSOLUTE_POS_X,
@@ -133,7 +135,18 @@ from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
-from cubepy.frontend.tma import TensorMap, TensorMapExpand
+from cubepy.frontend.tma import (
+    TensorMap,
+    TensorMapExpand,
+    tma_group_commit,
+    tma_group_wait,
+    tma_group_wait_read,
+    tma_store_1d,
+    tma_store_2d,
+    tma_store_3d,
+    tma_store_4d,
+    tma_store_5d,
+)
 from cubepy.frontend.values import ExpandElement
 
 __all__ = [
@@ -155,6 +168,11 @@ __all__ = [
     "plane_sum", "plane_prod", "plane_min", "plane_max", "plane_inclusive_sum", "plane_exclusive_sum",
     "plane_inclusive_prod", "plane_exclusive_prod", "plane_all", "plane_any", "plane_ballot", "plane_elect",
     "plane_broadcast", "plane_shuffle", "plane_shuffle_xor", "plane_shuffle_up", "plane_shuffle_down",
+    # TMA and asynchronous barriers
+    "Barrier", "BarrierExpand", "tma_store_1d", "tma_store_2d", "tma_store_3d", "tma_store_4d", "tma_store_5d",
+    "tma_group_commit", "tma_group_wait", "tma_group_wait_read",
+    # tensor cores (cooperative matrices)
+    "cmma",
     # math and markers
     "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "powf", "floor", "ceil",
     "round", "trunc", "recip", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",

@@ -58,7 +58,7 @@ def _item(item) -> tuple[ScalarType, int | None, bool]:
     return scalar_type(to_elem(item)), 1, False
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
 class BufferCompilationArg:
     """The compile-relevant part of a buffer argument: element type and line size."""
 

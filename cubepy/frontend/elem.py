@@ -8,8 +8,8 @@ scalar constructor (``f32(1.5)`` is ``np.float32(1.5)``).
 from __future__ import annotations
 
 import math
+import sys
 
-import ml_dtypes
 import numpy as np
 
 from cubepy import ir
@@ -69,13 +69,39 @@ class ScalarType:
         return (_scalar_by_name, (self.ir.name,))
 
 
-_DTYPES = {
-    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+class _Dtypes(dict):
+    """Element name -> numpy type; bf16 (``ml_dtypes``, ~1 s to import) is loaded on first use only."""
+
+    def __missing__(self, name: str):
+        if name != "bf16":
+            raise KeyError(name)
+        import ml_dtypes
+
+        self[name] = ml_dtypes.bfloat16
+        return ml_dtypes.bfloat16
+
+
+class _LazyScalarType(ScalarType):
+    """bf16: ``.numpy`` resolves ``ml_dtypes.bfloat16`` when first asked, so ``import cubepy`` stays fast."""
+
+    __slots__ = ()
+
+    def __init__(self, elem: ir.ElemType) -> None:
+        self.ir = elem
+
+    @property
+    def numpy(self) -> np.dtype:  # type: ignore[override]
+        return np.dtype(_DTYPES[self.ir.name])
+
+
+_DTYPES = _Dtypes({
+    "f16": np.float16, "f32": np.float32, "f64": np.float64,
     "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
     "bool": np.bool_, "usize": np.uint64,
-}
-SCALAR_TYPES: dict[str, ScalarType] = {e.name: ScalarType(e, _DTYPES[e.name]) for e in ir.ALL_ELEM_TYPES}
+})
+SCALAR_TYPES: dict[str, ScalarType] = {
+    e.name: _LazyScalarType(e) if e is ir.BF16 else ScalarType(e, _DTYPES[e.name]) for e in ir.ALL_ELEM_TYPES}
 
 f16, bf16, f32, f64 = (SCALAR_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
 i8, i16, i32, i64 = (SCALAR_TYPES[n] for n in ("i8", "i16", "i32", "i64"))
@@ -106,6 +132,8 @@ def to_elem(spec) -> ir.ElemType:
         dtype = None
     if dtype is not None:
         for elem in ir.ALL_ELEM_TYPES:
+            if elem is ir.BF16 and "ml_dtypes" not in sys.modules:
+                continue  # a bfloat16 dtype exists only once ml_dtypes is imported
             if elem is not ir.USIZE and np.dtype(_DTYPES[elem.name]) == dtype:
                 return elem
     raise TypeError(f"{spec!r} is not an element type (expected f32, u32, ...)")
@@ -131,7 +159,7 @@ def _limits(elem: ir.ElemType):
         return (False, True)
     dtype = np.dtype(_DTYPES[elem.name])
     if elem.is_float:
-        info = ml_dtypes.finfo(dtype) if elem is ir.BF16 else np.finfo(dtype)
+        info = sys.modules["ml_dtypes"].finfo(dtype) if elem is ir.BF16 else np.finfo(dtype)
         return (float(info.min), float(info.max))
     info = np.iinfo(dtype)
     return (int(info.min), int(info.max))

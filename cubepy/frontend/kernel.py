@@ -84,6 +84,9 @@ class Kernel(CubeFunction):
         self.allow_unchecked = launch_unchecked
         self._params: list[ParamSpec] | None = None
         self._identity: str | None = None
+        # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
+        self._comp_fns: tuple | None = None
+        self._register_fns: tuple = ()
 
     # -- parameters and identity ----------------------------------------------------------------
     @property
@@ -120,23 +123,33 @@ class Kernel(CubeFunction):
         return self._identity
 
     # -- launch protocol --------------------------------------------------------------------------
+    def _launch_plan(self) -> tuple:
+        params = self.params
+        self._register_fns = tuple((p.index, p.launch.register) for p in params if not p.is_comptime)
+        self._comp_fns = tuple(p.launch.compilation_arg for p in params)
+        return self._comp_fns
+
     def compilation_args(self, args: tuple) -> tuple:
         """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""
-        params = self._params if self._params is not None else self.params
-        if len(args) != len(params):
+        fns = self._comp_fns
+        if fns is None:
+            fns = self._launch_plan()
+        if len(args) != len(fns):
+            params = self.params
             names = ", ".join(p.name for p in params)
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments ({names}), got {len(args)}")
         try:
-            return tuple([param.launch.compilation_arg(arg) for param, arg in zip(params, args)])
+            return tuple([fn(arg) for fn, arg in zip(fns, args)])
         except LaunchError:
             pass
-        return tuple([_one_comp_arg(self, param, arg) for param, arg in zip(params, args)])
+        return tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
 
     def register(self, args: tuple, bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""
-        for param, arg in zip(self._params if self._params is not None else self.params, args):
-            if not param.is_comptime:
-                param.launch.register(arg, bindings)
+        if self._comp_fns is None:
+            self._launch_plan()
+        for index, register in self._register_fns:
+            register(args[index], bindings)
 
     def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
         """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition."""
@@ -184,10 +197,19 @@ class Kernel(CubeFunction):
                 comp_args.append(arg)
             else:
                 comp_args.append(_one_comp_arg(self, param, arg))
-        definition = self.define(tuple(comp_args), cube_dim, checked=not unchecked)
-        if hooks.COMPILE is None:
-            raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
-        return hooks.COMPILE(definition, target)
+        comp_args = tuple(comp_args)
+
+        def build():
+            definition = self.define(comp_args, cube_dim, checked=not unchecked)
+            if hooks.COMPILE is None:
+                raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
+            return hooks.COMPILE(definition, target)
+
+        # The runtime's on-disk cache (cubepy.runtime.cache) installs CACHED_COMPILE: a hit skips expansion too.
+        cached = getattr(hooks, "CACHED_COMPILE", None)
+        if cached is None or hooks.COMPILE is None:
+            return build()
+        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build)
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}>"

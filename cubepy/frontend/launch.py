@@ -24,7 +24,7 @@ from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
 class ScalarCompilationArg:
     """The compile-relevant part of a scalar argument: only its element type (the value is runtime)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -10,6 +11,7 @@ import numpy as np
 
 from cubepy import config
 from cubepy.errors import CubeError, LaunchError
+from cubepy.runtime import cache
 from cubepy.runtime.args import CubeCount, CubeDim
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.handle import Handle, contiguous_strides
@@ -31,6 +33,27 @@ def _aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
     raw = np.empty(nbytes + _STORAGE_ALIGN, np.uint8)
     start = (-raw.ctypes.data) % _STORAGE_ALIGN
     return raw[start:start + nbytes].view(dtype)[:count]
+
+
+# The warm launch reads a knob only when it is overridden or present in the environment: a dict lookup
+# in os.environ's own storage (kept in sync by os.environ) instead of two os.environ.get calls.
+_ENVIRON = getattr(os.environ, "_data", None)
+_ENCODE_KEY = getattr(os.environ, "encodekey", None)
+
+
+def _environ_key(name: str):
+    return _ENCODE_KEY(name) if _ENCODE_KEY is not None and _ENVIRON is not None else name
+
+
+_DEBUG_KEY = ("CUBEPY_DEBUG", _environ_key("CUBEPY_DEBUG"))
+_SANITIZE_KEY = ("CUBEPY_SANITIZE", _environ_key("CUBEPY_SANITIZE"))
+
+
+def _knob_set(key: tuple) -> bool:
+    """Whether knob ``key`` may differ from its default (overridden, or set in the environment)."""
+    if config._overrides:
+        return key[0] in config._overrides or key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
+    return key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
 
 
 def _as_cube_shape(value, cls, what: str):
@@ -105,38 +128,77 @@ class ComputeClient:
         artifact = self._cache.get(key)
         if artifact is not None:
             self.stats["hits"] += 1
-            if config.get("CUBEPY_DEBUG") >= 1:
+            if _knob_set(_DEBUG_KEY) and config.get("CUBEPY_DEBUG") >= 1:
                 print(f"[cubepy] cache hit {kernel.name} cube_dim={cube_dim}", file=sys.stderr)
             return artifact
+        return self._build(kernel, key)
+
+    def _build(self, kernel, key: tuple):
+        """A miss of the in-memory cache: the on-disk cache, else expand and prepare (then store on disk)."""
+        identity, cube_dim, checked, comp_args = key
         with self._lock:
             artifact = self._cache.get(key)
+            if artifact is not None:
+                self.stats["hits"] += 1
+                return artifact
+            start = time.perf_counter()
+            disk, disk_key, source = self._disk(identity, cube_dim, checked, comp_args), None, "compiled"
+            if disk is not None:
+                disk_key = disk[1]
+                artifact = disk[0].load(disk_key)
+                source = "loaded from disk"
             if artifact is None:
-                start = time.perf_counter()
+                source = "compiled"
                 definition = kernel.define(comp_args, cube_dim, checked)
                 artifact = self.backend.prepare(definition)
-                self._cache[key] = artifact
-                self.stats["misses"] += 1
-                if config.get("CUBEPY_DEBUG") >= 1:
-                    took = (time.perf_counter() - start) * 1e3
-                    print(f"[cubepy] compiled {kernel.name} cube_dim={cube_dim} in {took:.1f} ms",
-                          file=sys.stderr)
+                if disk is not None:
+                    disk[0].store(disk_key, artifact)
+            self._cache[key] = artifact
+            self.stats["misses"] += 1
+            if config.get("CUBEPY_DEBUG") >= 1:
+                took = (time.perf_counter() - start) * 1e3
+                print(f"[cubepy] {source} {kernel.name} cube_dim={cube_dim} in {took:.1f} ms", file=sys.stderr)
         return artifact
+
+    def _disk(self, identity: str, cube_dim, checked: bool, comp_args: tuple):
+        """(on-disk cache, key) for this specialization, or None (back end not cacheable, cache off, unstable key)."""
+        kind = getattr(self.backend, "disk_cache_kind", None)
+        if kind is None:
+            return None
+        store = cache.for_kind(kind)
+        if store is None:
+            return None
+        key = cache.entry_key(kind, self.backend.disk_cache_target, identity, cube_dim, checked, comp_args)
+        return None if key is None else (store, key)
 
     def launch(self, kernel, cube_count, cube_dim, args: tuple, *, checked: bool = True) -> None:
         """Launch ``kernel`` over ``cube_count`` cubes of ``cube_dim`` units with ``args``."""
-        count = _as_cube_shape(cube_count, CubeCount, "cube_count")
-        dim = _as_cube_shape(cube_dim, CubeDim, "cube_dim")
+        # The warm path: no attrs objects, no environment reads unless a knob is set, one dict lookup.
+        count = cube_count if type(cube_count) is CubeCount else _as_cube_shape(cube_count, CubeCount, "cube_count")
+        dim = cube_dim if type(cube_dim) is CubeDim else _as_cube_shape(cube_dim, CubeDim, "cube_dim")
         comp_args = kernel.compilation_args(args)
         bindings = Bindings()
         kernel.register(args, bindings)
         for binding in bindings.buffers:
-            self._own(binding.handle, f"launch of {kernel.name}")
-        artifact = self.compiled(kernel, dim.as_tuple(), checked, comp_args)
-        self.backend.check_launch(artifact, count.as_tuple())
-        if count.total == 0:
+            handle = binding.handle
+            if type(handle) is not Handle or handle.client is not self:
+                self._own(handle, f"launch of {kernel.name}")
+        dims = (dim.x, dim.y, dim.z)
+        key = (kernel.identity, dims, checked, comp_args)
+        artifact = self._cache.get(key)
+        if artifact is None:
+            artifact = self._build(kernel, key)
+        else:
+            self.stats["hits"] += 1
+            if _knob_set(_DEBUG_KEY) and config.get("CUBEPY_DEBUG") >= 1:
+                print(f"[cubepy] cache hit {kernel.name} cube_dim={dims}", file=sys.stderr)
+        counts = (count.x, count.y, count.z)
+        backend = self.backend
+        backend.check_launch(artifact, counts)
+        if counts[0] == 0 or counts[1] == 0 or counts[2] == 0:
             return
-        self.backend.run(artifact, count.as_tuple(), bindings, sanitize=self.sanitize or
-                         bool(config.get("CUBEPY_SANITIZE")))
+        sanitize = self.sanitize or (_knob_set(_SANITIZE_KEY) and bool(config.get("CUBEPY_SANITIZE")))
+        backend.run(artifact, counts, bindings, sanitize=sanitize)
 
     def __repr__(self) -> str:
         return f"ComputeClient({self.name!r})"
@@ -146,6 +208,13 @@ class InterpBackend:
     """The CPU runtime: runs the IR itself, lockstep over the grid, with numpy."""
 
     name = "interp"
+    disk_cache_target = "interp"
+
+    @property
+    def disk_cache_kind(self) -> str | None:
+        """``interp``: its artifact (a post-pass KernelDefinition) pickles, so it is cached on disk; None for a
+        subclass with its own ``prepare`` (its artifacts are not this one's)."""
+        return "interp" if type(self).prepare is InterpBackend.prepare else None
 
     def prepare(self, definition):
         """Run the IR passes; the result is what ``run`` executes."""
@@ -154,9 +223,19 @@ class InterpBackend:
         definition, _ = run_passes(definition)
         return definition
 
+    def __init__(self) -> None:
+        self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
+
     def check_launch(self, definition, cube_count) -> None:
         """Reject launches the hardware would refuse (shared memory over the limit)."""
+        if self._fits.get(id(definition)) is definition:
+            return
         shared = sum(v.length * v.type.size for v in definition.shared_memories)
+        if shared <= MAX_SHARED_BYTES:
+            if len(self._fits) > 4096:
+                self._fits.clear()
+            self._fits[id(definition)] = definition
+            return
         if shared > MAX_SHARED_BYTES:
             raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
                               f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import ml_dtypes
 import numpy as np
 
 from cubepy.errors import TensorMapError
@@ -28,9 +27,10 @@ __all__ = [
 # cubepy element name -> (numpy dtype, CUtensorMapDataType name, floating point?).  The driver has no
 # signed 8/16-bit types; TMA copies bits, so the unsigned type of the same size is exact for them
 # (cubecl maps them the same way).  TFLOAT32 and the packed sm_100 types are out of scope.
-DTYPE_TABLE: dict[str, tuple[np.dtype, str, bool]] = {
+# bf16 (ml_dtypes.bfloat16) is matched by dtype name: ml_dtypes is imported only when bf16 is used.
+DTYPE_TABLE: dict[str, tuple[np.dtype | None, str, bool]] = {
     "f16": (np.dtype(np.float16), "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", True),
-    "bf16": (np.dtype(ml_dtypes.bfloat16), "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", True),
+    "bf16": (None, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", True),
     "f32": (np.dtype(np.float32), "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", True),
     "f64": (np.dtype(np.float64), "CU_TENSOR_MAP_DATA_TYPE_FLOAT64", True),
     "i8": (np.dtype(np.int8), "CU_TENSOR_MAP_DATA_TYPE_UINT8", False),
@@ -42,7 +42,7 @@ DTYPE_TABLE: dict[str, tuple[np.dtype, str, bool]] = {
     "u32": (np.dtype(np.uint32), "CU_TENSOR_MAP_DATA_TYPE_UINT32", False),
     "u64": (np.dtype(np.uint64), "CU_TENSOR_MAP_DATA_TYPE_UINT64", False),
 }
-_NAME_OF_DTYPE = {entry[0]: name for name, entry in DTYPE_TABLE.items()}
+_NAME_OF_DTYPE = {entry[0]: name for name, entry in DTYPE_TABLE.items() if entry[0] is not None}
 
 # Values of the driver enums (cuda.h), so a CUDA runtime can turn `encode_params()` into a call.
 CU_ENUM_VALUES: dict[str, int] = {
@@ -275,7 +275,7 @@ def _common(where: str, tensor: Any, elem_stride: Any, swizzle: str, oob_fill: s
 
     # rule 1: element type
     dtype = np.dtype(handle.dtype)
-    dtype_name = _NAME_OF_DTYPE.get(dtype)
+    dtype_name = _NAME_OF_DTYPE.get(dtype) or ("bf16" if dtype.name == "bfloat16" else None)
     if dtype_name is None:
         _fail(where, "tensor.dtype", str(dtype), 1,
               "the element type must be one of " + ", ".join(DTYPE_TABLE) + " (tf32 and the packed "

@@ -27,6 +27,11 @@ from cubepy.ir.ops.memory import (
     Metadata,
 )
 from cubepy.ir.ops.sync import PLANE_OPS, PlaneOp, SyncCube, SyncPlane, SyncProxyShared
+from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
+
+# isort: split
+# cmma registers verifier rules on import, which needs the families above loaded first.
+from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
 
 __all__ = [
     "ATOMIC_OPS", "BINARY_OPS", "COMPARE_OPS", "METADATA_KINDS", "PLANE_OPS", "UNARY_OPS",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.ir import Instruction, ops
-from cubepy.runtime.interp.memory import MemoryRef, load, locate, store
+from cubepy.runtime.interp.memory import MemoryRef, load, locate, sanitize_shared, store
 from cubepy.runtime.interp.numerics import as_unsigned
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask, is_uniform
@@ -94,6 +94,8 @@ def _active_lanes(ctx: Chunk, inst: Instruction, ref: MemoryRef, index, mask: Ma
     idx, _ = locate(ctx, inst, ref, index, mask, False, what)
     lanes = np.flatnonzero(mask.bits)
     lane_idx = np.broadcast_to(idx, (ctx.lanes,))[lanes]
+    if ctx.sanitizer is not None and ref.shared_offset is not None:
+        ctx.sanitizer.mark_access(ctx, inst, ref, lanes, lane_idx, "atomic")
     owner = None if ref.owner is None else ref.owner[lanes]
     return lanes, lane_idx, owner, idx
 
@@ -113,11 +115,15 @@ def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     what = f"atomic {op.op}"
     if op.op == "load":
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
+        if ctx.sanitizer is not None and ref.shared_offset is not None:
+            sanitize_shared(ctx, inst, ref, idx, valid, mask, "atomic")
         ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
         return
     if op.op == "store":
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
         value = ctx.read(op.value)
+        if ctx.sanitizer is not None and ref.shared_offset is not None:
+            sanitize_shared(ctx, inst, ref, idx, valid, mask, "atomic")
         store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
         return
     lanes, lane_idx, owner, _ = _active_lanes(ctx, inst, ref, ctx.read(op.index), mask, what)

@@ -11,6 +11,7 @@ shared memory and local arrays live as long as their chunk, and locals are freed
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import NoReturn
@@ -24,6 +25,7 @@ from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
 from cubepy.runtime.interp.plane import PlaneLayout
 from cubepy.runtime.interp.registry import Handler, implements, lookup
+from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
 from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, numpy_dtype
 
 MAX_LANES_PER_CHUNK = 1 << 16
@@ -69,13 +71,15 @@ def _where(inst: Instruction) -> str:
 class Step:
     """One instruction ready to run: its handler, the locals that die after it, whether lanes may leave."""
 
-    __slots__ = ("inst", "handler", "dead", "may_exit")
+    __slots__ = ("inst", "handler", "dead", "may_exit", "foreign_shared")
 
     def __init__(self, inst: Instruction, handler: Handler, dead: tuple[int, ...], may_exit: bool) -> None:
         self.inst = inst
         self.handler = handler
         self.dead = dead          # ValueStore keys of immutable locals whose last use is this step
         self.may_exit = may_exit  # a break/continue/return here (or nested) can shrink the scope's mask
+        # Shared memories this op writes without telling the sanitizer (TMA, cmma): see sanitizer.py.
+        self.foreign_shared = foreign_shared_operands(inst.operation)
 
 
 class Program:
@@ -151,18 +155,23 @@ class Program:
 
 
 _PROGRAMS: OrderedDict[int, Program] = OrderedDict()
+# Launches may come from several threads: a get, move_to_end and eviction must not interleave
+# (another thread's eviction between a hit and move_to_end would raise KeyError).
+_PROGRAMS_LOCK = threading.Lock()
 
 
 def prepare(kernel: KernelDefinition) -> Program:
     """The prepared program of ``kernel`` (cached: the cache holds the kernel, so ids stay unique)."""
-    program = _PROGRAMS.get(id(kernel))
-    if program is not None and program.kernel is kernel:
-        _PROGRAMS.move_to_end(id(kernel))
-        return program
-    program = Program(kernel)
-    _PROGRAMS[id(kernel)] = program
-    while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
-        _PROGRAMS.popitem(last=False)
+    with _PROGRAMS_LOCK:
+        program = _PROGRAMS.get(id(kernel))
+        if program is not None and program.kernel is kernel:
+            _PROGRAMS.move_to_end(id(kernel))
+            return program
+    program = Program(kernel)  # outside the lock: preparing is pure, two threads may both do it
+    with _PROGRAMS_LOCK:
+        _PROGRAMS[id(kernel)] = program
+        while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
+            _PROGRAMS.popitem(last=False)
     return program
 
 
@@ -246,6 +255,10 @@ class Chunk:
         self._memories: dict[tuple[VarKind, int], MemoryRef] = {}
         self._shared_arena: np.ndarray | None = None
         self._plane_layout: PlaneLayout | None = None
+        # Shared-memory race and initialization tracking; None (one attribute test per access) when off.
+        self.sanitizer: SharedSanitizer | None = None
+        if launch.sanitize and self.program.shared_bytes:
+            self.sanitizer = SharedSanitizer(cubes, self.program.shared_bytes, self.topology.units)
 
     # -- values ----------------------------------------------------------------------------
     def read(self, var: Variable) -> np.ndarray | np.generic:
@@ -315,9 +328,15 @@ class Chunk:
         """``unit (x, y, z) of cube (x, y, z)`` for a lane of this chunk."""
         return f"unit {self.topology.unit_pos_of(lane)} of cube {self.topology.cube_pos_of(lane)}"
 
-    def fail(self, inst: Instruction, message: str, lane: int) -> NoReturn:
-        """Raise the ``SanitizerError`` of a kernel bug found at ``inst`` on ``lane``."""
-        raise SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}")
+    def fail(self, inst: Instruction, message: str, lane: int, kind: str | None = None) -> NoReturn:
+        """Raise the ``SanitizerError`` of a kernel bug of ``kind`` (one of ``sanitizer.KINDS``) at ``inst`` on ``lane``."""
+        if kind is None:
+            kind = "kernel bug"  # callers that predate kinds: the message says what it is
+        elif not message.startswith(kind):
+            message = f"{kind}: {message}"  # every classified report starts with its kind
+        error = SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}")
+        error.kind = kind  # type: ignore[attr-defined]  # one of sanitizer.KINDS, for tests and tools
+        raise error
 
     # -- control flow ----------------------------------------------------------------------
     def exited(self) -> np.ndarray:
@@ -341,12 +360,21 @@ class Chunk:
             except Exception as exc:
                 raise InterpreterError(f"{_where(step.inst)}interp failed on `{step.inst}`: "
                                        f"{type(exc).__name__}: {exc}") from exc
+            if step.foreign_shared and self.sanitizer is not None:
+                self._mark_foreign_writes(step.foreign_shared, mask)
             if step.dead:
                 values.free(step.dead)
             if step.may_exit:
                 mask = mask.without(self.exited())
                 if not mask.any:
                     return
+
+    def _mark_foreign_writes(self, memories: tuple[Variable, ...], mask: Mask) -> None:
+        """Count every byte of ``memories`` as written in the cubes where ``mask`` has lanes."""
+        cubes = mask.bits.reshape(-1, self.topology.units).any(axis=1)
+        for var in memories:
+            start = self.shared_offset(var)
+            self.sanitizer.mark_written(cubes, start, var.length * var.type.size)  # type: ignore[union-attr]
 
     def execute(self) -> None:
         """Run the kernel body for every lane of the chunk."""

@@ -33,14 +33,16 @@ DEFAULT_SHARED_ALIGN = 16
 class MemoryRef:
     """One memory as a chunk sees it: ``items``, items per owner, and which row each lane owns."""
 
-    __slots__ = ("items", "length", "owner", "label", "line")
+    __slots__ = ("items", "length", "owner", "label", "line", "shared_offset")
 
-    def __init__(self, items: np.ndarray, length: int, owner: np.ndarray | None, label: str, line: int) -> None:
+    def __init__(self, items: np.ndarray, length: int, owner: np.ndarray | None, label: str, line: int,
+                 shared_offset: int | None = None) -> None:
         self.items = items        # (length[, L]) for global memory, (owners, length[, L]) otherwise
         self.length = length      # valid indices are 0 .. length - 1
         self.owner = owner        # per-lane row of ``items`` (None: one row shared by the whole grid)
         self.label = label        # for error messages: "global buffer 0 (x)", "shared memory 3"
         self.line = line
+        self.shared_offset = shared_offset  # byte offset in the cube's arena, for shared memory only
 
 
 def global_ref(var: Variable, binding, name: str) -> MemoryRef:
@@ -71,7 +73,7 @@ def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray)
     nbytes = var.length * var.type.size
     typed = arena[:, offset: offset + nbytes].view(numpy_dtype(var.elem))
     items = typed if line == 1 else typed.reshape(arena.shape[0], var.length, line)
-    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line)
+    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line, offset)
 
 
 def local_ref(var: Variable, lanes: int) -> MemoryRef:
@@ -112,7 +114,20 @@ def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Ma
 
 
 def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int) -> None:
-    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane)
+    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane,
+             kind="out-of-bounds")
+
+
+def sanitize_shared(ctx: Chunk, inst: Instruction, ref: MemoryRef, idx: Value, valid: Value, mask: Mask,
+                    kind: str, value: Value | None = None) -> None:
+    """Hand the active in-bounds lanes of a shared-memory access to the chunk's sanitizer."""
+    active = mask.bits if valid is True else mask.bits & valid
+    lanes = np.flatnonzero(active)
+    lane_idx = np.broadcast_to(idx, (ctx.lanes,))[lanes]
+    if value is not None:
+        shape = (ctx.lanes,) + ((ref.line,) if ref.line > 1 else ())
+        value = np.broadcast_to(np.asarray(value, dtype=ref.items.dtype), shape)[lanes]
+    ctx.sanitizer.mark_access(ctx, inst, ref, lanes, lane_idx, kind, value)  # type: ignore[union-attr]
 
 
 def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
@@ -159,6 +174,8 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op: ops.Index = inst.operation
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
+    if ctx.sanitizer is not None and ref.shared_offset is not None:
+        sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
     ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
 
 
@@ -169,6 +186,8 @@ def index_assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "write")
     value = ctx.read(op.value)
+    if ctx.sanitizer is not None and ref.shared_offset is not None:
+        sanitize_shared(ctx, inst, ref, idx, valid, mask, "write", value)
     store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
 
 
@@ -178,12 +197,13 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
     bad = (lane < 0) | (lane >= line)
     if np.ndim(lane) == 0:
         if bad:
-            ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)))
+            ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)),
+                     kind="out-of-bounds")
         return lane
     bad = bad & mask.bits
     if bad.any():
         unit = int(np.argmax(bad))
-        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit)
+        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit, kind="out-of-bounds")
     return np.clip(lane, 0, line - 1)
 
 
@@ -246,5 +266,5 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit)
+        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit, kind="out-of-bounds")
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

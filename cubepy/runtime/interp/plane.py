@@ -165,4 +165,4 @@ def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: n
         flat[plane, lane] = 1
         unit = int(np.argmax(layout.scatter(flat)))
         ctx.fail(inst, f"plane {inst.operation.op} reads lane {int(source[plane, lane])} of its plane, "
-                 "which is inactive (undefined in CUDA)", unit)
+                 "which is inactive (undefined in CUDA)", unit, kind="inactive plane lane")

@@ -33,21 +33,26 @@ def _first_missing(here: np.ndarray, live: np.ndarray) -> tuple[int, int] | None
 @implements(ops.SyncCube)
 def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Barrier of a cube: check that every live unit of each cube here is here."""
+    units = ctx.topology.units
+    if ctx.sanitizer is not None:  # the barrier ends the race-tracking interval of the cubes here
+        ctx.sanitizer.sync_cube(mask.bits.reshape(-1, units).any(axis=1))
     if mask.full or not ctx.launch.sanitize:
         return
-    units = ctx.topology.units
     here = mask.bits.reshape(-1, units)
     live = ~ctx.returned.reshape(-1, units)
     found = _first_missing(here, live)
     if found is not None:
         cube, unit = found
         ctx.fail(inst, f"divergent sync_cube: unit {unit} of this cube is live but does not reach this "
-                 "barrier", cube * units + int(np.argmax(here[cube])))
+                 "barrier", cube * units + int(np.argmax(here[cube])), kind="divergent barrier")
 
 
 @implements(ops.SyncPlane)
 def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Barrier of a plane: check that every live unit of each plane here is here."""
+    if ctx.sanitizer is not None:  # the barrier orders the earlier accesses of each plane here
+        layout = ctx.plane_layout()
+        ctx.sanitizer.sync_plane(layout.active(mask.bits).any(axis=1).reshape(ctx.topology.cubes, -1))
     if mask.full or not ctx.launch.sanitize:
         return
     layout = ctx.plane_layout()
@@ -59,7 +64,7 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         marker = np.zeros(here.shape, dtype=bool)
         marker[plane, int(np.argmax(here[plane]))] = True
         ctx.fail(inst, f"divergent sync_plane: lane {lane} of this plane is live but does not reach this "
-                 "barrier", int(np.argmax(layout.scatter(marker))))
+                 "barrier", int(np.argmax(layout.scatter(marker))), kind="divergent barrier")
 
 
 @implements(ops.SyncProxyShared)

@@ -12,6 +12,7 @@ intrinsic takes a reference to a shared-memory element).
 """
 
 import numpy as np
+import pytest
 
 import cubepy as cp
 from cubepy import UNIT_POS, Array, cube, f32, u32
@@ -79,6 +80,8 @@ def test_finished_sync_cube(client):
     np.testing.assert_array_equal(actual[1:checked], expected[1:checked])
 
 
+# CUDA gives units of the second plane no order with unit 0's write (only sync_cube would), and the
+# test checks only the first plane: the sanitizer rightly reports the race, so skip it under sanitize.
 @cube(launch=True)
 def kernel_test_sync_plane(out: Array[f32]):
     shared_memory = cp.SharedMemory[f32](1)
@@ -91,6 +94,7 @@ def kernel_test_sync_plane(out: Array[f32]):
     out[UNIT_POS] = shared_memory[0]
 
 
+@pytest.mark.races_by_design
 def test_sync_plane(client):
     # First 32 elements should be 1, while last 32 elements may or may not be 1
     handle = client.empty((64,), np.float32)

@@ -1,0 +1,96 @@
+"""The host path of a warm launch: arguments, cache key, lookup and binding, apart from execution.
+
+A ``ComputeClient`` whose back end is the interp one with ``run`` replaced by a no-op (in this
+benchmark only) launches a cached kernel of 4 and of 16 arguments; every figure is the median over
+batches of the mean time per launch.  "prebuilt args" reuses the ``ArrayArg`` objects (as a framework
+holding its tensors would); "args built per launch" includes making the ``cp.ArrayArg`` wrappers.
+Run alone: ``python -m benchmarks.warm_launch``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cubepy as cp  # noqa: E402
+from cubepy import f32, u32  # noqa: E402
+from cubepy.runtime.client import ComputeClient, InterpBackend  # noqa: E402
+
+
+class NoRunBackend(InterpBackend):
+    """The interp back end with execution removed: what is left of a launch is its host path."""
+
+    def run(self, definition, cube_count, bindings, *, sanitize: bool) -> None:
+        pass
+
+
+@cp.cube(launch=True)
+def add4(x: cp.Array[f32], y: cp.Array[f32], out: cp.Array[f32], n: u32):
+    i = cp.ABSOLUTE_POS
+    if i < n:
+        out[i] = x[i] + y[i]
+
+
+@cp.cube(launch=True)
+def axpy16(x0: cp.Array[f32], x1: cp.Array[f32], x2: cp.Array[f32], x3: cp.Array[f32], x4: cp.Array[f32],
+           x5: cp.Array[f32], x6: cp.Array[f32], x7: cp.Array[f32], out: cp.Array[f32], a0: f32, a1: f32, a2: f32,
+           a3: f32, n: u32, base: u32, tile: cp.Comptime[int]):
+    i = cp.ABSOLUTE_POS
+    if i < n:
+        s = a0 * x0[i] + a1 * x1[i] + a2 * x2[i] + a3 * x3[i]
+        out[i] = s + x4[i] + x5[i] + x6[i] + x7[i] + f32(base + tile)
+
+
+def _batches(fn, batch: int, batches: int) -> list[float]:
+    out = []
+    for _ in range(batches):
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        out.append((time.perf_counter() - start) / batch)
+    return out
+
+
+def bench(quick: bool = False) -> dict:
+    """Median seconds per warm launch for 4 and 16 arguments, prebuilt and per-launch ArrayArgs."""
+    client = ComputeClient("interp-norun", NoRunBackend())
+    n = 1024
+    handles = [client.create(np.ones(n, np.float32)) for _ in range(9)]
+    count, dim = cp.CubeCount(n // 256), cp.CubeDim(256)
+    args4 = (cp.ArrayArg(handles[0]), cp.ArrayArg(handles[1]), cp.ArrayArg(handles[2]), n)
+    args16 = tuple(cp.ArrayArg(h) for h in handles) + (1.0, 2.0, 3.0, 4.0, n, 0, 16)
+    cases = {
+        "4 args, prebuilt args": lambda: add4.launch(client, count, dim, *args4),
+        "4 args, args built per launch": lambda: add4.launch(client, count, dim, cp.ArrayArg(handles[0]),
+                                                             cp.ArrayArg(handles[1]), cp.ArrayArg(handles[2]), n),
+        "16 args, prebuilt args": lambda: axpy16.launch(client, count, dim, *args16),
+        "16 args, args built per launch": lambda: axpy16.launch(
+            client, count, dim, *(cp.ArrayArg(h) for h in handles), 1.0, 2.0, 3.0, 4.0, n, 0, 16),
+    }
+    batch, batches = (200, 25) if quick else (200, 101)  # many short batches: a robust median on a shared machine
+    out = {}
+    for name, fn in cases.items():
+        fn()  # compile (cached from here on)
+        fn()
+        samples = _batches(fn, batch, batches)
+        out[name] = {"median_s": statistics.median(samples), "min_s": min(samples), "batch": batch,
+                     "batches": batches}
+    out["_stats"] = dict(client.stats)
+    return out
+
+
+def main() -> int:
+    for name, r in bench().items():
+        if not name.startswith("_"):
+            print(f"{name:34s} median {r['median_s'] * 1e6:6.2f} us  (min {r['min_s'] * 1e6:.2f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""``cp.Barrier``: an asynchronous transaction barrier (mbarrier) in shared memory, and TMA loads onto it.
+
+``Barrier.shared(arrival_count, is_elected)`` declares one barrier per cube; the units where
+``is_elected`` holds initialise it and the whole cube then synchronises (as CubeCL's CUDA back end
+does), so every unit may use it right after.  A phase completes when ``arrival_count`` arrivals and
+every expected transaction byte have come in; ``arrive`` returns a token naming its phase for
+``wait``, and ``wait_parity(p)`` waits for the phase of parity ``p``.  TMA loads are methods of the
+barrier they complete on; coordinates are given outermost first, as everywhere in cubepy's API.
+"""
+
+from __future__ import annotations
+
+from cubepy import ir
+from cubepy.frontend import operations, source
+from cubepy.frontend.state import current_scope, require_state
+from cubepy.frontend.tma import TensorMapExpand, shared_operand, signed_coordinates
+from cubepy.frontend.values import ExpandElement
+from cubepy.ir import Type, VarKind
+from cubepy.ir import ops as irops
+
+_U32 = Type(ir.U32)
+
+
+def _u32(value, what: str) -> ir.Variable:
+    return operations.to_index(value, what)
+
+
+class BarrierExpand:
+    """A barrier inside a kernel (its BARRIER variable)."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: ir.Variable) -> None:
+        self.var = var
+
+    # -- arrivals and waits -------------------------------------------------------------------
+    def arrive(self) -> ExpandElement:
+        """Arrive once; the token of the current phase (for ``wait``)."""
+        return operations.emit(irops.BarrierArrive(self.var), irops.tma.TOKEN_TYPE)
+
+    def arrive_and_expect_tx(self, arrivals, tx_bytes) -> ExpandElement:
+        """Expect ``tx_bytes`` more transaction bytes in this phase, then arrive ``arrivals`` times; a token."""
+        op = irops.BarrierArriveExpectTx(self.var, _u32(arrivals, "arrivals"), _u32(tx_bytes, "transaction bytes"))
+        return operations.emit(op, irops.tma.TOKEN_TYPE)
+
+    def expect_tx(self, tx_bytes) -> None:
+        """Expect ``tx_bytes`` more transaction bytes in the current phase, without arriving."""
+        current_scope().append(irops.BarrierExpectTx(self.var, _u32(tx_bytes, "transaction bytes")))
+
+    def wait(self, token) -> None:
+        """Wait until the phase ``token`` was taken in has completed."""
+        element = operations.as_element(token, "barrier token")
+        if element.type != irops.tma.TOKEN_TYPE:
+            source.fail(f"bar.wait expects the token returned by arrive, got a value of type {element.type!r}")
+        current_scope().append(irops.BarrierWait(self.var, element.var))
+
+    def wait_parity(self, phase) -> None:
+        """Wait until the phase of parity ``phase`` (0 or 1) has completed."""
+        current_scope().append(irops.BarrierWaitParity(self.var, _u32(phase, "phase parity")))
+
+    def arrive_and_wait(self) -> None:
+        """Arrive once and wait for the phase to complete."""
+        self.wait(self.arrive())
+
+    # -- TMA loads ----------------------------------------------------------------------------------
+    def _tiled(self, rank: int, tensor_map, smem, coords) -> None:
+        tmap = _tensor_map(tensor_map, f"tma_load_{rank}d")
+        if len(coords) != rank:
+            source.fail(f"tma_load_{rank}d takes {rank} coordinates (outermost first), got {len(coords)}")
+        _check_rank(tmap, rank, "tiled", f"tma_load_{rank}d")
+        memory, offset, length = shared_operand(smem, tmap, f"tma_load_{rank}d")
+        driver = signed_coordinates(coords[::-1], f"tma_load_{rank}d coordinate")
+        current_scope().append(irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank))
+
+    def tma_load_1d(self, tensor_map, smem, x) -> None:
+        """Load the 1-D box at ``x`` into ``smem`` through TMA, completing on this barrier."""
+        self._tiled(1, tensor_map, smem, (x,))
+
+    def tma_load_2d(self, tensor_map, smem, y, x) -> None:
+        """Load the 2-D box at ``(y, x)`` into ``smem`` through TMA, completing on this barrier."""
+        self._tiled(2, tensor_map, smem, (y, x))
+
+    def tma_load_3d(self, tensor_map, smem, z, y, x) -> None:
+        """Load the 3-D box at ``(z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
+        self._tiled(3, tensor_map, smem, (z, y, x))
+
+    def tma_load_4d(self, tensor_map, smem, w, z, y, x) -> None:
+        """Load the 4-D box at ``(w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
+        self._tiled(4, tensor_map, smem, (w, z, y, x))
+
+    def tma_load_5d(self, tensor_map, smem, v, w, z, y, x) -> None:
+        """Load the 5-D box at ``(v, w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
+        self._tiled(5, tensor_map, smem, (v, w, z, y, x))
+
+    def _im2col(self, rank: int, tensor_map, smem, coords, offsets) -> None:
+        name = f"tma_load_im2col_{rank}d"
+        tmap = _tensor_map(tensor_map, name)
+        _check_rank(tmap, rank, "im2col", name)
+        memory, offset, length = shared_operand(smem, tmap, name)
+        driver = signed_coordinates(coords[::-1], f"{name} coordinate")
+        offs = tuple(_offset(value, f"{name} offset") for value in offsets[::-1])
+        current_scope().append(irops.TmaLoadIm2col(self.var, tmap.var, memory, offset, length, driver, offs, rank))
+
+    def tma_load_im2col_3d(self, tensor_map, smem, n, w, c, w_offset) -> None:
+        """Im2col load for NWC: pixels from filter base ``w`` of image ``n``, channels from ``c``."""
+        self._im2col(3, tensor_map, smem, (n, w, c), (w_offset,))
+
+    def tma_load_im2col_4d(self, tensor_map, smem, n, h, w, c, h_offset, w_offset) -> None:
+        """Im2col load for NHWC: pixels from filter base ``(h, w)`` of image ``n``, channels from ``c``."""
+        self._im2col(4, tensor_map, smem, (n, h, w, c), (h_offset, w_offset))
+
+    def tma_load_im2col_5d(self, tensor_map, smem, n, d, h, w, c, d_offset, h_offset, w_offset) -> None:
+        """Im2col load for NDHWC: pixels from filter base ``(d, h, w)`` of image ``n``, channels from ``c``."""
+        self._im2col(5, tensor_map, smem, (n, d, h, w, c), (d_offset, h_offset, w_offset))
+
+    def __repr__(self) -> str:
+        return f"<barrier {self.var!r}>"
+
+
+class Barrier:
+    """``cp.Barrier.shared(arrival_count, is_elected)``: a cube-wide mbarrier."""
+
+    @staticmethod
+    def shared(arrival_count, is_elected) -> BarrierExpand:
+        """Declare a barrier; units where ``is_elected`` holds initialise it, then the cube synchronises."""
+        state = require_state("cp.Barrier.shared")
+        var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, 1)
+        count = _u32(arrival_count, "arrival_count")
+        elected = operations.to_bool(is_elected).var
+        current_scope().append(irops.BarrierInit(var, count, elected))
+        return BarrierExpand(var)
+
+
+def _tensor_map(value, what: str) -> TensorMapExpand:
+    if not isinstance(value, TensorMapExpand):
+        source.fail(f"{what}: the first argument must be a TensorMap parameter, got {type(value).__name__}")
+    return value
+
+
+def _check_rank(tmap: TensorMapExpand, rank: int, mode: str, what: str) -> None:
+    comp = tmap.compilation_arg
+    if tmap.rank is not None and tmap.rank != rank:
+        source.fail(f"{what} on a tensor map of rank {tmap.rank}")
+    comp_mode = getattr(comp, "mode", mode)
+    if comp_mode != mode and tmap.rank is not None:
+        source.fail(f"{what} needs a {mode} tensor map, got a {comp_mode} one")
+
+
+def _offset(value, what: str) -> ir.Variable:
+    if operations.is_number(value):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+            source.fail(f"{what}: {value!r} is not a u16")
+        return operations.literal(value, ir.U16).var
+    element = operations.as_element(value, what)
+    if not element.elem.is_int or element.type.line != 1:
+        source.fail(f"{what}: expected a scalar integer, got {element.type!r}")
+    return operations.cast(element, ir.U16).var
+

@@ -1,0 +1,270 @@
+"""Asynchronous barriers (mbarrier) and TMA bulk tensor copies, with their verifier rules.
+
+Barriers are kernel-level variables of kind BARRIER (declared in ``KernelDefinition.barriers``); a
+barrier token is a ``u64``.  A shared-memory operand of a copy is a pair (SHARED variable, element
+offset into it), plus the slice's length
+in elements (the box must fit it); coordinates are ``i32`` in the driver's order (dimension 0 innermost), im2col
+offsets are ``u16`` W first.  Group waits take a compile-time count (the PTX instruction's immediate).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cubepy.ir.ops.base import Operation
+from cubepy.ir.types import BOOL, I32, U16, U32, U64, Type
+from cubepy.ir.variable import Variable, VarKind
+
+__all__ = [
+    "TMA_RULES", "BarrierArrive", "BarrierArriveExpectTx", "BarrierExpectTx", "BarrierInit", "BarrierWait",
+    "BarrierWaitParity", "TmaGroupCommit", "TmaGroupWait", "TmaGroupWaitRead", "TmaLoad", "TmaLoadIm2col",
+    "TmaStore",
+]
+
+TOKEN_TYPE = Type(U64)
+COORD_TYPE = Type(I32)
+OFFSET_TYPE = Type(U16)
+COUNT_TYPE = Type(U32)
+TILED_RANKS = range(1, 6)
+IM2COL_RANKS = range(3, 6)
+# Rules this family adds to the verifier (each has a negative test in tests/ir/test_tma_ops.py).
+TMA_RULES = ("not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-operand-type", "bad-immediate")
+
+
+@attrs.frozen
+class BarrierInit(Operation):
+    """The units where ``is_elected`` holds initialise ``barrier`` for ``arrival_count`` arrivals; then the cube syncs."""
+
+    NAME = "barrier_init"
+    barrier: Variable
+    arrival_count: Variable
+    is_elected: Variable
+
+
+@attrs.frozen
+class BarrierArrive(Operation):
+    """out (token) = arrive once on ``barrier``."""
+
+    NAME = "barrier_arrive"
+    barrier: Variable
+
+
+@attrs.frozen
+class BarrierArriveExpectTx(Operation):
+    """out (token) = raise the expected transaction bytes by ``tx_bytes``, then arrive ``arrivals`` times."""
+
+    NAME = "barrier_arrive_expect_tx"
+    barrier: Variable
+    arrivals: Variable
+    tx_bytes: Variable
+
+
+@attrs.frozen
+class BarrierExpectTx(Operation):
+    """Raise the expected transaction bytes of the current phase by ``tx_bytes`` (no arrival)."""
+
+    NAME = "barrier_expect_tx"
+    barrier: Variable
+    tx_bytes: Variable
+
+
+@attrs.frozen
+class BarrierWait(Operation):
+    """Block until the phase that ``token`` was taken in has completed."""
+
+    NAME = "barrier_wait"
+    barrier: Variable
+    token: Variable
+
+
+@attrs.frozen
+class BarrierWaitParity(Operation):
+    """Block until the phase of parity ``phase`` (0 or 1) has completed."""
+
+    NAME = "barrier_wait_parity"
+    barrier: Variable
+    phase: Variable
+
+
+@attrs.frozen
+class TmaLoad(Operation):
+    """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``."""
+
+    NAME = "tma_load"
+    barrier: Variable
+    tensor_map: Variable
+    smem: Variable
+    offset: Variable
+    length: Variable
+    coords: tuple[Variable, ...]
+    rank: int = 0
+
+
+@attrs.frozen
+class TmaLoadIm2col(Operation):
+    """Im2col-mode copy at ``coords`` {c, w[, h[, d]], n} with filter ``offsets`` (W first) into ``smem[offset..]``."""
+
+    NAME = "tma_load_im2col"
+    barrier: Variable
+    tensor_map: Variable
+    smem: Variable
+    offset: Variable
+    length: Variable
+    coords: tuple[Variable, ...]
+    offsets: tuple[Variable, ...]
+    rank: int = 0
+
+
+@attrs.frozen
+class TmaStore(Operation):
+    """Tile-mode copy of ``smem[offset..]`` to the box at ``coords`` (innermost first); joins the open bulk group."""
+
+    NAME = "tma_store"
+    tensor_map: Variable
+    smem: Variable
+    offset: Variable
+    length: Variable
+    coords: tuple[Variable, ...]
+    rank: int = 0
+
+
+@attrs.frozen
+class TmaGroupCommit(Operation):
+    """Close the open bulk group of this unit's TMA stores."""
+
+    NAME = "tma_group_commit"
+
+
+@attrs.frozen
+class TmaGroupWait(Operation):
+    """Wait until at most ``pending`` committed bulk groups of this unit are still writing global memory."""
+
+    NAME = "tma_group_wait"
+    pending: int = -1
+
+
+@attrs.frozen
+class TmaGroupWaitRead(Operation):
+    """Wait until at most ``pending`` committed bulk groups still read their shared-memory source."""
+
+    NAME = "tma_group_wait_read"
+    pending: int = -1
+
+
+# -- verifier rules ----------------------------------------------------------------------------------------
+def _barrier(c, inst, var: Variable) -> None:
+    if var.kind is not VarKind.BARRIER:
+        c.fail("not-barrier", inst, f"{var!r} is a {var.kind.value}, expected a barrier")
+    if c.kernel is not None and var not in c.kernel.barriers:
+        c.fail("not-barrier", inst, f"{var!r} is not declared in the kernel's barriers")
+
+
+def _typed(c, inst, what: str, var: Variable, expected: Type) -> None:
+    if var.type != expected:
+        c.fail("tma-operand-type", inst, f"{what} {var!r} has type {var.type!r}, expected {expected!r}")
+
+
+def _no_out(c, inst) -> None:
+    if inst.out is not None:
+        c.fail("bad-out", inst, f"{inst.op} has no result, got {inst.out!r}")
+
+
+def _token_out(c, inst) -> None:
+    _typed(c, inst, "token result", c.need_out(inst), TOKEN_TYPE)
+
+
+def _copy_operands(c, inst, op, ranks: range) -> None:
+    if op.tensor_map.kind is not VarKind.TENSOR_MAP:
+        c.fail("not-tensor-map", inst, f"{op.tensor_map!r} is a {op.tensor_map.kind.value}, expected a tensor map")
+    if op.smem.kind is not VarKind.SHARED:
+        c.fail("not-shared", inst, f"{op.smem!r} is a {op.smem.kind.value}, expected shared memory")
+    if op.smem.elem != op.tensor_map.elem:
+        c.fail("tma-operand-type", inst, f"shared memory of {op.smem.elem!r} with a tensor map of "
+               f"{op.tensor_map.elem!r}")
+    c.int_scalar(inst, "shared offset", op.offset)
+    c.int_scalar(inst, "shared slice length", op.length)
+    if op.rank not in ranks or len(op.coords) != op.rank:
+        c.fail("tma-rank", inst, f"rank {op.rank} with {len(op.coords)} coordinates; expected a rank in "
+               f"[{ranks.start}, {ranks.stop - 1}] and one coordinate per dimension")
+    for k, coord in enumerate(op.coords):
+        _typed(c, inst, f"coordinate {k}", coord, COORD_TYPE)
+
+
+def _check_init(c, inst, op: BarrierInit) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "arrival count", op.arrival_count, COUNT_TYPE)
+    _typed(c, inst, "is_elected", op.is_elected, Type(BOOL))
+
+
+def _check_arrive(c, inst, op: BarrierArrive) -> None:
+    _barrier(c, inst, op.barrier)
+    _token_out(c, inst)
+
+
+def _check_arrive_expect_tx(c, inst, op: BarrierArriveExpectTx) -> None:
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "arrival count", op.arrivals, COUNT_TYPE)
+    _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
+    _token_out(c, inst)
+
+
+def _check_expect_tx(c, inst, op: BarrierExpectTx) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
+
+
+def _check_wait(c, inst, op: BarrierWait) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "token", op.token, TOKEN_TYPE)
+
+
+def _check_wait_parity(c, inst, op: BarrierWaitParity) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
+
+
+def _check_load(c, inst, op: TmaLoad) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _copy_operands(c, inst, op, TILED_RANKS)
+
+
+def _check_load_im2col(c, inst, op: TmaLoadIm2col) -> None:
+    _no_out(c, inst)
+    _barrier(c, inst, op.barrier)
+    _copy_operands(c, inst, op, IM2COL_RANKS)
+    if len(op.offsets) != op.rank - 2:
+        c.fail("tma-rank", inst, f"a rank-{op.rank} im2col copy takes {op.rank - 2} offsets, got {len(op.offsets)}")
+    for k, offset in enumerate(op.offsets):
+        _typed(c, inst, f"im2col offset {k}", offset, OFFSET_TYPE)
+
+
+def _check_store(c, inst, op: TmaStore) -> None:
+    _no_out(c, inst)
+    _copy_operands(c, inst, op, TILED_RANKS)
+
+
+def _check_group(c, inst, op) -> None:
+    _no_out(c, inst)
+    pending = getattr(op, "pending", 0)
+    if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 63:
+        c.fail("bad-immediate", inst, f"{op.name} needs a compile-time group count in [0, 63], got {pending!r}")
+
+
+def _register() -> None:
+    from cubepy.ir.verifier import register_check
+
+    for op_type, check in {
+        BarrierInit: _check_init, BarrierArrive: _check_arrive, BarrierArriveExpectTx: _check_arrive_expect_tx,
+        BarrierExpectTx: _check_expect_tx, BarrierWait: _check_wait, BarrierWaitParity: _check_wait_parity,
+        TmaLoad: _check_load, TmaLoadIm2col: _check_load_im2col, TmaStore: _check_store,
+        TmaGroupCommit: _check_group, TmaGroupWait: _check_group, TmaGroupWaitRead: _check_group,
+    }.items():
+        register_check(op_type, check)
+
+
+_register()

@@ -1,0 +1,212 @@
+"""The on-disk kernel cache: built artifacts reused across processes, under ``CUBEPY_CACHE_DIR``.
+
+An entry is one pickled artifact (the post-pass ``KernelDefinition`` the interp runtime executes, or
+the ``CompiledKernel`` of ``kernel.compile``: IR, LLVM, PTX texts and the cubin) in
+``<CUBEPY_CACHE_DIR>/<kind>/<key[:2]>/<key>.pkl``.  The key is a sha256 of:
+
+- cubepy's version and a fingerprint of its installed sources (the path, size and mtime of every
+  ``cubepy/**.py``: a changed cubepy never reuses an old entry, even at the same version), the
+  Python version and the versions of numpy and attrs (pickle compatibility);
+- the kind of artifact and the runtime/target (``interp``, ``sm_90a``, ...);
+- ``kernel.identity`` (the source of every cube function the kernel reaches, so editing a callee
+  changes it; values without a stable text make it per-process, which disables reuse);
+- the cube_dim, the mode (checked or not) and the compilation arguments' ``repr`` (a repr that
+  names a memory address is not stable across processes: such launches are not cached on disk).
+
+Entries are written atomically (a temporary file in the same folder, then ``os.replace``), so
+concurrent processes each see a whole entry or none; two that build the same kernel both write a
+valid entry and the last one wins.  An entry that cannot be read (truncated, corrupt, written by an
+incompatible version) is ignored, removed and rebuilt, with a message when ``CUBEPY_DEBUG >= 1``.
+Entries are pickles: the cache folder must be as private as your home directory (as Triton's and
+numba's caches are).  ``CUBEPY_CACHE_DIR=off`` (or ``0``/``none``) disables the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+from cubepy import config
+from cubepy.ir.types import ElemType as _ElemType
+
+FORMAT = 1
+_MAGIC = b"cubepy-cache\0"
+_DISABLED = ("", "0", "off", "none", "false")
+
+_fingerprint: str | None = None
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles IR element types by name, so loading gives back the singletons (code compares them with ``is``)."""
+
+    def reducer_override(self, obj):
+        if type(obj) is _ElemType:
+            return (_elem_type, (obj.name,))
+        return NotImplemented
+
+
+def _elem_type(name: str):
+    from cubepy.ir.types import ELEM_BY_NAME
+
+    return ELEM_BY_NAME[name]
+
+
+def _dumps(obj) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def install_fingerprint() -> str:
+    """A hash of cubepy's version and its source files' paths, sizes and mtimes (computed once per process)."""
+    global _fingerprint
+    if _fingerprint is None:
+        import numpy
+
+        from cubepy import __version__
+
+        digest = hashlib.sha256()
+        # (attrs.__version__ is not read: it goes through importlib.metadata, ~35 ms.)
+        parts = (__version__, sys.version, numpy.__version__, FORMAT)
+        digest.update(repr(parts).encode())
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        entries = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    try:
+                        stat = os.stat(path)
+                    except OSError:
+                        continue
+                    entries.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}\n")
+        digest.update("".join(sorted(entries)).encode())
+        _fingerprint = digest.hexdigest()
+    return _fingerprint
+
+
+def cache_dir() -> Path | None:
+    """The cache folder (``CUBEPY_CACHE_DIR``), or None when the cache is disabled."""
+    value = config.get("CUBEPY_CACHE_DIR")
+    if value is None or str(value).strip().lower() in _DISABLED:
+        return None
+    return Path(value)
+
+
+def entry_key(kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args) -> str | None:
+    """The hex key of one specialization, or None when its compilation arguments have no stable text."""
+    comp_text = repr(comp_args)
+    if " at 0x" in comp_text or "unstable:" in identity:
+        return None
+    # The types too: two classes whose reprs coincide must not share an entry.
+    comp_text += repr([f"{type(a).__module__}.{type(a).__qualname__}" for a in comp_args])
+    text = "\0".join((install_fingerprint(), kind, target, identity, repr(tuple(cube_dim)), repr(bool(checked)),
+                      comp_text))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _debug(message: str) -> None:
+    if config.get("CUBEPY_DEBUG") >= 1:
+        print(f"[cubepy] disk cache: {message}", file=sys.stderr)
+
+
+class DiskCache:
+    """Artifacts of one kind (``interp``, ``compile``) under one root folder."""
+
+    def __init__(self, root: str | os.PathLike, kind: str) -> None:
+        self.root = Path(root)
+        self.kind = kind
+
+    def path(self, key: str) -> Path:
+        """Where the entry of ``key`` lives."""
+        return self.root / self.kind / key[:2] / f"{key}.pkl"
+
+    def load(self, key: str):
+        """The artifact stored under ``key``, or None (missing, or unreadable: then it is removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            if not data.startswith(_MAGIC):
+                raise ValueError("not a cubepy cache entry")
+            stored_key, artifact = pickle.loads(data[len(_MAGIC):])
+            if stored_key != key:
+                raise ValueError("entry stored under another key")
+        except Exception as exc:  # corrupt, truncated or from an incompatible version: rebuild
+            _debug(f"ignoring unreadable entry {path} ({type(exc).__name__}: {exc}); rebuilding")
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            return None
+        _debug(f"hit {path}")
+        return artifact
+
+    def store(self, key: str, artifact) -> bool:
+        """Write ``artifact`` under ``key`` atomically; False (and nothing written) when it cannot be."""
+        path = self.path(key)
+        try:
+            data = _MAGIC + _dumps((key, artifact))
+        except Exception as exc:  # an artifact holding something unpicklable: keep it in memory only
+            _debug(f"not storing {path.name}: {type(exc).__name__}: {exc}")
+            return False
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError as exc:  # read-only or full disk: the cache is an optimization only
+            _debug(f"cannot write {path}: {exc}")
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        _debug(f"stored {path}")
+        return True
+
+
+def for_kind(kind: str) -> DiskCache | None:
+    """The cache of ``kind`` under the current ``CUBEPY_CACHE_DIR``, or None when disabled."""
+    root = cache_dir()
+    return None if root is None else DiskCache(root, kind)
+
+
+def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: str, build):
+    """``build()`` (a ``CompiledKernel``), or the copy stored on disk for the same kernel and target.
+
+    Not cached while ``CUBEPY_DUMP`` asks for dumps (building writes them).
+    """
+    store = for_kind("compile")
+    if store is None or config.get("CUBEPY_DUMP"):
+        return build()
+    key = entry_key("compile", target, kernel.identity, cube_dim, checked, comp_args)
+    if key is None:
+        return build()
+    compiled = store.load(key)
+    if compiled is None:
+        compiled = build()
+        store.store(key, compiled)
+    return compiled
+
+
+def _install() -> None:
+    from cubepy.frontend import hooks
+
+    hooks.CACHED_COMPILE = cached_compile  # Kernel.compile consults it (see cubepy/frontend/kernel.py)
+
+
+_install()

@@ -1,0 +1,129 @@
+"""Cooperative matrices (``cubepy.ir.ops.cmma``) in the lockstep interp: one 16x16 matrix per plane.
+
+A fragment's LOCAL_ARRAY rows are the plane's 32 units; this emulation keeps element ``(r, c)`` of the
+plane's matrix in unit ``(16r + c) // 8``, slot ``(16r + c) % 8`` (the back end's register layout
+differs, which programs cannot observe: they touch fragments only through these operations).  Every
+unit of a plane must execute each operation, and offsets and strides are taken from the plane's first
+unit, as ``wmma`` requires them to be uniform.  ``execute`` multiplies the inputs exactly (f16/bf16
+products fit f32) and accumulates in f32.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cubepy.ir import Instruction, Variable, ops
+from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+SIDE = 16
+SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emulation
+
+
+def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
+    """The planes that execute ``inst`` (a bool per plane); partial planes are a kernel bug."""
+    if ctx.topology.units % PLANE_SIZE:
+        ctx.fail(inst, f"cmma needs whole planes: the cube has {ctx.topology.units} units, not a multiple of "
+                 f"{PLANE_SIZE}", 0, kind="divergence")
+    bits = mask.bits.reshape(-1, PLANE_SIZE)
+    active = bits.any(axis=1)
+    partial = active & ~bits.all(axis=1)
+    if partial.any():
+        plane = int(np.argmax(partial))
+        lane = plane * PLANE_SIZE + int(np.argmin(bits[plane]))
+        ctx.fail(inst, "cmma is cooperative: every unit of the plane must execute it", lane, kind="divergence")
+    return active
+
+
+def _read_fragment(ctx: Chunk, var: Variable) -> np.ndarray:
+    items = ctx.memory(var).items
+    return items[:, :SLOTS].reshape(-1, SIDE, SIDE)
+
+
+def _write_fragment(ctx: Chunk, var: Variable, matrices: np.ndarray, active: np.ndarray) -> None:
+    items = ctx.memory(var).items
+    current = items[:, :SLOTS].reshape(-1, SIDE, SIDE)
+    current[active] = matrices[active].astype(items.dtype)
+    items[:, :SLOTS] = current.reshape(-1, SLOTS)
+
+
+def _per_plane(ctx: Chunk, var: Variable) -> np.ndarray:
+    """The value of ``var`` on the first unit of every plane (int64)."""
+    value = np.broadcast_to(np.asarray(ctx.read(var)), (ctx.lanes,))
+    return value[::PLANE_SIZE].astype(np.int64)
+
+
+def _addresses(ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable, layout: str, ref,
+               active: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Item indices ``(planes, 16, 16)`` of each matrix element, and each plane's row of ``ref`` (shared)."""
+    start, step = _per_plane(ctx, offset), _per_plane(ctx, stride)
+    rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
+    major, minor = (rows, cols) if layout == "row" else (cols, rows)
+    index = start[:, None, None] + major[None] * step[:, None, None] + minor[None]
+    bad = active & ((index < 0) | (index >= ref.length)).any(axis=(1, 2))
+    if bad.any():
+        plane = int(np.argmax(bad))
+        ctx.fail(inst, f"out-of-bounds cmma access of {ref.label}: offset {start[plane]}, stride {step[plane]} "
+                 f"(length {ref.length})", plane * PLANE_SIZE)
+    owner = None if ref.owner is None else ref.owner[::PLANE_SIZE]
+    return np.where(active[:, None, None], index, 0), owner
+
+
+@implements(ops.CmmaFill)
+def cmma_fill(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Every element of the fragment := value (the plane's first unit's)."""
+    op = inst.operation
+    active = _planes(ctx, inst, mask)
+    value = np.broadcast_to(np.asarray(ctx.read(op.value)), (ctx.lanes,))[::PLANE_SIZE]
+    matrices = np.broadcast_to(value[:, None, None], (len(value), SIDE, SIDE))
+    _write_fragment(ctx, op.fragment, matrices, active)
+
+
+@implements(ops.CmmaLoad)
+def cmma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """The fragment := the 16x16 matrix at ``memory[offset..]``."""
+    op = inst.operation
+    active = _planes(ctx, inst, mask)
+    ref = ctx.memory(op.memory)
+    index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
+    values = ref.items[index] if owner is None else ref.items[owner[:, None, None], index]
+    _write_fragment(ctx, op.fragment, values, active)
+
+
+@implements(ops.CmmaExecute)
+def cmma_execute(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """d := a @ b + c, in f32."""
+    op = inst.operation
+    active = _planes(ctx, inst, mask)
+    a = _read_fragment(ctx, op.a).astype(np.float32)
+    b = _read_fragment(ctx, op.b).astype(np.float32)
+    c = _read_fragment(ctx, op.c).astype(np.float32)
+    _write_fragment(ctx, op.d, np.matmul(a, b) + c, active)
+
+
+@implements(ops.CmmaStore)
+def cmma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """``memory[offset..]`` := the accumulator's 16x16 matrix."""
+    op = inst.operation
+    active = _planes(ctx, inst, mask)
+    ref = ctx.memory(op.memory)
+    index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
+    values = _read_fragment(ctx, op.fragment).astype(numpy_dtype(op.memory.elem))
+    for plane in np.flatnonzero(active):
+        if owner is None:
+            ref.items[index[plane]] = values[plane]
+        else:
+            ref.items[owner[plane], index[plane]] = values[plane]
+
+
+@implements(ops.CmmaCast)
+def cmma_cast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """output := input, converted element by element."""
+    op = inst.operation
+    active = _planes(ctx, inst, mask)
+    _write_fragment(ctx, op.output, _read_fragment(ctx, op.input), active)

@@ -1,0 +1,336 @@
+"""Asynchronous barriers and TMA copies in the lockstep interp: handlers of ``cubepy.ir.ops.tma``.
+
+Model (``shared/reference/tma-semantics.md``; PTX ``mbarrier``):
+
+* Each barrier holds, per cube, its arrival count, the arrivals still pending in the current phase,
+  a signed transaction count (bytes expected minus bytes delivered) and the number of completed
+  phases.  A phase completes when no arrival is pending and the transaction count is zero; the
+  pending count then resets to the arrival count.  A copy may complete before its bytes are expected
+  (CubeCL issues the load before ``arrive_and_expect_tx``), so the transaction count may go negative.
+* A token is the index of the phase its arrival belonged to; ``wait(token)`` is done once that phase
+  completed, ``wait_parity(p)`` once the current phase's parity differs from ``p`` (the hardware rule).
+* TMA loads complete at issue: the bytes land in the cube's shared memory through the exact emulation
+  of ``interp.tma`` and are credited to the barrier at once.  TMA stores write global memory at issue
+  too, so ``tma_group_commit``/``tma_group_wait``/``tma_group_wait_read`` have nothing left to do.
+* Lockstep runs every active unit through an instruction together, so a wait that is not done when
+  it runs can only be completed by units that are not here.  When every live unit of the cube is at
+  the wait nobody can arrive any more: a ``SanitizerError`` "deadlock".  When some live units are
+  elsewhere (another branch), the interp cannot suspend this one: also a ``SanitizerError``, saying so.
+* Misuse (a destination that is not 128-byte aligned, a box larger than its shared slice, coordinates
+  out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` with the
+  source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NoReturn
+
+import numpy as np
+
+from cubepy.errors import SanitizerError, TensorMapError
+from cubepy.ir import Instruction, Variable, ops
+from cubepy.runtime.interp import sync, tma
+from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.values import Mask
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1]
+_EXTENSION_KEY = "tma.barriers"
+
+
+class TmaMisuseError(SanitizerError, TensorMapError):
+    """A TMA copy or barrier used against its rules (tma-semantics.md rules 23-28), found while running."""
+
+
+class BarrierState:
+    """One barrier's state in every cube of a chunk (arrays indexed by chunk-relative cube)."""
+
+    __slots__ = ("initialized", "arrival_count", "pending", "tx", "phase")
+
+    def __init__(self, cubes: int) -> None:
+        self.initialized = np.zeros(cubes, dtype=bool)
+        self.arrival_count = np.zeros(cubes, dtype=np.int64)
+        self.pending = np.zeros(cubes, dtype=np.int64)
+        self.tx = np.zeros(cubes, dtype=np.int64)  # bytes expected minus bytes delivered
+        self.phase = np.zeros(cubes, dtype=np.int64)  # phases completed so far
+
+    def settle(self) -> None:
+        """Complete every phase whose arrivals and transaction bytes are all in."""
+        done = self.initialized & (self.pending == 0) & (self.tx == 0)
+        if done.any():
+            self.phase[done] += 1
+            self.pending[done] = self.arrival_count[done]
+
+    def describe(self, cube: int) -> str:
+        """The phase, pending arrivals and outstanding bytes of ``cube``, for messages."""
+        return (f"phase {self.phase[cube]} has {self.pending[cube]} of {self.arrival_count[cube]} arrivals "
+                f"pending and {self.tx[cube]} transaction bytes outstanding")
+
+
+# -- helpers -----------------------------------------------------------------------------------------------
+def _state(ctx: Chunk, var: Variable) -> BarrierState:
+    states = ctx.extensions.setdefault(_EXTENSION_KEY, {})
+    state = states.get(var.id)
+    if state is None:
+        state = states[var.id] = BarrierState(ctx.topology.cubes)
+    return state
+
+
+def _active_lanes(mask: Mask) -> np.ndarray:
+    return np.flatnonzero(mask.bits)
+
+
+def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
+    """The int64 value of ``var`` on each of ``lanes``."""
+    value = np.asarray(ctx.read(var))
+    if value.ndim == 0:
+        return np.full(lanes.size, int(value), dtype=np.int64)
+    return value[lanes].astype(np.int64)
+
+
+def _cube_of(ctx: Chunk, lanes: np.ndarray) -> np.ndarray:
+    return lanes // ctx.topology.units
+
+
+def _initialized(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray) -> np.ndarray:
+    """The cube of each lane; a SanitizerError when a lane's cube never initialised the barrier."""
+    cubes = _cube_of(ctx, lanes)
+    missing = ~state.initialized[cubes]
+    if missing.any():
+        ctx.fail(inst, f"{var!r} is used before barrier_init (no unit of this cube was elected to initialise "
+                 "it)", int(lanes[np.argmax(missing)]))
+    return cubes
+
+
+def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray,
+                  arrivals: np.ndarray, tx_bytes: np.ndarray) -> np.ndarray:
+    """Expect ``tx_bytes`` then arrive ``arrivals`` times per lane; each lane's token (its phase)."""
+    cubes = _initialized(ctx, inst, state, var, lanes)
+    bad = (arrivals < 1) | (arrivals > MAX_ARRIVAL_COUNT)
+    if bad.any():
+        lane = int(np.argmax(bad))
+        ctx.fail(inst, f"arrival count {arrivals[lane]} on {var!r} is outside [1, {MAX_ARRIVAL_COUNT}]",
+                 int(lanes[lane]))
+    totals = np.zeros_like(state.pending)
+    np.add.at(totals, cubes, arrivals)
+    if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
+        tokens = state.phase[cubes].copy()
+        np.add.at(state.tx, cubes, tx_bytes)
+        state.pending -= totals
+        state.settle()
+        return tokens
+    # Some cube gets more arrivals than its phase still waits for: apply them one unit at a time (in lane
+    # order; the hardware order is unspecified), so phases complete in between as they would on the GPU.
+    tokens = np.empty(lanes.size, dtype=np.int64)
+    for k, (lane, cube) in enumerate(zip(lanes.tolist(), cubes.tolist())):
+        if arrivals[k] > state.pending[cube]:
+            ctx.fail(inst, f"{arrivals[k]} arrivals on {var!r} but its phase waits for only "
+                     f"{state.pending[cube]} more; {state.describe(cube)}", lane)
+        tokens[k] = state.phase[cube]
+        state.tx[cube] += tx_bytes[k]
+        state.pending[cube] -= arrivals[k]
+        state.settle()
+    return tokens
+
+
+def _wait(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray,
+          done: np.ndarray) -> None:
+    """Fail unless every waiting lane's phase is complete (nothing can complete it later in lockstep)."""
+    if done.all():
+        return
+    lane = int(lanes[np.argmax(~done)])
+    cube = lane // ctx.topology.units
+    units = ctx.topology.units
+    here = np.zeros(ctx.lanes, dtype=bool)
+    here[lanes] = True
+    elsewhere = ~ctx.returned[cube * units:(cube + 1) * units] & ~here[cube * units:(cube + 1) * units]
+    if not elsewhere.any():
+        ctx.fail(inst, f"deadlock: wait on {var!r} can never complete: every live unit of the cube is waiting "
+                 f"and no copy is in flight; {state.describe(cube)}", lane)
+    absent = int(np.argmax(elsewhere))
+    ctx.fail(inst, f"possible deadlock: wait on {var!r} is not complete ({state.describe(cube)}) and unit "
+             f"{absent} of this cube is live but elsewhere; the lockstep interp runs branches one after "
+             "another and cannot suspend this wait until other units arrive", lane)
+
+
+def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
+    where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
+    raise TmaMisuseError(f"{where}{error}, by {ctx.describe_lane(lane)}\n  in instruction: {inst}") from error
+
+
+def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> int:
+    """The byte address of ``smem[offset]``, after checking that ``nbytes`` fit the slice and the memory."""
+    item = op.smem.type.size
+    offset = int(_per_lane(ctx, op.offset, np.array([lane]))[0])
+    length = int(_per_lane(ctx, op.length, np.array([lane]))[0])
+    if offset + length > op.smem.length:
+        _misuse(ctx, inst, lane, TensorMapError(
+            f"{op.name}: the shared slice [{offset}, {offset + length}) runs past the end of {op.smem!r} "
+            f"({op.smem.length} items)"))
+    if nbytes > length * item:
+        _misuse(ctx, inst, lane, TensorMapError(
+            f"{op.name}: the box is {nbytes} bytes but its shared slice holds {length} items "
+            f"({length * item} bytes); breaks rule 28"))
+    return ctx.shared_offset(op.smem) + offset * item
+
+
+def _tensor_map(ctx: Chunk, op):
+    return ctx.launch.bindings.tensor_maps[op.tensor_map.id]
+
+
+def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: int) -> int:
+    if tm.mode != mode or tm.rank != rank:
+        _misuse(ctx, inst, lane, TensorMapError(
+            f"{inst.op}: a rank-{rank} {mode} copy on a rank-{tm.rank} {tm.mode} tensor map; breaks rule 23"))
+    return tm.box_bytes
+
+
+# -- barriers ---------------------------------------------------------------------------------------------
+@implements(ops.BarrierInit)
+def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Elected units initialise the barrier of their cube (every cube that runs this resets it)."""
+    op: ops.BarrierInit = inst.operation
+    lanes = _active_lanes(mask)
+    elected = np.broadcast_to(np.asarray(ctx.read(op.is_elected), dtype=bool), (ctx.lanes,))[lanes]
+    counts = _per_lane(ctx, op.arrival_count, lanes)
+    state = _state(ctx, op.barrier)
+    cubes = _cube_of(ctx, lanes)
+    for lane, cube, count in zip(lanes[elected], cubes[elected], counts[elected]):
+        if not 1 <= count <= MAX_ARRIVAL_COUNT:
+            ctx.fail(inst, f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]", int(lane))
+        if state.initialized[cube] and state.arrival_count[cube] != count and state.phase[cube] == 0:
+            ctx.fail(inst, f"two units initialise {op.barrier!r} with different arrival counts "
+                     f"({state.arrival_count[cube]} and {count})", int(lane))
+        state.initialized[cube] = True
+        state.arrival_count[cube] = count
+        state.pending[cube] = count
+        state.tx[cube] = 0
+        state.phase[cube] = 0
+    sync.sync_cube(ctx, inst, mask)  # the init ends with a cube-wide barrier (bar.sync 0)
+
+
+@implements(ops.BarrierArrive)
+def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Arrive once per unit; the token is the phase arrived on."""
+    op: ops.BarrierArrive = inst.operation
+    lanes = _active_lanes(mask)
+    ones = np.ones(lanes.size, dtype=np.int64)
+    tokens = _add_arrivals(ctx, inst, _state(ctx, op.barrier), op.barrier, lanes, ones, np.zeros_like(ones))
+    _write_tokens(ctx, inst, mask, lanes, tokens)
+
+
+@implements(ops.BarrierArriveExpectTx)
+def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Expect the bytes, then arrive; the token is the phase arrived on."""
+    op: ops.BarrierArriveExpectTx = inst.operation
+    lanes = _active_lanes(mask)
+    arrivals = _per_lane(ctx, op.arrivals, lanes)
+    tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
+    tokens = _add_arrivals(ctx, inst, _state(ctx, op.barrier), op.barrier, lanes, arrivals, tx_bytes)
+    _write_tokens(ctx, inst, mask, lanes, tokens)
+
+
+def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
+    values = np.zeros(ctx.lanes, dtype=np.uint64)
+    values[lanes] = tokens.astype(np.uint64)
+    ctx.write(inst.out, values, mask)
+
+
+@implements(ops.BarrierExpectTx)
+def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Raise the current phase's expected transaction bytes."""
+    op: ops.BarrierExpectTx = inst.operation
+    lanes = _active_lanes(mask)
+    state = _state(ctx, op.barrier)
+    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    np.add.at(state.tx, cubes, _per_lane(ctx, op.tx_bytes, lanes))
+    state.settle()
+
+
+@implements(ops.BarrierWait)
+def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Done when the token's phase has completed."""
+    op: ops.BarrierWait = inst.operation
+    lanes = _active_lanes(mask)
+    state = _state(ctx, op.barrier)
+    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    tokens = _per_lane(ctx, op.token, lanes)
+    _wait(ctx, inst, state, op.barrier, lanes, state.phase[cubes] > tokens)
+
+
+@implements(ops.BarrierWaitParity)
+def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Done when the current phase's parity differs from the one waited for."""
+    op: ops.BarrierWaitParity = inst.operation
+    lanes = _active_lanes(mask)
+    state = _state(ctx, op.barrier)
+    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    parity = _per_lane(ctx, op.phase, lanes) & 1
+    _wait(ctx, inst, state, op.barrier, lanes, (state.phase[cubes] & 1) != parity)
+
+
+# -- copies -----------------------------------------------------------------------------------------------
+def _coords(ctx: Chunk, variables: tuple[Variable, ...], lane: int) -> list[int]:
+    here = np.array([lane])
+    return [int(_per_lane(ctx, var, here)[0]) for var in variables]
+
+
+@implements(ops.TmaLoad)
+def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Each issuing unit copies its box into its cube's shared memory and credits the barrier."""
+    op: ops.TmaLoad = inst.operation
+    lanes = _active_lanes(mask)
+    state = _state(ctx, op.barrier)
+    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    arena = ctx.shared_arena()
+    tm = _tensor_map(ctx, op)
+    for lane, cube in zip(lanes.tolist(), cubes.tolist()):
+        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
+        try:
+            delivered = tma.tiled_load(tm, _coords(ctx, op.coords, lane), arena[cube], dst)
+        except TensorMapError as error:
+            _misuse(ctx, inst, lane, error)
+        state.tx[cube] -= delivered
+    state.settle()
+
+
+@implements(ops.TmaLoadIm2col)
+def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Each issuing unit runs the im2col pixel walk into its cube's shared memory and credits the barrier."""
+    op: ops.TmaLoadIm2col = inst.operation
+    lanes = _active_lanes(mask)
+    state = _state(ctx, op.barrier)
+    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    arena = ctx.shared_arena()
+    tm = _tensor_map(ctx, op)
+    for lane, cube in zip(lanes.tolist(), cubes.tolist()):
+        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "im2col", op.rank))
+        try:
+            delivered = tma.im2col_load(tm, _coords(ctx, op.coords, lane), _coords(ctx, op.offsets, lane),
+                                        arena[cube], dst)
+        except TensorMapError as error:
+            _misuse(ctx, inst, lane, error)
+        state.tx[cube] -= delivered
+    state.settle()
+
+
+@implements(ops.TmaStore)
+def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Each issuing unit writes its shared box to global memory now (the async store completes at issue)."""
+    op: ops.TmaStore = inst.operation
+    arena = ctx.shared_arena()
+    tm = _tensor_map(ctx, op)
+    lanes = _active_lanes(mask)
+    for lane, cube in zip(lanes.tolist(), _cube_of(ctx, lanes).tolist()):
+        src = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
+        try:
+            tma.tiled_store(tm, _coords(ctx, op.coords, lane), arena[cube], src)
+        except TensorMapError as error:
+            _misuse(ctx, inst, lane, error)
+
+
+@implements(ops.TmaGroupCommit, ops.TmaGroupWait, ops.TmaGroupWaitRead)
+def tma_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Stores completed at issue: committing and waiting on bulk groups has nothing left to do."""

@@ -1,0 +1,270 @@
+"""Deliberately buggy kernels: the sanitizer flags each with the right kind, unit, index and line.
+
+Every kernel runs on ``cp.client("interp", sanitize=True)``; the correct twins at the end must pass
+without a report (no false alarms).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import UNIT_POS, Array, cube, f32, u32
+from cubepy.errors import SanitizerError
+from cubepy.runtime.interp.sanitizer import KINDS
+
+# -- buggy kernels ------------------------------------------------------------------------------
+
+
+@cube(launch=True)
+def neighbour_read_without_sync(out: Array[f32]):
+    tile = cp.SharedMemory[f32](64)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    out[UNIT_POS] = tile[(UNIT_POS + 1) % 64]  # BUG: no sync_cube before reading another unit's slot
+
+
+@cube(launch=True)
+def broadcast_without_sync(out: Array[f32]):
+    value = cp.SharedMemory[f32](1)
+    if UNIT_POS == 0:
+        value[0] = f32(3)
+    out[UNIT_POS] = value[0]  # BUG
+
+
+@cube(launch=True)
+def overwrite_before_others_read(out: Array[f32]):
+    tile = cp.SharedMemory[f32](64)
+    tile[UNIT_POS] = f32(1)
+    cp.sync_cube()
+    out[UNIT_POS] = tile[63 - UNIT_POS]
+    tile[UNIT_POS] = f32(2)  # BUG: write-after-read, the mirrored unit read this slot without a barrier
+
+
+@cube(launch=True)
+def two_units_write_different_values(out: Array[f32]):
+    slot = cp.SharedMemory[f32](4)
+    slot[UNIT_POS % 4] = f32(UNIT_POS)  # BUG: units 0, 4, 8, ... write slot 0 with different values
+    cp.sync_cube()
+    out[UNIT_POS] = slot[UNIT_POS % 4]
+
+
+@cube(launch=True)
+def writes_in_two_branches(out: Array[f32]):
+    slot = cp.SharedMemory[f32](1)
+    if UNIT_POS == 0:
+        slot[0] = f32(1)
+    if UNIT_POS == 1:
+        slot[0] = f32(2)  # BUG: write-write race with unit 0
+    cp.sync_cube()
+    out[UNIT_POS] = slot[0]
+
+
+@cube(launch=True)
+def reduction_missing_barrier(out: Array[f32]):
+    partial = cp.SharedMemory[f32](64)
+    partial[UNIT_POS] = f32(1)
+    cp.sync_cube()
+    stride = u32(32)
+    while stride > 0:
+        if UNIT_POS < stride:
+            partial[UNIT_POS] = partial[UNIT_POS] + partial[UNIT_POS + stride]  # BUG: no barrier per round
+        stride = stride // 2
+    out[UNIT_POS] = partial[0]
+
+
+@cube(launch=True)
+def plane_barrier_used_across_planes(out: Array[f32]):
+    tile = cp.SharedMemory[f32](64)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_plane()
+    out[UNIT_POS] = tile[63 - UNIT_POS]  # BUG: the mirrored unit is in the other plane; sync_plane is not enough
+
+
+@cube(launch=True)
+def read_never_written(out: Array[f32]):
+    tile = cp.SharedMemory[f32](64)
+    out[UNIT_POS] = tile[UNIT_POS]  # BUG: shared memory starts undefined
+
+
+@cube(launch=True)
+def read_past_the_written_part(out: Array[f32]):
+    tile = cp.SharedMemory[f32](128)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    out[UNIT_POS] = tile[UNIT_POS + 64]  # BUG: the upper half was never written
+
+
+@cube(launch=True)
+def divergent_barrier(out: Array[f32]):
+    if UNIT_POS < 40:
+        cp.sync_cube()  # BUG: units 40.. never reach it
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def barrier_in_divergent_loop(out: Array[f32]):
+    for _i in range(UNIT_POS % 3):
+        cp.sync_cube()  # BUG: units run different trip counts
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def divergent_plane_barrier(out: Array[f32]):
+    if UNIT_POS % 2 == 0:
+        cp.sync_plane()  # BUG: half of every plane
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch_unchecked=True)
+def global_write_past_end(out: Array[f32]):
+    out[UNIT_POS + 1] = f32(1)  # BUG: the last unit writes one past the end
+
+
+@cube(launch_unchecked=True)
+def global_read_before_start(inp: Array[f32], out: Array[f32]):
+    out[UNIT_POS] = inp[UNIT_POS - 1]  # BUG: unit 0 reads index 2**32 - 1
+
+
+@cube(launch_unchecked=True)
+def shared_write_past_end(out: Array[f32]):
+    tile = cp.SharedMemory[f32](32)
+    tile[UNIT_POS] = f32(1)  # BUG: 64 units, 32 slots
+    cp.sync_cube()
+    out[UNIT_POS] = f32(0)
+
+
+@cube(launch_unchecked=True)
+def local_array_overrun(out: Array[f32]):
+    scratch = cp.LocalArray[f32](4)
+    for i in range(5):
+        scratch[i] = f32(i)  # BUG: i == 4 is past the end
+    out[UNIT_POS] = scratch[0]
+
+
+@cube(launch=True)
+def shuffle_from_inactive_lane(out: Array[f32]):
+    value = f32(UNIT_POS)
+    if UNIT_POS % 2 == 0:
+        out[UNIT_POS] = cp.plane_shuffle(value, UNIT_POS + 1)  # BUG: odd lanes are inactive here
+
+
+BUGGY = [
+    # kernel, kind, needs an input buffer, what the message must name
+    (neighbour_read_without_sync, "data race", False, "index 1"),
+    (broadcast_without_sync, "data race", False, "index 0"),
+    (overwrite_before_others_read, "data race", False, "read"),
+    (two_units_write_different_values, "data race", False, "different values"),
+    (writes_in_two_branches, "data race", False, "index 0"),
+    (reduction_missing_barrier, "data race", False, "index"),
+    (plane_barrier_used_across_planes, "data race", False, "index 63"),
+    (read_never_written, "uninitialized read", False, "index 0"),
+    (read_past_the_written_part, "uninitialized read", False, "index 64"),
+    (divergent_barrier, "divergent barrier", False, "sync_cube"),
+    (barrier_in_divergent_loop, "divergent barrier", False, "sync_cube"),
+    (divergent_plane_barrier, "divergent barrier", False, "sync_plane"),
+    (global_write_past_end, "out-of-bounds", False, "index 64"),
+    (global_read_before_start, "out-of-bounds", True, "index 4294967295"),
+    (shared_write_past_end, "out-of-bounds", False, "index 32"),
+    (local_array_overrun, "out-of-bounds", False, "index 4"),
+    (shuffle_from_inactive_lane, "inactive plane lane", False, "inactive"),
+]
+
+
+def _bug_line(kernel) -> int:
+    """The line of the kernel's source marked ``# BUG``."""
+    lines, first = inspect.getsourcelines(kernel.fn if hasattr(kernel, "fn") else kernel.__wrapped__)
+    return first + next(i for i, text in enumerate(lines) if "# BUG" in text)
+
+
+def _launch(kernel, needs_input: bool, client) -> None:
+    out = client.create(np.zeros(64, dtype=np.uint32 if "atomic" in kernel.name else np.float32))
+    args = ([cp.ArrayArg(client.create(np.ones(64, np.float32)))] if needs_input else []) + [cp.ArrayArg(out)]
+    launch = kernel.launch_unchecked if hasattr(kernel, "launch_unchecked") else kernel.launch
+    launch(client, cp.CubeCount(2), cp.CubeDim(64), *args)
+
+
+@pytest.mark.parametrize(("kernel", "kind", "needs_input", "detail"), BUGGY, ids=[k.name for k, *_ in BUGGY])
+def test_buggy_kernel_is_flagged(kernel, kind, needs_input, detail):
+    assert kind in KINDS
+    with pytest.raises(SanitizerError) as info:
+        _launch(kernel, needs_input, cp.client("interp", sanitize=True))
+    message = str(info.value)
+    assert info.value.kind == kind, message
+    assert kind in message
+    assert detail in message
+    assert "unit (" in message and "of cube (" in message
+    assert f"test_sanitizer.py:{_bug_line(kernel)}" in message, message
+
+
+def test_race_report_names_both_units_and_both_lines():
+    with pytest.raises(SanitizerError) as info:
+        _launch(broadcast_without_sync, False, cp.client("interp", sanitize=True))
+    message = str(info.value)
+    write_line = _bug_line(broadcast_without_sync) - 1
+    assert f"test_sanitizer.py:{write_line}" in message  # the earlier write
+    assert "unit (0, 0, 0) of cube (0, 0, 0)" in message and "unit (1, 0, 0)" in message
+
+
+@pytest.mark.races_by_design
+def test_sanitizer_off_lets_racy_kernels_run():
+    _launch(neighbour_read_without_sync, False, cp.client("interp"))
+
+
+# -- correct twins: no false alarms --------------------------------------------------------------
+
+
+@cube(launch=True)
+def tree_reduction(out: Array[f32]):
+    partial = cp.SharedMemory[f32](64)
+    partial[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    stride = u32(32)
+    while stride > 0:
+        if UNIT_POS < stride:
+            partial[UNIT_POS] = partial[UNIT_POS] + partial[UNIT_POS + stride]
+        cp.sync_cube()
+        stride = stride // 2
+    out[UNIT_POS] = partial[0]
+
+
+@cube(launch=True)
+def same_value_flag_and_plane_exchange(out: Array[f32]):
+    flag = cp.SharedMemory[u32](1)
+    flag[0] = u32(1)  # every unit writes the same value: benign, as in CUDA's racecheck
+    lane_values = cp.SharedMemory[f32](64)
+    lane_values[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_plane()  # orders the accesses within each plane
+    partner = (UNIT_POS // 32) * 32 + (UNIT_POS + 1) % 32
+    value = lane_values[partner]
+    cp.sync_cube()
+    out[UNIT_POS] = value + f32(flag[0])
+
+
+@cube(launch=True)
+def double_buffered(out: Array[f32]):
+    tile = cp.SharedMemory[f32](128)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    tile[64 + UNIT_POS] = tile[63 - UNIT_POS]
+    cp.sync_cube()
+    out[UNIT_POS] = tile[64 + (UNIT_POS + 1) % 64]
+
+
+@cube(launch=True)
+def shared_atomics_then_sync(out: Array[u32]):
+    counter = cp.SharedMemory[cp.Atomic[u32]](1)
+    if UNIT_POS == 0:
+        counter[0].store(u32(0))
+    cp.sync_cube()
+    counter[0].fetch_add(u32(1))
+    cp.sync_cube()
+    out[UNIT_POS] = counter[0].load()
+
+
+@pytest.mark.parametrize("kernel", [tree_reduction, same_value_flag_and_plane_exchange, double_buffered,
+                                    shared_atomics_then_sync], ids=lambda k: k.name)
+def test_correct_kernel_has_no_report(kernel):
+    _launch(kernel, False, cp.client("interp", sanitize=True))

@@ -1,0 +1,220 @@
+"""The on-disk kernel cache (cubepy/runtime/cache.py): hits, invalidation, corruption, atomic writes, processes."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import config
+from cubepy.runtime import cache
+from cubepy.runtime.client import ComputeClient, InterpBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KERNEL_MODULE = '''
+import cubepy as cp
+from cubepy import f32
+
+
+@cp.cube
+def helper(x: f32) -> f32:
+    return x + f32({offset})
+
+
+@cp.cube(launch=True)
+def kernel(data: cp.Array[f32], out: cp.Array[f32]):
+    i = cp.ABSOLUTE_POS
+    if i < data.len():
+        out[i] = helper(data[i])
+'''
+
+
+def _write_module(folder: Path, name: str, offset: float) -> None:
+    (folder / f"{name}.py").write_text(KERNEL_MODULE.format(offset=offset))
+
+
+def _import_fresh(folder: Path, name: str):
+    import importlib
+    import linecache
+
+    sys.modules.pop(name, None)
+    linecache.clearcache()
+    importlib.invalidate_caches()
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(name, None)
+
+
+def _fresh_client() -> ComputeClient:
+    return ComputeClient("interp", InterpBackend())
+
+
+def _launch(client, kernel, n: int = 64) -> np.ndarray:
+    data = client.create(np.arange(n, dtype=np.float32))
+    out = client.zeros((n,), np.float32)
+    kernel.launch(client, cp.CubeCount(1), cp.CubeDim(n), cp.ArrayArg(data), cp.ArrayArg(out))
+    return client.read(out)
+
+
+def _entries(root: Path, kind: str = "interp") -> list[Path]:
+    return sorted((root / kind).rglob("*.pkl")) if (root / kind).exists() else []
+
+
+@pytest.fixture
+def cache_root(tmp_path):
+    root = tmp_path / "cache"
+    with config.override(CUBEPY_CACHE_DIR=str(root)):
+        yield root
+
+
+def test_a_second_client_loads_the_artifact_instead_of_expanding(cache_root, tmp_path, monkeypatch):
+    _write_module(tmp_path, "cache_hit_mod", 1.0)
+    module = _import_fresh(tmp_path, "cache_hit_mod")
+    first = _launch(_fresh_client(), module.kernel)
+    assert np.array_equal(first, np.arange(64, dtype=np.float32) + 1)
+    assert len(_entries(cache_root)) == 1
+
+    def no_expansion(*args, **kwargs):
+        raise AssertionError("a disk hit must not expand the kernel")
+
+    monkeypatch.setattr(module.kernel, "define", no_expansion)
+    client = _fresh_client()
+    assert np.array_equal(_launch(client, module.kernel), first)
+    assert client.stats == {"hits": 0, "misses": 1}
+
+
+def test_loaded_definitions_keep_the_ir_element_singletons(cache_root, tmp_path):
+    from cubepy import ir
+
+    _write_module(tmp_path, "cache_singleton_mod", 1.0)
+    module = _import_fresh(tmp_path, "cache_singleton_mod")
+    _launch(_fresh_client(), module.kernel)
+    (entry,) = _entries(cache_root)
+    key = entry.stem
+    definition = cache.DiskCache(cache_root, "interp").load(key)
+    elems = [param.var.type.elem for param in definition.params]
+    assert elems
+    for elem in elems:
+        assert elem is ir.ELEM_BY_NAME[elem.name]
+    assert cache._elem_type("f32") is ir.F32
+    assert pickle.loads(cache._dumps(ir.F32)) is ir.F32
+
+
+def test_editing_a_callee_in_its_source_file_misses(cache_root, tmp_path):
+    _write_module(tmp_path, "cache_edit_mod", 1.0)
+    before = _import_fresh(tmp_path, "cache_edit_mod")
+    identity_before = before.kernel.identity
+    assert np.array_equal(_launch(_fresh_client(), before.kernel), np.arange(64, dtype=np.float32) + 1)
+
+    _write_module(tmp_path, "cache_edit_mod", 5.0)  # only the callee `helper` changes
+    after = _import_fresh(tmp_path, "cache_edit_mod")
+    assert after.kernel.identity != identity_before
+    assert np.array_equal(_launch(_fresh_client(), after.kernel), np.arange(64, dtype=np.float32) + 5)
+    assert len(_entries(cache_root)) == 2
+
+
+def test_a_corrupt_entry_is_ignored_rebuilt_and_reported(cache_root, tmp_path, capsys):
+    _write_module(tmp_path, "cache_corrupt_mod", 2.0)
+    module = _import_fresh(tmp_path, "cache_corrupt_mod")
+    expected = _launch(_fresh_client(), module.kernel)
+    (entry,) = _entries(cache_root)
+    for garbage in (b"", b"not a pickle at all", entry.read_bytes()[:40]):
+        entry.write_bytes(garbage)
+        with config.override(CUBEPY_DEBUG=1):
+            assert np.array_equal(_launch(_fresh_client(), module.kernel), expected)
+        assert "ignoring unreadable entry" in capsys.readouterr().err
+        assert pickle.loads(entry.read_bytes()[len(cache._MAGIC):])[0] == entry.stem  # rewritten whole
+
+
+def test_store_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    store = cache.DiskCache(tmp_path, "interp")
+    key = "ab" + "0" * 62
+    assert store.store(key, {"payload": 1})
+    assert store.load(key) == {"payload": 1}
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cache.os, "replace", failing_replace)
+    assert not store.store(key, {"payload": 2})  # the old entry stays whole, the temporary file is removed
+    monkeypatch.undo()
+    assert store.load(key) == {"payload": 1}
+    assert [p.name for p in store.path(key).parent.iterdir()] == [store.path(key).name]
+
+
+def test_unpicklable_artifacts_and_unstable_keys_are_not_stored(tmp_path):
+    store = cache.DiskCache(tmp_path, "interp")
+    assert not store.store("cd" + "0" * 62, lambda: None)
+    assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (object(),)) is None
+    assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (1,)) != \
+        cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), False, (1,))
+
+
+def test_the_cache_can_be_disabled(tmp_path):
+    with config.override(CUBEPY_CACHE_DIR="off"):
+        assert cache.cache_dir() is None and cache.for_kind("interp") is None
+
+
+def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
+    from cubepy.frontend import hooks
+
+    _write_module(tmp_path, "cache_compile_mod", 3.0)
+    module = _import_fresh(tmp_path, "cache_compile_mod")
+    calls = []
+
+    def fake_compile(definition, target):
+        calls.append(target)
+        return {"name": definition.name, "target": target}
+
+    monkeypatch.setattr(hooks, "COMPILE", fake_compile)
+    first = module.kernel.compile((32, 1, 1), cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
+                                  cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))))
+    args = [p.launch.default_compilation_arg() for p in module.kernel.params]
+    second = module.kernel.compile((32, 1, 1), *args)
+    assert first == second and calls == ["sm_90a"]
+    assert len(_entries(cache_root, "compile")) == 1
+
+
+WORKER = '''
+import sys
+import numpy as np
+import cubepy as cp
+sys.path.insert(0, sys.argv[1])
+import {module} as m
+client = cp.client("interp")
+data = client.create(np.arange(32, dtype=np.float32))
+out = client.zeros((32,), np.float32)
+m.kernel.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(data), cp.ArrayArg(out))
+assert np.array_equal(client.read(out), np.arange(32, dtype=np.float32) + 4)
+print("OK")
+'''
+
+
+def test_several_processes_share_one_cache_directory(tmp_path):
+    root = tmp_path / "shared-cache"
+    _write_module(tmp_path, "cache_procs_mod", 4.0)
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(WORKER.format(module="cache_procs_mod")))
+    env = dict(os.environ, CUBEPY_CACHE_DIR=str(root), PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "OK" in out, err
+    entries = _entries(root)
+    assert len(entries) == 1 and not list((root / "interp").rglob("*.tmp"))
+    # A later process loads it.
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], env=dict(env, CUBEPY_DEBUG="1"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "disk cache: hit" in proc.stderr, proc.stderr

@@ -10,3 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 COMPILE: Callable[[Any, str], Any] | None = None
+
+# ``CACHED_COMPILE(kernel, comp_args, cube_dim, checked, target, build)``: the runtime's on-disk cache
+# (``cubepy.runtime.cache``) installs it; ``Kernel.compile`` asks it first, so a hit skips expansion.
+CACHED_COMPILE: Callable[..., Any] | None = None

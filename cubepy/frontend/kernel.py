@@ -206,7 +206,7 @@ class Kernel(CubeFunction):
             return hooks.COMPILE(definition, target)
 
         # The runtime's on-disk cache (cubepy.runtime.cache) installs CACHED_COMPILE: a hit skips expansion too.
-        cached = getattr(hooks, "CACHED_COMPILE", None)
+        cached = hooks.CACHED_COMPILE
         if cached is None or hooks.COMPILE is None:
             return build()
         return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build)

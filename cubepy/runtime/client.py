@@ -197,7 +197,9 @@ class ComputeClient:
         backend.check_launch(artifact, counts)
         if counts[0] == 0 or counts[1] == 0 or counts[2] == 0:
             return
-        sanitize = self.sanitize or (_knob_set(_SANITIZE_KEY) and bool(config.get("CUBEPY_SANITIZE")))
+        # CUBEPY_SANITIZE is a CPU-runtime setting: it never turns a GPU client's launches into errors.
+        sanitize = self.sanitize or (backend.name == "interp" and _knob_set(_SANITIZE_KEY)
+                                     and bool(config.get("CUBEPY_SANITIZE")))
         backend.run(artifact, counts, bindings, sanitize=sanitize)
 
     def __repr__(self) -> str:

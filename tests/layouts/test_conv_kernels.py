@@ -6,6 +6,7 @@ import pytest
 import cubepy as cp
 from cubepy_layouts.conv import (
     ConvolutionProblem,
+    TmaGemmConfig,
     conv2d_fprop,
     conv2d_wgrad,
     fprop_launch,
@@ -191,3 +192,14 @@ def test_tma_kernels_assemble_with_tensor_cores(client):
         assert f"wmma.mma.sync.aligned.{mma}.m16n16k16.f32.f32" in compiled.ptx
         if compiled.resources is not None:
             assert compiled.resources.spill_store_bytes == 0 and compiled.resources.stack_bytes == 0
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_tma_pipeline_depth(client, stages):
+    problem = problem_of(TMA_SHAPES[0])  # K = 70: 5 k tiles, so 3 stages wrap around the barriers twice
+    x, dy = inputs(problem.x_shape, np.float16, 17), inputs(problem.out_shape, np.float16, 18)
+    dw = client.zeros(problem.w_shape, np.float32)
+    launch = wgrad_tma_launch(client.create(x), client.create(dy), dw, problem, TmaGemmConfig(stages=stages))
+    launch.launch(client)
+    expected = conv2d_wgrad_ref(x.astype(np.float32), dy.astype(np.float32), problem)
+    np.testing.assert_allclose(client.read(dw), expected, atol=1e-3, rtol=1e-3)

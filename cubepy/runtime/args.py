@@ -11,9 +11,10 @@ MAX_UNITS_PER_CUBE = 1024
 
 
 @attrs.frozen
-class CubeCount:
-    """How many cubes (thread blocks) to launch along x, y, z."""
+class _Extent3:
+    """An (x, y, z) launch extent whose axes are ints of at least ``MINIMUM``."""
 
+    MINIMUM = 0
     x: int
     y: int = 1
     z: int = 1
@@ -21,8 +22,9 @@ class CubeCount:
     def __attrs_post_init__(self) -> None:
         for axis in ("x", "y", "z"):
             value = getattr(self, axis)
-            if not isinstance(value, int) or value < 0:
-                raise LaunchError(f"CubeCount.{axis} = {value!r}: expected a non-negative int")
+            if not isinstance(value, int) or value < self.MINIMUM:
+                expected = "a non-negative int" if self.MINIMUM == 0 else "a positive int"
+                raise LaunchError(f"{type(self).__name__}.{axis} = {value!r}: expected {expected}")
 
     def as_tuple(self) -> tuple[int, int, int]:
         """(x, y, z)."""
@@ -30,35 +32,26 @@ class CubeCount:
 
     @property
     def total(self) -> int:
-        """Number of cubes."""
+        """x * y * z."""
         return self.x * self.y * self.z
 
 
 @attrs.frozen
-class CubeDim:
+class CubeCount(_Extent3):
+    """How many cubes (thread blocks) to launch along x, y, z."""
+
+
+@attrs.frozen
+class CubeDim(_Extent3):
     """How many units (threads) one cube has along x, y, z; at most 1024 in all."""
 
-    x: int
-    y: int = 1
-    z: int = 1
+    MINIMUM = 1
 
     def __attrs_post_init__(self) -> None:
-        for axis in ("x", "y", "z"):
-            value = getattr(self, axis)
-            if not isinstance(value, int) or value < 1:
-                raise LaunchError(f"CubeDim.{axis} = {value!r}: expected a positive int")
-        if self.x * self.y * self.z > MAX_UNITS_PER_CUBE:
-            raise LaunchError(f"CubeDim({self.x}, {self.y}, {self.z}) has {self.x * self.y * self.z} units; "
+        super().__attrs_post_init__()
+        if self.total > MAX_UNITS_PER_CUBE:
+            raise LaunchError(f"CubeDim({self.x}, {self.y}, {self.z}) has {self.total} units; "
                               f"a cube holds at most {MAX_UNITS_PER_CUBE}")
-
-    def as_tuple(self) -> tuple[int, int, int]:
-        """(x, y, z)."""
-        return (self.x, self.y, self.z)
-
-    @property
-    def total(self) -> int:
-        """Number of units per cube."""
-        return self.x * self.y * self.z
 
 
 def _check_handle(handle: object, what: str) -> Handle:

@@ -10,6 +10,7 @@ import attrs
 
 import cubepy as cp
 from cubepy import Comptime, cube, i32, u32
+from cubepy_layouts.conv.bounds import in_bounds_2d
 from cubepy_layouts.conv.im2col import split_patch
 from cubepy_layouts.conv.nhwc import NhwcCoords
 from cubepy_layouts.conv.problem import ConvolutionProblem, ConvParams
@@ -43,14 +44,7 @@ class WeightLayout(Layout):
     @cube
     def is_in_bounds(self, pos):
         """``row < rows`` and ``col < cols``, as the comptime flags select."""
-        row, col = pos
-        if cp.comptime(self.check_rows and self.check_cols):
-            return row < self.rows and col < self.cols
-        if cp.comptime(self.check_rows):
-            return row < self.rows
-        if cp.comptime(self.check_cols):
-            return col < self.cols
-        return cp.runtime(True)
+        return in_bounds_2d(pos, self.rows, self.cols, self.check_rows, self.check_cols)
 
     @cube
     def shape(self):

@@ -277,43 +277,39 @@ def _coords(ctx: Chunk, variables: tuple[Variable, ...], lane: int) -> list[int]
     return [int(_per_lane(ctx, var, here)[0]) for var in variables]
 
 
-@implements(ops.TmaLoad)
-def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Each issuing unit copies its box into its cube's shared memory and credits the barrier."""
-    op: ops.TmaLoad = inst.operation
+def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> None:
+    """Each issuing unit runs ``copy(tm, lane, cube_shared, dst)`` and credits the barrier's bytes."""
+    op = inst.operation
     lanes = _active_lanes(mask)
     state = _state(ctx, op.barrier)
     cubes = _initialized(ctx, inst, state, op.barrier, lanes)
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     for lane, cube in zip(lanes.tolist(), cubes.tolist()):
-        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
+        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, mode, op.rank))
         try:
-            delivered = tma.tiled_load(tm, _coords(ctx, op.coords, lane), arena[cube], dst)
+            delivered = copy(tm, lane, arena[cube], dst)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
         state.tx[cube] -= delivered
     state.settle()
+
+
+@implements(ops.TmaLoad)
+def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Each issuing unit copies its box into its cube's shared memory and credits the barrier."""
+    op: ops.TmaLoad = inst.operation
+    _issue_loads(ctx, inst, mask, "tiled",
+                 lambda tm, lane, smem, dst: tma.tiled_load(tm, _coords(ctx, op.coords, lane), smem, dst))
 
 
 @implements(ops.TmaLoadIm2col)
 def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit runs the im2col pixel walk into its cube's shared memory and credits the barrier."""
     op: ops.TmaLoadIm2col = inst.operation
-    lanes = _active_lanes(mask)
-    state = _state(ctx, op.barrier)
-    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
-    arena = ctx.shared_arena()
-    tm = _tensor_map(ctx, op)
-    for lane, cube in zip(lanes.tolist(), cubes.tolist()):
-        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "im2col", op.rank))
-        try:
-            delivered = tma.im2col_load(tm, _coords(ctx, op.coords, lane), _coords(ctx, op.offsets, lane),
-                                        arena[cube], dst)
-        except TensorMapError as error:
-            _misuse(ctx, inst, lane, error)
-        state.tx[cube] -= delivered
-    state.settle()
+    _issue_loads(ctx, inst, mask, "im2col",
+                 lambda tm, lane, smem, dst: tma.im2col_load(tm, _coords(ctx, op.coords, lane),
+                                                             _coords(ctx, op.offsets, lane), smem, dst))
 
 
 @implements(ops.TmaStore)

@@ -33,16 +33,24 @@ DEFAULT_SHARED_ALIGN = 16
 class MemoryRef:
     """One memory as a chunk sees it: ``items``, items per owner, and which row each lane owns."""
 
-    __slots__ = ("items", "length", "owner", "label", "line", "shared_offset")
+    __slots__ = ("items", "length", "owner", "label", "line", "shared_offset", "flat", "lane_base")
 
     def __init__(self, items: np.ndarray, length: int, owner: np.ndarray | None, label: str, line: int,
-                 shared_offset: int | None = None) -> None:
+                 shared_offset: int | None = None, flat: np.ndarray | None = None) -> None:
         self.items = items        # (length[, L]) for global memory, (owners, length[, L]) otherwise
         self.length = length      # valid indices are 0 .. length - 1
         self.owner = owner        # per-lane row of ``items`` (None: one row shared by the whole grid)
         self.label = label        # for error messages: "global buffer 0 (x)", "shared memory 3"
         self.line = line
         self.shared_offset = shared_offset  # byte offset in the cube's arena, for shared memory only
+        # For per-owner scalar memories: a 1-D view of the storage and each lane's first item in it, so
+        # a load is one `take` on a flat index instead of a (slower) two-array fancy index.
+        self.flat = flat
+        self.lane_base = None
+        if flat is not None and owner is not None:
+            row = items.strides[0] // items.itemsize
+            start = (items.__array_interface__["data"][0] - flat.__array_interface__["data"][0]) // items.itemsize
+            self.lane_base = owner.astype(np.int64) * row + start
 
 
 def global_ref(var: Variable, binding, name: str) -> MemoryRef:
@@ -71,9 +79,12 @@ def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray)
     """A typed view of one shared memory in the per-cube byte ``arena`` (cubes, bytes)."""
     line = var.type.line
     nbytes = var.length * var.type.size
-    typed = arena[:, offset: offset + nbytes].view(numpy_dtype(var.elem))
+    dtype = numpy_dtype(var.elem)
+    typed = arena[:, offset: offset + nbytes].view(dtype)
     items = typed if line == 1 else typed.reshape(arena.shape[0], var.length, line)
-    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line, offset)
+    aligned = arena.flags.c_contiguous and arena.shape[1] % dtype.itemsize == 0 and offset % dtype.itemsize == 0
+    flat = arena.reshape(-1).view(dtype) if line == 1 and aligned else None
+    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line, offset, flat)
 
 
 def local_ref(var: Variable, lanes: int) -> MemoryRef:
@@ -81,7 +92,8 @@ def local_ref(var: Variable, lanes: int) -> MemoryRef:
     line = var.type.line
     shape = (lanes, var.length) + ((line,) if line > 1 else ())
     items = np.zeros(shape, dtype=numpy_dtype(var.elem))
-    return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line)
+    flat = items.reshape(-1) if line == 1 else None
+    return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line, flat=flat)
 
 
 def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Mask, checked: bool,
@@ -139,6 +151,8 @@ def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
         values = ref.items[idx]
         if np.ndim(idx) == 0 and ref.line > 1:
             values = values.copy()  # a row view would alias the buffer
+    elif ref.lane_base is not None:
+        values = ref.flat.take(ref.lane_base + idx)
     else:
         values = ref.items[ref.owner, idx]
     if valid is not True:
@@ -159,13 +173,20 @@ def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform:
             ref.items[idx] = value[len(active) - 1 - int(np.argmax(active[::-1]))]
         return
     if valid is True and mask.full:
+        if ref.lane_base is not None:
+            ref.flat[ref.lane_base + idx] = value
+            return
         target = (idx,) if ref.owner is None else (ref.owner, idx)
         ref.items[target] = value
         return
     lanes = np.flatnonzero(active)
     idx = np.broadcast_to(idx, (ctx.lanes,))[lanes]
+    value = value if value_uniform else value[lanes]
+    if ref.lane_base is not None:
+        ref.flat[ref.lane_base[lanes] + idx] = value
+        return
     target = (idx,) if ref.owner is None else (ref.owner[lanes], idx)
-    ref.items[target] = value if value_uniform else value[lanes]
+    ref.items[target] = value
 
 
 @implements(ops.Index)

@@ -7,7 +7,7 @@
 | ``passes`` | IR -> IR passes (checked_io, fold_constants, dead_code) and ``run_passes`` |
 | ``abi`` | the kernel ABI: entry parameters and the info buffer (``pack_info``) |
 | ``llvm_types`` | IR types -> LLVM types, constants, raw attributes |
-| ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync`` lower one op family each |
+| ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync``, ``lower_tma`` (TMA, mbarrier), ``lower_cmma`` (wmma) lower one op family each |
 | ``debuginfo`` | source lines -> ``.loc`` directives |
 | ``target`` | architectures, O3 + PTX emission in a forked child, LLVM-abort isolation |
 | ``toolkit`` | finding ptxas and libdevice |

@@ -46,6 +46,8 @@ class CompiledKernel:
     pass_dumps: tuple[tuple[str, str], ...] = ()
     ptxas_log: str | None = None
     ptxas_status: str | None = None
+    # Bytes of dynamic shared memory the launch must provide (kernels over 48 KiB of shared memory).
+    dynamic_shared_bytes: int = 0
 
     def dump(self, directory: str | os.PathLike, stages: Collection[str] = DUMP_STAGES) -> list[Path]:
         """Write the chosen stages to ``directory/<name>/``; returns the files written.
@@ -132,6 +134,7 @@ def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH,
         name=lowered.entry_name, definition=definition, ir=dumps[-1][1], llvm=llvm_text,
         llvm_opt=emitted.llvm_opt, ptx=emitted.ptx, cubin=cubin, resources=resources, target=arch.arch,
         timings=timings, pass_dumps=(("input", input_text), *dumps), ptxas_log=log, ptxas_status=status,
+        dynamic_shared_bytes=lowered.dynamic_shared_bytes,
     )
     if dump:
         compiled.dump(dump_dir, tuple(dump))

@@ -31,6 +31,10 @@ from cubepy.errors import CompileError, CubeError
 from cubepy.ir import Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
 
 SHARED_MIN_ALIGN = 16
+# Static shared memory is capped at 48 KiB per kernel; above that a kernel gets its shared memories
+# as offsets into one dynamic (extern) array, and the launch opts in to the size (cuFuncSetAttribute).
+STATIC_SHARED_LIMIT = 48 * 1024
+DYNAMIC_SHARED_ALIGN = 1024
 
 Lowering = Callable[["KernelLowering", Instruction], None]
 LOWERINGS: dict[type, Lowering] = {}
@@ -48,6 +52,7 @@ class LoweredModule:
     module: ir.Module
     entry_name: str
     libdevice: frozenset[str]
+    dynamic_shared_bytes: int = 0
 
 
 def entry_name(name: str) -> str:
@@ -125,9 +130,13 @@ class KernelLowering:
         if not self.builder.block.is_terminated:
             self.builder.ret_void()
         self.alloca_builder.branch(self.function.blocks[1])
-        return LoweredModule(self.module, self.name, frozenset(self.libdevice))
+        return LoweredModule(self.module, self.name, frozenset(self.libdevice), self.dynamic_shared_bytes)
 
     def _declare_memories(self) -> None:
+        self.dynamic_shared_bytes = 0
+        offsets, total = self._shared_layout()
+        if total > STATIC_SHARED_LIMIT:
+            self._declare_dynamic_shared(offsets, total)
         for var in self.definition.shared_memories:
             self.shared_memory(var)
         for var in self.definition.barriers:
@@ -140,6 +149,36 @@ class KernelLowering:
         for var in self.definition.local_arrays:
             self.local_array(var)
 
+    def _shared_alignment(self, var: Variable) -> int:
+        return max(var.alignment or 1, SHARED_MIN_ALIGN, lt.item_align(var.type))
+
+    def _shared_layout(self) -> tuple[dict[int, int], int]:
+        """Byte offset of every shared memory in one block laid out in declaration order, and its size."""
+        offsets: dict[int, int] = {}
+        end = 0
+        for var in self.definition.shared_memories:
+            align = self._shared_alignment(var)
+            end = -(-end // align) * align
+            offsets[var.id] = end
+            end += (var.length or 0) * var.type.size
+        return offsets, end
+
+    def _declare_dynamic_shared(self, offsets: dict[int, int], total: int) -> None:
+        """Place every shared memory at its offset in one ``extern`` dynamic shared array."""
+        array = ir.ArrayType(lt.I8, 0)
+        gv = ir.GlobalVariable(self.module, array, "dynamic_shared", addrspace=3)
+        gv.type = lt.SHARED_PTR
+        gv.linkage = "external"
+        gv.align = DYNAMIC_SHARED_ALIGN
+        for var in self.definition.shared_memories:
+            if self._shared_alignment(var) > DYNAMIC_SHARED_ALIGN:
+                raise CompileError(f"kernel {self.definition.name}: shared memory {var!r} asks for alignment "
+                                   f"{var.alignment}, more than dynamic shared memory's {DYNAMIC_SHARED_ALIGN}")
+            pointer = ir.FormattedConstant(
+                lt.SHARED_PTR, f"getelementptr inbounds (i8, ptr addrspace(3) @dynamic_shared, i32 {offsets[var.id]})")
+            self.memories[(VarKind.SHARED, var.id)] = pointer
+        self.dynamic_shared_bytes = total
+
     def shared_memory(self, var: Variable) -> ir.Value:
         """The ``addrspace(3)`` global of a SHARED memory (declared on first use)."""
         key = (VarKind.SHARED, var.id)
@@ -151,7 +190,7 @@ class KernelLowering:
             gv.type = lt.SHARED_PTR  # opaque pointer: typed-pointer text is legacy
             gv.linkage = "internal"
             gv.initializer = ir.Constant(array, ir.Undefined)
-            gv.align = max(var.alignment or 1, SHARED_MIN_ALIGN, lt.item_align(var.type))
+            gv.align = self._shared_alignment(var)
             self.memories[key] = gv
         return self.memories[key]
 

@@ -162,9 +162,17 @@ class Kernel(CubeFunction):
         except CubeError as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
         except Exception as exc:  # a bug in the user's comptime Python: keep it, say where it happened
+            # Keep cubepy's own frames when none is the user's: then the bug is cubepy's, not theirs.
+            tb = source.user_traceback(exc.__traceback__) or exc.__traceback__
+            where = ""
+            last = tb
+            while last is not None and last.tb_next is not None:
+                last = last.tb_next
+            if last is not None:
+                where = f" at {last.tb_frame.f_code.co_filename}:{last.tb_lineno}"
             if hasattr(exc, "add_note"):
-                exc.add_note(f"(raised while expanding kernel {self.qualname})")
-            raise
+                exc.add_note(f"(raised{where} while expanding kernel {self.qualname})")
+            raise exc.with_traceback(tb) from None
         return definition
 
     def launch(self, client, cube_count, cube_dim, *args):

@@ -275,3 +275,24 @@ def test_derived_parameters_register_and_expand_field_by_field():
     windowed.register((launch, ArrayArg(handle())), bindings)
     assert [int(s) for s in bindings.scalars] == [3] and len(bindings.buffers) == 2
     assert [inst.op for inst in ir.walk(definition.body)].count("index_assign") == 2
+
+
+@cube(launch=True)
+def _calls_helper_with_one_argument(out: Array[f32]):
+    out[0] = _two_argument_helper(f32(1.0))  # the bad call
+
+
+@cube
+def _two_argument_helper(a, b):
+    return a + b
+
+
+def test_python_error_in_kernel_names_the_user_line():
+    import traceback
+
+    with pytest.raises(TypeError) as info:
+        _calls_helper_with_one_argument.define((_calls_helper_with_one_argument.params[0].launch
+                                                .default_compilation_arg(),), (1, 1, 1), True)
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if "# the bad call" in text)
+    assert any(f"{__file__}:{line}" in note for note in info.value.__notes__)
+    assert traceback.extract_tb(info.value.__traceback__)[-1].lineno == line

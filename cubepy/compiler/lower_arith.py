@@ -19,6 +19,7 @@ Transcendental functions call libdevice; f16/bf16 compute them in f32.
 from __future__ import annotations
 
 import math
+import struct
 
 import llvmlite.ir as ir
 
@@ -30,7 +31,22 @@ from cubepy.ir import BF16, F16, F32, F64, ElemType, Instruction, Type, ops
 # IR operation -> libdevice base name (``__nv_<name>f`` for f32, ``__nv_<name>`` for f64).
 LIBDEVICE_FUNCTIONS = {
     "exp": "exp", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
-    "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2",
+    "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2", "asin": "asin", "acos": "acos",
+    "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot",
+}
+
+
+def _f32(value: float) -> float:
+    """``value`` rounded to the nearest f32."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+# to_degrees/to_radians multiply by one constant (f32 compute, f64), rounded to the compute type first
+# as numpy's ``npy_degreesf`` (``x * (180.0f / NPY_PIf)``) does.
+_ANGLE_FACTORS = {
+    "to_degrees": (_f32(180.0 / _f32(math.pi)), 180.0 / math.pi),
+    "to_radians": (_f32(_f32(math.pi) / 180.0), math.pi / 180.0),
 }
 ROUNDING_INTRINSICS = {"floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc", "round": "llvm.roundeven"}
 _HALF_TYPES = (F16, BF16)
@@ -79,6 +95,25 @@ def call_libdevice_math(lw: KernelLowering, base: str, args: list[ir.Value], ele
     return b.fptrunc(result, out_t) if elem in _HALF_TYPES else result
 
 
+def scale_float(lw: KernelLowering, x: ir.Value, factor: float, elem: ElemType) -> ir.Value:
+    """``x * factor`` with f16/bf16 computed in f32 and rounded once."""
+    b = lw.builder
+    out_t = x.type
+    if elem in _HALF_TYPES:
+        x = b.fpext(x, _with_scalar(out_t, lt.elem_type(F32)))
+    result = b.fmul(x, lt.splat(x.type, factor))
+    return b.fptrunc(result, out_t) if elem in _HALF_TYPES else result
+
+
+def mul_hi(lw: KernelLowering, a: ir.Value, c: ir.Value, elem: ElemType) -> ir.Value:
+    """The high half of the double-width product (64-bit operands multiply as i128)."""
+    b = lw.builder
+    signed = elem.kind == "int"
+    wide_a, wide_c = _resize_int(lw, a, 2 * elem.bits, signed), _resize_int(lw, c, 2 * elem.bits, signed)
+    product = b.mul(wide_a, wide_c)
+    return _resize_int(lw, b.lshr(product, lt.splat(product.type, elem.bits)), elem.bits, signed)
+
+
 def _with_scalar(llty: ir.Type, scalar: ir.Type) -> ir.Type:
     return ir.VectorType(scalar, llty.count) if isinstance(llty, ir.VectorType) else scalar
 
@@ -109,6 +144,8 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
         return x
     if name in LIBDEVICE_FUNCTIONS:
         return call_libdevice_math(lw, LIBDEVICE_FUNCTIONS[name], [x], elem)
+    if name in _ANGLE_FACTORS:
+        return scale_float(lw, x, _ANGLE_FACTORS[name][elem is F64], elem)
     if name == "sqrt":
         return intrinsic(lw, "llvm.sqrt", [x])
     if name == "rsqrt":  # the correctly rounded pair (sqrt.rn, div.rn), not rsqrt.approx
@@ -131,6 +168,12 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
         return _resize_int(lw, intrinsic(lw, "llvm.ctlz", [x, ir.Constant(lt.I1, 0)]), 32, signed=False)
     if name == "reverse_bits":
         return intrinsic(lw, "llvm.bitreverse", [x])
+    if name == "trailing_zeros":
+        return _resize_int(lw, intrinsic(lw, "llvm.cttz", [x, ir.Constant(lt.I1, 0)]), 32, signed=False)
+    if name == "find_first_set":  # 1 + trailing zeros, 0 for 0
+        zeros = _resize_int(lw, intrinsic(lw, "llvm.cttz", [x, ir.Constant(lt.I1, 0)]), 32, signed=False)
+        is_zero = b.icmp_unsigned("==", x, lt.splat(llty, 0))
+        return b.select(is_zero, lt.splat(zeros.type, 0), b.add(zeros, lt.splat(zeros.type, 1)))
     raise CompileError(f"no lowering for unary operation {name!r} on {ty!r}")
 
 
@@ -169,6 +212,8 @@ def binary(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, ty: Type) ->
             return int_division(lw, name, a, c, elem)
         if name in ("shl", "shr"):
             return shift(lw, name, a, c, elem)
+        if name == "mul_hi":
+            return mul_hi(lw, a, c, elem)
     raise CompileError(f"no lowering for binary operation {name!r} on {ty!r}")
 
 

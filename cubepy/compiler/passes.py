@@ -168,6 +168,8 @@ def _fold_int_binary(name: str, a: int, b: int, elem: ElemType) -> int | None:
         if amount >= bits:
             return -1 if signed and a < 0 else 0
         return a >> amount
+    if name == "mul_hi":  # the high half of the double-width product (floor shift: signed or not)
+        return _int_value((a * b) >> bits, elem)
     return None
 
 

@@ -45,6 +45,35 @@ ceil = _unary("ceil", "The smallest integer value not below x.")
 round = _unary("round", "x rounded to the nearest integer value, ties to even.")  # noqa: A001
 trunc = _unary("trunc", "x rounded toward zero.")
 recip = _unary("recip", "1 / x.")
+asin = _unary("asin", "The arcsine of x (radians).")
+acos = _unary("acos", "The arccosine of x (radians).")
+atan = _unary("atan", "The arctangent of x (radians).")
+sinh = _unary("sinh", "The hyperbolic sine of x.")
+cosh = _unary("cosh", "The hyperbolic cosine of x.")
+asinh = _unary("asinh", "The inverse hyperbolic sine of x.")
+acosh = _unary("acosh", "The inverse hyperbolic cosine of x.")
+atanh = _unary("atanh", "The inverse hyperbolic tangent of x.")
+expm1 = _unary("expm1", "exp(x) - 1, accurate for small x.")
+to_degrees = _unary("to_degrees", "x (radians) converted to degrees.")
+to_radians = _unary("to_radians", "x (degrees) converted to radians.")
+
+
+def _int_unary(op: str, doc: str):
+    def function(x):
+        if not isinstance(x, ExpandBase):
+            source.fail(f"cp.{op} needs a runtime integer (a Python int has no width)")
+        return operations.unary(op, x)
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = doc
+    return function
+
+
+count_ones = _int_unary("count_ones", "The number of set bits of x, as u32.")
+reverse_bits = _int_unary("reverse_bits", "The bits of x in reverse order.")
+leading_zeros = _int_unary("leading_zeros", "The number of leading zero bits of x, as u32.")
+trailing_zeros = _int_unary("trailing_zeros", "The number of trailing zero bits of x (its width for 0), as u32.")
+find_first_set = _int_unary("find_first_set", "The 1-based position of the lowest set bit of x (0 for 0), as u32.")
 
 
 def is_nan(x):
@@ -69,6 +98,66 @@ def powf(base, exponent):
     if not a.elem.is_float:
         a, b = operations.cast(a, ir.F32), operations.cast(b, ir.F32)
     return operations.emit(irops.Binary("powf", a.var, b.var), a.type)
+
+
+def _float_binary(op: str, fold, a, b):
+    if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
+        return fold(float(a), float(b))
+    x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
+    if not x.elem.is_float:
+        x, y = operations.cast(x, ir.F32), operations.cast(y, ir.F32)
+    return operations.emit(irops.Binary(op, x.var, y.var), x.type)
+
+
+def atan2(y, x):
+    """The angle of the point (x, y) in radians, in [-pi, pi]."""
+    return _float_binary("atan2", math.atan2, y, x)
+
+
+def hypot(a, b):
+    """sqrt(a * a + b * b) without undue overflow."""
+    return _float_binary("hypot", math.hypot, a, b)
+
+
+def rhypot(a, b):
+    """1 / hypot(a, b)."""
+    return _float_binary("rhypot", lambda x, y: 1.0 / math.hypot(x, y), a, b)
+
+
+def mul_hi(a, b):
+    """The high half of the double-width product of two integers of one type."""
+    if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
+        source.fail("cp.mul_hi needs a runtime integer (a Python int has no width)")
+    x, y = operations.unify((a, b), "mul_hi") or source.fail("mul_hi expects integers")
+    if not x.elem.is_int:
+        source.fail(f"mul_hi needs integer operands, got {x.type!r}")
+    return operations.emit(irops.Binary("mul_hi", x.var, y.var), x.type)
+
+
+def vector_sum(x):
+    """The sum of the lanes of a line (a scalar is returned as is)."""
+    if not isinstance(x, ExpandBase):
+        return x
+    x = operations.as_element(x)
+    total = x[0] if x.type.line > 1 else x
+    for lane in _py.range(1, x.type.line):
+        total = operations.binary("add", total, x[lane])
+    return total
+
+
+def dot(a, b):
+    """The dot product of two lines: the sum of their lane-wise products."""
+    return vector_sum(operations.binary("mul", a, b))
+
+
+def magnitude(x):
+    """The Euclidean length of a line: sqrt(dot(x, x))."""
+    return sqrt(dot(x, x))
+
+
+def normalize(x):
+    """x divided by its magnitude (NaN lanes for a zero line)."""
+    return operations.binary("truediv", x, magnitude(x))
 
 
 def min(a, b, *more):  # noqa: A001

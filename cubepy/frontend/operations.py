@@ -294,6 +294,9 @@ _PY_UNARY = {
     "trunc": math.trunc, "round": round, "exp": math.exp, "log": math.log, "log1p": math.log1p,
     "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin, "cos": math.cos,
     "tan": math.tan, "tanh": math.tanh, "erf": math.erf, "recip": lambda x: 1.0 / x, "not": operator.not_,
+    "asin": math.asin, "acos": math.acos, "atan": math.atan, "sinh": math.sinh, "cosh": math.cosh,
+    "asinh": math.asinh, "acosh": math.acosh, "atanh": math.atanh, "expm1": math.expm1,
+    "to_degrees": math.degrees, "to_radians": math.radians,
 }
 
 
@@ -317,11 +320,15 @@ def unary(op: str, value):
             return x
     if op in irops.arith.FLOAT_UNARY and not elem.is_float:
         x = cast(x, ir.F32)
+    if op in irops.arith.INT_UNARY and not elem.is_int:
+        source.fail(f"{op} needs an integer operand, got {x.type!r}")
     if op == "not" and not x.elem.is_bool:
         x = to_bool(x)
     out_type = x.type
     if op in ("is_nan", "is_inf"):
         out_type = x.type.with_elem(ir.BOOL)
+    elif op in irops.arith.U32_RESULT_UNARY:
+        out_type = x.type.with_elem(ir.U32)
     return emit(irops.Unary(op, x.var), out_type)
 
 

@@ -136,7 +136,7 @@ def _check_unary(c: _Checker, inst: Instruction, op: arith.Unary) -> None:
     out = c.need_out(inst)
     _elem_kind(c, inst, op.op, op.input.type)
     expected = op.input.type.with_elem(BOOL) if op.op in ("is_nan", "is_inf") else op.input.type
-    if op.op in ("count_ones", "leading_zeros"):
+    if op.op in arith.U32_RESULT_UNARY:
         expected = op.input.type.with_elem(U32)
     c.same_type(inst, "result", out.type, expected)
 

@@ -51,7 +51,7 @@ def test_unary_family(elem, line):
             continue
         if name in arith.NUMERIC_UNARY and elem.is_bool:
             continue
-        out_elem = BOOL if name in ("is_nan", "is_inf") else U32 if name in ("count_ones", "leading_zeros") else elem
+        out_elem = BOOL if name in ("is_nan", "is_inf") else U32 if name in arith.U32_RESULT_UNARY else elem
         _write(kb, kb.unary(name, x, T(out_elem, line)), pos)
     compile_checked(kb.build())
 

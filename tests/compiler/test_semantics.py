@@ -67,6 +67,8 @@ def int_reference(name: str, a: int, b: int, elem: ElemType) -> int:
     if name == "rem_trunc":
         r = abs(a) % abs(b)
         return _wrap(r if a >= 0 else -r, elem)
+    if name == "mul_hi":
+        return _wrap((a * b) >> bits, elem)
     if name in ("shl", "shr"):
         amount = b % (1 << bits)  # the amount is read as unsigned
         if amount >= bits:
@@ -77,7 +79,7 @@ def int_reference(name: str, a: int, b: int, elem: ElemType) -> int:
 
 
 INT_BINARY = ["add", "sub", "mul", "floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr", "min", "max",
-              "bitand", "bitor", "bitxor"]
+              "bitand", "bitor", "bitxor", "mul_hi"]
 
 
 @pytest.mark.parametrize("name", INT_BINARY)
@@ -219,7 +221,10 @@ def test_integer_unary(elem):
         run = elementwise(lambda lw, x, n=name: unary(lw, n, x, Type(elem)), [elem], elem)
         assert run(values).tolist() == expected, name
     counts = {"count_ones": [bin(x & mask).count("1") for x in edges],
-              "leading_zeros": [elem.bits - (x & mask).bit_length() for x in edges]}
+              "leading_zeros": [elem.bits - (x & mask).bit_length() for x in edges],
+              "trailing_zeros": [((x & mask) & -(x & mask)).bit_length() - 1 if x & mask else elem.bits
+                                 for x in edges],
+              "find_first_set": [((x & mask) & -(x & mask)).bit_length() for x in edges]}
     for name, expected in counts.items():
         run = elementwise(lambda lw, x, n=name: unary(lw, n, x, Type(elem)), [elem], U32)
         assert run(values).tolist() == expected, name

@@ -11,17 +11,22 @@ from cubepy.ir.variable import Variable
 FLOAT_UNARY = frozenset({
     "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf",
     "floor", "ceil", "round", "trunc", "recip", "is_nan", "is_inf",
+    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "to_degrees", "to_radians",
 })
 NUMERIC_UNARY = frozenset({"neg", "abs"})
-INT_UNARY = frozenset({"bitnot", "count_ones", "leading_zeros", "reverse_bits"})
+INT_UNARY = frozenset({
+    "bitnot", "count_ones", "leading_zeros", "reverse_bits", "trailing_zeros", "find_first_set",
+})
+# Unary operations whose result is a u32 (bit counts and positions), whatever the integer input.
+U32_RESULT_UNARY = frozenset({"count_ones", "leading_zeros", "trailing_zeros", "find_first_set"})
 BOOL_UNARY = frozenset({"not"})
 UNARY_OPS = FLOAT_UNARY | NUMERIC_UNARY | INT_UNARY | BOOL_UNARY
 
 # Binary operations.  `div` is true division (floats only); `floordiv`/`mod` follow Python
 # (floor, sign of divisor); `div_trunc`/`rem_trunc` follow C (integers only).
-FLOAT_BINARY = frozenset({"div", "powf", "atan2"})
+FLOAT_BINARY = frozenset({"div", "powf", "atan2", "hypot", "rhypot"})
 NUMERIC_BINARY = frozenset({"add", "sub", "mul", "floordiv", "mod", "min", "max"})
-INT_BINARY = frozenset({"div_trunc", "rem_trunc", "bitand", "bitor", "bitxor", "shl", "shr"})
+INT_BINARY = frozenset({"div_trunc", "rem_trunc", "bitand", "bitor", "bitxor", "shl", "shr", "mul_hi"})
 BOOL_BINARY = frozenset({"and", "or"})
 BINARY_OPS = FLOAT_BINARY | NUMERIC_BINARY | INT_BINARY | BOOL_BINARY | {"powi"}
 

@@ -45,11 +45,14 @@ _FLOAT_UNARY: dict[str, Callable[[Value], Value]] = {
     "exp": np.exp, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
     "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
-    "recip": np.reciprocal, "neg": np.negative, "abs": np.abs,
+    "recip": np.reciprocal, "neg": np.negative, "abs": np.abs, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "expm1": np.expm1, "to_degrees": np.degrees, "to_radians": np.radians,
 }
 _INT_UNARY: dict[str, Callable[[Value], Value]] = {
     "neg": np.negative, "abs": np.abs, "bitnot": np.invert, "count_ones": numerics.count_ones,
     "leading_zeros": numerics.leading_zeros, "reverse_bits": numerics.reverse_bits,
+    "trailing_zeros": numerics.trailing_zeros, "find_first_set": numerics.find_first_set,
 }
 
 
@@ -81,13 +84,15 @@ def _powi(base: Value, exponent: Value) -> Value:
 _FLOAT_BINARY: dict[str, Callable[[Value, Value], Value]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": np.floor_divide, "mod": np.remainder, "min": np.fmin, "max": np.fmax,
-    "powf": np.power, "atan2": np.arctan2,
+    "powf": np.power, "atan2": np.arctan2, "hypot": np.hypot,
+    "rhypot": lambda a, b: np.reciprocal(np.hypot(a, b)),
 }
 _INT_BINARY: dict[str, Callable[[Value, Value], Value]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum, "max": np.maximum,
     "floordiv": numerics.int_floordiv, "mod": numerics.int_mod, "div_trunc": numerics.int_div_trunc,
     "rem_trunc": numerics.int_rem_trunc, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
     "bitxor": np.bitwise_xor, "shl": numerics.shift_left, "shr": numerics.shift_right,
+    "mul_hi": numerics.mul_hi,
 }
 _BOOL_BINARY: dict[str, Callable[[Value, Value], Value]] = {"and": np.logical_and, "or": np.logical_or}
 

@@ -144,6 +144,31 @@ def leading_zeros(a: Value) -> Value:
     return (bits - np.bitwise_count(smeared).astype(np.int64)).astype(np.uint32)
 
 
+def trailing_zeros(a: Value) -> Value:
+    """Trailing zero bits of each integer (its width for 0), as u32."""
+    unsigned = as_unsigned(a)
+    lowest = unsigned & (~unsigned + unsigned.dtype.type(1))  # the lowest set bit (0 for 0)
+    return np.bitwise_count(lowest - unsigned.dtype.type(1)).astype(np.uint32)  # 0 - 1 wraps to all ones
+
+
+def find_first_set(a: Value) -> Value:
+    """The 1-based position of the lowest set bit of each integer (0 for 0), as u32."""
+    zeros = trailing_zeros(a)
+    return np.where(as_unsigned(a) == 0, np.uint32(0), zeros + np.uint32(1)).astype(np.uint32)
+
+
+def mul_hi(a: Value, b: Value) -> Value:
+    """The high half of the double-width product of two integers of the same type."""
+    a, b = np.asarray(a), np.asarray(b)
+    dtype = a.dtype
+    bits = dtype.itemsize * 8
+    if bits <= 32:
+        wide = np.int64 if dtype.kind == "i" else np.uint64
+        return (np.right_shift(a.astype(wide) * b.astype(wide), bits)).astype(dtype)
+    high = np.frompyfunc(lambda x, y: ((int(x) * int(y)) >> 64) & 0xFFFF_FFFF_FFFF_FFFF, 2, 1)
+    return np.asarray(high(a, b), dtype=object).astype(np.uint64).view(dtype)
+
+
 _BYTE_REVERSED = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], dtype=np.uint8)
 
 

@@ -123,6 +123,18 @@ def test_bit_operations():
     assert list(run_unary("leading_zeros", I8, [-1, 1, 0], U32)) == [0, 7, 8]
     assert list(run_unary("leading_zeros", U64, [1, 2**63], U32)) == [63, 0]
     assert list(run_unary("reverse_bits", I8, [1, -128])) == [-128, 1]
+    assert list(run_unary("trailing_zeros", U32, values, U32)) == [32, 0, 31, 0, 0]
+    assert list(run_unary("trailing_zeros", I8, [0, -128, 12], U32)) == [8, 7, 2]
+    assert list(run_unary("find_first_set", U32, values, U32)) == [0, 1, 32, 1, 1]
+    assert list(run_unary("find_first_set", I64, [0, -(2**63), 12], U32)) == [0, 64, 3]
+
+
+def test_mul_hi():
+    assert list(run_binary("mul_hi", U32, [0xFFFFFFFF, 0x80000000, 3], [0xFFFFFFFF, 2, 4])) == [0xFFFFFFFE, 1, 0]
+    assert list(run_binary("mul_hi", I32, [-1, -(2**31), 2**30], [1, -(2**31), 8])) == [-1, 2**30, 2]
+    assert list(run_binary("mul_hi", U64, [2**64 - 1, 2**63], [2**64 - 1, 4])) == [2**64 - 2, 2]
+    assert list(run_binary("mul_hi", I64, [-1, 2**62], [5, 8])) == [-1, 2]
+    assert list(run_binary("mul_hi", I8, [-128, 100], [-128, 100])) == [64, 39]
 
 
 # -- casts ----------------------------------------------------------------------------------------

@@ -12,11 +12,12 @@ from __future__ import annotations
 import attrs
 
 import cubepy as cp
-from cubepy import Comptime, cube, i32, u32, usize
+from cubepy import Comptime, cube, i32, u32
 from cubepy_layouts.conv.im2col import split_pixel
 from cubepy_layouts.conv.problem import ConvolutionProblem, ConvParams
+from cubepy_layouts.conv.tma_layout import TmaLayout
 from cubepy_layouts.coords import BatchedCoords
-from cubepy_layouts.layout import Layout, launchable
+from cubepy_layouts.layout import launchable
 
 # A channel no tensor has: a box starting here is entirely out of bounds.
 OUT_OF_RANGE_CHANNEL = 0x7FFFFF00
@@ -25,7 +26,7 @@ OUT_OF_RANGE_CHANNEL = 0x7FFFFF00
 @launchable
 @cp.derive(cp.CubeType, cp.CubeLaunch)
 @attrs.frozen
-class TmaIm2colLayout(Layout):
+class TmaIm2colLayout(TmaLayout):
     """``(batch, row, col) -> ((n, oh*s - p, ow*s - p, channel), (kh*d, kw*d))``."""
 
     rows: u32
@@ -55,21 +56,6 @@ class TmaIm2colLayout(Layout):
         if cp.comptime(self.check_kernel):
             channel = cp.select(tap < params.kernel[0] * params.kernel[1], channel, u32(OUT_OF_RANGE_CHANNEL))
         return ((n, h, w, channel), (kh * params.dilation[0], kw * params.dilation[1]))
-
-    @cube
-    def to_source_pos_checked(self, pos):
-        """``(to_source_pos(pos), true)``."""
-        return (self.to_source_pos(pos), cp.runtime(True))
-
-    @cube
-    def is_in_bounds(self, pos):
-        """Always ``true``: the hardware zero-fills."""
-        return cp.runtime(True)
-
-    @cube
-    def shape(self):
-        """``(1, rows, cols)``."""
-        return (usize(1), self.rows, self.cols)
 
     @staticmethod
     def from_problem(problem: ConvolutionProblem, kind: str, check_kernel: bool = False) -> TmaIm2colLayout.Launch:

@@ -11,16 +11,17 @@ from __future__ import annotations
 import attrs
 
 import cubepy as cp
-from cubepy import cube, u32, usize
+from cubepy import cube, u32
 from cubepy_layouts.conv.problem import ConvolutionProblem
+from cubepy_layouts.conv.tma_layout import TmaLayout
 from cubepy_layouts.coords import BatchedCoords, Coords2d
-from cubepy_layouts.layout import Layout, launchable
+from cubepy_layouts.layout import launchable
 
 
 @launchable
 @cp.derive(cp.CubeType, cp.CubeLaunch)
 @attrs.frozen
-class TmaOutGradLayout(Layout):
+class TmaOutGradLayout(TmaLayout):
     """``(batch, row, col) -> (row, col)``; always in bounds; shape ``(1, rows, cols)``."""
 
     rows: u32
@@ -34,21 +35,6 @@ class TmaOutGradLayout(Layout):
         """``(row, col)``: the batch is always 0 (one consolidated matrix)."""
         _batch, row, col = pos
         return (row, col)
-
-    @cube
-    def to_source_pos_checked(self, pos):
-        """``((row, col), true)``."""
-        return (self.to_source_pos(pos), cp.runtime(True))
-
-    @cube
-    def is_in_bounds(self, pos):
-        """Always ``true``: TMA zero-fills out-of-bounds rows and columns."""
-        return cp.runtime(True)
-
-    @cube
-    def shape(self):
-        """``(1, rows, cols)``."""
-        return (usize(1), self.rows, self.cols)
 
     @staticmethod
     def from_problem(problem: ConvolutionProblem) -> TmaOutGradLayout.Launch:

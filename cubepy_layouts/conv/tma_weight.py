@@ -11,16 +11,17 @@ from __future__ import annotations
 import attrs
 
 import cubepy as cp
-from cubepy import cube, u32, usize
+from cubepy import cube, u32
 from cubepy_layouts.conv.problem import ConvolutionProblem
+from cubepy_layouts.conv.tma_layout import TmaLayout
 from cubepy_layouts.coords import BatchedCoords, Coords3d
-from cubepy_layouts.layout import Layout, launchable
+from cubepy_layouts.layout import launchable
 
 
 @launchable
 @cp.derive(cp.CubeType, cp.CubeLaunch)
 @attrs.frozen
-class TmaWeightLayout(Layout):
+class TmaWeightLayout(TmaLayout):
     """``(batch, k, n) -> (n, k / channels, k % channels)``; always in bounds; shape ``(1, rows, cols)``."""
 
     rows: u32
@@ -35,21 +36,6 @@ class TmaWeightLayout(Layout):
         """The box corner ``(out channel, tap, channel)`` of the tile at ``(k, n)``."""
         _batch, row, col = pos
         return (col, row // self.channels, row % self.channels)
-
-    @cube
-    def to_source_pos_checked(self, pos):
-        """``(to_source_pos(pos), true)``."""
-        return (self.to_source_pos(pos), cp.runtime(True))
-
-    @cube
-    def is_in_bounds(self, pos):
-        """Always ``true``: TMA zero-fills."""
-        return cp.runtime(True)
-
-    @cube
-    def shape(self):
-        """``(1, rows, cols)``."""
-        return (usize(1), self.rows, self.cols)
 
     @staticmethod
     def from_problem(problem: ConvolutionProblem, padded_channels: int) -> TmaWeightLayout.Launch:

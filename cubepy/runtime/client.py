@@ -227,26 +227,62 @@ class InterpBackend:
 
     def __init__(self) -> None:
         self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
+        self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+    def _written_slots(self, definition) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Buffer and tensor-map slots a kernel may write, the only ones a failed launch must restore.
+
+        Conservative: every buffer an instruction names counts as written unless the instruction is a
+        plain read (index, metadata, atomic load); a tensor map counts when a TMA store names it.
+        """
+        cached = self._writes.get(id(definition))
+        if cached is not None and cached[0] is definition:
+            return cached[1]
+        from cubepy.ir import VarKind, walk
+        from cubepy.ir.ops import AtomicOp, Index, Metadata
+
+        buffers: set[int] = set()
+        maps: set[int] = set()
+        for inst in walk(definition.body):
+            operation = inst.operation
+            if isinstance(operation, (Index, Metadata)) or (isinstance(operation, AtomicOp) and operation.op == "load"):
+                continue
+            for var in operation.operands():
+                if var.kind is VarKind.GLOBAL:
+                    buffers.add(var.id)
+                elif var.kind is VarKind.TENSOR_MAP and operation.name.startswith("tma_store"):
+                    maps.add(var.id)
+        slots = (tuple(sorted(buffers)), tuple(sorted(maps)))
+        if len(self._writes) > 4096:
+            self._writes.clear()
+        self._writes[id(definition)] = (definition, slots)
+        return slots
 
     def check_launch(self, definition, cube_count) -> None:
         """Reject launches the hardware would refuse (shared memory over the limit)."""
         if self._fits.get(id(definition)) is definition:
             return
         shared = sum(v.length * v.type.size for v in definition.shared_memories)
-        if shared <= MAX_SHARED_BYTES:
-            if len(self._fits) > 4096:
-                self._fits.clear()
-            self._fits[id(definition)] = definition
-            return
         if shared > MAX_SHARED_BYTES:
             raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
                               f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+        if len(self._fits) > 4096:
+            self._fits.clear()
+        self._fits[id(definition)] = definition
 
     def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
-        """Execute; on any error restore every buffer so a failed launch writes nothing."""
+        """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
         from cubepy.runtime import interp
 
-        snapshots = [(b.handle.storage, b.handle.storage.copy()) for b in bindings.buffers]
+        written_buffers, written_maps = self._written_slots(definition)
+        storages = {}
+        for slot in written_buffers:
+            storage = bindings.buffers[slot].handle.storage
+            storages[id(storage)] = storage
+        for slot in written_maps:
+            storage = bindings.tensor_maps[slot].handle.storage
+            storages[id(storage)] = storage
+        snapshots = [(storage, storage.copy()) for storage in storages.values()]
         try:
             interp.run(definition, cube_count, bindings, sanitize=sanitize)
         except BaseException:

@@ -469,3 +469,24 @@ def test_tiled_copy_with_an_im2col_map(client):
     out = client.zeros((512,), np.float32)
     with pytest.raises(cp.ExpandError, match="needs a tiled tensor map"):
         load_3d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 0, 0, 0, 32)
+
+
+@cp.cube(launch=True)
+def store_then_fail(tmap: TensorMap[f32], src: Array[f32], size: Comptime[int]):
+    """Cube 0 stores its tile at (0, 0); cube 1 then stores at a negative row, which is an error."""
+    stage = cp.SharedMemory.aligned(f32, size, 128)
+    for i in range(UNIT_POS, size, CUBE_DIM):
+        stage[i] = src[i]
+    cp.sync_async_proxy_shared()
+    cp.sync_cube()
+    if UNIT_POS == 0:
+        cp.tma_store_2d(stage, tmap, i32(0) - i32(cp.CUBE_POS) * 100, i32(0))
+
+
+def test_failed_launch_restores_a_tensor_written_only_through_tma_stores(client):
+    dst = client.create(np.zeros((24, 36), np.float32))
+    src = client.create(np.ones(256, np.float32))
+    with pytest.raises(cp.TensorMapError, match="rule 27"):
+        store_then_fail.launch(client, cp.CubeCount(2), CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)),
+                               cp.ArrayArg(src), 256)
+    np.testing.assert_array_equal(client.read(dst), np.zeros((24, 36), np.float32))

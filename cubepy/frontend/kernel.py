@@ -47,9 +47,10 @@ class ParamSpec:
 def _cube_dim(cube_dim) -> tuple[int, int, int]:
     if hasattr(cube_dim, "as_tuple"):
         cube_dim = cube_dim.as_tuple()
-    if isinstance(cube_dim, int):
-        return (cube_dim, 1, 1)
-    dims = tuple(int(d) for d in cube_dim)
+    dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
+    problem = ir.launch_shape_problem("cube_dim", dims, ir.MAX_CUBE_DIM, 1)
+    if problem is not None:
+        raise LaunchError(problem)
     return (dims + (1, 1, 1))[:3]
 
 

@@ -7,7 +7,14 @@ control flow), ``scope`` (instructions and scopes), ``kernel`` (``KernelDefiniti
 """
 
 from cubepy.ir import ops
-from cubepy.ir.kernel import KernelDefinition, Param
+from cubepy.ir.kernel import (
+    MAX_CUBE_COUNT,
+    MAX_CUBE_DIM,
+    MAX_UNITS_PER_CUBE,
+    KernelDefinition,
+    Param,
+    launch_shape_problem,
+)
 from cubepy.ir.ops import branch
 from cubepy.ir.printer import format_instruction, format_kernel, format_scope, format_variable
 from cubepy.ir.scope import Instruction, Scope, child_scopes, walk
@@ -38,8 +45,8 @@ from cubepy.ir.verifier import register_check, verify, verify_scope
 
 __all__ = [
     "ALL_ELEM_TYPES", "BF16", "BOOL", "BUILTINS", "ELEM_BY_NAME", "F16", "F32", "F64", "I8", "I16", "I32",
-    "I64", "U8", "U16", "U32", "U64", "USIZE", "ElemType", "Instruction", "KernelDefinition", "Param",
+    "I64", "MAX_CUBE_COUNT", "MAX_CUBE_DIM", "MAX_UNITS_PER_CUBE", "U8", "U16", "U32", "U64", "USIZE", "ElemType", "Instruction", "KernelDefinition", "Param",
     "Scope", "SourceLoc", "Type", "Variable", "VarKind", "branch", "builtin", "child_scopes", "constant",
-    "format_instruction", "format_kernel", "format_scope", "format_variable", "is_lossless", "ops",
+    "format_instruction", "format_kernel", "format_scope", "format_variable", "is_lossless", "launch_shape_problem", "ops",
     "promote", "register_check", "verify", "verify_scope", "walk",
 ]

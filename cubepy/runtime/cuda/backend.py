@@ -18,7 +18,7 @@ import numpy as np
 
 from cubepy.compiler import abi
 from cubepy.errors import CubeError, LaunchError
-from cubepy.ir import KernelDefinition
+from cubepy.ir import MAX_CUBE_DIM, KernelDefinition, launch_shape_problem
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cuda import params as kparams
 from cubepy.runtime.cuda import tensormaps
@@ -159,6 +159,10 @@ def check_launch_limits(kernel: CudaKernel, cube_count: tuple[int, int, int], in
         if count > limit:
             raise LaunchError(f"kernel {kernel.name}: cube_count.{axis} = {count} exceeds the device's "
                               f"limit of {limit}")
+    problem = launch_shape_problem(f"kernel {kernel.name}: cube_dim", tuple(kernel.definition.cube_dim),
+                                   MAX_CUBE_DIM, 1)
+    if problem is not None:
+        raise LaunchError(problem)
     units = int(np.prod(kernel.definition.cube_dim))
     if units > kernel.max_units_per_cube:
         raise LaunchError(f"kernel {kernel.name}: cube_dim {kernel.definition.cube_dim} has {units} units but the "

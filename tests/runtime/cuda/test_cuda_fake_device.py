@@ -275,6 +275,20 @@ def test_launches_the_device_would_refuse_are_launch_errors(function_attributes,
         client.backend.check_launch(kernel, cube_count)
 
 
+@pytest.mark.parametrize("cube_dim, message", [((1, 1, 128), r"cube_dim.z = 128 exceeds CUDA's limit of 64"),
+                                                ((2048, 1, 1), r"cube_dim.x = 2048 exceeds CUDA's limit of 1024")])
+def test_per_axis_cube_limits_are_launch_errors_on_the_cuda_runtime(fake, cube_dim, message):
+    b = Builder()
+    out = b.buffer(F32)
+    b.store(out, c(0), c(1.0, F32))
+    client = make_client(fake)
+    kernel = client.backend.prepare(b.kernel(cube_dim))
+    with pytest.raises(LaunchError, match=message):
+        client.backend.check_launch(kernel, (1, 1, 1))
+    with pytest.raises(LaunchError, match=message):  # the client checks before it touches the kernel
+        client.launch(None, (1, 1, 1), cube_dim, ())
+
+
 def test_driver_failures_name_the_call(fake):
     client = make_client(fake)
     x = client.zeros((64,), np.float32)

@@ -185,11 +185,23 @@ def fits(value, elem: ir.ElemType) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return not elem.is_bool
     if elem.is_float:
-        return isinstance(value, (int, float, np.integer, np.floating))
+        return isinstance(value, (int, float, np.integer, np.floating)) and not overflows(value, elem)
     if isinstance(value, (float, np.floating)):
         return False
     low, high = _limits(elem)
     return low <= int(value) <= high
+
+
+def overflows(value, elem: ir.ElemType) -> bool:
+    """Whether the finite number ``value`` rounds to infinity in float type ``elem`` (inf and nan do not)."""
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int beyond the f64 range
+        return True
+    if not math.isfinite(as_float):
+        return not isinstance(value, (float, np.floating))  # a huge int overflows; inf/nan literals do not
+    with np.errstate(over="ignore"):
+        return not np.isfinite(np.asarray(as_float, dtype=np.float64).astype(_DTYPES[elem.name]))
 
 
 def convert_literal(value, elem: ir.ElemType):

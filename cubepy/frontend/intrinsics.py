@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins as _py
 import math
 
-from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
 from cubepy.frontend.flow import Unroll
@@ -96,7 +95,7 @@ def powf(base, exponent):
         return float(base) ** float(exponent)
     a, b = operations.unify((base, exponent), "powf") or source.fail("powf expects numbers")
     if not a.elem.is_float:
-        a, b = operations.cast(a, ir.F32), operations.cast(b, ir.F32)
+        a, b = operations.cast(a, operations.float_for(a.elem)), operations.cast(b, operations.float_for(a.elem))
     return operations.emit(irops.Binary("powf", a.var, b.var), a.type)
 
 
@@ -105,7 +104,7 @@ def _float_binary(op: str, fold, a, b):
         return fold(float(a), float(b))
     x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
     if not x.elem.is_float:
-        x, y = operations.cast(x, ir.F32), operations.cast(y, ir.F32)
+        x, y = operations.cast(x, operations.float_for(x.elem)), operations.cast(y, operations.float_for(x.elem))
     return operations.emit(irops.Binary(op, x.var, y.var), x.type)
 
 

@@ -99,6 +99,7 @@ from cubepy.frontend.elem import (
     usize,
 )
 from cubepy.frontend.function import CubeFunction, cube
+from cubepy.frontend.generics import Float, Int, Numeric, TypeVar, UInt
 from cubepy.frontend.intrinsics import (
     abs,
     acos,
@@ -178,7 +179,7 @@ __all__ = [
     "cube", "CubeFunction", "Kernel", "ParamSpec", "derive", "CubeType", "CubeLaunch", "LaunchArg",
     # types
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "boolean", "usize",
-    "ScalarType", "Line", "Comptime",
+    "ScalarType", "Line", "Comptime", "TypeVar", "Float", "Int", "UInt", "Numeric",
     # containers
     "Array", "Tensor", "TensorMap", "SharedMemory", "LocalArray", "Atomic", "Sequence", "AtomicRef",
     "MemoryExpand", "TensorExpand", "SliceExpand", "TensorMapExpand", "BufferCompilationArg",

@@ -14,7 +14,7 @@ import attrs
 
 from cubepy import ir
 from cubepy.errors import LaunchError
-from cubepy.frontend import operations, source
+from cubepy.frontend import generics, operations, source
 from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
@@ -44,6 +44,9 @@ class Atomic:
     """``cp.Atomic[T]`` element type for arrays and shared memory (``a[i].fetch_add(v)``)."""
 
     def __class_getitem__(cls, item) -> AtomicType:
+        var = generics.unbound_var(item)
+        if var is not None:  # Atomic[F] in a generic kernel's annotation
+            return generics.GenericItem("atomic", var)
         return AtomicType(item if isinstance(item, ScalarType) else scalar_type(to_elem(item)))
 
 
@@ -147,14 +150,18 @@ class Array:
     """``Array[T]`` / ``Array[Line[T]]`` / ``Array[Atomic[T]]``: a global buffer parameter."""
 
     def __class_getitem__(cls, item) -> BufferType:
-        return BufferType(item)
+        if generics.unbound_var(item) is not None:
+            return generics.GenericBuffer(cls, item)
+        return BufferType(generics.resolve_item(item))
 
 
 class Tensor:
     """``Tensor[T]``: a global buffer with shape and strides."""
 
     def __class_getitem__(cls, item) -> TensorType:
-        return TensorType(item)
+        if generics.unbound_var(item) is not None:
+            return generics.GenericBuffer(cls, item)
+        return TensorType(generics.resolve_item(item))
 
 
 def _add_offset(offset, index):

@@ -119,9 +119,12 @@ def scalar_type(elem: ir.ElemType) -> ScalarType:
 
 
 def to_elem(spec) -> ir.ElemType:
-    """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype or a Line type)."""
+    """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype, a Line type or a bound TypeVar)."""
     if isinstance(spec, ScalarType):
         return spec.ir
+    bound_type = getattr(type(spec), "bound_type", None)  # a generic kernel's TypeVar (cubepy.frontend.generics)
+    if bound_type is not None:
+        return bound_type(spec).ir
     if isinstance(spec, ir.ElemType):
         return spec
     if isinstance(spec, LineType):
@@ -258,10 +261,14 @@ class Line:
         return operations.broadcast(value, size)
 
     def __class_getitem__(cls, item) -> LineType:
-        if isinstance(item, tuple):
-            elem, size = item
-            return LineType(_as_scalar_type(elem), int(size))
-        return LineType(_as_scalar_type(item))
+        from cubepy.frontend import generics
+
+        elem, size = item if isinstance(item, tuple) else (item, None)
+        var = generics.unbound_var(elem)
+        if var is not None:  # Line[F] in a generic kernel's annotation: substituted when it is bound
+            return generics.GenericItem("line", var, None if size is None else int(size))
+        elem = generics.resolve_item(elem)
+        return LineType(_as_scalar_type(elem)) if size is None else LineType(_as_scalar_type(elem), int(size))
 
 
 def _as_scalar_type(spec) -> ScalarType:

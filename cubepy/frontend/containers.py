@@ -176,11 +176,12 @@ def _add_offset(offset, index):
 class MemoryExpand:
     """A memory inside a kernel: a global buffer, shared memory or local array."""
 
-    __slots__ = ("var", "atomic")
+    __slots__ = ("var", "atomic", "dims")
 
-    def __init__(self, var: ir.Variable, atomic: bool = False) -> None:
+    def __init__(self, var: ir.Variable, atomic: bool = False, shape: tuple[int, ...] | None = None) -> None:
         self.var = var
         self.atomic = atomic
+        self.dims = shape  # (rows, cols, ...) of a multi-dimensional shared/local memory, else None
 
     @property
     def elem(self) -> ScalarType:
@@ -203,18 +204,27 @@ class MemoryExpand:
                 source.fail("memory slices take no step")
             return self.slice(0 if index.start is None else index.start,
                               self.len() if index.stop is None else index.stop)
-        idx = operations.to_index(index)
+        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
         if self.atomic:
             return AtomicRef(self, idx)
         return operations.emit(irops.Index(self.var, idx, self.checked), self.var.type)
 
     def __setitem__(self, index, value) -> None:
-        idx = operations.to_index(index)
+        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
         if self.atomic:
             AtomicRef(self, idx).store(value)
             return
         converted = operations.convert(value, self.var.type, f"store into {self.describe()}")
         current_scope().append(irops.IndexAssign(self.var, idx, converted, self.checked))
+
+    def _flat_index(self, index: tuple):
+        """``m[i, j, ...]``: the row-major item index of a multi-dimensional shared/local memory."""
+        if self.dims is None:
+            source.fail(f"{self.describe()} is one-dimensional: index it with one index (declare "
+                        f"SharedMemory[T]((rows, cols)) or LocalArray[T]((rows, cols)) to index with several)")
+        if len(index) != len(self.dims):
+            source.fail(f"{self.describe()} has shape {self.dims}: expected {len(self.dims)} indices, got {len(index)}")
+        return _weighted_sum(index, [_row_major_stride(self.dims, k) for k in range(len(self.dims))])
 
     def describe(self) -> str:
         """What this memory is, for messages."""
@@ -250,6 +260,26 @@ class MemoryExpand:
         return f"<{self.describe()} {self.var!r}>"
 
 
+def _row_major_stride(shape: tuple[int, ...], dim: int) -> int:
+    stride = 1
+    for extent in shape[dim + 1:]:
+        stride *= extent
+    return stride
+
+
+def _weighted_sum(index: tuple, strides: list) -> object:
+    """``sum(index[k] * strides[k])``: the same u32 arithmetic a kernel writes by hand (comptime parts fold)."""
+    total = None
+    for position, stride in zip(index, strides):
+        if isinstance(stride, int) and stride == 0:
+            continue
+        term = position if isinstance(stride, int) and stride == 1 else \
+            operations.binary("mul", operations.element(operations.to_index(position)), stride)
+        total = term if total is None else operations.binary("add", operations.element(operations.to_index(total)),
+                                                             operations.element(operations.to_index(term)))
+    return 0 if total is None else total
+
+
 def _length(start, end):
     if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
         return end - start
@@ -275,6 +305,13 @@ class TensorExpand(MemoryExpand):
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
         return operations.emit(irops.Metadata("rank", self.var), Type(ir.U32))
+
+    def _flat_index(self, index: tuple):
+        """``t[i, j, ...]``: ``i * stride(0) + j * stride(1) + ...`` (a checked launch bounds the whole buffer)."""
+        if self.line_size != 1:
+            source.fail(f"{self.describe()} holds lines: index it with one item index (multi-dimensional "
+                        "indexing goes through element strides)")
+        return _weighted_sum(index, [self.stride(k) for k in range(len(index))])
 
 
 class SliceExpand:
@@ -401,6 +438,16 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
             source.fail(f"{item!r} in shared/local memory needs a line size: pass line_size=N or write "
                         f"Line[{elem!r}, N]")
         fixed = operations.comptime_value(line_size)
+    shape = None
+    if isinstance(length, tuple):  # (rows, cols, ...): indexed m[i, j, ...], row-major
+        shape = tuple(operations.comptime_value(e) if operations.is_comptime(e) else e for e in length)
+        if not shape or any(not isinstance(e, int) or isinstance(e, bool) or e <= 0 for e in shape):
+            source.fail(f"a shared/local memory shape must be comptime positive ints, got {length!r}")
+        length = 1
+        for extent in shape:
+            length *= extent
+        if len(shape) == 1:
+            shape = None
     count = operations.comptime_value(length) if operations.is_comptime(length) else None
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
         source.fail(f"a shared/local memory length must be a comptime positive int, got {length!r}")
@@ -408,7 +455,7 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
     var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
-    return MemoryExpand(var, atomic)
+    return MemoryExpand(var, atomic, shape)
 
 
 class _MemoryFactory:

@@ -90,6 +90,24 @@ def test_strided_and_offset_handles_read_like_the_cpu_runtime(fake):
         np.arange(3)[:, None] * 5 + np.arange(4)])
 
 
+def test_a_handle_view_launches_as_pointer_plus_offset_and_writes_only_its_range(fake):
+    client = make_client(fake)
+    parent = client.create(np.zeros(100, np.float32))
+    view = parent[40:60]
+    ones = client.create(np.ones(20, np.float32))
+    launch(client, vector_add(), (1, 1, 1), [array(ones), array(ones), array(view)])
+    expected = np.zeros(100, np.float32)
+    expected[40:60] = 2
+    np.testing.assert_array_equal(client.read(parent), expected)
+    assert record_pointer(fake, 2) == parent.storage.ptr + 40 * 4
+
+
+def record_pointer(fake: FakeDriver, slot: int) -> int:
+    """The device address the launch passed for buffer ``slot``."""
+    (record,) = fake.launches
+    return int(np.frombuffer(ctypes.string_at(record.pointers[slot], 8), np.uint64)[0])
+
+
 def test_allocations_are_freed_with_their_handles(fake):
     client = make_client(fake)
     handle = client.zeros((1000,), np.float32)

@@ -151,6 +151,9 @@ class Kernel(CubeFunction):
     # -- launch protocol --------------------------------------------------------------------------
     def _launch_plan(self) -> tuple:
         params = self.params
+        if self.is_generic:
+            raise CubeError(f"kernel {self.name!r} is generic: launch it with kernel.launch(...) (which binds its type "
+                            "parameters), or bind them first with kernel.bind_types(args)")
         self._register_fns = tuple((p.index, p.launch.register) for p in params if not p.is_comptime)
         self._comp_fns = tuple(p.launch.compilation_arg for p in params)
         return self._comp_fns

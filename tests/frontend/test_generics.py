@@ -93,3 +93,11 @@ def test_conflicting_and_unbound_type_parameters_are_launch_errors(client):
 def test_a_type_parameter_outside_a_bound_kernel_says_so():
     with pytest.raises(CubeError, match="type parameter F is not bound here"):
         F(1.0)
+
+
+def test_a_generic_kernel_handed_straight_to_a_client_says_how_to_bind_it(client):
+    x = cp.ArrayArg(client.create(np.ones(4, np.float32)))
+    with pytest.raises(CubeError, match="is generic: launch it with kernel.launch"):
+        client.launch(scaled_tile, (1,), (4,), (1.0, x, x, x))
+    scaled_tile.bind_types((1.0, x, x, x)).launch(client, 1, 4, 1.0, x, x, x)
+    np.testing.assert_array_equal(client.read(x.handle), [3, 3, 3, 3])  # 1*1 + 1 + 1, in place

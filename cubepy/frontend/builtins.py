@@ -85,6 +85,38 @@ PLANE_POS: BuiltinVar
 UNIT_POS_PLANE: BuiltinVar
 
 
+class LaneMask(ExpandBase):
+    """One of CUDA's ``%lanemask_*`` values: a u32 with a bit per lane of the plane, relative to this unit's lane.
+
+    Computed from ``UNIT_POS_PLANE`` with u32 shifts (``1 << lane``, ``(1 << lane) - 1``, ...), which the
+    GPU executes in a few instructions; planes are 32 lanes.
+    """
+
+    def __init__(self, name: str, doc: str, build) -> None:
+        self.name = name
+        self.__doc__ = doc
+        self._build = build
+
+    def expand_element(self) -> ExpandElement:
+        """The mask as a u32 value of the active expansion."""
+        require_state(self.name)
+        return operations.as_element(self._build(BUILTIN_VARS["UNIT_POS_PLANE"]))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+LANEMASK_EQ = LaneMask("LANEMASK_EQ", "Only this unit's lane bit (CUDA's %lanemask_eq).", lambda lane: 1 << lane)
+LANEMASK_LT = LaneMask("LANEMASK_LT", "The bits of the lanes below this unit's (%lanemask_lt).",
+                       lambda lane: (1 << lane) - 1)
+LANEMASK_LE = LaneMask("LANEMASK_LE", "The bits of this lane and the lanes below it (%lanemask_le).",
+                       lambda lane: (2 << lane) - 1)  # lane 31: 2 << 31 wraps to 0, minus 1 is all ones
+LANEMASK_GT = LaneMask("LANEMASK_GT", "The bits of the lanes above this unit's (%lanemask_gt).",
+                       lambda lane: ~((2 << lane) - 1))
+LANEMASK_GE = LaneMask("LANEMASK_GE", "The bits of this lane and the lanes above it (%lanemask_ge).",
+                       lambda lane: ~((1 << lane) - 1))
+
+
 # -- synchronization -------------------------------------------------------------------------
 def sync_cube() -> None:
     """Wait until every unit of the cube gets here; shared-memory writes before it are visible after it."""

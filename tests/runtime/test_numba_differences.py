@@ -101,3 +101,23 @@ def comptime_numpy_index(out: cp.Array[f32]):
 
 def test_a_comptime_index_into_a_numpy_table_is_a_constant():
     assert "3.0f32" in cp.testing.expand(comptime_numpy_index, cp.Array[f32]).ir
+
+
+@cp.cube
+def counts_in_a_python_int_local(a: cp.Array[f32], out: cp.Array[cp.i32], wide: cp.Array[cp.i64],
+                                 store_narrow: cp.Comptime[bool]):
+    n = 0
+    for i in range(a.len()):
+        if a[i] > 0.0:
+            n += 1
+    if store_narrow:
+        out[0] = n
+    wide[0] = n
+
+
+def test_a_python_int_local_is_i32_unless_its_uses_need_another_type():
+    specs = (cp.Array[f32], cp.Array[cp.i32], cp.Array[cp.i64])
+    narrow = cp.testing.expand(counts_in_a_python_int_local, *specs, store_narrow=True).ir
+    assert "%m1: i32 = assign 0i32" in narrow and "i64 = cast %m1" in narrow  # widened for the i64 store
+    wide = cp.testing.expand(counts_in_a_python_int_local, *specs, store_narrow=False).ir
+    assert "%m1: i64 = assign 0i64" in wide  # expanded again with the type its only typed use needs

@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 
 from cubepy import ir
+from cubepy.errors import ArmExit
 from cubepy.frontend import mutability, operations, source
 from cubepy.frontend.mutability import Unbound
 from cubepy.frontend.state import ControlEntry, require_state
@@ -25,10 +26,6 @@ from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
-
-
-class ArmExit(Exception):
-    """A runtime break/continue/return ended the expansion of the current runtime body."""
 
 
 class Unroll:

@@ -22,12 +22,6 @@ from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
 from cubepy.frontend.state import ScopeBuilder, active_state
 
 
-@functools.cache
-def _no_source(qualname: str) -> str:
-    return (f"cannot read the source of {qualname!r}: @cube needs a function defined in a file "
-            "(not in an interactive session or through exec)")
-
-
 def parse_function(fn) -> tuple[ast.FunctionDef, str]:
     """The function's definition node with the file's real line numbers and columns, and its file name."""
     try:

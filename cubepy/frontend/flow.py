@@ -96,9 +96,8 @@ class _NoBody:
             self.state.control.append(_entry(self.kind, None))
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         del self.state.control[self._depth:]
-        return False
 
 
 def _entry(kind: str, loc) -> ControlEntry:
@@ -125,11 +124,10 @@ class _Region:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.state.current = self.parent
             del self.state.control[self.depth:]
-        return False
 
     def enter(self, muts, names: tuple[str, ...], values: tuple, live: tuple[str, ...]) -> tuple:
         """Before a runtime construct: names assigned in it and used after become mutable locals."""

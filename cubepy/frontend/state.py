@@ -268,7 +268,7 @@ class KernelBuilder:
         """The kernel definition built so far."""
         state = self.state
         return ir.KernelDefinition(
-            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=tuple(cube_dim),
+            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=(cube_dim[0], cube_dim[1], cube_dim[2]),
             shared_memories=tuple(state.shared_memories), local_arrays=tuple(state.local_arrays),
             barriers=tuple(state.barriers), checked=state.checked, source_file=source_file,
         )

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
+from typing import overload
 
 from cubepy import ir
 from cubepy.errors import CubeError
@@ -203,6 +204,12 @@ class ScopeBuilder:
             else:
                 self.state.defined_in[(out.kind, out.id)] = self
         self.instructions.append(Instruction(out, operation, loc or self.state.location()))
+
+    @overload
+    def emit(self, operation: ir.ops.Operation, out_type: Type) -> Variable: ...
+
+    @overload
+    def emit(self, operation: ir.ops.Operation, out_type: None = None) -> None: ...
 
     def emit(self, operation: ir.ops.Operation, out_type: Type | None = None) -> Variable | None:
         """Append ``operation``; when ``out_type`` is given its result is a fresh immutable local."""

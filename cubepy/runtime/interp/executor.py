@@ -457,7 +457,7 @@ def run_range_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         stuck = mask.bits & ~np.broadcast_to(moving, mask.bits.shape)
         if stuck.any():
             ctx.fail(inst, "range() step is zero at run time (the loop runs zero iterations)",
-                     int(np.flatnonzero(stuck)[0]))
+                     int(np.flatnonzero(stuck)[0]), SanitizerKind.ZERO_RANGE_STEP)
 
     def condition(active: Mask, iteration: int) -> Mask:
         index = state["index"]

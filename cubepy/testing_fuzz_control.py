@@ -69,11 +69,20 @@ def render_stmt(stmt: Stmt, indent: str) -> list[str]:
     if k == "break_if":
         return [f"{indent}if acc > {stmt.a}:", f"{indent}    break"]
     if k == "nested":
-        return [f"{indent}if uu % {stmt.a} == 0:", f"{indent}    if k % {stmt.b} == 1:",
-                f"{indent}        acc += {stmt.c}", f"{indent}    else:", f"{indent}        acc -= 1"]
+        return [
+            f"{indent}if uu % {stmt.a} == 0:",
+            f"{indent}    if k % {stmt.b} == 1:",
+            f"{indent}        acc += {stmt.c}",
+            f"{indent}    else:",
+            f"{indent}        acc -= 1",
+        ]
     if k == "inner":
-        return [f"{indent}for j in range(uu % {stmt.a}):", f"{indent}    if j == {stmt.b}:",
-                f"{indent}        break", f"{indent}    acc += cp.i32(j)"]
+        return [
+            f"{indent}for j in range(uu % {stmt.a}):",
+            f"{indent}    if j == {stmt.b}:",
+            f"{indent}        break",
+            f"{indent}    acc += cp.i32(j)",
+        ]
     if k == "atomic":
         return [f"{indent}total[0].fetch_add(cp.u32(1))"]
     raise ValueError(f"unknown statement {k!r}")
@@ -98,12 +107,20 @@ class ControlCase:
     @property
     def source(self) -> str:
         """The kernel's Python source (a module defining ``fuzz_kernel``)."""
-        lines = ["import cubepy as cp", "from cubepy import ABSOLUTE_POS, Array, Atomic, cube", "", "",
-                 "@cube(launch=True)",
-                 f"def fuzz_kernel(out: Array[cp.i32], total: Array[Atomic[cp.u32]], starts: Array[cp.{self.bound}], "
-                 f"ends: Array[cp.{self.bound}], steps: Array[cp.{self.step_type}]):",
-                 "    u = ABSOLUTE_POS", "    uu = cp.i32(u)", "    acc = cp.i32(0)",
-                 "    for i in range(starts[u], ends[u], steps[u]):", "        k = cp.i32(i)"]
+        lines = [
+            "import cubepy as cp",
+            "from cubepy import ABSOLUTE_POS, Array, Atomic, cube",
+            "",
+            "",
+            "@cube(launch=True)",
+            f"def fuzz_kernel(out: Array[cp.i32], total: Array[Atomic[cp.u32]], starts: Array[cp.{self.bound}], "
+            f"ends: Array[cp.{self.bound}], steps: Array[cp.{self.step_type}]):",
+            "    u = ABSOLUTE_POS",
+            "    uu = cp.i32(u)",
+            "    acc = cp.i32(0)",
+            "    for i in range(starts[u], ends[u], steps[u]):",
+            "        k = cp.i32(i)",
+        ]
         for stmt in self.body:
             lines += render_stmt(stmt, "        ")
         lines += ["    out[u] = acc", ""]

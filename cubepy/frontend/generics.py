@@ -18,8 +18,11 @@ from contextlib import contextmanager
 from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
 
-_ELEM_NAMES = {"float": ("f16", "bf16", "f32", "f64"), "int": ("i8", "i16", "i32", "i64"),
-               "uint": ("u8", "u16", "u32", "u64", "usize")}
+_ELEM_NAMES = {
+    "float": ("f16", "bf16", "f32", "f64"),
+    "int": ("i8", "i16", "i32", "i64"),
+    "uint": ("u8", "u16", "u32", "u64", "usize"),
+}
 
 
 class TypeBound:
@@ -87,8 +90,10 @@ class TypeVar:
             found = binding.get(self)
             if found is not None:
                 return found
-        raise CubeError(f"type parameter {self.name} is not bound here: use it in a generic kernel's "
-                        "annotations, and launch, compile or expand that kernel")
+        raise CubeError(
+            f"type parameter {self.name} is not bound here: use it in a generic kernel's "
+            "annotations, and launch, compile or expand that kernel"
+        )
 
     def is_bound(self) -> bool:
         """Whether an enclosing expansion binds this parameter."""
@@ -207,8 +212,10 @@ def elem_of_arg(annotation, arg, param: str) -> ir.ElemType | None:
             return ir.ELEM_BY_NAME[arg.elem]
         handle = getattr(arg, "handle", None)
         if handle is None:
-            raise LaunchError(f"parameter {param!r} ({annotation!r}) expects cp.ArrayArg/cp.TensorArg(handle) or "
-                              f"an element type such as cp.Array[cp.f32], got {type(arg).__name__}")
+            raise LaunchError(
+                f"parameter {param!r} ({annotation!r}) expects cp.ArrayArg/cp.TensorArg(handle) or "
+                f"an element type such as cp.Array[cp.f32], got {type(arg).__name__}"
+            )
         found = elem_of_dtype(handle.dtype)
         if found is None:
             raise LaunchError(f"parameter {param!r} ({annotation!r}): dtype {handle.dtype} is not an element type")
@@ -237,18 +244,24 @@ def bind(kernel_name: str, params, args) -> dict:
         if elem is None:
             continue
         if elem not in var.allowed:
-            raise LaunchError(f"kernel {kernel_name!r}: parameter {param.name!r} binds {var.name} to {elem.name}, "
-                              f"but {var!r} allows {', '.join(e.name for e in var.allowed)}")
+            raise LaunchError(
+                f"kernel {kernel_name!r}: parameter {param.name!r} binds {var.name} to {elem.name}, "
+                f"but {var!r} allows {', '.join(e.name for e in var.allowed)}"
+            )
         previous = found.get(var)
         if previous is not None and previous[0] is not elem:
-            raise LaunchError(f"kernel {kernel_name!r}: type parameter {var.name} is {previous[0].name} from "
-                              f"parameter {previous[1]!r} but {elem.name} from parameter {param.name!r}")
+            raise LaunchError(
+                f"kernel {kernel_name!r}: type parameter {var.name} is {previous[0].name} from "
+                f"parameter {previous[1]!r} but {elem.name} from parameter {param.name!r}"
+            )
         found[var] = (elem, param.name)
     for param in params:
         var = type_var_of(param.annotation)
         if var is not None and var not in found:
-            raise LaunchError(f"kernel {kernel_name!r}: cannot tell the type of {var.name} (parameter "
-                              f"{param.name!r}); pass an array of it, a cp.ScalarArg(value, type), or a numpy scalar")
+            raise LaunchError(
+                f"kernel {kernel_name!r}: cannot tell the type of {var.name} (parameter "
+                f"{param.name!r}); pass an array of it, a cp.ScalarArg(value, type), or a numpy scalar"
+            )
     return {var: scalar_type(elem) for var, (elem, _) in found.items()}
 
 

@@ -42,8 +42,15 @@ def test_one_kernel_runs_for_each_float_type_against_numpy(client, dtype):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(64).astype(dtype), rng.standard_normal(64).astype(dtype)
     out = client.zeros((64,), dtype)
-    scaled_tile.launch(client, cp.CubeCount(1), cp.CubeDim(64), dtype(1.5), cp.ArrayArg(client.create(x)),
-                       cp.ArrayArg(client.create(y)), cp.ArrayArg(out))
+    scaled_tile.launch(
+        client,
+        cp.CubeCount(1),
+        cp.CubeDim(64),
+        dtype(1.5),
+        cp.ArrayArg(client.create(x)),
+        cp.ArrayArg(client.create(y)),
+        cp.ArrayArg(out),
+    )
     result = client.read(out)
     assert result.dtype == dtype
     np.testing.assert_array_equal(result, dtype(1.5) * x + y + dtype(1))
@@ -56,8 +63,13 @@ def test_lines_and_atomics_bind_their_element_type(client):
     np.testing.assert_array_equal(client.read(out), x.sum(axis=1))
     for dtype in (np.int32, np.uint32):
         total = client.zeros((1,), dtype)
-        atomic_total.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(np.arange(32, dtype=dtype))),
-                            cp.ArrayArg(total))
+        atomic_total.launch(
+            client,
+            cp.CubeCount(1),
+            cp.CubeDim(32),
+            cp.ArrayArg(client.create(np.arange(32, dtype=dtype))),
+            cp.ArrayArg(total),
+        )
         assert client.read(total)[0] == np.arange(32).sum()
 
 
@@ -75,8 +87,10 @@ def test_each_element_type_compiles_once(tmp_path):
         x = cp.ArrayArg(client.create(np.ones(64, dtype)))
         scaled_tile.launch(client, cp.CubeCount(1), cp.CubeDim(64), 2.0, x, x, cp.ArrayArg(out))
     assert client.stats == {"hits": 3, "misses": 2}
-    assert scaled_tile.bind_types((2.0,) + (cp.Array[cp.f32],) * 3).identity != \
-        scaled_tile.bind_types((2.0,) + (cp.Array[cp.f64],) * 3).identity
+    assert (
+        scaled_tile.bind_types((2.0,) + (cp.Array[cp.f32],) * 3).identity
+        != scaled_tile.bind_types((2.0,) + (cp.Array[cp.f64],) * 3).identity
+    )
 
 
 def test_conflicting_and_unbound_type_parameters_are_launch_errors(client):

@@ -42,13 +42,20 @@ def run_control_case(case: fc.ControlCase, tmp_dir: str, *, compile_too: bool = 
     want_out, want_total = case.reference()
     got_out, got_total = client.read(out), int(client.read(total)[0])
     if not np.array_equal(got_out, want_out) or got_total != want_total:
-        return (f"interp out={got_out.tolist()} total={got_total}; Python out={want_out.tolist()} "
-                f"total={want_total}\nstarts={case.starts}\nends={case.ends}\nsteps={case.steps}\n{case.source}")
+        return (
+            f"interp out={got_out.tolist()} total={got_total}; Python out={want_out.tolist()} "
+            f"total={want_total}\nstarts={case.starts}\nends={case.ends}\nsteps={case.steps}\n{case.source}"
+        )
     return None
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=EXAMPLES <= 30,
-          database=None)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=EXAMPLES <= 30,
+    database=None,
+)
 @given(st.data())
 def test_runtime_control_flow_matches_python(tmp_path_factory, data):
     case = fc.gen_control_case(data.draw)

@@ -31,8 +31,16 @@ def test_each_lane_gets_its_masks(client):
     out = client.zeros((64, 5), np.uint32)
     lanemasks.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.TensorArg(out))
     full = 0xFFFFFFFF
-    expected = [[1 << (u % 32), (1 << (u % 32)) - 1, (2 << (u % 32)) - 1 & full, ~((2 << (u % 32)) - 1) & full,
-                 ~((1 << (u % 32)) - 1) & full] for u in range(64)]
+    expected = [
+        [
+            1 << (u % 32),
+            (1 << (u % 32)) - 1,
+            (2 << (u % 32)) - 1 & full,
+            ~((2 << (u % 32)) - 1) & full,
+            ~((1 << (u % 32)) - 1) & full,
+        ]
+        for u in range(64)
+    ]
     np.testing.assert_array_equal(client.read(out), np.array(expected, np.uint64).astype(np.uint32))
 
 

@@ -66,8 +66,9 @@ def test_tensor_indexing_follows_the_strides_of_a_transposed_view(client):
 def test_local_arrays_index_row_major_in_three_dimensions(client):
     out = client.zeros((4, 24), np.uint32)
     local_3d.launch(client, cp.CubeCount(1), cp.CubeDim(4), cp.TensorArg(out))
-    expected = np.array([[a * 100 + b * 10 + c + u for a in range(2) for b in range(3) for c in range(4)]
-                         for u in range(4)])
+    expected = np.array(
+        [[a * 100 + b * 10 + c + u for a in range(2) for b in range(3) for c in range(4)] for u in range(4)]
+    )
     np.testing.assert_array_equal(client.read(out), expected)
 
 
@@ -82,8 +83,13 @@ def two_indices_on_a_flat_array(out: cp.Array[f32]):
     out[0, 1] = 1.0
 
 
-@pytest.mark.parametrize("kernel, words", [(too_many_indices, "has shape (4, 4): expected 2 indices, got 3"),
-                                           (two_indices_on_a_flat_array, "is one-dimensional")])
+@pytest.mark.parametrize(
+    "kernel, words",
+    [
+        (too_many_indices, "has shape (4, 4): expected 2 indices, got 3"),
+        (two_indices_on_a_flat_array, "is one-dimensional"),
+    ],
+)
 def test_wrong_index_counts_are_expand_errors_with_the_line(kernel, words):
     with pytest.raises(ExpandError, match=r"test_multi_dim_indexing.py:\d+") as caught:
         cp.testing.expand(kernel, cp.Array[f32])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.record import OpRecord, declare
 from cubepy.ir.types import BF16, F16, F32, U32, Type
 from cubepy.ir.variable import Variable, VarKind
 
@@ -38,7 +39,6 @@ def fragment_length(ident: str, elem) -> int:
 class CmmaFill(Operation):
     """Set every element of ``fragment`` to ``value``."""
 
-    NAME = "cmma_fill"
     fragment: Variable
     value: Variable
     ident: str = "accumulator"
@@ -48,7 +48,6 @@ class CmmaFill(Operation):
 class CmmaLoad(Operation):
     """Load ``fragment`` from ``memory[offset..]`` (items ``stride`` apart between rows/columns)."""
 
-    NAME = "cmma_load"
     fragment: Variable
     memory: Variable
     offset: Variable
@@ -61,7 +60,6 @@ class CmmaLoad(Operation):
 class CmmaExecute(Operation):
     """``d = a @ b + c`` for the plane (all its units take part)."""
 
-    NAME = "cmma_execute"
     a: Variable
     b: Variable
     c: Variable
@@ -74,7 +72,6 @@ class CmmaExecute(Operation):
 class CmmaStore(Operation):
     """Store the accumulator ``fragment`` to ``memory[offset..]``."""
 
-    NAME = "cmma_store"
     memory: Variable
     offset: Variable
     fragment: Variable
@@ -86,7 +83,6 @@ class CmmaStore(Operation):
 class CmmaCast(Operation):
     """``output = input`` converted element by element (accumulator fragments)."""
 
-    NAME = "cmma_cast"
     input: Variable
     output: Variable
 
@@ -169,12 +165,11 @@ def _check_cast(c, inst, op: CmmaCast) -> None:
     _fragment(c, inst, op.output, "accumulator")
 
 
-def _register() -> None:
-    from cubepy.ir.verifier import register_check
-
-    for op_type, check in {CmmaFill: _check_fill, CmmaLoad: _check_load, CmmaExecute: _check_execute,
-                           CmmaStore: _check_store, CmmaCast: _check_cast}.items():
-        register_check(op_type, check)
-
-
-_register()
+for _cls, _record in (
+    (CmmaFill, OpRecord("cmma_fill", "cmma", writes=("fragment",), checks=(_check_fill,))),
+    (CmmaLoad, OpRecord("cmma_load", "cmma", reads=("memory",), writes=("fragment",), checks=(_check_load,))),
+    (CmmaExecute, OpRecord("cmma_execute", "cmma", writes=("d",), checks=(_check_execute,))),
+    (CmmaStore, OpRecord("cmma_store", "cmma", writes=("memory",), checks=(_check_store,))),
+    (CmmaCast, OpRecord("cmma_cast", "cmma", writes=("output",), checks=(_check_cast,))),
+):
+    declare(_record)(_cls)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.base import Operation, fixed
+from cubepy.ir.ops.record import OpRecord, declare
 from cubepy.ir.types import BOOL, I32, U16, U32, U64, Type
 from cubepy.ir.variable import Variable, VarKind
 
@@ -35,7 +36,6 @@ TMA_RULES = ("not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-ope
 class BarrierInit(Operation):
     """The units where ``is_elected`` holds initialise ``barrier`` for ``arrival_count`` arrivals; then the cube syncs."""
 
-    NAME = "barrier_init"
     barrier: Variable
     arrival_count: Variable
     is_elected: Variable
@@ -45,7 +45,6 @@ class BarrierInit(Operation):
 class BarrierArrive(Operation):
     """out (token) = arrive once on ``barrier``."""
 
-    NAME = "barrier_arrive"
     barrier: Variable
 
 
@@ -53,7 +52,6 @@ class BarrierArrive(Operation):
 class BarrierArriveExpectTx(Operation):
     """out (token) = raise the expected transaction bytes by ``tx_bytes``, then arrive ``arrivals`` times."""
 
-    NAME = "barrier_arrive_expect_tx"
     barrier: Variable
     arrivals: Variable
     tx_bytes: Variable
@@ -63,7 +61,6 @@ class BarrierArriveExpectTx(Operation):
 class BarrierExpectTx(Operation):
     """Raise the expected transaction bytes of the current phase by ``tx_bytes`` (no arrival)."""
 
-    NAME = "barrier_expect_tx"
     barrier: Variable
     tx_bytes: Variable
 
@@ -72,7 +69,6 @@ class BarrierExpectTx(Operation):
 class BarrierWait(Operation):
     """Block until the phase that ``token`` was taken in has completed."""
 
-    NAME = "barrier_wait"
     barrier: Variable
     token: Variable
 
@@ -81,7 +77,6 @@ class BarrierWait(Operation):
 class BarrierWaitParity(Operation):
     """Block until the phase of parity ``phase`` (0 or 1) has completed."""
 
-    NAME = "barrier_wait_parity"
     barrier: Variable
     phase: Variable
 
@@ -90,7 +85,6 @@ class BarrierWaitParity(Operation):
 class TmaLoad(Operation):
     """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``."""
 
-    NAME = "tma_load"
     barrier: Variable
     tensor_map: Variable
     smem: Variable
@@ -104,7 +98,6 @@ class TmaLoad(Operation):
 class TmaLoadIm2col(Operation):
     """Im2col-mode copy at ``coords`` {c, w[, h[, d]], n} with filter ``offsets`` (W first) into ``smem[offset..]``."""
 
-    NAME = "tma_load_im2col"
     barrier: Variable
     tensor_map: Variable
     smem: Variable
@@ -119,7 +112,6 @@ class TmaLoadIm2col(Operation):
 class TmaStore(Operation):
     """Tile-mode copy of ``smem[offset..]`` to the box at ``coords`` (innermost first); joins the open bulk group."""
 
-    NAME = "tma_store"
     tensor_map: Variable
     smem: Variable
     offset: Variable
@@ -132,14 +124,12 @@ class TmaStore(Operation):
 class TmaGroupCommit(Operation):
     """Close the open bulk group of this unit's TMA stores."""
 
-    NAME = "tma_group_commit"
 
 
 @attrs.frozen
 class TmaGroupWait(Operation):
     """Wait until at most ``pending`` committed bulk groups of this unit are still writing global memory."""
 
-    NAME = "tma_group_wait"
     pending: int = -1
 
 
@@ -147,7 +137,6 @@ class TmaGroupWait(Operation):
 class TmaGroupWaitRead(Operation):
     """Wait until at most ``pending`` committed bulk groups still read their shared-memory source."""
 
-    NAME = "tma_group_wait_read"
     pending: int = -1
 
 
@@ -255,16 +244,21 @@ def _check_group(c, inst, op) -> None:
         c.fail("bad-immediate", inst, f"{op.name} needs a compile-time group count in [0, 63], got {pending!r}")
 
 
-def _register() -> None:
-    from cubepy.ir.verifier import register_check
-
-    for op_type, check in {
-        BarrierInit: _check_init, BarrierArrive: _check_arrive, BarrierArriveExpectTx: _check_arrive_expect_tx,
-        BarrierExpectTx: _check_expect_tx, BarrierWait: _check_wait, BarrierWaitParity: _check_wait_parity,
-        TmaLoad: _check_load, TmaLoadIm2col: _check_load_im2col, TmaStore: _check_store,
-        TmaGroupCommit: _check_group, TmaGroupWait: _check_group, TmaGroupWaitRead: _check_group,
-    }.items():
-        register_check(op_type, check)
-
-
-_register()
+_TOKEN = fixed(TOKEN_TYPE)
+for _cls, _record in (
+    (BarrierInit, OpRecord("barrier_init", "tma", checks=(_check_init,))),
+    (BarrierArrive, OpRecord("barrier_arrive", "tma", result=_TOKEN, checks=(_check_arrive,))),
+    (BarrierArriveExpectTx, OpRecord("barrier_arrive_expect_tx", "tma", result=_TOKEN,
+                                     checks=(_check_arrive_expect_tx,))),
+    (BarrierExpectTx, OpRecord("barrier_expect_tx", "tma", checks=(_check_expect_tx,))),
+    (BarrierWait, OpRecord("barrier_wait", "tma", checks=(_check_wait,))),
+    (BarrierWaitParity, OpRecord("barrier_wait_parity", "tma", checks=(_check_wait_parity,))),
+    (TmaLoad, OpRecord("tma_load", "tma", reads=("tensor_map",), writes=("smem",), checks=(_check_load,))),
+    (TmaLoadIm2col, OpRecord("tma_load_im2col", "tma", reads=("tensor_map",), writes=("smem",),
+                             checks=(_check_load_im2col,))),
+    (TmaStore, OpRecord("tma_store", "tma", reads=("smem",), writes=("tensor_map",), checks=(_check_store,))),
+    (TmaGroupCommit, OpRecord("tma_group_commit", "tma", checks=(_check_group,))),
+    (TmaGroupWait, OpRecord("tma_group_wait", "tma", checks=(_check_group,))),
+    (TmaGroupWaitRead, OpRecord("tma_group_wait_read", "tma", checks=(_check_group,))),
+):
+    declare(_record)(_cls)

@@ -299,7 +299,7 @@ def _python_reference(name: str, a: int, b: int, dtype) -> int:
 @given(data=st.data(), dtype=st.sampled_from(INT_TYPES),
        name=st.sampled_from(["floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr"]))
 def test_integer_kernels_match_python(data, dtype, name):
-    from cubepy.runtime.interp import numerics
+    from cubepy.ir import numerics
 
     info = np.iinfo(dtype)
     values = st.integers(int(info.min), int(info.max))

@@ -33,7 +33,7 @@ LIBDEVICE_FUNCTIONS = {
     "exp": "exp", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
     "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2", "asin": "asin", "acos": "acos",
     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot",
+    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot", "cbrt": "cbrt",
 }
 
 

@@ -21,7 +21,8 @@ class Operation:
     @property
     def name(self) -> str:
         """The stable lowercase name of this operation (``"add"``, ``"index"``, ``"plane_sum"``)."""
-        return self.RECORD.name
+        record = getattr(type(self), "RECORD", None)
+        return type(self).__name__ if record is None else record.name  # undeclared: named in errors
 
     def result_type(self) -> Type | None:
         """The type of the result by the record's rule; None without a result or when the result is given."""

@@ -155,6 +155,7 @@ def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) ->
 def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     """plane_<op>: reductions, scans, votes, elect and moves."""
     op = inst.operation
+    assert isinstance(op, ops.PlaneOp)
     b = lw.builder
     kind = op.name.removeprefix("plane_")
     if kind == "elect":
@@ -167,6 +168,7 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
             elected = b.icmp_unsigned("==", _laneid(lw), first)
         lw.define(inst.out, elected)
         return
+    assert op.value is not None
     value = lw.value(op.value)
     elem = op.value.elem
     if kind in ("all", "any"):

@@ -19,6 +19,7 @@ Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 """
 
 from cubepy.frontend import cmma, hooks, testing
+from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
@@ -100,7 +101,6 @@ from cubepy.frontend.elem import (
 )
 from cubepy.frontend.function import CubeFunction, cube
 from cubepy.frontend.intrinsics import *  # noqa: F403  (RECORD_FUNCTIONS: exp, log, ... one per float unary op)
-from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.intrinsics import (
     abs,
     atan2,

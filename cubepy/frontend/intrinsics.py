@@ -134,7 +134,7 @@ def dot(a, b):
 
 def magnitude(x):
     """The Euclidean length of a line: sqrt(dot(x, x))."""
-    return sqrt(dot(x, x))
+    return operations.unary("sqrt", dot(x, x))
 
 
 def normalize(x):

@@ -6,12 +6,15 @@ and its source line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NoReturn
+
 from cubepy.errors import VerifyError
 from cubepy.ir.kernel import PARAM_ROLES, KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.types import BOOL, Type
+from cubepy.ir.types import BOOL, ElemType, Type
 from cubepy.ir.variable import LOCAL_KINDS, Variable, VarKind
 
 RULES = (
@@ -26,7 +29,7 @@ class _Checker:
         self.assigned_consts: set[int] = set()
 
     # -- reporting -------------------------------------------------------------------------
-    def fail(self, rule: str, inst: Instruction | None, detail: str) -> None:
+    def fail(self, rule: str, inst: Instruction | None, detail: str) -> NoReturn:
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst is not None and inst.loc is not None else ""
         text = f"{where}IR verifier [{rule}]: {detail}"
         if inst is not None:
@@ -39,11 +42,11 @@ class _Checker:
         for inst in scope.instructions:
             self.instruction(inst, visible, loop_depth)
 
-    def use(self, inst: Instruction, var: Variable, visible: set) -> None:
+    def use(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind in LOCAL_KINDS and (var.kind, var.id) not in visible:
             self.fail("undefined-operand", inst, f"{var!r} is read before any instruction defines it")
 
-    def define(self, inst: Instruction, var: Variable, visible: set) -> None:
+    def define(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind is VarKind.CONST:
             if var.id in self.assigned_consts:
                 self.fail("const-reassigned", inst, f"immutable local {var!r} is assigned a second time")
@@ -52,7 +55,7 @@ class _Checker:
             self.fail("bad-out", inst, f"result {var!r} is a {var.kind.value}, expected a local")
         visible.add((var.kind, var.id))
 
-    def instruction(self, inst: Instruction, visible: set, loop_depth: int) -> None:
+    def instruction(self, inst: Instruction, visible: set[tuple[VarKind, int]], loop_depth: int) -> None:
         operation = inst.operation
         for var in operation.operands():
             self.use(inst, var, visible)
@@ -100,7 +103,7 @@ class _Checker:
         if not var.elem.is_int or var.type.line != 1:
             self.fail("bad-index", inst, f"{what} {var!r} has type {var.type!r}, expected a scalar integer")
 
-    def check_branch(self, inst: Instruction, operation) -> None:
+    def check_branch(self, inst: Instruction, operation: Operation) -> None:
         if isinstance(operation, (branch.If, branch.IfElse)):
             if operation.cond.type != Type(BOOL):
                 self.fail("type-mismatch", inst, f"condition has type {operation.cond.type!r}, expected bool")
@@ -115,7 +118,7 @@ class _Checker:
             self.fail("bad-out", inst, f"loop index {op.index!r} must be an immutable local")
 
 
-_KIND_TEST = {
+_KIND_TEST: dict[str, tuple[Callable[[ElemType], bool], str]] = {
     "float": (lambda elem: elem.is_float, "a float"),
     "int": (lambda elem: elem.is_int, "an integer"),
     "bool": (lambda elem: elem.is_bool, "bool"),

@@ -16,7 +16,22 @@ import pytest
 
 from cubepy.compiler import passes
 from cubepy.compiler.lower_arith import binary, compare, convert, unary
-from cubepy.ir import ALL_ELEM_TYPES, BF16, BOOL, F16, F32, F64, U32, ElemType, Instruction, Type, Variable, VarKind, constant, ops
+from cubepy.ir import (
+    ALL_ELEM_TYPES,
+    BF16,
+    BOOL,
+    F16,
+    F32,
+    F64,
+    U32,
+    ElemType,
+    Instruction,
+    Type,
+    Variable,
+    VarKind,
+    constant,
+    ops,
+)
 
 from . import hostjit
 from .hostjit import storage_dtype

@@ -41,7 +41,7 @@ def test_record_is_consistent(cls):
 
 def test_the_name_is_the_same_everywhere():
     """``inst.op``, ``operation.name`` and the registry key agree (plane ops too)."""
-    from cubepy.ir import Instruction, Type, U32, constant
+    from cubepy.ir import U32, Instruction, Type, constant
 
     value = constant(1, Type(U32))
     instruction = Instruction(None, ops.PlaneSum(value))
@@ -50,7 +50,7 @@ def test_the_name_is_the_same_everywhere():
 
 
 def test_result_rules():
-    from cubepy.ir import BOOL, F32, U32, I64, Type, constant
+    from cubepy.ir import BOOL, F32, I64, U32, Type, constant
 
     x = constant(1.5, Type(F32, 4))
     assert ops.Exp(x).result_type() == Type(F32, 4)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cubepy.ir.ops.base import Operation, elem_of, same_as
-from cubepy.ir.ops.record import GIVEN, Check, Checker, ElemKind, OpRecord, ResultRule, declare, derive
+from cubepy.ir.ops.record import GIVEN, Checker, ElemKind, OpRecord, ResultRule, declare, derive
 from cubepy.ir.types import BOOL, U32
 from cubepy.ir.variable import Variable
 
@@ -261,5 +261,10 @@ class Assign(Operation):
     input: Variable
 
 
-__all__ = ["BINARY_OPS", "COMPARE_OPS", "UNARY_OPS", "Assign", "Binary", "Bitcast", "Cast", "Check", "Clamp",
-           "Compare", "Fma", "Select", "Unary"] + [cls.__name__ for cls in UNARY_OPS + BINARY_OPS + COMPARE_OPS]
+__all__ = ["BINARY_OPS", "COMPARE_OPS", "UNARY_OPS", "Assign", "Binary", "Bitcast", "Cast", "Clamp",
+    "Compare", "Fma", "Select", "Unary", "Exp", "Log", "Log1p", "Sqrt", "Rsqrt", "Cbrt", "Sin", "Cos", "Tan", "Tanh",
+    "Erf", "Floor", "Ceil", "Round", "Trunc", "Recip", "IsNan", "IsInf", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+    "Asinh", "Acosh", "Atanh", "Expm1", "ToDegrees", "ToRadians", "Neg", "Abs", "Bitnot", "CountOnes",
+    "LeadingZeros", "ReverseBits", "TrailingZeros", "FindFirstSet", "Not", "Add", "Sub", "Mul", "Floordiv", "Mod",
+    "Min", "Max", "Div", "Powf", "Atan2", "Hypot", "Rhypot", "DivTrunc", "RemTrunc", "Bitand", "Bitor", "Bitxor",
+    "Shl", "Shr", "MulHi", "And", "Or", "Powi", "Eq", "Ne", "Lt", "Le", "Gt", "Ge"]

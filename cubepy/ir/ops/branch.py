@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import attrs
 
 from cubepy.ir.ops.base import Operation
@@ -54,7 +56,7 @@ class RangeLoop(Operation):
     inclusive: bool
     body: Scope
 
-    def operands(self):
+    def operands(self) -> Iterator[Variable]:
         """Start, end and step; the index is defined by the loop, not read."""
         yield from (self.start, self.end, self.step)
 

@@ -9,12 +9,17 @@ touch fragments through these operations).  ``ident`` says which operand it is: 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy.ir.ops.base import Operation
-from cubepy.ir.ops.record import OpRecord, declare
-from cubepy.ir.types import BF16, F16, F32, U32, Type
+from cubepy.ir.ops.record import Checker, OpRecord, declare
+from cubepy.ir.types import BF16, F16, F32, U32, ElemType, Type
 from cubepy.ir.variable import Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
 
 __all__ = ["CMMA_RULES", "CMMA_SHAPE", "CmmaCast", "CmmaExecute", "CmmaFill", "CmmaLoad", "CmmaStore",
            "fragment_length"]
@@ -28,7 +33,7 @@ ACCUMULATOR_ELEMS = (F32, F16)
 CMMA_RULES = ("not-fragment", "cmma-type", "cmma-layout")
 
 
-def fragment_length(ident: str, elem) -> int:
+def fragment_length(ident: str, elem: ElemType) -> int:
     """Elements one unit holds of a 16x16x16 fragment: what ``wmma`` keeps in registers."""
     if ident == "accumulator":
         return 8
@@ -87,7 +92,7 @@ class CmmaCast(Operation):
     output: Variable
 
 
-def _fragment(c, inst, var: Variable, ident: str) -> None:
+def _fragment(c: Checker, inst: Instruction, var: Variable, ident: str) -> None:
     if var.kind is not VarKind.LOCAL_ARRAY:
         c.fail("not-fragment", inst, f"{var!r} is a {var.kind.value}, expected a cmma fragment")
     elems = ACCUMULATOR_ELEMS if ident == "accumulator" else INPUT_ELEMS
@@ -98,24 +103,24 @@ def _fragment(c, inst, var: Variable, ident: str) -> None:
                f"holds {fragment_length(ident, var.elem)}")
 
 
-def _layout(c, inst, layout: str) -> None:
+def _layout(c: Checker, inst: Instruction, layout: str) -> None:
     if layout not in LAYOUTS:
         c.fail("cmma-layout", inst, f"layout {layout!r}; expected one of {LAYOUTS}")
 
 
-def _no_out(c, inst) -> None:
+def _no_out(c: Checker, inst: Instruction) -> None:
     if inst.out is not None:
         c.fail("bad-out", inst, f"{inst.op} has no result, got {inst.out!r}")
 
 
-def _memory(c, inst, var: Variable, fragment: Variable) -> None:
+def _memory(c: Checker, inst: Instruction, var: Variable, fragment: Variable) -> None:
     if var.kind not in (VarKind.SHARED, VarKind.GLOBAL):
         c.fail("not-fragment", inst, f"cmma memory {var!r} must be shared or global memory")
     if var.elem != fragment.elem or var.type.line != 1:
         c.fail("cmma-type", inst, f"memory of {var.type!r} with a fragment of {fragment.elem!r}")
 
 
-def _check_fill(c, inst, op: CmmaFill) -> None:
+def _check_fill(c: Checker, inst: Instruction, op: CmmaFill) -> None:
     _no_out(c, inst)
     if op.ident not in IDENTS:
         c.fail("not-fragment", inst, f"ident {op.ident!r}; expected one of {IDENTS}")
@@ -124,7 +129,7 @@ def _check_fill(c, inst, op: CmmaFill) -> None:
         c.fail("cmma-type", inst, f"fill value {op.value!r} for a fragment of {op.fragment.elem!r}")
 
 
-def _check_load(c, inst, op: CmmaLoad) -> None:
+def _check_load(c: Checker, inst: Instruction, op: CmmaLoad) -> None:
     _no_out(c, inst)
     if op.ident not in IDENTS:
         c.fail("not-fragment", inst, f"ident {op.ident!r}; expected one of {IDENTS}")
@@ -136,7 +141,7 @@ def _check_load(c, inst, op: CmmaLoad) -> None:
         c.fail("cmma-type", inst, f"stride {op.stride!r} must be u32")
 
 
-def _check_execute(c, inst, op: CmmaExecute) -> None:
+def _check_execute(c: Checker, inst: Instruction, op: CmmaExecute) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.a, "a")
     _fragment(c, inst, op.b, "b")
@@ -149,7 +154,7 @@ def _check_execute(c, inst, op: CmmaExecute) -> None:
     _layout(c, inst, op.b_layout)
 
 
-def _check_store(c, inst, op: CmmaStore) -> None:
+def _check_store(c: Checker, inst: Instruction, op: CmmaStore) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.fragment, "accumulator")
     _memory(c, inst, op.memory, op.fragment)
@@ -159,7 +164,7 @@ def _check_store(c, inst, op: CmmaStore) -> None:
         c.fail("cmma-type", inst, f"stride {op.stride!r} must be u32")
 
 
-def _check_cast(c, inst, op: CmmaCast) -> None:
+def _check_cast(c: Checker, inst: Instruction, op: CmmaCast) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.input, "accumulator")
     _fragment(c, inst, op.output, "accumulator")

@@ -178,3 +178,9 @@ class AtomicCompareExchange(Operation):
     index: Variable
     cmp: Variable
     new: Variable
+
+__all__ = [
+    "ATOMIC_OPS", "METADATA_OPS", "AtomicAdd", "AtomicAnd", "AtomicCompareExchange", "AtomicExchange", "AtomicLoad",
+    "AtomicMax", "AtomicMin", "AtomicOp", "AtomicOr", "AtomicStore", "AtomicSub", "AtomicXor", "BufferLen",
+    "ExtractLane", "Index", "IndexAssign", "InsertLane", "Len", "Metadata", "Rank", "Shape", "Stride",
+]

@@ -84,4 +84,7 @@ PLANE_OPS: tuple[type[PlaneOp], ...] = (
 PLANE_MOVES: tuple[type[PlaneOp], ...] = (PlaneBroadcast, PlaneShuffle, PlaneShuffleXor, PlaneShuffleUp,
                                           PlaneShuffleDown)
 
-__all__ = ["PLANE_MOVES", "PLANE_OPS", "PlaneOp"] + [cls.__name__ for cls in PLANE_OPS]
+__all__ = ["PLANE_MOVES", "PLANE_OPS", "PlaneOp", "PlaneSum", "PlaneProd", "PlaneMin", "PlaneMax",
+    "PlaneInclusiveSum", "PlaneExclusiveSum", "PlaneInclusiveProd", "PlaneExclusiveProd", "PlaneAll", "PlaneAny",
+    "PlaneBallot", "PlaneElect", "PlaneBroadcast", "PlaneShuffle", "PlaneShuffleXor", "PlaneShuffleUp",
+    "PlaneShuffleDown"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Literal, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 import attrs
 
@@ -45,7 +45,8 @@ class Checker(Protocol):
         """A ``bad-index`` failure unless ``var`` is a scalar integer."""
 
 
-Check = Callable[[Checker, "Instruction", "Operation"], None]
+# An op-specific rule receives its own operation class (hence Any for the operation).
+Check = Callable[[Checker, "Instruction", Any], None]
 # The result type as a function of the operation (its operands); ``GIVEN`` when the instruction's own
 # result variable decides it (a cast); ``None`` when the operation has no result.
 ResultRule = Callable[["Operation"], "Type"]
@@ -106,7 +107,7 @@ def derive(base: type[Operation], class_name: str, record: OpRecord, module: str
     return declare(record)(cls)
 
 
-def lookup(name: str) -> type[Operation]:
+def lookup(name: str) -> type[Any]:
     """The operation class named ``name`` (KeyError with the known names otherwise)."""
     _load_families()
     try:

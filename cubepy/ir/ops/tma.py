@@ -9,12 +9,17 @@ offsets are ``u16`` W first.  Group waits take a compile-time count (the PTX ins
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy.ir.ops.base import Operation, fixed
-from cubepy.ir.ops.record import OpRecord, declare
+from cubepy.ir.ops.record import Checker, OpRecord, declare
 from cubepy.ir.types import BOOL, I32, U16, U32, U64, Type
 from cubepy.ir.variable import Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
 
 __all__ = [
     "TMA_RULES", "BarrierArrive", "BarrierArriveExpectTx", "BarrierExpectTx", "BarrierInit", "BarrierWait",
@@ -141,28 +146,28 @@ class TmaGroupWaitRead(Operation):
 
 
 # -- verifier rules ----------------------------------------------------------------------------------------
-def _barrier(c, inst, var: Variable) -> None:
+def _barrier(c: Checker, inst: Instruction, var: Variable) -> None:
     if var.kind is not VarKind.BARRIER:
         c.fail("not-barrier", inst, f"{var!r} is a {var.kind.value}, expected a barrier")
     if c.kernel is not None and var not in c.kernel.barriers:
         c.fail("not-barrier", inst, f"{var!r} is not declared in the kernel's barriers")
 
 
-def _typed(c, inst, what: str, var: Variable, expected: Type) -> None:
+def _typed(c: Checker, inst: Instruction, what: str, var: Variable, expected: Type) -> None:
     if var.type != expected:
         c.fail("tma-operand-type", inst, f"{what} {var!r} has type {var.type!r}, expected {expected!r}")
 
 
-def _no_out(c, inst) -> None:
+def _no_out(c: Checker, inst: Instruction) -> None:
     if inst.out is not None:
         c.fail("bad-out", inst, f"{inst.op} has no result, got {inst.out!r}")
 
 
-def _token_out(c, inst) -> None:
+def _token_out(c: Checker, inst: Instruction) -> None:
     _typed(c, inst, "token result", c.need_out(inst), TOKEN_TYPE)
 
 
-def _copy_operands(c, inst, op, ranks: range) -> None:
+def _copy_operands(c: Checker, inst: Instruction, op: TmaLoad | TmaLoadIm2col | TmaStore, ranks: range) -> None:
     if op.tensor_map.kind is not VarKind.TENSOR_MAP:
         c.fail("not-tensor-map", inst, f"{op.tensor_map!r} is a {op.tensor_map.kind.value}, expected a tensor map")
     if op.smem.kind is not VarKind.SHARED:
@@ -179,50 +184,50 @@ def _copy_operands(c, inst, op, ranks: range) -> None:
         _typed(c, inst, f"coordinate {k}", coord, COORD_TYPE)
 
 
-def _check_init(c, inst, op: BarrierInit) -> None:
+def _check_init(c: Checker, inst: Instruction, op: BarrierInit) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "arrival count", op.arrival_count, COUNT_TYPE)
     _typed(c, inst, "is_elected", op.is_elected, Type(BOOL))
 
 
-def _check_arrive(c, inst, op: BarrierArrive) -> None:
+def _check_arrive(c: Checker, inst: Instruction, op: BarrierArrive) -> None:
     _barrier(c, inst, op.barrier)
     _token_out(c, inst)
 
 
-def _check_arrive_expect_tx(c, inst, op: BarrierArriveExpectTx) -> None:
+def _check_arrive_expect_tx(c: Checker, inst: Instruction, op: BarrierArriveExpectTx) -> None:
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "arrival count", op.arrivals, COUNT_TYPE)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
     _token_out(c, inst)
 
 
-def _check_expect_tx(c, inst, op: BarrierExpectTx) -> None:
+def _check_expect_tx(c: Checker, inst: Instruction, op: BarrierExpectTx) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
 
 
-def _check_wait(c, inst, op: BarrierWait) -> None:
+def _check_wait(c: Checker, inst: Instruction, op: BarrierWait) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "token", op.token, TOKEN_TYPE)
 
 
-def _check_wait_parity(c, inst, op: BarrierWaitParity) -> None:
+def _check_wait_parity(c: Checker, inst: Instruction, op: BarrierWaitParity) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
 
 
-def _check_load(c, inst, op: TmaLoad) -> None:
+def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _copy_operands(c, inst, op, TILED_RANKS)
 
 
-def _check_load_im2col(c, inst, op: TmaLoadIm2col) -> None:
+def _check_load_im2col(c: Checker, inst: Instruction, op: TmaLoadIm2col) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _copy_operands(c, inst, op, IM2COL_RANKS)
@@ -232,12 +237,12 @@ def _check_load_im2col(c, inst, op: TmaLoadIm2col) -> None:
         _typed(c, inst, f"im2col offset {k}", offset, OFFSET_TYPE)
 
 
-def _check_store(c, inst, op: TmaStore) -> None:
+def _check_store(c: Checker, inst: Instruction, op: TmaStore) -> None:
     _no_out(c, inst)
     _copy_operands(c, inst, op, TILED_RANKS)
 
 
-def _check_group(c, inst, op) -> None:
+def _check_group(c: Checker, inst: Instruction, op: Operation) -> None:
     _no_out(c, inst)
     pending = getattr(op, "pending", 0)
     if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 63:

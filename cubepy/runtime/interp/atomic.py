@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.ir import Instruction, ops
-from cubepy.runtime.interp.memory import MemoryRef, load, locate, sanitize_shared, store
 from cubepy.ir.numerics import as_unsigned
+from cubepy.runtime.interp.memory import MemoryRef, load, locate, sanitize_shared, store
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask, is_uniform
 

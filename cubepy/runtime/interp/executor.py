@@ -24,7 +24,7 @@ from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import Handler, implements, lookup
+from cubepy.runtime.interp.registry import INTERP, Handler, implements
 from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
 from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, numpy_dtype
 
@@ -110,10 +110,10 @@ class Program:
         returns = False
         for position, inst in enumerate(scope.instructions):
             operation = inst.operation
-            handler = lookup(type(operation))
+            handler = INTERP.get(type(operation))
             if handler is None:
-                raise InterpreterError(f"{_where(inst)}the interp has no implementation of operation "
-                                       f"{type(operation).__name__} ({operation.name!r})\n  in instruction: {inst}")
+                raise InterpreterError(f"{_where(inst)}{INTERP.missing_message(type(operation))}"
+                                       f"\n  in instruction: {inst}")
             children = child_scopes(operation)
             for child in children:
                 self._compile(child)

@@ -270,18 +270,18 @@ def insert_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ctx.values.set(target, new)
 
 
-@implements(ops.Metadata)
+@implements(*ops.METADATA_OPS)
 def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = len, buffer_len, rank, shape(dim) or stride(dim) of a buffer parameter, as u32."""
     op: ops.Metadata = inst.operation
     if op.memory.kind is not VarKind.GLOBAL:
         raise TypeError(f"metadata of {op.memory!r}: only buffer parameters carry metadata")
     binding = ctx.launch.bindings.buffers[op.memory.id]
-    if op.op in ("len", "buffer_len", "rank"):
-        value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.op]
+    if op.name in ("len", "buffer_len", "rank"):
+        value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.name]
         ctx.write(inst.out, np.uint32(value), mask)
         return
-    table = np.asarray(binding.shape if op.op == "shape" else binding.strides, dtype=np.int64)
+    table = np.asarray(binding.shape if op.name == "shape" else binding.strides, dtype=np.int64)
     dim = np.asarray(ctx.read(op.dim)).astype(np.int64)
     bad = (dim < 0) | (dim >= len(table))
     if np.ndim(dim) and not mask.full:
@@ -289,6 +289,6 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
+        ctx.fail(inst, f"{op.name}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
                  kind=SanitizerKind.OUT_OF_BOUNDS)
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

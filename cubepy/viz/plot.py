@@ -80,7 +80,7 @@ def render_file(picture: Picture, path: str | os.PathLike) -> str:
     legend_rows = max((len(p.group_names) + len(p.mark_names) + 2) // 3 for p in picture.panels)
     fig_w = max(sum(widths) + 1.2 * len(widths) + 0.5, 4.5)
     fig_h = height + 1.3 + 0.25 * legend_rows + 0.2 * len(picture.notes)
-    fig = Figure(figsize=(fig_w, fig_h))
+    fig = Figure(figsize=(fig_w, fig_h), layout="constrained")
     axes = fig.subplots(1, len(picture.panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
     for ax, panel in zip(axes, picture.panels):
         _draw_panel(ax, panel)
@@ -88,7 +88,7 @@ def render_file(picture: Picture, path: str | os.PathLike) -> str:
         ax.set_box_aspect(rows * CELL_H / (max(panel.shape[1], 1) * _cell_width(panel)))
     fig.suptitle(picture.title, fontsize=FONT + 4)
     if picture.notes:
-        fig.text(0.01, 0.0, "\n".join(picture.notes), fontsize=FONT, va="top", ha="left", wrap=True)
+        fig.supxlabel("\n".join(picture.notes), fontsize=FONT, ha="left", x=0.01)
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)

@@ -45,6 +45,13 @@ class Panel:
             raise ValueError(f"panel {self.title!r}: {len(self.row_names)} row names and {len(self.col_names)} "
                              f"column names for a {shape[0]} x {shape[1]} grid")
 
+    def legend(self) -> tuple[dict[int, str], dict[int, str]]:
+        """The group and mark names that some cell of the grid uses (a legend names nothing absent)."""
+        groups = set(np.unique(self.groups).tolist())
+        marks = set(np.unique(self.marks).tolist())
+        return ({g: n for g, n in self.group_names.items() if g in groups},
+                {m: n for m, n in self.mark_names.items() if m in marks})
+
     @property
     def shape(self) -> tuple[int, int]:
         """``(rows, cols)`` of the grid."""

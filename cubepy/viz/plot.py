@@ -22,12 +22,13 @@ def _matplotlib():
         raise CubeError("drawing to a .svg/.png file needs matplotlib: pip install 'cubepy[viz]' "
                         "(or show(obj) without a path prints the picture as text)") from None
     matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text (searchable, small)
+    matplotlib.rcParams["svg.hashsalt"] = "cubepy"  # the same picture gives the same bytes
     return Figure
 
 
 def _cell_width(panel: Panel) -> float:
     longest = max([len(t) for row in panel.labels for t in row] + [len(n) for n in panel.col_names] + [1])
-    return max(0.3, 0.065 * longest + 0.12)
+    return max(0.36, 0.065 * longest + 0.16)
 
 
 def _draw_panel(ax, panel: Panel) -> None:
@@ -59,13 +60,30 @@ def _draw_panel(ax, panel: Panel) -> None:
     ax.set_title(panel.title, fontsize=FONT + 2, pad=18 if panel.x_label else 8)
     for spine in ax.spines.values():
         spine.set_visible(False)
+    group_names, mark_names = panel.legend()
     handles = [Patch(facecolor=group_color(panel, g), edgecolor="#777777", label=name)
-               for g, name in panel.group_names.items()]
+               for g, name in group_names.items()]
     handles += [Patch(facecolor=MARK_COLOR, edgecolor="#777777", hatch=HATCHES.get(m), label=name)
-                for m, name in panel.mark_names.items()]
+                for m, name in mark_names.items()]
     if handles:
+        # As many columns as fit under the panel, so a wide legend never squeezes the grid.
+        entry = 0.45 + 0.065 * max(len(h.get_label()) for h in handles)
+        ncol = max(1, min(len(handles), int(_panel_width(panel) // entry)))
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), fontsize=FONT,
-                  ncol=min(len(handles), 3), frameon=False, handlelength=1.6, handleheight=1.2)
+                  ncol=ncol, frameon=False, handlelength=1.6, handleheight=1.2)
+
+
+def _panel_width(panel: Panel) -> float:
+    return max(panel.shape[1], 1) * _cell_width(panel)
+
+
+def _legend_rows(panel: Panel) -> int:
+    names = [name for names in panel.legend() for name in names.values()]
+    count = len(names)
+    if not count:
+        return 0
+    ncol = max(1, min(count, int(_panel_width(panel) // (0.45 + 0.065 * max(map(len, names))))))
+    return -(-count // ncol)
 
 
 def render_file(picture: Picture, path: str | os.PathLike) -> str:
@@ -75,22 +93,25 @@ def render_file(picture: Picture, path: str | os.PathLike) -> str:
     if ext not in (".svg", ".png"):
         raise CubeError(f"show: cannot write {path!r}: the path must end in .svg or .png")
     Figure = _matplotlib()
-    widths = [max(panel.shape[1], 1) * _cell_width(panel) for panel in picture.panels]
+    widths = [_panel_width(panel) for panel in picture.panels]
     height = max(max(panel.shape[0], 1) * CELL_H for panel in picture.panels)
-    legend_rows = max((len(p.group_names) + len(p.mark_names) + 2) // 3 for p in picture.panels)
-    fig_w = max(sum(widths) + 1.2 * len(widths) + 0.5, 4.5)
-    fig_h = height + 1.3 + 0.25 * legend_rows + 0.2 * len(picture.notes)
+    legend_rows = max(_legend_rows(p) for p in picture.panels)
+    fig_w = max(sum(widths) + 1.0 * len(widths) + 0.4, 4.5)
+    fig_h = height + 1.2 + 0.22 * legend_rows + 0.15 * len(picture.notes)
     fig = Figure(figsize=(fig_w, fig_h), layout="constrained")
     axes = fig.subplots(1, len(picture.panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
     for ax, panel in zip(axes, picture.panels):
         _draw_panel(ax, panel)
-        rows = max(panel.shape[0], 1)
-        ax.set_box_aspect(rows * CELL_H / (max(panel.shape[1], 1) * _cell_width(panel)))
-    fig.suptitle(picture.title, fontsize=FONT + 4)
+        if len(picture.panels) == 1:  # one panel: the picture's title heads it (a suptitle would collide)
+            ax.set_title(f"{picture.title}\n{panel.title}", fontsize=FONT + 3, pad=18 if panel.x_label else 8)
+        ax.set_box_aspect(max(panel.shape[0], 1) * CELL_H / _panel_width(panel))
+    if len(picture.panels) > 1:
+        fig.suptitle(picture.title, fontsize=FONT + 4)
     if picture.notes:
         fig.supxlabel("\n".join(picture.notes), fontsize=FONT, ha="left", x=0.01)
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
+    metadata = {"Date": None} if ext == ".svg" else None  # no timestamp: the same picture, the same bytes
+    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
     return path

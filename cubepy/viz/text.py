@@ -66,12 +66,13 @@ def render_panel(panel: Panel, color: bool) -> list[str]:
             cells.append(text)
         lines.append(f"{panel.row_names[r]:>{name_width}} " + " ".join(cells))
     legend = []
-    for group, name in panel.group_names.items():
+    group_names, mark_names = panel.legend()
+    for group, name in group_names.items():
         if color:
             legend.append(f"{_background(group_color(panel, group))}  {_RESET} {name}")
         elif any(panel.groups[r, c] == group and not panel.labels[r][c] for r in range(rows) for c in range(cols)):
             legend.append(f"· {name}")  # without colour only the unlabelled cells of a group need a key
-    for mark, name in panel.mark_names.items():
+    for mark, name in mark_names.items():
         legend.append(f"{MARK_SYMBOLS.get(mark, '*')} {name}")
     if legend:
         lines.append("  " + "   ".join(legend))

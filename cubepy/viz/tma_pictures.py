@@ -186,7 +186,7 @@ def im2col_picture(tm: Any, coords: Sequence[int] | None = None, offsets: Sequen
         name = f"image {plane[0]}" + "".join(f", d={p}" for p in plane[1:])
         if not image_in:
             name += " (outside the tensor)"
-        panel = Panel.empty(f"{name}: pixels read, labelled by smem row", len(h_range), len(w_range),
+        panel = Panel.empty(f"{name} (label: smem row)", len(h_range), len(w_range),
                             row_start=h_range.start, col_start=w_range.start, x_label="W",
                             y_label="H" if spatial > 1 else "",
                             mark_names={FILLED: f"outside the tensor: {fill} fill"},

@@ -32,11 +32,16 @@ def _is_layout(obj: Any) -> bool:
     return getattr(type(obj), "__layout_type__", None) is not None
 
 
-def _span(name: str, value: Any, extent: int) -> range:
+def _span(name: str, value: Any, extent: int) -> range | list[int]:
+    """The indices of ``name=``: None (the first MAX_CELLS), an int, ``(start, stop)``, a range or a list."""
     if value is None:
         return range(min(extent, MAX_CELLS))
     if isinstance(value, int):
         return range(value, value + 1)
+    if isinstance(value, (range, list)):
+        if not value:
+            raise cp.CubeError(f"show: {name}={value!r} is empty")
+        return value
     start, stop = (int(v) for v in value)
     if stop <= start:
         raise cp.CubeError(f"show: {name}=({start}, {stop}) is empty")
@@ -62,12 +67,12 @@ def _grid_coords(layout_probe: LayoutProbe, pos: Any, rows: Any, cols: Any):
     shape = layout_probe.shape
     rank = len(shape)
     if rank == 1:
-        total = _span("cols", cols, shape[0]) if cols is not None else range(min(shape[0], MAX_CELLS * ROW_WRAP))
+        total = list(_span("cols", cols, shape[0]) if cols is not None else range(min(shape[0], MAX_CELLS * ROW_WRAP)))
         n_rows = -(-len(total) // ROW_WRAP)
         width = min(ROW_WRAP, len(total))
         coords = np.full((n_rows * width, 1), -1, np.int64)
-        coords[:len(total), 0] = list(total)
-        row_names = [str(total.start + r * width) for r in range(n_rows)]
+        coords[:len(total), 0] = total
+        row_names = [str(total[r * width]) for r in range(n_rows)]
         return n_rows, width, coords, row_names, [f"+{c}" for c in range(width)], ("position", "")
     lead = tuple(int(p) for p in (pos if pos is not None else (0,) * (rank - 2)))
     if len(lead) != rank - 2:
@@ -90,10 +95,11 @@ def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any 
     groups = layout_probe.source_groups
     major = sources[:, 0]
     distinct = sorted(set(major[used].tolist()))
-    colour_of = {v: i for i, v in enumerate(distinct)} if len(groups) > 1 else {}  # the palette cycles
+    # Colour by source[0] when that tells few groups apart (e.g. the image of an NHWC position); one colour else.
+    colour_of = {v: i for i, v in enumerate(distinct)} if len(groups) > 1 and len(distinct) <= MAX_COLOURS else {}
     name = layout_probe.layout_type.__name__
     lead = coords[0, :-2].tolist() if len(layout_probe.shape) > 2 else []
-    title = f"{name}: coordinates {tuple(layout_probe.shape)}" + (f" at {tuple(lead)} + (row, col)" if lead else "")
+    title = f"shape {tuple(layout_probe.shape)}" + (f"; the grid is {tuple(lead)} + (row, col)" if lead else "")
     panel = Panel.empty(title, n_rows, n_cols, x_label=x_label, y_label=y_label,
                         mark_names={OOB: "out of bounds (is_in_bounds is false)"})
     panel.row_names, panel.col_names = row_names, col_names

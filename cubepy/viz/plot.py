@@ -97,7 +97,8 @@ def render_file(picture: Picture, path: str | os.PathLike) -> str:
     height = max(max(panel.shape[0], 1) * CELL_H for panel in picture.panels)
     legend_rows = max(_legend_rows(p) for p in picture.panels)
     fig_w = max(sum(widths) + 1.0 * len(widths) + 0.4, 4.5)
-    fig_h = height + 1.2 + 0.22 * legend_rows + 0.15 * len(picture.notes)
+    # Room for titles, tick labels, legends and notes: constrained layout overlaps them when short of space.
+    fig_h = height + 1.7 + 0.25 * legend_rows + 0.18 * len(picture.notes)
     fig = Figure(figsize=(fig_w, fig_h), layout="constrained")
     axes = fig.subplots(1, len(picture.panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
     for ax, panel in zip(axes, picture.panels):

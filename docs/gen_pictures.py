@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 import cubepy as cp  # noqa: E402
 import cubepy_layouts as cl  # noqa: E402
-from cubepy import ABSOLUTE_POS, Array, cube, f32  # noqa: E402
+from cubepy import CUBE_POS_X, CUBE_POS_Y, UNIT_POS_X, UNIT_POS_Y, Array, cube, f32  # noqa: E402
 from cubepy.viz import picture_of  # noqa: E402
 from cubepy_layouts.conv import ConvolutionProblem, TmaIm2colLayout, TmaOutGradLayout  # noqa: E402
 
@@ -30,10 +30,11 @@ PROBLEM = ConvolutionProblem.conv2d((2, 4, 5, 16), (8, 3, 3, 16), padding=1)
 
 
 @cube(launch=True)
-def copy_tiles(src: Array[f32], dst: Array[f32], n: cp.u32):
-    """Copies ``n`` elements, one per unit; launched with too few cubes below to show a coverage gap."""
-    if ABSOLUTE_POS < n:
-        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS]
+def copy_tiles(src: Array[f32], dst: Array[f32], cols: cp.u32):
+    """Copies 4x4 tiles, one per cube, with a bug: tiles step 3 rows, so rows overlap and the last is missed."""
+    row = CUBE_POS_Y * 3 + UNIT_POS_Y
+    col = CUBE_POS_X * 4 + UNIT_POS_X
+    dst[row * cols + col] = src[row * cols + col]
 
 
 def pictures(client) -> dict[str, object]:
@@ -65,10 +66,10 @@ def pictures(client) -> dict[str, object]:
     t = client.create(np.zeros((10, 12), np.float32))
     tiled = cp.TensorMapArg.tiled(t, (4, 8), elem_stride=(2, 1))
     out["tiled_copy"] = picture_of(tiled, coords=(7, 8))
-    src = client.create(np.arange(6 * 10, dtype=np.float32).reshape(6, 10))
-    dst = client.zeros((6, 10), np.float32)
-    with cp.coverage(client) as cov:  # 3 cubes of 16 units copy 48 of the 60 elements
-        copy_tiles.launch(client, cp.CubeCount(3), cp.CubeDim(16), cp.ArrayArg(src), cp.ArrayArg(dst), 60)
+    src = client.create(np.arange(8 * 12, dtype=np.float32).reshape(8, 12))
+    dst = client.zeros((8, 12), np.float32)
+    with cp.coverage(client) as cov:  # a 3 x 2 grid of 4x4 tiles over an 8 x 12 tensor
+        copy_tiles.launch(client, cp.CubeCount(3, 2), cp.CubeDim(4, 4), cp.ArrayArg(src), cp.ArrayArg(dst), 12)
     out["coverage"] = cov.picture(dst, "write")
     return out
 

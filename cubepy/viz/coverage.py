@@ -62,22 +62,26 @@ class Coverage:
             index = index + (np.arange(handle.shape[axis], dtype=np.int64) * stride).reshape(shape)
         return index
 
-    def _field(self, handle: Any, kind: str, name: str, empty: int) -> np.ndarray:
+    def _entry(self, handle: Any, kind: str):
         if kind not in KINDS:
             raise CubeError(f"cp.coverage: kind {kind!r} is not one of {KINDS}")
         entry = self.recorder.buffers.get(id(handle.storage))
-        positions = self._positions(handle)
-        if entry is None or entry.storage is not handle.storage:
-            return np.full(positions.shape, empty, np.int64)
-        return getattr(entry, name)[kind][positions]
+        return entry if entry is not None and entry.storage is handle.storage else None
 
     def counts(self, handle: Any, kind: str = "write") -> np.ndarray:
         """How many times each element of ``handle`` was written (``kind="read"``: read), in its shape."""
-        return self._field(handle, kind, "counts", 0)
+        positions = self._positions(handle)
+        entry = self._entry(handle, kind)
+        return np.zeros(positions.shape, np.int64) if entry is None else entry.counts[kind][positions]
 
     def cubes(self, handle: Any, kind: str = "write") -> tuple[np.ndarray, np.ndarray]:
-        """The first and last cube (linear index, -1: none) that wrote (or read) each element."""
-        return self._field(handle, kind, "first", -1), self._field(handle, kind, "last", -1)
+        """The lowest and highest cube (linear index, -1: none) that wrote (or read) each element."""
+        positions = self._positions(handle)
+        entry = self._entry(handle, kind)
+        if entry is None:
+            return np.full(positions.shape, -1, np.int64), np.full(positions.shape, -1, np.int64)
+        lowest, highest = entry.cubes(kind)
+        return lowest[positions], highest[positions]
 
     def picture(self, handle: Any, kind: str = "write") -> Picture:
         """A heat map over ``handle`` (2-D: leading dimensions stacked as rows), labelled with the cube(s)."""
@@ -102,11 +106,11 @@ class Coverage:
                 n = int(grid[r, c])
                 panel.groups[r, c] = min(n, top)
                 if n:
-                    who = str(first[r, c]) if first[r, c] == last[r, c] else f"{first[r, c]}-{last[r, c]}"
+                    who = str(first[r, c]) if first[r, c] == last[r, c] else f"{first[r, c]},{last[r, c]}"
                     panel.labels[r][c] = who if n == 1 else f"{who} x{n}"
         notes = [f"{int((grid == 0).sum())} of {grid.size} elements never {kind}n" if kind == "write" else
                  f"{int((grid == 0).sum())} of {grid.size} elements never read",
-                 "label: the cube (linear index x + y*CUBE_COUNT_X + ...) that touched it; a-b: cubes a..b did; "
+                 "label: the cube (linear index x + y*CUBE_COUNT_X + ...) that touched it; a,b: the lowest and highest of several; "
                  "xN: N accesses"]
         if kind == "write":
             notes[0] = f"{int((grid == 0).sum())} of {grid.size} elements never written, {int((grid > 1).sum())} " \

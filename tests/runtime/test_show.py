@@ -235,3 +235,26 @@ def test_coverage_picture_renders(tmp_path):
         write_twice_somewhere.launch(CLIENT, cp.CubeCount(3), cp.CubeDim(4), cp.ArrayArg(out), 18)
     cov.show(out, tmp_path / "cover.png")
     assert (tmp_path / "cover.png").read_bytes().startswith(b"\x89PNG")
+
+
+@cp.cube(launch=True)
+def overlapping_tiles(dst: cp.Array[cp.f32], cols: cp.u32):
+    row = cp.CUBE_POS_Y * 3 + cp.UNIT_POS_Y  # tiles are 4 rows high but step 3: row 3 twice, row 7 never
+    dst[row * cols + cp.CUBE_POS_X * 4 + cp.UNIT_POS_X] = cp.f32(1.0)
+
+
+def test_coverage_finds_overlapping_and_missing_tiles():
+    dst = CLIENT.zeros((8, 12), np.float32)
+    with cp.coverage(CLIENT) as cov:
+        overlapping_tiles.launch(CLIENT, cp.CubeCount(3, 2), cp.CubeDim(4, 4), cp.ArrayArg(dst), 12)
+    expected = np.ones((8, 12), np.int64)
+    expected[3] = 2
+    expected[7] = 0
+    assert (cov.counts(dst) == expected).all()
+    lowest, highest = cov.cubes(dst)
+    # Cube (x, y) is linear x + 3*y: row 3 is written by cubes x (y = 0) and x + 3 (y = 1).
+    assert lowest[3].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert highest[3].tolist() == [3] * 4 + [4] * 4 + [5] * 4
+    assert (lowest[7] == -1).all() and (highest[7] == -1).all()
+    panel = cov.picture(dst).panels[0]
+    assert panel.labels[3][5] == "1,4 x2" and panel.groups[3, 5] == 2 and panel.groups[7, 0] == 0

@@ -21,30 +21,33 @@ if TYPE_CHECKING:
 
 __all__ = ["ACTIVE", "BufferCoverage", "Recorder"]
 
+NO_CUBE = np.iinfo(np.int64).max
 ACTIVE: ContextVar[Recorder | None] = ContextVar("cubepy_interp_coverage", default=None)
 
 
 class BufferCoverage:
-    """Per storage element of one allocation: read and write counts, and the first/last cube of each."""
+    """Per storage element of one allocation: read and write counts, and the lowest and highest cube that did
+    each (-1 where none did)."""
 
     def __init__(self, storage: np.ndarray) -> None:
         self.storage = storage
         size = storage.size
-        self.counts = {"read": np.zeros(size, np.int64), "write": np.zeros(size, np.int64)}
-        self.first = {"read": np.full(size, -1, np.int64), "write": np.full(size, -1, np.int64)}
-        self.last = {"read": np.full(size, -1, np.int64), "write": np.full(size, -1, np.int64)}
+        self.counts = {kind: np.zeros(size, np.int64) for kind in ("read", "write")}
+        self.lowest = {kind: np.full(size, NO_CUBE, np.int64) for kind in ("read", "write")}
+        self.highest = {kind: np.full(size, -1, np.int64) for kind in ("read", "write")}
 
     def add(self, elements: np.ndarray, cubes: np.ndarray, kind: str) -> None:
         """Count one ``kind`` access of ``elements`` (storage indices) by ``cubes`` (one per element)."""
         if elements.size == 0:
             return
         np.add.at(self.counts[kind], elements, 1)
-        first, last = self.first[kind], self.last[kind]
-        order = np.argsort(cubes, kind="stable")  # lowest cube first: "first" is the lowest, "last" the highest
-        elements, cubes = elements[order], cubes[order]
-        fresh = first[elements] < 0
-        first[elements[fresh][::-1]] = cubes[fresh][::-1]  # fancy assignment keeps the last: reverse for first
-        last[elements] = cubes
+        np.minimum.at(self.lowest[kind], elements, cubes)
+        np.maximum.at(self.highest[kind], elements, cubes)
+
+    def cubes(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and highest cube per storage element (-1 for both where no cube did ``kind``)."""
+        lowest = np.where(self.counts[kind] > 0, self.lowest[kind], -1)
+        return lowest, self.highest[kind]
 
 
 class Recorder:

@@ -129,6 +129,21 @@ def _storage_shape(storage: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+def _storage_grid(shape: tuple[int, ...]):
+    """How a storage of ``shape`` is drawn (row-major, so element ``flat`` is at ``divmod(flat, cols)``):
+    1-D wrapped in rows of ROW_WRAP, 2-D as is, more as (leading dims) x (last two dims), e.g. (n,h) x (w,c)."""
+    names = lambda dims: [",".join(map(str, i)) for i in np.ndindex(*dims)]  # noqa: E731
+    if len(shape) == 1:
+        cols = min(ROW_WRAP, shape[0])
+        rows = -(-shape[0] // cols)
+        return rows, cols, [str(r * cols) for r in range(rows)], [f"+{c}" for c in range(cols)], ("index", "")
+    if len(shape) == 2:
+        return shape[0], shape[1], names(shape[:1]), names(shape[1:]), ("dim 1", "dim 0")
+    lead = len(shape) - 2
+    return (int(np.prod(shape[:-2])), shape[-2] * shape[-1], names(shape[:-2]), names(shape[-2:]),
+            (f"dims {lead}, {lead + 1}", ", ".join(f"dim {d}" for d in range(lead))))
+
+
 def view_picture(view: View, *, start: Any = None, size: Any = None, client=None) -> Picture:
     """Which storage elements the view's coordinates ``[start, start + size)`` read, and how often."""
     if not _is_layout(view.layout):
@@ -151,8 +166,7 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
                            f"shape {storage_shape}")
     storage_pos = (np.stack(np.unravel_index(sources[:, 0], storage_shape), axis=1) if flat_source else sources)
     inside = in_bounds & np.all((storage_pos >= 0) & (storage_pos < np.asarray(storage_shape)), axis=1)
-    cols = storage_shape[-1]
-    rows = int(np.prod(storage_shape[:-1])) if len(storage_shape) > 1 else 1
+    rows, cols, row_names, col_names, (x_label, y_label) = _storage_grid(storage_shape)
     counts = np.zeros((rows, cols), np.int64)
     first: dict[tuple[int, int], int] = {}
     for k in np.flatnonzero(inside):
@@ -161,15 +175,14 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
         counts[r, c] += 1
         first.setdefault((r, c), int(k))
     reads = Panel.empty(f"storage {storage_shape}: elements read by the view", rows, cols,
-                        x_label=f"storage dim {len(storage_shape) - 1}",
-                        y_label=", ".join(f"dim {d}" for d in range(len(storage_shape) - 1)),
-                        group_names={0: "not read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
+                        x_label=x_label, y_label=y_label, group_names={0: "not read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
                         group_colors={0: "#f4f4f4", 1: "#9ecae1", 2: "#fdae6b", 3: "#e6550d"})
-    if len(storage_shape) > 1:
-        reads.row_names = [",".join(map(str, np.unravel_index(r, storage_shape[:-1]))) for r in range(rows)]
+    reads.row_names, reads.col_names = row_names, col_names
+    size = int(np.prod(storage_shape))
     for r in range(rows):
         for c in range(cols):
-            reads.groups[r, c] = min(int(counts[r, c]), 3)
+            if r * cols + c < size:  # a wrapped 1-D storage leaves the end of its last row empty
+                reads.groups[r, c] = min(int(counts[r, c]), 3)
             if (r, c) in first:
                 who = ",".join(map(str, coords[first[(r, c)]]))
                 reads.labels[r][c] = who if counts[r, c] == 1 else f"{who} +{counts[r, c] - 1}"
@@ -179,7 +192,7 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
              f"(read_checked gives 0 there); {int((in_bounds & ~inside).sum())} in bounds but outside the storage "
              "(positions another check must guard, e.g. padding)"]
     data = {"coords": coords, "storage_pos": storage_pos, "in_bounds": in_bounds, "read_counts":
-            counts.reshape(storage_shape)}
+            counts.ravel()[:int(np.prod(storage_shape))].reshape(storage_shape)}
     return Picture(f"View through {layout_probe.layout_type.__name__}", [reads], notes, data)
 
 

@@ -108,8 +108,9 @@ def test_view_reads_of_im2col():
                 outside += 1
     assert (picture.data["read_counts"] == expected).all()
     panel = picture.panels[0]
-    assert panel.shape == (2 * 7 * 9, 3) and panel.row_names[10] == "0,1,1"
-    assert (panel.groups == np.minimum(expected.reshape(-1, 3), 3)).all()
+    # Drawn as (n, h) rows by (w, c) columns.
+    assert panel.shape == (2 * 7, 9 * 3) and panel.row_names[8] == "1,1" and panel.col_names[5] == "1,2"
+    assert (panel.groups == np.minimum(expected.reshape(14, 27), 3)).all()
     assert f"{outside} in bounds but outside the storage" in picture.notes[1]
 
 
@@ -120,6 +121,10 @@ def test_view_of_a_flat_layout_over_a_2d_tensor():
     expected[:, :4] = 1
     assert (picture.data["read_counts"] == expected).all()
     assert picture.panels[0].labels[2][1] == "9"  # view position 9 = row 2, col 1
+    flat = cl.picture(View(CLIENT.zeros((20,), np.float32), PlainLayout.for_length(20)), start=(2,), size=(18,))
+    panel = flat.panels[0]
+    assert panel.shape == (2, 16) and panel.labels[1][3] == "19" and panel.labels[0][1] == ""
+    assert panel.groups[0, 1] == 0 and panel.groups[0, 2] == 1 and panel.groups[1, 4] == -1  # past the end
 
 
 def test_show_text_and_files(tmp_path, capsys):

@@ -178,10 +178,10 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
                         x_label=x_label, y_label=y_label, group_names={0: "not read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
                         group_colors={0: "#f4f4f4", 1: "#9ecae1", 2: "#fdae6b", 3: "#e6550d"})
     reads.row_names, reads.col_names = row_names, col_names
-    size = int(np.prod(storage_shape))
+    n_elements = int(np.prod(storage_shape))
     for r in range(rows):
         for c in range(cols):
-            if r * cols + c < size:  # a wrapped 1-D storage leaves the end of its last row empty
+            if r * cols + c < n_elements:  # a wrapped 1-D storage leaves the end of its last row empty
                 reads.groups[r, c] = min(int(counts[r, c]), 3)
             if (r, c) in first:
                 who = ",".join(map(str, coords[first[(r, c)]]))
@@ -192,7 +192,7 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
              f"(read_checked gives 0 there); {int((in_bounds & ~inside).sum())} in bounds but outside the storage "
              "(positions another check must guard, e.g. padding)"]
     data = {"coords": coords, "storage_pos": storage_pos, "in_bounds": in_bounds, "read_counts":
-            counts.ravel()[:int(np.prod(storage_shape))].reshape(storage_shape)}
+            counts.ravel()[:n_elements].reshape(storage_shape)}
     return Picture(f"View through {layout_probe.layout_type.__name__}", [reads], notes, data)
 
 

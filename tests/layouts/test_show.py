@@ -112,6 +112,7 @@ def test_view_reads_of_im2col():
     assert panel.shape == (2 * 7, 9 * 3) and panel.row_names[8] == "1,1" and panel.col_names[5] == "1,2"
     assert (panel.groups == np.minimum(expected.reshape(14, 27), 3)).all()
     assert f"{outside} in bounds but outside the storage" in picture.notes[1]
+    assert picture.notes[0].startswith("view coordinates (0, 0) + (4, 27) over Im2colLayout (24, 27)")
 
 
 def test_view_of_a_flat_layout_over_a_2d_tensor():

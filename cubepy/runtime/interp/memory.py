@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, VarKind, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
@@ -127,7 +128,7 @@ def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Ma
 
 def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int) -> None:
     ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane,
-             kind="out-of-bounds")
+             kind=SanitizerKind.OUT_OF_BOUNDS)
 
 
 def sanitize_shared(ctx: Chunk, inst: Instruction, ref: MemoryRef, idx: Value, valid: Value, mask: Mask,
@@ -223,12 +224,13 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
     if np.ndim(lane) == 0:
         if bad:
             ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)),
-                     kind="out-of-bounds")
+                     kind=SanitizerKind.OUT_OF_BOUNDS)
         return lane
     bad = bad & mask.bits
     if bad.any():
         unit = int(np.argmax(bad))
-        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     return np.clip(lane, 0, line - 1)
 
 
@@ -291,5 +293,6 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

@@ -11,6 +11,7 @@ import platform
 import sys
 import time
 import types
+from typing import Any
 
 
 def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
@@ -87,7 +88,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     value = _load_kernel(args.name, "show", "object")
     if callable(value) and not isinstance(value, type):
         value = value()
-    coords = {}
+    coords: dict[str, Any] = {}
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
         value, coords = value  # (object, keyword arguments of show), e.g. (tensor_map, {"coords": (0, 8)})
     try:

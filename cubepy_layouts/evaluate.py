@@ -124,12 +124,13 @@ def probe(launch, client=None) -> LayoutProbe:
     client = _client(client)
     out = client.zeros((PROBE_SLOTS,), np.int64)
     coords = client.zeros((PROBE_SLOTS,), np.int64)
-    _probe_kernel(layout_type).launch(client, cp.CubeCount(1), cp.CubeDim(1), cp.ArrayArg(coords),
-                                      cp.ArrayArg(out), launch)
+    _probe_kernel(layout_type).launch(
+        client, cp.CubeCount(1), cp.CubeDim(1), cp.ArrayArg(coords), cp.ArrayArg(out), launch
+    )
     values = client.read(out).tolist()
     rank, n_source, is_tuple = values[0], values[1], bool(values[2])
-    shape = tuple(values[3:3 + rank])
-    groups = tuple(values[3 + rank:3 + rank + n_source])
+    shape = tuple(values[3 : 3 + rank])
+    groups = tuple(values[3 + rank : 3 + rank + n_source])
     return LayoutProbe(layout_type, shape, is_tuple, groups)
 
 
@@ -145,7 +146,14 @@ def evaluate(launch, coords, client=None, layout_probe: LayoutProbe | None = Non
         return np.zeros((0, n_source), np.int64), np.zeros(0, bool)
     out = client.zeros((count * (n_source + 1),), np.int64)
     kernel = _evaluate_kernel(layout_probe.layout_type, rank, n_source)
-    kernel.launch(client, cp.CubeCount(-(-count // UNITS)), cp.CubeDim(UNITS),
-                  cp.ArrayArg(client.create(coords.ravel())), cp.ArrayArg(out), launch, count)
+    kernel.launch(
+        client,
+        cp.CubeCount(-(-count // UNITS)),
+        cp.CubeDim(UNITS),
+        cp.ArrayArg(client.create(coords.ravel())),
+        cp.ArrayArg(out),
+        launch,
+        count,
+    )
     table = client.read(out).reshape(count, n_source + 1)
     return table[:, :n_source], table[:, n_source].astype(bool)

@@ -71,13 +71,15 @@ def _grid_coords(layout_probe: LayoutProbe, pos: Any, rows: Any, cols: Any):
         n_rows = -(-len(total) // ROW_WRAP)
         width = min(ROW_WRAP, len(total))
         coords = np.full((n_rows * width, 1), -1, np.int64)
-        coords[:len(total), 0] = total
+        coords[: len(total), 0] = total
         row_names = [str(total[r * width]) for r in range(n_rows)]
         return n_rows, width, coords, row_names, [f"+{c}" for c in range(width)], ("position", "")
     lead = tuple(int(p) for p in (pos if pos is not None else (0,) * (rank - 2)))
     if len(lead) != rank - 2:
-        raise cp.CubeError(f"show: pos={pos!r} must fix the {rank - 2} leading coordinate(s) of a rank-{rank} "
-                           f"layout ({_coords_name(layout_probe)}); the grid is the last two")
+        raise cp.CubeError(
+            f"show: pos={pos!r} must fix the {rank - 2} leading coordinate(s) of a rank-{rank} "
+            f"layout ({_coords_name(layout_probe)}); the grid is the last two"
+        )
     r_range, c_range = _span("rows", rows, shape[-2]), _span("cols", cols, shape[-1])
     grid = np.array([(*lead, r, c) for r in r_range for c in c_range], np.int64).reshape(-1, rank)
     names = (f"coordinate {rank - 1}", f"coordinate {rank - 2}")
@@ -100,8 +102,14 @@ def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any 
     name = layout_probe.layout_type.__name__
     lead = coords[0, :-2].tolist() if len(layout_probe.shape) > 2 else []
     title = f"shape {tuple(layout_probe.shape)}" + (f"; the grid is {tuple(lead)} + (row, col)" if lead else "")
-    panel = Panel.empty(title, n_rows, n_cols, x_label=x_label, y_label=y_label,
-                        mark_names={OOB: "out of bounds (is_in_bounds is false)"})
+    panel = Panel.empty(
+        title,
+        n_rows,
+        n_cols,
+        x_label=x_label,
+        y_label=y_label,
+        mark_names={OOB: "out of bounds (is_in_bounds is false)"},
+    )
     panel.row_names, panel.col_names = row_names, col_names
     for k in np.flatnonzero(used):
         r, c = divmod(int(k), n_cols)
@@ -110,22 +118,31 @@ def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any 
         panel.marks[r, c] = 0 if in_bounds[k] else OOB
     if 1 < len(colour_of) <= MAX_COLOURS:
         panel.group_names = {g: f"source[0] = {v}" for v, g in colour_of.items()}
-    notes = ["each cell: to_source_pos(coordinate), the storage position it maps to"
-             + (" (items of a nested source split by |)" if len(set(groups)) < len(groups) else "")
-             + ("; colour: source[0]" if colour_of else ""),
-             f"{int(used.sum())} coordinates, {int((used & ~in_bounds).sum())} out of bounds"]
+    notes = [
+        "each cell: to_source_pos(coordinate), the storage position it maps to"
+        + (" (items of a nested source split by |)" if len(set(groups)) < len(groups) else "")
+        + ("; colour: source[0]" if colour_of else ""),
+        f"{int(used.sum())} coordinates, {int((used & ~in_bounds).sum())} out of bounds",
+    ]
     if n_rows * n_cols < int(np.prod(layout_probe.shape[-2:])):
         notes.append("part of the coordinate space is drawn; pass rows=(start, stop), cols=(start, stop)")
-    data = {"coords": coords[used], "sources": sources[used], "in_bounds": in_bounds[used],
-            "shape": layout_probe.shape, "source_groups": groups}
+    data = {
+        "coords": coords[used],
+        "sources": sources[used],
+        "in_bounds": in_bounds[used],
+        "shape": layout_probe.shape,
+        "source_groups": groups,
+    }
     return Picture(f"{name} layout", [panel], notes, data)
 
 
 def _storage_shape(storage: Any) -> tuple[int, ...]:
     shape = getattr(storage, "shape", None)
     if shape is None:
-        raise cp.CubeError(f"show(view): the view's storage ({type(storage).__name__}) has no shape; give the view "
-                           "a Handle or a numpy array")
+        raise cp.CubeError(
+            f"show(view): the view's storage ({type(storage).__name__}) has no shape; give the view "
+            "a Handle or a numpy array"
+        )
     return tuple(int(s) for s in shape)
 
 
@@ -140,31 +157,41 @@ def _storage_grid(shape: tuple[int, ...]):
     if len(shape) == 2:
         return shape[0], shape[1], names(shape[:1]), names(shape[1:]), ("dim 1", "dim 0")
     lead = len(shape) - 2
-    return (int(np.prod(shape[:-2])), shape[-2] * shape[-1], names(shape[:-2]), names(shape[-2:]),
-            (f"dims {lead}, {lead + 1}", ", ".join(f"dim {d}" for d in range(lead))))
+    return (
+        int(np.prod(shape[:-2])),
+        shape[-2] * shape[-1],
+        names(shape[:-2]),
+        names(shape[-2:]),
+        (f"dims {lead}, {lead + 1}", ", ".join(f"dim {d}" for d in range(lead))),
+    )
 
 
 def view_picture(view: View, *, start: Any = None, size: Any = None, client=None) -> Picture:
     """Which storage elements the view's coordinates ``[start, start + size)`` read, and how often."""
     if not _is_layout(view.layout):
-        raise cp.CubeError("show(view): the view's layout must be a layout's Launch value (e.g. "
-                           "PlainLayout.for_length(n)) so the picture can run it")
+        raise cp.CubeError(
+            "show(view): the view's layout must be a layout's Launch value (e.g. "
+            "PlainLayout.for_length(n)) so the picture can run it"
+        )
     layout_probe = probe(view.layout, client)
     shape = layout_probe.shape
     start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
     size = tuple(int(s) for s in (size if size is not None else shape))
     if len(start) != len(shape) or len(size) != len(shape):
-        raise cp.CubeError(f"show(view): start={start} and size={size} need {len(shape)} values (the layout's "
-                           f"coordinates, shape {shape})")
+        raise cp.CubeError(
+            f"show(view): start={start} and size={size} need {len(shape)} values (the layout's "
+            f"coordinates, shape {shape})"
+        )
     axes = [np.arange(s, s + n) for s, n in zip(start, size)]
     coords = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1).astype(np.int64)
     sources, in_bounds = evaluate(view.layout, coords, client, layout_probe)
     storage_shape = _storage_shape(view.storage)
     flat_source = sources.shape[1] == 1 and len(storage_shape) != 1
     if not flat_source and sources.shape[1] != len(storage_shape):
-        raise cp.CubeError(f"show(view): source positions have {sources.shape[1]} values but the storage has "
-                           f"shape {storage_shape}")
-    storage_pos = (np.stack(np.unravel_index(sources[:, 0], storage_shape), axis=1) if flat_source else sources)
+        raise cp.CubeError(
+            f"show(view): source positions have {sources.shape[1]} values but the storage has shape {storage_shape}"
+        )
+    storage_pos = np.stack(np.unravel_index(sources[:, 0], storage_shape), axis=1) if flat_source else sources
     inside = in_bounds & np.all((storage_pos >= 0) & (storage_pos < np.asarray(storage_shape)), axis=1)
     rows, cols, row_names, col_names, (x_label, y_label) = _storage_grid(storage_shape)
     counts = np.zeros((rows, cols), np.int64)
@@ -174,9 +201,15 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
         r, c = divmod(flat, cols)
         counts[r, c] += 1
         first.setdefault((r, c), int(k))
-    reads = Panel.empty(f"storage {storage_shape}: elements read by the view", rows, cols,
-                        x_label=x_label, y_label=y_label, group_names={0: "not read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
-                        group_colors={0: "#f4f4f4", 1: "#9ecae1", 2: "#fdae6b", 3: "#e6550d"})
+    reads = Panel.empty(
+        f"storage {storage_shape}: elements read by the view",
+        rows,
+        cols,
+        x_label=x_label,
+        y_label=y_label,
+        group_names={0: "not read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
+        group_colors={0: "#f4f4f4", 1: "#9ecae1", 2: "#fdae6b", 3: "#e6550d"},
+    )
     reads.row_names, reads.col_names = row_names, col_names
     n_elements = int(np.prod(storage_shape))
     for r in range(rows):
@@ -186,13 +219,19 @@ def view_picture(view: View, *, start: Any = None, size: Any = None, client=None
             if (r, c) in first:
                 who = ",".join(map(str, coords[first[(r, c)]]))
                 reads.labels[r][c] = who if counts[r, c] == 1 else f"{who} +{counts[r, c] - 1}"
-    notes = [f"view coordinates {start} + {size} over {_coords_name(layout_probe)}; a cell is labelled with the "
-             "first coordinate that reads it (+n: n more read it)",
-             f"{int(inside.sum())} reads of storage elements; {int((~in_bounds).sum())} coordinates out of bounds "
-             f"(read_checked gives 0 there); {int((in_bounds & ~inside).sum())} in bounds but outside the storage "
-             "(positions another check must guard, e.g. padding)"]
-    data = {"coords": coords, "storage_pos": storage_pos, "in_bounds": in_bounds, "read_counts":
-            counts.ravel()[:n_elements].reshape(storage_shape)}
+    notes = [
+        f"view coordinates {start} + {size} over {_coords_name(layout_probe)}; a cell is labelled with the "
+        "first coordinate that reads it (+n: n more read it)",
+        f"{int(inside.sum())} reads of storage elements; {int((~in_bounds).sum())} coordinates out of bounds "
+        f"(read_checked gives 0 there); {int((in_bounds & ~inside).sum())} in bounds but outside the storage "
+        "(positions another check must guard, e.g. padding)",
+    ]
+    data = {
+        "coords": coords,
+        "storage_pos": storage_pos,
+        "in_bounds": in_bounds,
+        "read_counts": counts.ravel()[:n_elements].reshape(storage_shape),
+    }
     return Picture(f"View through {layout_probe.layout_type.__name__}", [reads], notes, data)
 
 

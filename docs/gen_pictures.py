@@ -46,19 +46,27 @@ def pictures(client) -> dict[str, object]:
     grid = out_grad.panels[0]
     grid.groups[:] = (np.arange(grid.shape[0]) // pixels)[:, None]
     grid.group_names = {n: f"image {n} (rows {n * pixels}..{(n + 1) * pixels - 1})" for n in range(PROBLEM.batch)}
-    out_grad.notes.insert(0, f"row = output pixel n*OH*OW + oh*OW + ow (OH x OW = {PROBLEM.out_h} x {PROBLEM.out_w}), "
-                             f"col = output channel; the rows run across images without padding")
+    out_grad.notes.insert(
+        0,
+        f"row = output pixel n*OH*OW + oh*OW + ow (OH x OW = {PROBLEM.out_h} x {PROBLEM.out_w}), "
+        f"col = output channel; the rows run across images without padding",
+    )
     out["tma_out_grad_layout"] = out_grad
     # wgrad reads im2col as (K, N) = (N*OH*OW pixels, taps * C_in): one column per tap, at channel 0.
     channels = PROBLEM.in_channels
-    im2col_layout = cl.picture(TmaIm2colLayout.from_problem(PROBLEM, "wgrad"), rows=(0, 12),
-                               cols=range(0, 9 * channels, channels))
-    im2col_layout.notes.insert(0, "label: the TMA im2col load of the tile at (row, col): corner n,h,w,c | tap "
-                                  f"offsets kh,kw; columns are taps (col = tap * {channels} + channel)")
+    im2col_layout = cl.picture(
+        TmaIm2colLayout.from_problem(PROBLEM, "wgrad"), rows=(0, 12), cols=range(0, 9 * channels, channels)
+    )
+    im2col_layout.notes.insert(
+        0,
+        "label: the TMA im2col load of the tile at (row, col): corner n,h,w,c | tap "
+        f"offsets kh,kw; columns are taps (col = tap * {channels} + channel)",
+    )
     out["tma_im2col_layout"] = im2col_layout
     x = client.create(np.zeros(PROBLEM.x_shape, np.float16))
-    im2col = cp.TensorMapArg.im2col(x, channels_per_pixel=16, pixels_per_column=32, lower_corner=(-1, -1),
-                                    upper_corner=(-1, -1))
+    im2col = cp.TensorMapArg.im2col(
+        x, channels_per_pixel=16, pixels_per_column=32, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
     # Output pixel 0 of image 0 has its top-left input pixel at (-1, -1); tap (kh, kw) = (0, 1) reads +(0, 1).
     out["im2col_copy"] = picture_of(im2col, coords=(0, -1, -1, 0), offsets=(0, 1))
     for mode in ("32B", "64B", "128B"):

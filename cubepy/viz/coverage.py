@@ -12,6 +12,7 @@ nothing costs more than one test per global access, outside it.
 from __future__ import annotations
 
 import os
+from contextvars import Token
 from typing import Any
 
 import numpy as np
@@ -24,10 +25,14 @@ __all__ = ["Coverage"]
 
 KINDS = ("write", "read")
 MAX_CELLS = 64
-WRITE_GROUPS = ({0: "never written", 1: "written once", 2: "written 2+ times"},
-                {0: "#fb6a4a", 1: "#a1d99b", 2: "#fdae6b"})
-READ_GROUPS = ({0: "never read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
-               {0: "#f4f4f4", 1: "#c6dbef", 2: "#6baed6", 3: "#2171b5"})
+WRITE_GROUPS = (
+    {0: "never written", 1: "written once", 2: "written 2+ times"},
+    {0: "#fb6a4a", 1: "#a1d99b", 2: "#fdae6b"},
+)
+READ_GROUPS = (
+    {0: "never read", 1: "read once", 2: "read twice", 3: "read 3+ times"},
+    {0: "#f4f4f4", 1: "#c6dbef", 2: "#6baed6", 3: "#2171b5"},
+)
 
 
 class Coverage:
@@ -35,11 +40,12 @@ class Coverage:
 
     def __init__(self, client: Any) -> None:
         if getattr(client, "name", None) != "interp":
-            raise CubeError(f"cp.coverage: coverage is recorded by the interp runtime; got {client!r} "
-                            "(use cp.client('interp'))")
+            raise CubeError(
+                f"cp.coverage: coverage is recorded by the interp runtime; got {client!r} (use cp.client('interp'))"
+            )
         self.client = client
         self.recorder = recording.Recorder(client)
-        self._token = None
+        self._token: Token[recording.Recorder | None] | None = None
 
     def __enter__(self) -> Coverage:
         if self._token is not None:
@@ -48,7 +54,8 @@ class Coverage:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        recording.ACTIVE.reset(self._token)
+        if self._token is not None:
+            recording.ACTIVE.reset(self._token)
         self._token = None
 
     def _positions(self, handle: Any) -> np.ndarray:
@@ -95,10 +102,15 @@ class Coverage:
         r_show, c_show = min(rows, MAX_CELLS), min(cols, MAX_CELLS)
         names, colours = WRITE_GROUPS if kind == "write" else READ_GROUPS
         top = max(names)
-        panel = Panel.empty(f"{kind}s per element of the {'x'.join(map(str, shape))} tensor (label: cube)", r_show,
-                            c_show, x_label=f"dim {len(shape) - 1}",
-                            y_label=", ".join(f"dim {d}" for d in range(len(shape) - 1)),
-                            group_names=names, group_colors=colours)
+        panel = Panel.empty(
+            f"{kind}s per element of the {'x'.join(map(str, shape))} tensor (label: cube)",
+            r_show,
+            c_show,
+            x_label=f"dim {len(shape) - 1}",
+            y_label=", ".join(f"dim {d}" for d in range(len(shape) - 1)),
+            group_names=names,
+            group_colors=colours,
+        )
         if len(shape) > 2:
             panel.row_names = [",".join(map(str, np.unravel_index(r, shape[:-1]))) for r in range(r_show)]
         for r in range(r_show):
@@ -108,20 +120,30 @@ class Coverage:
                 if n:
                     who = str(first[r, c]) if first[r, c] == last[r, c] else f"{first[r, c]},{last[r, c]}"
                     panel.labels[r][c] = who if n == 1 else f"{who} x{n}"
-        notes = [f"{int((grid == 0).sum())} of {grid.size} elements never {kind}n" if kind == "write" else
-                 f"{int((grid == 0).sum())} of {grid.size} elements never read",
-                 "label: the cube (linear index x + y*CUBE_COUNT_X + ...) that touched it; a,b: the lowest and highest of several; "
-                 "xN: N accesses"]
+        notes = [
+            f"{int((grid == 0).sum())} of {grid.size} elements never {kind}n"
+            if kind == "write"
+            else f"{int((grid == 0).sum())} of {grid.size} elements never read",
+            "label: the cube (linear index x + y*CUBE_COUNT_X + ...) that touched it; a,b: the lowest and highest of several; "
+            "xN: N accesses",
+        ]
         if kind == "write":
-            notes[0] = f"{int((grid == 0).sum())} of {grid.size} elements never written, {int((grid > 1).sum())} " \
-                       "written more than once"
+            notes[0] = (
+                f"{int((grid == 0).sum())} of {grid.size} elements never written, {int((grid > 1).sum())} "
+                "written more than once"
+            )
         if (r_show, c_show) != grid.shape:
             notes.append(f"the first {r_show} x {c_show} elements are drawn; counts() has them all")
-        return Picture(f"coverage: {kind}s", [panel], notes, {"counts": counts, "first": first.reshape(shape),
-                                                              "last": last.reshape(shape)})
+        return Picture(
+            f"coverage: {kind}s",
+            [panel],
+            notes,
+            {"counts": counts, "first": first.reshape(shape), "last": last.reshape(shape)},
+        )
 
-    def show(self, handle: Any, path: str | os.PathLike | None = None, kind: str = "write", *,
-             color: bool | None = None) -> Picture:
+    def show(
+        self, handle: Any, path: str | os.PathLike | None = None, kind: str = "write", *, color: bool | None = None
+    ) -> Picture:
         """Draw the ``kind`` heat map of ``handle`` to ``path`` (.svg/.png) or the terminal."""
         from cubepy.viz.show import output
 

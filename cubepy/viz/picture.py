@@ -39,18 +39,23 @@ class Panel:
     def __attrs_post_init__(self) -> None:
         shape = (len(self.labels), len(self.labels[0]) if self.labels else 0)
         if self.groups.shape != shape or self.marks.shape != shape:
-            raise ValueError(f"panel {self.title!r}: labels are {shape}, groups {self.groups.shape}, "
-                             f"marks {self.marks.shape}")
+            raise ValueError(
+                f"panel {self.title!r}: labels are {shape}, groups {self.groups.shape}, marks {self.marks.shape}"
+            )
         if len(self.row_names) != shape[0] or len(self.col_names) != shape[1]:
-            raise ValueError(f"panel {self.title!r}: {len(self.row_names)} row names and {len(self.col_names)} "
-                             f"column names for a {shape[0]} x {shape[1]} grid")
+            raise ValueError(
+                f"panel {self.title!r}: {len(self.row_names)} row names and {len(self.col_names)} "
+                f"column names for a {shape[0]} x {shape[1]} grid"
+            )
 
     def legend(self) -> tuple[dict[int, str], dict[int, str]]:
         """The group and mark names that some cell of the grid uses (a legend names nothing absent)."""
         groups = set(np.unique(self.groups).tolist())
         marks = set(np.unique(self.marks).tolist())
-        return ({g: n for g, n in self.group_names.items() if g in groups},
-                {m: n for m, n in self.mark_names.items() if m in marks})
+        return (
+            {g: n for g, n in self.group_names.items() if g in groups},
+            {m: n for m, n in self.mark_names.items() if m in marks},
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -58,12 +63,17 @@ class Panel:
         return self.groups.shape
 
     @classmethod
-    def empty(cls, title: str, rows: int, cols: int, *, row_start: int = 0, col_start: int = 0,
-              **kwargs: Any) -> Panel:
+    def empty(cls, title: str, rows: int, cols: int, *, row_start: int = 0, col_start: int = 0, **kwargs: Any) -> Panel:
         """A blank ``rows x cols`` panel whose rows and columns are numbered from ``row_start``/``col_start``."""
-        return cls(title, [[""] * cols for _ in range(rows)], np.full((rows, cols), -1, np.int64),
-                   np.zeros((rows, cols), np.int8), [str(row_start + r) for r in range(rows)],
-                   [str(col_start + c) for c in range(cols)], **kwargs)
+        return cls(
+            title,
+            [[""] * cols for _ in range(rows)],
+            np.full((rows, cols), -1, np.int64),
+            np.zeros((rows, cols), np.int8),
+            [str(row_start + r) for r in range(rows)],
+            [str(col_start + c) for c in range(cols)],
+            **kwargs,
+        )
 
 
 @attrs.define(eq=False)
@@ -84,9 +94,28 @@ class Picture:
 
 
 # Light, distinct colours (matplotlib's tab20 light half, then its dark half) so black labels stay readable.
-PALETTE = ["#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
-           "#9edae5", "#c7c7c7", "#6baed6", "#fd8d3c", "#74c476", "#e377c2", "#9e9ac8", "#bcbd22",
-           "#17becf", "#d6616b", "#8c6d31", "#7b4173"]
+PALETTE = [
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+    "#c7c7c7",
+    "#6baed6",
+    "#fd8d3c",
+    "#74c476",
+    "#e377c2",
+    "#9e9ac8",
+    "#bcbd22",
+    "#17becf",
+    "#d6616b",
+    "#8c6d31",
+    "#7b4173",
+]
 MARK_COLOR = "#e0e0e0"  # background of a marked cell that has no group colour
 
 

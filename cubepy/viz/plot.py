@@ -19,8 +19,10 @@ def _matplotlib():
         import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
-        raise CubeError("drawing to a .svg/.png file needs matplotlib: pip install 'cubepy[viz]' "
-                        "(or show(obj) without a path prints the picture as text)") from None
+        raise CubeError(
+            "drawing to a .svg/.png file needs matplotlib: pip install 'cubepy[viz]' "
+            "(or show(obj) without a path prints the picture as text)"
+        ) from None
     matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text (searchable, small)
     matplotlib.rcParams["svg.hashsalt"] = "cubepy"  # the same picture gives the same bytes
     return Figure
@@ -39,8 +41,17 @@ def _draw_panel(ax, panel: Panel) -> None:
         for c in range(cols):
             mark = int(panel.marks[r, c])
             face = group_color(panel, int(panel.groups[r, c])) or (MARK_COLOR if mark else "white")
-            ax.add_patch(Rectangle((c, r), 1, 1, facecolor=face, edgecolor="#777777", linewidth=0.4,
-                                   hatch=HATCHES.get(mark) if mark else None))
+            ax.add_patch(
+                Rectangle(
+                    (c, r),
+                    1,
+                    1,
+                    facecolor=face,
+                    edgecolor="#777777",
+                    linewidth=0.4,
+                    hatch=HATCHES.get(mark) if mark else None,
+                )
+            )
             label = panel.labels[r][c]
             if label:
                 ax.text(c + 0.5, r + 0.5, label, ha="center", va="center", fontsize=FONT, color="black")
@@ -61,16 +72,27 @@ def _draw_panel(ax, panel: Panel) -> None:
     for spine in ax.spines.values():
         spine.set_visible(False)
     group_names, mark_names = panel.legend()
-    handles = [Patch(facecolor=group_color(panel, g), edgecolor="#777777", label=name)
-               for g, name in group_names.items()]
-    handles += [Patch(facecolor=MARK_COLOR, edgecolor="#777777", hatch=HATCHES.get(m), label=name)
-                for m, name in mark_names.items()]
+    handles = [
+        Patch(facecolor=group_color(panel, g), edgecolor="#777777", label=name) for g, name in group_names.items()
+    ]
+    handles += [
+        Patch(facecolor=MARK_COLOR, edgecolor="#777777", hatch=HATCHES.get(m), label=name)
+        for m, name in mark_names.items()
+    ]
     if handles:
         # As many columns as fit under the panel, so a wide legend never squeezes the grid.
-        entry = 0.45 + 0.065 * max(len(h.get_label()) for h in handles)
+        entry = 0.45 + 0.065 * max(len(str(h.get_label())) for h in handles)
         ncol = max(1, min(len(handles), int(_panel_width(panel) // entry)))
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), fontsize=FONT,
-                  ncol=ncol, frameon=False, handlelength=1.6, handleheight=1.2)
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.02),
+            fontsize=FONT,
+            ncol=ncol,
+            frameon=False,
+            handlelength=1.6,
+            handleheight=1.2,
+        )
 
 
 def _panel_width(panel: Panel) -> float:

@@ -27,11 +27,15 @@ def picture_of(obj: Any, **coords: Any) -> Picture:
     if isinstance(obj, TensorMapArg):
         unknown = set(coords) - ({"coords", "offsets"} if obj.mode == "im2col" else {"coords"})
         if unknown:
-            raise CubeError(f"show(tensor map): unknown keyword(s) {sorted(unknown)}; a {obj.mode} copy takes "
-                            + ("coords=(n, h, w, c), offsets=(h, w)" if obj.mode == "im2col" else "coords=(...)"))
+            raise CubeError(
+                f"show(tensor map): unknown keyword(s) {sorted(unknown)}; a {obj.mode} copy takes "
+                + ("coords=(n, h, w, c), offsets=(h, w)" if obj.mode == "im2col" else "coords=(...)")
+            )
         return tma_pictures.tensor_map_picture(obj, **coords)
-    raise CubeError(f"show: cannot draw a {type(obj).__name__}; cp.show draws a TensorMapArg or a swizzle mode "
-                    "('32B', '64B', '128B'); cubepy_layouts.show also draws layouts and views")
+    raise CubeError(
+        f"show: cannot draw a {type(obj).__name__}; cp.show draws a TensorMapArg or a swizzle mode "
+        "('32B', '64B', '128B'); cubepy_layouts.show also draws layouts and views"
+    )
 
 
 def output(picture: Picture, path: str | os.PathLike | None = None, *, color: bool | None = None) -> None:

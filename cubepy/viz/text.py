@@ -26,7 +26,7 @@ def use_color(stream: TextIO | None = None, force: bool | None = None) -> bool:
 
 
 def _background(hex_color: str) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"\x1b[48;2;{r};{g};{b}m\x1b[38;2;0;0;0m"
 
 
@@ -39,7 +39,7 @@ def _cell_text(panel: Panel, r: int, c: int) -> str:
     if mark:  # the symbol shows the mark with or without colour
         label = f"{label}{MARK_SYMBOLS.get(mark, '*')}"
     if len(label) > MAX_CELL:
-        label = label[:MAX_CELL - 1] + "…"
+        label = label[: MAX_CELL - 1] + "…"
     return label
 
 
@@ -69,7 +69,7 @@ def render_panel(panel: Panel, color: bool) -> list[str]:
     group_names, mark_names = panel.legend()
     for group, name in group_names.items():
         if color:
-            legend.append(f"{_background(group_color(panel, group))}  {_RESET} {name}")
+            legend.append(f"{_background(group_color(panel, group) or MARK_COLOR)}  {_RESET} {name}")
         elif any(panel.groups[r, c] == group and not panel.labels[r][c] for r in range(rows) for c in range(cols)):
             legend.append(f"· {name}")  # without colour only the unlabelled cells of a group need a key
     for mark, name in mark_names.items():

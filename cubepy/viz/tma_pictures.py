@@ -57,6 +57,7 @@ def _window(lo: int, hi: int, dim: int) -> range:
 
 # -------------------------------------------------------------------- tiled
 
+
 def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
     """A tile-mode copy at ``coords``: the box over the global tensor, the filled and the skipped cells."""
     where = "show(tensor map)"
@@ -75,10 +76,15 @@ def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
     # Shared-memory panel: the box's linear image, outer dimensions stacked as rows.
     cols = counts[-1]
     rows = len(sources) // cols
-    smem = Panel.empty(f"shared memory box ({rows} x {cols} elements, before any swizzle)", rows, cols,
-                       x_label="element in the box's inner row", y_label="box row",
-                       group_names={LOADED: "copied from the tensor"},
-                       mark_names={FILLED: f"outside the tensor: {fill} fill"})
+    smem = Panel.empty(
+        f"shared memory box ({rows} x {cols} elements, before any swizzle)",
+        rows,
+        cols,
+        x_label="element in the box's inner row",
+        y_label="box row",
+        group_names={LOADED: "copied from the tensor"},
+        mark_names={FILLED: f"outside the tensor: {fill} fill"},
+    )
     for k, (src, ok) in enumerate(zip(sources.tolist(), valid.tolist())):
         r, c = divmod(k, cols)
         smem.labels[r][c] = ",".join(map(str, src))
@@ -98,38 +104,52 @@ def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
         outer_in = all(0 <= k < d for k, d in zip(key, shape[:-2]))
         name = f"tensor[{', '.join(map(str, key))}, :, :]" if key else "global tensor"
         title = f"{name} {shape[-2:] if rank > 1 else shape}: box at {coords}"
-        panel = Panel.empty(title, len(r_range), len(c_range), row_start=r_range.start, col_start=c_range.start,
-                            x_label=f"dim {rank - 1} (innermost)", y_label=f"dim {rank - 2}" if rank > 1 else "",
-                            group_names={LOADED: "copied: label = index in the shared box",
-                                         OUTSIDE_BOX: "tensor element not in the box"},
-                            group_colors={OUTSIDE_BOX: "#f4f4f4"},
-                            mark_names={FILLED: f"box outside the tensor: {fill} fill",
-                                        SKIPPED: "in the box's span, skipped by the element stride"})
+        panel = Panel.empty(
+            title,
+            len(r_range),
+            len(c_range),
+            row_start=r_range.start,
+            col_start=c_range.start,
+            x_label=f"dim {rank - 1} (innermost)",
+            y_label=f"dim {rank - 2}" if rank > 1 else "",
+            group_names={
+                LOADED: "copied: label = index in the shared box",
+                OUTSIDE_BOX: "tensor element not in the box",
+            },
+            group_colors={OUTSIDE_BOX: "#f4f4f4"},
+            mark_names={
+                FILLED: f"box outside the tensor: {fill} fill",
+                SKIPPED: "in the box's span, skipped by the element stride",
+            },
+        )
         for i, r in enumerate(r_range):
             for j, c in enumerate(c_range):
                 pos = (*key, r, c) if rank > 1 else (c,)
                 inside = outer_in and all(0 <= p < d for p, d in zip(pos, shape))
-                k = index_of.get(pos)
-                if k is not None:
-                    panel.labels[i][j] = str(k)
-                    panel.groups[i, j] = LOADED if valid[k] else -1
-                    panel.marks[i, j] = 0 if valid[k] else FILLED
+                element = index_of.get(pos)
+                if element is not None:
+                    panel.labels[i][j] = str(element)
+                    panel.groups[i, j] = LOADED if valid[element] else -1
+                    panel.marks[i, j] = 0 if valid[element] else FILLED
                 elif _in_span(pos, sources, strides):
                     panel.marks[i, j] = SKIPPED
                     panel.groups[i, j] = OUTSIDE_BOX if inside else -1
                 elif inside:
                     panel.groups[i, j] = OUTSIDE_BOX
         panels.append(panel)
-    notes = [f"{tm!r}",
-             f"copy coordinates {coords} (outermost first); box {tuple(tm.box_dim[::-1])}, element strides "
-             f"{strides}: {int(valid.sum())} elements copied, {int(filled.sum())} filled with {fill}"]
+    notes = [
+        f"{tm!r}",
+        f"copy coordinates {coords} (outermost first); box {tuple(tm.box_dim[::-1])}, element strides "
+        f"{strides}: {int(valid.sum())} elements copied, {int(filled.sum())} filled with {fill}",
+    ]
     if len(outer_keys) > MAX_PANELS:
         notes.append(f"the box spans {len(outer_keys)} outer slices; the first {MAX_PANELS} are drawn")
     if tm.swizzle != "none":
         notes.append(f"shared memory holds this image with the {tm.swizzle} swizzle: see show({tm.swizzle!r})")
     data = {"coords": coords, "sources": sources, "filled": filled.reshape(counts), "box_shape": tuple(counts)}
-    return Picture(f"TMA tile copy of a {'x'.join(map(str, shape))} {tm.dtype_name} tensor",
-                   [*panels, smem], notes, data)
+    return Picture(
+        f"TMA tile copy of a {'x'.join(map(str, shape))} {tm.dtype_name} tensor", [*panels, smem], notes, data
+    )
 
 
 def _in_span(pos: tuple[int, ...], sources: np.ndarray, strides: Sequence[int]) -> bool:
@@ -139,6 +159,7 @@ def _in_span(pos: tuple[int, ...], sources: np.ndarray, strides: Sequence[int]) 
 
 
 # -------------------------------------------------------------------- im2col
+
 
 def im2col_picture(tm: Any, coords: Sequence[int] | None = None, offsets: Sequence[int] | None = None) -> Picture:
     """An im2col copy: which pixel each shared-memory row reads, walking W, then H, then images."""
@@ -152,19 +173,28 @@ def im2col_picture(tm: Any, coords: Sequence[int] | None = None, offsets: Sequen
     shape = tm.global_dim[::-1]  # (N, [D,] [H,] W, C)
     ppc = tm.pixels_per_column
     fill = _fill_name(tm)
-    dims = "DHW"[3 - spatial:]
+    dims = "DHW"[3 - spatial :]
 
     # A colour per run of the walk along W (one output row of one image), so rows and pixels match up.
     run_key = [(int(n[k]), *map(int, base[k, :-1])) for k in range(ppc)]
     runs = {key: g for g, key in enumerate(dict.fromkeys(run_key))}
     groups = np.array([runs[key] for key in run_key])
 
-    table = Panel.empty(f"shared memory: {ppc} rows of {tm.channels_per_pixel} channels", ppc, 4,
-                        y_label="smem row", mark_names={FILLED: f"pixel outside the tensor: row is {fill} fill"})
+    table = Panel.empty(
+        f"shared memory: {ppc} rows of {tm.channels_per_pixel} channels",
+        ppc,
+        4,
+        y_label="smem row",
+        mark_names={FILLED: f"pixel outside the tensor: row is {fill} fill"},
+    )
     table.col_names = ["image", f"base ({','.join(dims)})", f"reads ({','.join(dims)})", "tap offset"]
     for k in range(ppc):
-        table.labels[k] = [str(int(n[k])), ",".join(map(str, base[k])), ",".join(map(str, read[k])),
-                           "+" + ",+".join(map(str, offsets))]
+        table.labels[k] = [
+            str(int(n[k])),
+            ",".join(map(str, base[k])),
+            ",".join(map(str, read[k])),
+            "+" + ",+".join(map(str, offsets)),
+        ]
         table.groups[k, :] = groups[k]
         table.marks[k, :] = 0 if row_ok[k] else FILLED
 
@@ -175,23 +205,33 @@ def im2col_picture(tm: Any, coords: Sequence[int] | None = None, offsets: Sequen
     upper = tm.upper_corner[::-1]
     h_reads = read[:, -2] if spatial > 1 else np.zeros(ppc, np.int64)
     if spatial > 1:
-        h_range = range(min(0, int(h_reads.min()), lower[-2] + offsets[-2]),
-                        max(shape[-3] - 1, int(h_reads.max()), shape[-3] - 1 + upper[-2] + offsets[-2]) + 1)
+        h_range = range(
+            min(0, int(h_reads.min()), lower[-2] + offsets[-2]),
+            max(shape[-3] - 1, int(h_reads.max()), shape[-3] - 1 + upper[-2] + offsets[-2]) + 1,
+        )
     else:
         h_range = range(1)
-    w_range = range(min(0, int(read[:, -1].min()), lower[-1] + offsets[-1]),
-                    max(shape[-2] - 1, int(read[:, -1].max()), shape[-2] - 1 + upper[-1] + offsets[-1]) + 1)
+    w_range = range(
+        min(0, int(read[:, -1].min()), lower[-1] + offsets[-1]),
+        max(shape[-2] - 1, int(read[:, -1].max()), shape[-2] - 1 + upper[-1] + offsets[-1]) + 1,
+    )
     for plane in planes[:MAX_PANELS]:
         image_in = 0 <= plane[0] < shape[0] and all(0 <= p < d for p, d in zip(plane[1:], shape[1:-3]))
         name = f"image {plane[0]}" + "".join(f", d={p}" for p in plane[1:])
         if not image_in:
             name += " (outside the tensor)"
-        panel = Panel.empty(f"{name} (label: smem row)", len(h_range), len(w_range),
-                            row_start=h_range.start, col_start=w_range.start, x_label="W",
-                            y_label="H" if spatial > 1 else "",
-                            mark_names={FILLED: f"outside the tensor: {fill} fill"},
-                            group_colors={len(runs): "#f4f4f4"},
-                            group_names={len(runs): "pixel not read by this copy"})
+        panel = Panel.empty(
+            f"{name} (label: smem row)",
+            len(h_range),
+            len(w_range),
+            row_start=h_range.start,
+            col_start=w_range.start,
+            x_label="W",
+            y_label="H" if spatial > 1 else "",
+            mark_names={FILLED: f"outside the tensor: {fill} fill"},
+            group_colors={len(runs): "#f4f4f4"},
+            group_names={len(runs): "pixel not read by this copy"},
+        )
         for i, h in enumerate(h_range):
             for j, w in enumerate(w_range):
                 if image_in and (spatial == 1 or 0 <= h < shape[-3]) and 0 <= w < shape[-2]:
@@ -204,22 +244,32 @@ def im2col_picture(tm: Any, coords: Sequence[int] | None = None, offsets: Sequen
             panel.groups[i, j] = groups[k]
             panel.marks[i, j] = 0 if row_ok[k] else FILLED
         panels.append(panel)
-    notes = [f"{tm!r}",
-             f"copy at corner {coords} (N, {', '.join(dims)}, C) with tap offsets {offsets}: each smem row is one "
-             f"pixel (base + offset), walking {' then '.join(dims[::-1])} inside the pixel box "
-             f"[lower {tuple(lower)}, extent - 1 + upper {tuple(upper)}], then the next image",
-             f"channels {int(ch[0])}..{int(ch[-1])}" + ("" if ch_ok.all() else
-                                                      f" ({int((~ch_ok).sum())} past C: {fill} fill)")]
+    notes = [
+        f"{tm!r}",
+        f"copy at corner {coords} (N, {', '.join(dims)}, C) with tap offsets {offsets}: each smem row is one "
+        f"pixel (base + offset), walking {' then '.join(dims[::-1])} inside the pixel box "
+        f"[lower {tuple(lower)}, extent - 1 + upper {tuple(upper)}], then the next image",
+        f"channels {int(ch[0])}..{int(ch[-1])}"
+        + ("" if ch_ok.all() else f" ({int((~ch_ok).sum())} past C: {fill} fill)"),
+    ]
     if len(planes) > MAX_PANELS:
         notes.append(f"the walk reads {len(planes)} image planes; the first {MAX_PANELS} are drawn")
     rows_data = np.column_stack([n, base, read, row_ok.astype(np.int64)])
-    data = {"coords": coords, "offsets": offsets, "rows": rows_data, "filled_rows": ~row_ok,
-            "channels": ch, "filled_channels": ~ch_ok}
-    return Picture(f"TMA im2col copy from a {'x'.join(map(str, shape))} {tm.dtype_name} tensor",
-                   [*panels, table], notes, data)
+    data = {
+        "coords": coords,
+        "offsets": offsets,
+        "rows": rows_data,
+        "filled_rows": ~row_ok,
+        "channels": ch,
+        "filled_channels": ~ch_ok,
+    }
+    return Picture(
+        f"TMA im2col copy from a {'x'.join(map(str, shape))} {tm.dtype_name} tensor", [*panels, table], notes, data
+    )
 
 
 # -------------------------------------------------------------------- swizzle
+
 
 def swizzle_picture(mode: str, lines: int = 8) -> Picture:
     """Where each 16-byte chunk of a box (rows of 32, 64 or 128 bytes) lands in shared memory."""
@@ -232,10 +282,17 @@ def swizzle_picture(mode: str, lines: int = 8) -> Picture:
     box_row, chunk = logical // span, (logical % span) // 16
     per_row = span // 16
     names = {c: f"chunk {c} of a box row (bytes {16 * c}..{16 * c + 15})" for c in range(per_row)}
-    before = Panel.empty("box image, unswizzled (label: box row.chunk)", lines, 8,
-                         x_label="16-byte chunk in the 128-byte line", y_label="line", group_names=names)
-    after = Panel.empty(f"in shared memory with swizzle {mode}", lines, 8,
-                        x_label="16-byte chunk in the 128-byte line", y_label="line")
+    before = Panel.empty(
+        "box image, unswizzled (label: box row.chunk)",
+        lines,
+        8,
+        x_label="16-byte chunk in the 128-byte line",
+        y_label="line",
+        group_names=names,
+    )
+    after = Panel.empty(
+        f"in shared memory with swizzle {mode}", lines, 8, x_label="16-byte chunk in the 128-byte line", y_label="line"
+    )
     for k in range(lines * 8):
         label = f"{box_row[k]}.{chunk[k]}"
         r, c = divmod(k, 8)
@@ -245,9 +302,11 @@ def swizzle_picture(mode: str, lines: int = 8) -> Picture:
         after.labels[pr][pc] = label
         after.groups[pr, pc] = chunk[k]
     period = PERIOD_LINES[mode]
-    notes = [f"{mode}: chunk c of 128-byte line L moves to chunk c XOR (L mod {period}); the pattern repeats "
-             f"every {128 * period} bytes",
-             f"box rows are {span} bytes ({per_row} chunks), so {128 // span} box row(s) share a 128-byte line",
-             "shared-memory addresses are absolute: a destination not aligned to the repeat shifts the phase"]
+    notes = [
+        f"{mode}: chunk c of 128-byte line L moves to chunk c XOR (L mod {period}); the pattern repeats "
+        f"every {128 * period} bytes",
+        f"box rows are {span} bytes ({per_row} chunks), so {128 // span} box row(s) share a 128-byte line",
+        "shared-memory addresses are absolute: a destination not aligned to the repeat shifts the phase",
+    ]
     data = {"mode": mode, "landing": landing, "physical_chunk": (physical // 16).reshape(lines, 8)}
     return Picture(f"{mode} swizzle: where each 16-byte chunk lands", [before, after], notes, data)

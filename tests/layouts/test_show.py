@@ -150,7 +150,7 @@ def test_show_errors_name_the_problem():
         cl.picture(TmaOutGradLayout.Launch(4, 3), rows=(3, 3))
 
 
-SHOWN = '''
+SHOWN = """
 import numpy as np
 import cubepy as cp
 from cubepy_layouts.conv import TmaOutGradLayout
@@ -162,7 +162,7 @@ MODE = "128B"
 def tile():
     x = cp.client("interp").create(np.zeros((6, 8), np.float32))
     return cp.TensorMapArg.tiled(x, (4, 4)), {"coords": (4, 6)}
-'''
+"""
 
 
 def test_cli_show(tmp_path, capsys, monkeypatch):
@@ -190,7 +190,15 @@ def test_docs_pictures_generate(tmp_path):
         sys.path.remove(str(ROOT / "docs"))
     written = gen_pictures.generate(str(tmp_path))
     names = {Path(p).name for p in written}
-    for name in ("tma_out_grad_layout", "tma_im2col_layout", "im2col_copy", "swizzle_32B", "swizzle_64B",
-                 "swizzle_128B", "tiled_copy", "coverage"):
+    for name in (
+        "tma_out_grad_layout",
+        "tma_im2col_layout",
+        "im2col_copy",
+        "swizzle_32B",
+        "swizzle_64B",
+        "swizzle_128B",
+        "tiled_copy",
+        "coverage",
+    ):
         assert {f"{name}.svg", f"{name}.png"} <= names
     assert all(Path(p).stat().st_size > 1000 for p in written)

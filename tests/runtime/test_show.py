@@ -85,11 +85,15 @@ def test_tiled_picture_checks_the_copy_like_the_interp():
 def walk(shape, lower, upper, start, offsets, ppc):
     """The im2col rows by the spec's loop: box pixels in order (n, then H, then W) from ``start``."""
     n_images, h, w = shape[:3]
-    box = [(n, y, x) for n in range(n_images + 2) for y in range(lower[0], h - 1 + upper[0] + 1)
-           for x in range(lower[1], w - 1 + upper[1] + 1)]
+    box = [
+        (n, y, x)
+        for n in range(n_images + 2)
+        for y in range(lower[0], h - 1 + upper[0] + 1)
+        for x in range(lower[1], w - 1 + upper[1] + 1)
+    ]
     first = box.index(start)
     rows = []
-    for n, y, x in box[first:first + ppc]:
+    for n, y, x in box[first : first + ppc]:
         ry, rx = y + offsets[0], x + offsets[1]
         ok = n < n_images and 0 <= ry < h and 0 <= rx < w
         rows.append([n, y, x, ry, rx, int(ok)])
@@ -100,8 +104,9 @@ def walk(shape, lower, upper, start, offsets, ppc):
 def test_im2col_walk(start, offsets):
     shape = (2, 4, 5, 16)
     x = CLIENT.create(np.zeros(shape, np.float16))
-    tm = cp.TensorMapArg.im2col(x, channels_per_pixel=16, pixels_per_column=24, lower_corner=(-1, -1),
-                                upper_corner=(-1, -1))
+    tm = cp.TensorMapArg.im2col(
+        x, channels_per_pixel=16, pixels_per_column=24, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
     picture = picture_of(tm, coords=(*start, 0), offsets=offsets)
     expected = walk(shape, (-1, -1), (-1, -1), start, offsets, 24)
     assert picture.data["rows"].tolist() == expected
@@ -131,7 +136,9 @@ def test_text_plain_and_coloured():
     plain = render_text(picture)
     assert "\x1b[" not in plain
     # Line 1 of the swizzled panel: chunk c of line 1 sits at c ^ 1.
-    assert ["1", "1.1", "1.0", "1.3", "1.2", "1.5", "1.4", "1.7", "1.6"] in [line.split() for line in plain.splitlines()]
+    assert ["1", "1.1", "1.0", "1.3", "1.2", "1.5", "1.4", "1.7", "1.6"] in [
+        line.split() for line in plain.splitlines()
+    ]
     coloured = render_text(picture, color=True)
     assert "\x1b[48;2;" in coloured
 
@@ -148,12 +155,16 @@ def test_show_prints_to_the_terminal(capsys):
 def test_file_rendering(tmp_path):
     pytest.importorskip("matplotlib")
     x = CLIENT.create(np.zeros((2, 4, 5, 16), np.float16))
-    im2col = cp.TensorMapArg.im2col(x, channels_per_pixel=16, pixels_per_column=16, lower_corner=(-1, -1),
-                                    upper_corner=(-1, -1))
+    im2col = cp.TensorMapArg.im2col(
+        x, channels_per_pixel=16, pixels_per_column=16, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
     tiled = cp.TensorMapArg.tiled(CLIENT.create(np.zeros((8, 8), np.float32)), (4, 4))
-    for name, obj, coords in [("swizzle.png", "64B", {}), ("swizzle.svg", "32B", {}),
-                              ("tiled.png", tiled, {"coords": (6, 6)}),
-                              ("im2col.svg", im2col, {"coords": (0, -1, -1, 0), "offsets": (1, 1)})]:
+    for name, obj, coords in [
+        ("swizzle.png", "64B", {}),
+        ("swizzle.svg", "32B", {}),
+        ("tiled.png", tiled, {"coords": (6, 6)}),
+        ("im2col.svg", im2col, {"coords": (0, -1, -1, 0), "offsets": (1, 1)}),
+    ]:
         cp.show(obj, tmp_path / name, **coords)
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG") if name.endswith(".png") else b"<svg" in data[:1000]
@@ -195,8 +206,9 @@ def test_coverage_counts_and_cubes():
     picture = cov.picture(out)
     panel = picture.panels[0]
     assert panel.labels[1][1] == "1 x2" and panel.groups[1, 1] == 2  # element 7: twice, by cube 1
-    assert (panel.groups[2:] == 0).all() and "12 of 24 elements never written, 1 written more than once" \
-        in picture.notes[0]
+    assert (
+        panel.groups[2:] == 0
+    ).all() and "12 of 24 elements never written, 1 written more than once" in picture.notes[0]
     # Outside the block nothing is recorded.
     write_twice_somewhere.launch(CLIENT, cp.CubeCount(3), cp.CubeDim(4), cp.ArrayArg(out), 18)
     assert cov.counts(out).sum() == expected.sum()

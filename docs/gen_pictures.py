@@ -95,6 +95,7 @@ def _write_if_changed(path: str, render) -> bool:
             with open(path, "rb") as old:
                 if old.read() == data:
                     return False
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the site serves it
         os.replace(tmp, path)
         return True
     finally:

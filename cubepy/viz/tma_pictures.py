@@ -305,7 +305,8 @@ def swizzle_picture(mode: str, lines: int = 8) -> Picture:
     notes = [
         f"{mode}: chunk c of 128-byte line L moves to chunk c XOR (L mod {period}); the pattern repeats "
         f"every {128 * period} bytes",
-        f"box rows are {span} bytes ({per_row} chunks), so {128 // span} box row(s) share a 128-byte line",
+        f"box rows are {span} bytes ({per_row} chunks)"
+        + ("" if span == 128 else f", so {128 // span} box rows share a 128-byte line"),
         "shared-memory addresses are absolute: a destination not aligned to the repeat shifts the phase",
     ]
     data = {"mode": mode, "landing": landing, "physical_chunk": (physical // 16).reshape(lines, 8)}

@@ -15,7 +15,7 @@ import pytest
 import cubepy as cp
 from cubepy.viz import picture_of
 from cubepy.viz.text import render_text
-from tests.runtime.interp.test_tma_kernels import load_2d, store_2d
+from tests.runtime.interp.test_tma_kernels import im2col_4d, load_2d, store_2d
 
 CLIENT = cp.client("interp")
 
@@ -128,6 +128,28 @@ def test_im2col_channels_past_the_tensor_are_filled():
     picture = picture_of(tm, coords=(0, 0, 0, 6), offsets=(0, 0))
     assert picture.data["channels"].tolist() == [6, 7, 8, 9]
     assert picture.data["filled_channels"].tolist() == [False, False, True, True]
+
+
+# -- the pictures agree with what a kernel's copy delivers ------------------------------------------------
+def test_pictures_match_kernel_copies():
+    src = np.arange(10 * 12, dtype=np.float32).reshape(10, 12) + 1
+    tm = cp.TensorMapArg.tiled(CLIENT.create(src), (4, 8), elem_stride=(2, 1))
+    out = CLIENT.zeros((16,), np.float32)
+    load_2d.launch(CLIENT, cp.CubeCount(1), cp.CubeDim(32), tm, cp.ArrayArg(out), 7, 8, 16, 128)
+    picture = picture_of(tm, coords=(7, 8))
+    sources, filled = picture.data["sources"], picture.data["filled"].ravel()
+    drawn = np.where(filled, 0, src[np.clip(sources[:, 0], 0, 9), np.clip(sources[:, 1], 0, 11)])
+    assert (CLIENT.read(out) == drawn).all()
+
+    x = np.arange(2 * 4 * 5 * 8, dtype=np.float32).reshape(2, 4, 5, 8) + 1
+    im2col = cp.TensorMapArg.im2col(
+        CLIENT.create(x), channels_per_pixel=8, pixels_per_column=24, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
+    out = CLIENT.zeros((24 * 8,), np.float32)
+    im2col_4d.launch(CLIENT, cp.CubeCount(1), cp.CubeDim(32), im2col, cp.ArrayArg(out), 0, 1, 2, 0, 1, 1, 24 * 8)
+    rows = picture_of(im2col, coords=(0, 1, 2, 0), offsets=(1, 1)).data["rows"]
+    for k, (n, _, _, h, w, ok) in enumerate(rows.tolist()):
+        assert (CLIENT.read(out).reshape(24, 8)[k] == (x[n, h, w] if ok else 0)).all()
 
 
 # -- renderers -------------------------------------------------------------------------------------------

@@ -292,3 +292,20 @@ def test_coverage_finds_overlapping_and_missing_tiles():
     assert (lowest[7] == -1).all() and (highest[7] == -1).all()
     panel = cov.picture(dst).panels[0]
     assert panel.labels[3][5] == "1,4 x2" and panel.groups[3, 5] == 2 and panel.groups[7, 0] == 0
+
+
+@cp.cube(launch=True)
+def copy_lines(x: cp.Array[cp.Line[cp.f32]], out: cp.Array[cp.Line[cp.f32]]):
+    if cp.ABSOLUTE_POS < 3:
+        out[cp.ABSOLUTE_POS] = x[cp.ABSOLUTE_POS]
+
+
+def test_coverage_counts_every_element_of_a_line():
+    x = CLIENT.create(np.arange(16, dtype=np.float32))
+    out = CLIENT.zeros((16,), np.float32)
+    with cp.coverage(CLIENT) as cov:
+        copy_lines.launch(
+            CLIENT, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(x, line_size=4), cp.ArrayArg(out, line_size=4)
+        )
+    assert cov.counts(x, "read").tolist() == [1] * 12 + [0] * 4  # 3 lines of 4
+    assert cov.counts(out).tolist() == [1] * 12 + [0] * 4

@@ -22,6 +22,7 @@ from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerErr
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
 from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
 from cubepy.runtime.interp.plane import PlaneLayout
 from cubepy.runtime.interp.registry import INTERP, Handler, implements
@@ -182,6 +183,7 @@ class Launch:
         self.cube_count = cube_count
         self.bindings = bindings
         self.sanitize = sanitize
+        self.coverage = COVERAGE.get()  # a coverage Recorder, or None (the default: nothing recorded)
         self.globals: dict[int, MemoryRef] = {}
         for param in kernel.buffers:
             self.globals[param.slot] = global_ref(param.var, self._checked_buffer(param), param.name)
@@ -255,6 +257,7 @@ class Chunk:
         self.sanitizer: SharedSanitizer | None = None
         if launch.sanitize and self.program.shared_bytes:
             self.sanitizer = SharedSanitizer(cubes, self.program.shared_bytes, self.topology.units)
+        self.coverage = launch.coverage  # None (one attribute test per global access) unless recording
 
     # -- values ----------------------------------------------------------------------------
     def read(self, var: Variable) -> np.ndarray | np.generic:

@@ -198,6 +198,8 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
+    if ctx.coverage is not None and ref.owner is None:
+        ctx.coverage.record(ctx, op.memory, idx, valid, mask, "read")
     ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
 
 
@@ -210,6 +212,8 @@ def index_assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     value = ctx.read(op.value)
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "write", value)
+    if ctx.coverage is not None and ref.owner is None:
+        ctx.coverage.record(ctx, op.memory, idx, valid, mask, "write")
     store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
 
 

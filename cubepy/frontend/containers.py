@@ -379,6 +379,14 @@ class AtomicRef:
         var = None if value is None else self._value(value)
         return operations.emit(irops.lookup(f"atomic_{op}")(self.memory.var, self.index, var), self.memory.var.type)
 
+    def fetch_inc(self, limit):
+        """CUDA's ``atomicInc`` on a u32: ``m = 0 if m >= limit else m + 1``; the old value."""
+        return self._op("inc", limit)
+
+    def fetch_dec(self, limit):
+        """CUDA's ``atomicDec`` on a u32: ``m = limit if m == 0 or m > limit else m - 1``; the old value."""
+        return self._op("dec", limit)
+
     def fetch_add(self, value):
         """Atomically ``m += value``; the old value."""
         return self._op("add", value)

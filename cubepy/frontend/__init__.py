@@ -52,6 +52,7 @@ from cubepy.frontend.builtins import (
     UNIT_POS_Z,
     BuiltinVar,
     LaneMask,
+    fence,
     plane_all,
     plane_any,
     plane_ballot,
@@ -71,6 +72,9 @@ from cubepy.frontend.builtins import (
     plane_sum,
     sync_async_proxy_shared,
     sync_cube,
+    sync_cube_and,
+    sync_cube_count,
+    sync_cube_or,
     sync_plane,
 )
 from cubepy.frontend.containers import (
@@ -172,7 +176,8 @@ __all__ = [
     "CUBE_DIM_Z", "CUBE_COUNT", "CUBE_COUNT_X", "CUBE_COUNT_Y", "CUBE_COUNT_Z", "PLANE_DIM", "PLANE_POS",
     "UNIT_POS_PLANE", "BuiltinVar", "LANEMASK_EQ", "LANEMASK_LT", "LANEMASK_LE", "LANEMASK_GT", "LANEMASK_GE",
     "LaneMask",
-    "sync_cube", "sync_plane", "sync_async_proxy_shared",
+    "sync_cube", "sync_plane", "sync_async_proxy_shared", "sync_cube_count", "sync_cube_and", "sync_cube_or",
+    "fence",
     "plane_sum", "plane_prod", "plane_min", "plane_max", "plane_inclusive_sum", "plane_exclusive_sum",
     "plane_inclusive_prod", "plane_exclusive_prod", "plane_all", "plane_any", "plane_ballot", "plane_elect",
     "plane_broadcast", "plane_shuffle", "plane_shuffle_xor", "plane_shuffle_up", "plane_shuffle_down",

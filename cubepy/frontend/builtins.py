@@ -9,7 +9,7 @@ units of a cube.
 from __future__ import annotations
 
 from cubepy import ir
-from cubepy.frontend import operations
+from cubepy.frontend import operations, source
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type
@@ -126,6 +126,36 @@ def sync_cube() -> None:
 def sync_plane() -> None:
     """Wait until every unit of the plane gets here."""
     current_scope().append(irops.SyncPlane())
+
+
+def _sync_cube_reduce(cls, pred) -> ExpandElement:
+    return operations.emit(cls(operations.to_bool(pred).var))
+
+
+def sync_cube_count(pred) -> ExpandElement:
+    """``sync_cube`` that also gives how many units of the cube passed a true ``pred`` (u32; CUDA's __syncthreads_count)."""
+    return _sync_cube_reduce(irops.SyncCubeCount, pred)
+
+
+def sync_cube_and(pred) -> ExpandElement:
+    """``sync_cube`` that also gives whether ``pred`` holds on every unit of the cube (__syncthreads_and)."""
+    return _sync_cube_reduce(irops.SyncCubeAnd, pred)
+
+
+def sync_cube_or(pred) -> ExpandElement:
+    """``sync_cube`` that also gives whether ``pred`` holds on some unit of the cube (__syncthreads_or)."""
+    return _sync_cube_reduce(irops.SyncCubeOr, pred)
+
+
+def fence(scope: str = "device") -> None:
+    """A memory fence: this unit's accesses before it are seen before those after it by units of ``scope``.
+
+    ``"cube"``, ``"device"`` or ``"system"`` (CUDA's __threadfence_block, __threadfence,
+    __threadfence_system). It orders; it does not wait for other units (that is ``sync_cube``).
+    """
+    if scope not in irops.FENCE_SCOPES:
+        source.fail(f"fence scope {scope!r}: expected one of {', '.join(repr(s) for s in irops.FENCE_SCOPES)}")
+    current_scope().append(irops.Fence(scope))
 
 
 def sync_async_proxy_shared() -> None:

@@ -7,6 +7,7 @@ import pytest
 
 import cubepy as cp
 from cubepy import u32
+from cubepy.errors import ExpandError
 
 
 @cp.cube(launch=True)
@@ -57,3 +58,48 @@ def inc_of_i32(counter: cp.Array[cp.Atomic[cp.i32]]):
 def test_fetch_inc_counts_in_u32_only():
     with pytest.raises(cp.VerifyError, match=r"atomic_inc counts in u32"):
         cp.testing.expand(inc_of_i32, cp.Array[cp.Atomic[cp.i32]])
+
+
+@cp.cube(launch=True)
+def predicate_barriers(flags: cp.Array[u32], out: cp.Array[u32]):
+    u = cp.UNIT_POS
+    pred = flags[u] != 0
+    count = cp.sync_cube_count(pred)
+    every = cp.sync_cube_and(pred)
+    some = cp.sync_cube_or(pred)
+    out[u * 3] = count
+    out[u * 3 + 1] = u32(every)
+    out[u * 3 + 2] = u32(some)
+
+
+@pytest.mark.parametrize("flags", [np.arange(96) % 3 == 0, np.ones(96, bool), np.zeros(96, bool)])
+def test_sync_cube_count_and_or(client, flags):
+    out = client.zeros((96 * 3,), np.uint32)
+    predicate_barriers.launch(client, cp.CubeCount(1), cp.CubeDim(96), cp.ArrayArg(client.create(flags.astype(np.uint32))),
+                              cp.ArrayArg(out))
+    got = client.read(out).reshape(96, 3)
+    np.testing.assert_array_equal(got[:, 0], flags.sum())
+    np.testing.assert_array_equal(got[:, 1], int(flags.all()))
+    np.testing.assert_array_equal(got[:, 2], int(flags.any()))
+
+
+@cp.cube(launch=True)
+def fenced(out: cp.Array[u32], flag: cp.Array[u32], scope: cp.Comptime[str]):
+    out[cp.ABSOLUTE_POS] = cp.ABSOLUTE_POS
+    cp.fence(scope)
+    flag[cp.ABSOLUTE_POS] = 1
+
+
+@pytest.mark.parametrize("scope, ptx", [("cube", "fence.acq_rel.cta"), ("device", "fence.acq_rel.gpu"),
+                                        ("system", "fence.acq_rel.sys")])
+def test_fence_orders_and_names_its_scope(client, scope, ptx):
+    out, flag = client.zeros((32,), np.uint32), client.zeros((32,), np.uint32)
+    fenced.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(out), cp.ArrayArg(flag), scope)
+    np.testing.assert_array_equal(client.read(out), np.arange(32))
+    np.testing.assert_array_equal(client.read(flag), 1)
+    assert ptx in fenced.compile((32, 1, 1), cp.ArrayArg(out), cp.ArrayArg(flag), scope).ptx
+
+
+def test_an_unknown_fence_scope_is_an_expand_error():
+    with pytest.raises(ExpandError, match="fence scope 'block'.*cube.*device.*system"):
+        cp.testing.expand(fenced, cp.Array[u32], cp.Array[u32], scope="block")

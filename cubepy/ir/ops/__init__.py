@@ -8,16 +8,17 @@ from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill
 from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
 from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ... PlaneShuffleDown)
 from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
-from cubepy.ir.ops.sync import SyncCube, SyncPlane, SyncProxyShared
+from cubepy.ir.ops.sync import *  # noqa: F403  (barriers, predicate barriers, fences)
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
 
 __all__ = [
     "BRANCH_OPS", "GIVEN", "Break", "Check", "Checker", "Continue", "If", "IfElse", "Loop", "OpRecord", "OpTable",
-    "Operation", "RangeLoop", "Return", "Switch", "SyncCube", "SyncPlane", "SyncProxyShared", "all_operations",
+    "Operation", "RangeLoop", "Return", "Switch", "all_operations",
     "arith", "branch", "cmma", "declare", "lookup", "memory", "plane", "sync", "tma",
 ]
 __all__ += arith.__all__
 __all__ += cmma.__all__
 __all__ += memory.__all__
 __all__ += plane.__all__
+__all__ += sync.__all__
 __all__ += tma.__all__

@@ -62,6 +62,8 @@ from cubepy.frontend.builtins import (
     plane_exclusive_sum,
     plane_inclusive_prod,
     plane_inclusive_sum,
+    plane_match_all,
+    plane_match_any,
     plane_max,
     plane_min,
     plane_prod,
@@ -180,6 +182,7 @@ __all__ = [
     "fence",
     "plane_sum", "plane_prod", "plane_min", "plane_max", "plane_inclusive_sum", "plane_exclusive_sum",
     "plane_inclusive_prod", "plane_exclusive_prod", "plane_all", "plane_any", "plane_ballot", "plane_elect",
+    "plane_match_any", "plane_match_all",
     "plane_broadcast", "plane_shuffle", "plane_shuffle_xor", "plane_shuffle_up", "plane_shuffle_down",
     # TMA and asynchronous barriers
     "Barrier", "BarrierExpand", "tma_store_1d", "tma_store_2d", "tma_store_3d", "tma_store_4d", "tma_store_5d",

@@ -225,6 +225,16 @@ def plane_ballot(value):
     return _plane("ballot", operations.to_bool(value), Type(ir.U32, 4))
 
 
+def plane_match_any(value):
+    """The mask (u32) of the plane's active units whose ``value`` equals this unit's (``__match_any_sync``)."""
+    return _plane("match_any", value, Type(ir.U32))
+
+
+def plane_match_all(value):
+    """The mask (u32) of the plane's active units when all hold the same ``value``, else 0 (``__match_all_sync``)."""
+    return _plane("match_all", value, Type(ir.U32))
+
+
 def plane_elect():
     """True on exactly one active unit of the plane (the lowest lane)."""
     return operations.emit(irops.PlaneElect())

@@ -103,3 +103,46 @@ def test_fence_orders_and_names_its_scope(client, scope, ptx):
 def test_an_unknown_fence_scope_is_an_expand_error():
     with pytest.raises(ExpandError, match="fence scope 'block'.*cube.*device.*system"):
         cp.testing.expand(fenced, cp.Array[u32], cp.Array[u32], scope="block")
+
+
+@cp.cube(launch=True)
+def matches(values: cp.Array[u32], any_mask: cp.Array[u32], all_mask: cp.Array[u32]):
+    u = cp.UNIT_POS
+    any_mask[u] = cp.plane_match_any(values[u])
+    all_mask[u] = cp.plane_match_all(values[u])
+
+
+def test_plane_match_any_and_all(client):
+    values = np.array([u % 4 for u in range(32)] + [7] * 32, np.uint32)
+    any_mask, all_mask = client.zeros((64,), np.uint32), client.zeros((64,), np.uint32)
+    matches.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(client.create(values)), cp.ArrayArg(any_mask),
+                   cp.ArrayArg(all_mask))
+    expected_any = [sum(1 << j for j in range(32) if values[32 * (u // 32) + j] == values[u]) for u in range(64)]
+    np.testing.assert_array_equal(client.read(any_mask), np.array(expected_any, np.uint64).astype(np.uint32))
+    np.testing.assert_array_equal(client.read(all_mask), [0] * 32 + [0xFFFFFFFF] * 32)
+
+
+@cp.cube(launch=True)
+def float_matches(values: cp.Array[cp.f32], any_mask: cp.Array[u32]):
+    if cp.UNIT_POS % 2 == 0:  # only the even lanes take part
+        any_mask[cp.UNIT_POS] = cp.plane_match_any(values[cp.UNIT_POS])
+
+
+def test_plane_match_compares_float_bits_among_the_active_lanes(client):
+    values = np.array([0.0, -0.0, 1.5, np.nan] * 8, np.float32)
+    any_mask = client.zeros((32,), np.uint32)
+    float_matches.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(values)),
+                         cp.ArrayArg(any_mask))
+    bits = values.view(np.uint32)
+    expected = [sum(1 << j for j in range(0, 32, 2) if bits[j] == bits[u]) if u % 2 == 0 else 0 for u in range(32)]
+    np.testing.assert_array_equal(client.read(any_mask), np.array(expected, np.uint64).astype(np.uint32))
+
+
+@pytest.mark.ptxas
+def test_plane_match_and_predicate_barriers_are_the_hardware_instructions():
+    client = cp.client("interp")
+    three = [cp.ArrayArg(client.zeros((64,), np.uint32)) for _ in range(3)]
+    ptx = matches.compile((64, 1, 1), *three).ptx
+    assert "match.any.sync.b32" in ptx and "match.all.sync.b32" in ptx
+    ptx = predicate_barriers.compile((96, 1, 1), *three[:2]).ptx
+    assert "bar.red.popc.u32" in ptx and "bar.red.and.pred" in ptx and "bar.red.or.pred" in ptx

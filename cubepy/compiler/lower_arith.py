@@ -33,7 +33,9 @@ LIBDEVICE_FUNCTIONS = {
     "exp": "exp", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
     "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2", "asin": "asin", "acos": "acos",
     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot", "cbrt": "cbrt",
+    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot", "cbrt": "cbrt", "exp2": "exp2", "exp10": "exp10",
+    "log2": "log2", "log10": "log10", "erfc": "erfc", "lgamma": "lgamma", "tgamma": "tgamma",
+    "copysign": "copysign", "fmod": "fmod", "remainder": "remainder", "nextafter": "nextafter",
 }
 
 

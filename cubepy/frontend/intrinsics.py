@@ -100,6 +100,43 @@ def hypot(a, b):
     return _float_binary("hypot", math.hypot, a, b)
 
 
+def copysign(magnitude, sign):
+    """The magnitude of ``magnitude`` with the sign bit of ``sign``."""
+    return _float_binary("copysign", math.copysign, magnitude, sign)
+
+
+def fmod(a, b):
+    """C's fmod: ``a - n * b`` with ``n = trunc(a / b)``, exact, with the sign of ``a`` (``%`` floors instead)."""
+    return _float_binary("fmod", math.fmod, a, b)
+
+
+def remainder(a, b):
+    """The IEEE remainder: ``a - n * b`` with ``n = a / b`` rounded to the nearest even integer, exact."""
+    return _float_binary("remainder", math.remainder, a, b)
+
+
+def nextafter(x, toward):
+    """The next f32/f64 value after ``x`` in the direction of ``toward``."""
+    if isinstance(x, ExpandBase) or isinstance(toward, ExpandBase):
+        kind = operations.unify((x, toward), "nextafter")
+        if kind is not None and kind[0].elem.bits not in (32, 64):
+            source.fail(f"cp.nextafter steps one f32 or f64 ulp, got {kind[0].type!r}; cast to f32 first")
+    return _float_binary("nextafter", math.nextafter, x, toward)
+
+
+def modf(x):
+    """``(fractional part, integral part)`` of ``x``, both with the sign of ``x`` (Python's math.modf)."""
+    if not isinstance(x, ExpandBase):
+        return math.modf(x)
+    x = operations.as_element(x)
+    if not x.elem.is_float:
+        x = operations.cast(x, operations.float_for(x.elem))
+    whole = operations.unary("trunc", x)
+    # x - trunc(x) is exact; an infinity has no fraction (0 with its sign), and -2.0 gives -0.0 as in C.
+    fraction = operations.select(is_inf(x), 0.0, x - whole)
+    return copysign(fraction, x), whole
+
+
 def rhypot(a, b):
     """1 / hypot(a, b)."""
     return _float_binary("rhypot", lambda x, y: 1.0 / math.hypot(x, y), a, b)

@@ -27,8 +27,9 @@ def _dec(old: int, limit: int) -> int:
     return limit if old == 0 or old > limit else old - 1  # CUDA's atomicDec
 
 
-@pytest.mark.parametrize("dec, start, limit", [(False, 0, 10), (False, 50, 10), (False, 7, 0), (True, 3, 5),
-                                               (True, 100, 10), (True, 0, 0)])
+@pytest.mark.parametrize(
+    "dec, start, limit", [(False, 0, 10), (False, 50, 10), (False, 7, 0), (True, 3, 5), (True, 100, 10), (True, 0, 0)]
+)
 def test_fetch_inc_and_dec_wrap_like_cuda(client, dec, start, limit):
     counter = client.create(np.array([start], np.uint32))
     olds = client.zeros((64,), np.uint32)
@@ -75,8 +76,9 @@ def predicate_barriers(flags: cp.Array[u32], out: cp.Array[u32]):
 @pytest.mark.parametrize("flags", [np.arange(96) % 3 == 0, np.ones(96, bool), np.zeros(96, bool)])
 def test_sync_cube_count_and_or(client, flags):
     out = client.zeros((96 * 3,), np.uint32)
-    predicate_barriers.launch(client, cp.CubeCount(1), cp.CubeDim(96), cp.ArrayArg(client.create(flags.astype(np.uint32))),
-                              cp.ArrayArg(out))
+    predicate_barriers.launch(
+        client, cp.CubeCount(1), cp.CubeDim(96), cp.ArrayArg(client.create(flags.astype(np.uint32))), cp.ArrayArg(out)
+    )
     got = client.read(out).reshape(96, 3)
     np.testing.assert_array_equal(got[:, 0], flags.sum())
     np.testing.assert_array_equal(got[:, 1], int(flags.all()))
@@ -90,8 +92,9 @@ def fenced(out: cp.Array[u32], flag: cp.Array[u32], scope: cp.Comptime[str]):
     flag[cp.ABSOLUTE_POS] = 1
 
 
-@pytest.mark.parametrize("scope, ptx", [("cube", "fence.acq_rel.cta"), ("device", "fence.acq_rel.gpu"),
-                                        ("system", "fence.acq_rel.sys")])
+@pytest.mark.parametrize(
+    "scope, ptx", [("cube", "fence.acq_rel.cta"), ("device", "fence.acq_rel.gpu"), ("system", "fence.acq_rel.sys")]
+)
 def test_fence_orders_and_names_its_scope(client, scope, ptx):
     out, flag = client.zeros((32,), np.uint32), client.zeros((32,), np.uint32)
     fenced.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(out), cp.ArrayArg(flag), scope)
@@ -115,8 +118,14 @@ def matches(values: cp.Array[u32], any_mask: cp.Array[u32], all_mask: cp.Array[u
 def test_plane_match_any_and_all(client):
     values = np.array([u % 4 for u in range(32)] + [7] * 32, np.uint32)
     any_mask, all_mask = client.zeros((64,), np.uint32), client.zeros((64,), np.uint32)
-    matches.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(client.create(values)), cp.ArrayArg(any_mask),
-                   cp.ArrayArg(all_mask))
+    matches.launch(
+        client,
+        cp.CubeCount(1),
+        cp.CubeDim(64),
+        cp.ArrayArg(client.create(values)),
+        cp.ArrayArg(any_mask),
+        cp.ArrayArg(all_mask),
+    )
     expected_any = [sum(1 << j for j in range(32) if values[32 * (u // 32) + j] == values[u]) for u in range(64)]
     np.testing.assert_array_equal(client.read(any_mask), np.array(expected_any, np.uint64).astype(np.uint32))
     np.testing.assert_array_equal(client.read(all_mask), [0] * 32 + [0xFFFFFFFF] * 32)
@@ -131,8 +140,9 @@ def float_matches(values: cp.Array[cp.f32], any_mask: cp.Array[u32]):
 def test_plane_match_compares_float_bits_among_the_active_lanes(client):
     values = np.array([0.0, -0.0, 1.5, np.nan] * 8, np.float32)
     any_mask = client.zeros((32,), np.uint32)
-    float_matches.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(values)),
-                         cp.ArrayArg(any_mask))
+    float_matches.launch(
+        client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(values)), cp.ArrayArg(any_mask)
+    )
     bits = values.view(np.uint32)
     expected = [sum(1 << j for j in range(0, 32, 2) if bits[j] == bits[u]) if u % 2 == 0 else 0 for u in range(32)]
     np.testing.assert_array_equal(client.read(any_mask), np.array(expected, np.uint64).astype(np.uint32))

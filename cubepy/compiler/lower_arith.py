@@ -97,6 +97,20 @@ def call_libdevice_math(lw: KernelLowering, base: str, args: list[ir.Value], ele
     return b.fptrunc(result, out_t) if elem in _HALF_TYPES else result
 
 
+def nextafter_half(lw: KernelLowering, x: ir.Value, y: ir.Value) -> ir.Value:
+    """nextafter on one f16/bf16 value by its bits: away from zero is bits + 1, toward zero bits - 1."""
+    b = lw.builder
+    bits_t = lt.I16
+    xb, yb = b.bitcast(x, bits_t), b.bitcast(y, bits_t)
+    zero = ir.Constant(x.type, 0.0)
+    smallest = b.or_(b.and_(yb, ir.Constant(bits_t, 0x8000)), ir.Constant(bits_t, 1))  # +-the least subnormal
+    away = b.icmp_unsigned("==", b.fcmp_ordered("<", x, y), b.fcmp_ordered(">", x, zero))
+    stepped = b.select(away, b.add(xb, ir.Constant(bits_t, 1)), b.sub(xb, ir.Constant(bits_t, 1)))
+    moved = b.bitcast(b.select(b.fcmp_ordered("==", x, zero), smallest, stepped), x.type)
+    result = b.select(b.fcmp_ordered("==", x, y), y, moved)
+    return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
+
+
 def scale_float(lw: KernelLowering, x: ir.Value, factor: float, elem: ElemType) -> ir.Value:
     """``x * factor`` with f16/bf16 computed in f32 and rounded once."""
     b = lw.builder
@@ -198,6 +212,8 @@ def binary(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, ty: Type) ->
             return intrinsic(lw, f"llvm.{name}num", [a, c])
         if name in ("floordiv", "mod"):
             return float_floordiv_mod(lw, name, a, c, elem)
+        if name == "nextafter" and elem in _HALF_TYPES:  # one ulp of the half type, not of f32
+            return map_lanes(lw, lambda x, y: nextafter_half(lw, x, y), [a, c], a.type)
         if name in LIBDEVICE_FUNCTIONS:
             return call_libdevice_math(lw, LIBDEVICE_FUNCTIONS[name], [a, c], elem)
     elif elem.is_bool:

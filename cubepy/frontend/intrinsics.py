@@ -116,11 +116,7 @@ def remainder(a, b):
 
 
 def nextafter(x, toward):
-    """The next f32/f64 value after ``x`` in the direction of ``toward``."""
-    if isinstance(x, ExpandBase) or isinstance(toward, ExpandBase):
-        kind = operations.unify((x, toward), "nextafter")
-        if kind is not None and kind[0].elem.bits not in (32, 64):
-            source.fail(f"cp.nextafter steps one f32 or f64 ulp, got {kind[0].type!r}; cast to f32 first")
+    """The next value of ``x``'s float type after ``x`` in the direction of ``toward``."""
     return _float_binary("nextafter", math.nextafter, x, toward)
 
 

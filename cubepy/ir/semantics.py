@@ -109,6 +109,12 @@ def _remainder(a: Value, b: Value) -> Value:
     return wide.astype(dtype)
 
 
+def _nextafter(a: Value, b: Value) -> Value:
+    """C's nextafter in the operands' type: ``b`` when ``a == b`` (numpy's f16 version returns ``a``, so
+    ``nextafter(0.0, -0.0)`` would be +0.0 instead of C's -0.0)."""
+    return np.where(np.asarray(a) == np.asarray(b), b, np.nextafter(a, b))
+
+
 def _is_nan(x: Value) -> Value:
     return np.isnan(np.asarray(x).astype(compute_dtype(np.asarray(x).dtype)))
 
@@ -144,8 +150,10 @@ FLOAT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
     arith.Add: np.add, arith.Sub: np.subtract, arith.Mul: np.multiply, arith.Div: np.true_divide,
     arith.Floordiv: np.floor_divide, arith.Mod: np.remainder, arith.Min: np.fmin, arith.Max: np.fmax,
     arith.Powf: np.power, arith.Atan2: np.arctan2, arith.Hypot: np.hypot, arith.Rhypot: _rhypot,
-    arith.Copysign: np.copysign, arith.Fmod: np.fmod, arith.Remainder: _remainder, arith.Nextafter: np.nextafter,
+    arith.Copysign: np.copysign, arith.Fmod: np.fmod, arith.Remainder: _remainder,
 }
+# Float members computed in the operands' own type (one ulp of f16 is not one ulp of f32).
+FLOAT_BINARY_DIRECT: dict[type[Operation], Callable[[Value, Value], Value]] = {arith.Nextafter: _nextafter}
 INT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
     arith.Add: np.add, arith.Sub: np.subtract, arith.Mul: np.multiply, arith.Min: np.minimum,
     arith.Max: np.maximum, arith.Floordiv: numerics.int_floordiv, arith.Mod: numerics.int_mod,
@@ -185,7 +193,8 @@ def binary(cls: type[Operation], elem: ElemType, a: Value, b: Value) -> Value:
     if cls is arith.Powi:
         return powi(a, b)
     if elem.is_float:
-        return float_op(FLOAT_BINARY[cls], a, b)
+        direct = FLOAT_BINARY_DIRECT.get(cls)
+        return direct(a, b) if direct is not None else float_op(FLOAT_BINARY[cls], a, b)
     if elem.is_bool:
         return BOOL_BINARY[cls](a, b)
     return INT_BINARY[cls](a, b)

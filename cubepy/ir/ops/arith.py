@@ -146,14 +146,7 @@ Rhypot = _binary("rhypot", "float", "1 / hypot(lhs, rhs).", foldable=False)
 Copysign = _binary("copysign", "float", "The magnitude of lhs with the sign bit of rhs.")
 Fmod = _binary("fmod", "float", "C's fmod: lhs - n * rhs with n = trunc(lhs / rhs), exact; the sign of lhs.")
 Remainder = _binary("remainder", "float", "IEEE remainder: lhs - n * rhs with n = lhs / rhs rounded to even, exact.")
-def _single_or_double(c: Checker, inst: Instruction, op: Operation) -> None:
-    assert isinstance(op, Binary)
-    if op.lhs.elem.bits not in (32, 64):
-        c.fail("type-mismatch", inst, f"{op.name} steps one f32 or f64 ulp, got {op.lhs.type!r}")
-
-
-Nextafter = _binary("nextafter", "float", "The next representable value after lhs toward rhs (f32 and f64 only).",
-                    checks=(_single_or_double,))
+Nextafter = _binary("nextafter", "float", "The next representable value of the type after lhs toward rhs.")
 DivTrunc = _binary("div_trunc", "int", "Division truncating toward zero (C's /).")
 RemTrunc = _binary("rem_trunc", "int", "Remainder with the dividend's sign (C's %).")
 Bitand = _binary("bitand", "int", "Bitwise and.")

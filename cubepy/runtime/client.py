@@ -68,7 +68,7 @@ def _as_cube_shape(value, cls, what: str):
 
 
 class ComputeClient:
-    """A runtime's entry point: allocate, read and launch (API.md section 5)."""
+    """A runtime's entry point: allocate, read and launch (see docs/reference/cubepy.md)."""
 
     def __init__(self, name: str, backend: Backend, *, sanitize: bool = False) -> None:
         self.name = name

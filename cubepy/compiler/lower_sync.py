@@ -31,13 +31,12 @@ from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 PLANE_SIZE = 32
 FULL_MASK = ir.Constant(lt.I32, -1)
-_SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
 
 
 # -- builtins -------------------------------------------------------------------------------------------
 def sreg(lw: KernelLowering, name: str) -> ir.Value:
-    """Read the PTX special register ``%name`` (``tid.x``, ``laneid``) as i32."""
-    return lw.call(f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [], name_hint=name.replace(".", "_"))
+    """Read the PTX special register ``%name`` (``tid.x``, ``laneid``) as i32 (the target provides it)."""
+    return lw.target.special_register(lw, name)
 
 
 def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
@@ -98,28 +97,27 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
 # -- barriers -------------------------------------------------------------------------------------------
 def lower_sync_cube(lw: KernelLowering, inst: Instruction) -> None:
     """bar.sync 0: every unit of the cube, with shared-memory visibility."""
-    lw.call("llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [ir.Constant(lt.I32, 0)])
+    lw.target.sync_cube(lw)
 
 
 def lower_sync_plane(lw: KernelLowering, inst: Instruction) -> None:
     """bar.warp.sync over the whole plane."""
-    lw.call("llvm.nvvm.bar.warp.sync", lt.VOID, [FULL_MASK])
+    lw.target.sync_plane(lw)
 
 
 def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:
     """fence.proxy.async.shared::cta: generic-proxy shared writes become visible to TMA."""
-    lw.call("llvm.nvvm.fence.proxy.async.shared_cta", lt.VOID, [])
+    lw.target.fence_proxy_shared(lw)
 
 
 # -- shuffles -------------------------------------------------------------------------------------------
 def active_mask(lw: KernelLowering) -> ir.Value:
     """The lanes of this plane executing now (``activemask.b32``)."""
-    return lw.call("llvm.nvvm.activemask", lt.I32, [], name_hint="active_mask")
+    return lw.target.active_mask(lw)
 
 
 def _shuffle_word(lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
-    clamp = ir.Constant(lt.I32, _SHUFFLE_CLAMP[mode])
-    return lw.call(f"llvm.nvvm.shfl.sync.{mode}.i32", lt.I32, [mask, word, arg, clamp])
+    return lw.target.shuffle_word(lw, mode, word, arg, mask)
 
 
 def _shuffle_scalar(lw: KernelLowering, mode: str, value: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
@@ -232,8 +230,7 @@ _MOVE_MODE = {"broadcast": "idx", "shuffle": "idx", "shuffle_xor": "bfly", "shuf
 
 
 def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
-    ret = lt.I32 if kind == "ballot" else lt.I1
-    return lw.call(f"llvm.nvvm.vote.{kind}.sync", ret, [mask, predicate])
+    return lw.target.vote(lw, kind, predicate, mask)
 
 
 def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
@@ -242,14 +239,7 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     b = lw.builder
     kind = op.op
     if kind == "elect":
-        mask = active_mask(lw)
-        if lw.sm >= 90:
-            elected = b.extract_value(lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]),
-                                              [mask]), 1)
-        else:  # the lowest active lane
-            first = lw.call("llvm.cttz.i32", lt.I32, [mask, ir.Constant(lt.I1, 1)])
-            elected = b.icmp_unsigned("==", _laneid(lw), first)
-        lw.define(inst.out, elected)
+        lw.define(inst.out, lw.target.elect(lw, active_mask(lw)))
         return
     value = lw.value(op.value)
     elem = op.value.elem

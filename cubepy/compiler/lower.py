@@ -285,6 +285,10 @@ class KernelLowering:
         fn = self.declare(name, ret, [a.type for a in args])
         return self.builder.call(fn, args, name=name_hint)
 
+    def call_in(self, builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call ``name`` at another builder's position (a target's entry or epilogue blocks)."""
+        return builder.call(self.declare(name, ret, [a.type for a in args]), args)
+
     def call_libdevice(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         """Call libdevice's ``name`` (``__nv_expf``); it is linked in and inlined later."""
         return self.target.math_call(self, name, ret, args)

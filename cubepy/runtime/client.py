@@ -295,11 +295,20 @@ _clients: dict[tuple[str, bool], ComputeClient] = {}
 
 
 def runtimes() -> list[str]:
-    """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver."""
+    """Names of the runtimes usable here: ``interp`` always, ``cpu`` where llvmlite targets this machine, ``cuda`` with a GPU."""
     names = ["interp"]
+    if cpu_unavailable_reason() is None:
+        names.append("cpu")
     if cuda_unavailable_reason() is None:
         names.append("cuda")
     return names
+
+
+def cpu_unavailable_reason() -> str | None:
+    """Why the compiled cpu runtime cannot be used here (llvmlite cannot target this machine), or None."""
+    from cubepy.runtime.cpu import host_unavailable_reason
+
+    return host_unavailable_reason()
 
 
 def cuda_unavailable_reason() -> str | None:
@@ -320,6 +329,13 @@ def client(name: str | None = None, *, sanitize: bool = False) -> ComputeClient:
         return existing
     if name == "interp":
         made = ComputeClient("interp", InterpBackend(), sanitize=sanitize)
+    elif name == "cpu":
+        reason = cpu_unavailable_reason()
+        if reason is not None:
+            raise CubeError(f"runtime 'cpu' is unavailable: {reason}")
+        from cubepy.runtime import cpu
+
+        made = cpu.make_client(sanitize=sanitize)
     elif name == "cuda":
         reason = cuda_unavailable_reason()
         if reason is not None:

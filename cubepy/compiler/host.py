@@ -22,7 +22,7 @@ from cubepy.ir import KernelDefinition, verify
 
 # C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
 HOST_SYMBOLS = frozenset({
-    "malloc", "free", "expf", "exp", "logf", "log", "log1pf", "log1p", "sinf", "sin", "cosf", "cos", "tanf",
+    "aligned_alloc", "free", "expf", "exp", "logf", "log", "log1pf", "log1p", "sinf", "sin", "cosf", "cos", "tanf",
     "tan", "tanhf", "tanh", "erff", "erf", "powf", "pow", "atan2f", "atan2", "asinf", "asin", "acosf", "acos",
     "atanf", "atan", "sinhf", "sinh", "coshf", "cosh", "asinhf", "asinh", "acoshf", "acosh", "atanhf", "atanh",
     "expm1f", "expm1", "hypotf", "hypot", "fmodf", "fmod",

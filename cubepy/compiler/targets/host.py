@@ -42,6 +42,7 @@ RUNNABLE, AT_BARRIER, AT_PLANE, DONE = 0, 1, 2, 3
 DRIVER_NAME = "cubepy_run_cubes"
 PLANE = 32
 SHARED_ALIGN = 64
+FRAME_ALIGN = 64
 
 _TMA_REASON = ("TMA copies are not emulated by the compiled host code yet (the interp runs them; "
                "use cp.client('interp'))")
@@ -56,6 +57,21 @@ UNSUPPORTED: dict[type, str] = {
 }
 # libdevice spelling -> C library symbol (the f32 forms end in "f"); powi and rhypot are composed.
 _LIBM_RENAMES = {"__nv_powif": None, "__nv_powi": None, "__nv_rhypotf": None, "__nv_rhypot": None}
+class TokenType(ir.Type):
+    """LLVM's ``token`` type (llvmlite has none): what ``llvm.coro.id`` returns."""
+
+    def _to_string(self) -> str:
+        return "token"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenType)
+
+    def __hash__(self) -> int:
+        return hash("token")
+
+
+TOKEN = TokenType()
+TOKEN_NONE = ir.FormattedConstant(TOKEN, "none")
 I8 = ir.IntType(8)
 I64 = lt.I64
 I32 = lt.I32
@@ -98,7 +114,7 @@ class HostTarget:
         function = ir.Function(lw.module, ir.FunctionType(ret, [PTR, PTR, I32]), f"{lw.name}.unit")
         function.linkage = "internal"
         function.args[0].name, function.args[1].name, function.args[2].name = "params", "cube", "unit"
-        function.attributes.add("presplitcoroutine" if self.coroutine else "alwaysinline")
+        function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
         return function
 
     def _ctx_load(self, b: ir.IRBuilder, offset: int, ty: ir.Type, name: str) -> ir.Value:
@@ -135,11 +151,12 @@ class HostTarget:
         self.mask = b.gep(self._ctx_load(b, CTX_MASK, PTR, "masks"), [unit64], source_etype=I32)
         self.publish = b.gep(self._ctx_load(b, CTX_PUBLISH, PTR, "published"), [unit64], source_etype=I64)
         self.snapshot = self._ctx_load(b, CTX_SNAPSHOT, PTR, "snapshot")
-        token = ir.TokenType()
-        self.coro_id = lw.call_in(b, "llvm.coro.id", token, [ir.Constant(I32, 0), ir.Constant(PTR, None),
+        self.coro_id = lw.call_in(b, "llvm.coro.id", TOKEN, [ir.Constant(I32, 0), ir.Constant(PTR, None),
                                                               ir.Constant(PTR, None), ir.Constant(PTR, None)])
         size = lw.call_in(b, "llvm.coro.size.i64", I64, [])
-        memory = lw.call_in(b, "malloc", PTR, [size])
+        # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
+        rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
+        memory = lw.call_in(b, "aligned_alloc", PTR, [ir.Constant(I64, FRAME_ALIGN), rounded])
         self.handle = lw.call_in(b, "llvm.coro.begin", PTR, [self.coro_id, memory])
         self._ret_block = fn.append_basic_block("coro.ret")
         self._cleanup_block = fn.append_basic_block("coro.cleanup")
@@ -181,7 +198,7 @@ class HostTarget:
         self._site += 1
         b.store(ir.Constant(I32, self._site), self.site)
         b.store(ir.Constant(I32, state), self.state)
-        result = lw.call("llvm.coro.suspend", I8, [ir.Constant(ir.TokenType(), None), ir.Constant(lt.I1, 0)])
+        result = lw.call("llvm.coro.suspend", I8, [TOKEN_NONE, ir.Constant(lt.I1, 0)])
         resume = lw.new_block("resumed")
         switch = b.switch(result, self._ret_block)
         switch.add_case(ir.Constant(I8, 0), resume)
@@ -279,7 +296,7 @@ class HostTarget:
     def finish(self, lw: KernelLowering) -> None:
         """The coroutine's final suspend, cleanup and return blocks, then the cube driver."""
         if self.coroutine:
-            none = ir.Constant(ir.TokenType(), None)
+            none = TOKEN_NONE
             b = ir.IRBuilder(self._final_block)
             b.store(ir.Constant(I32, DONE), self.state)
             final = lw.call_in(b, "llvm.coro.suspend", I8, [none, ir.Constant(lt.I1, 1)])

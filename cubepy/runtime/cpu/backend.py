@@ -115,7 +115,9 @@ class CpuBackend:
         params = int(packed.block.ctypes.data)
         workers = min(self.threads, total)
         if workers <= 1 or total * kernel.units < 4096:
-            run(params, _Workspace(kernel, cube_count).address, 0, total)
+            space = _Workspace(kernel, cube_count)  # must outlive the call: the compiled code uses its arrays
+            run(params, space.address, 0, total)
+            del space, packed, info
             return
         tasks = min(total, workers * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]

@@ -8,6 +8,7 @@ import threading
 from cubepy.compiler.host import HostKernel, host_machine
 from cubepy.compiler.target import _LLVM_LOCK, binding
 from cubepy.compiler.targets.host import DRIVER_NAME
+from cubepy.runtime.cpu.symbols import ensure_resolvable
 
 RunCubes = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 _loaded: dict[int, tuple[HostKernel, object, object]] = {}
@@ -20,10 +21,14 @@ def entry(kernel: HostKernel):
     if found is not None and found[0] is kernel:
         return found[2]
     with _lock, _LLVM_LOCK:
+        ensure_resolvable(kernel.name, kernel.object_code)
         llvm = binding()
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
-        engine.add_object_file(llvm.ObjectFileRef.from_data(kernel.object_code))
+        # The object file refers to these bytes without copying them: both stay alive with the engine.
+        code = bytes(kernel.object_code)
+        obj = llvm.ObjectFileRef.from_data(code)
+        engine.add_object_file(obj)
         engine.finalize_object()
         function = RunCubes(engine.get_function_address(DRIVER_NAME))
-        _loaded[id(kernel)] = (kernel, engine, function)
+        _loaded[id(kernel)] = (kernel, (engine, obj, code), function)
     return function

@@ -2,7 +2,7 @@
 
 LLVM's x86 code generator turns some operations into calls to compiler-runtime helpers (``fminf`` for a
 half ``minnum``, ``__truncsfbf2`` for f32 -> bf16).  libc/libm ones resolve in this process; the bf16
-rounding helper is provided here (compiled once, registered with ``llvm.add_symbol``); anything else
+rounding helpers (f32 -> bf16, f64 -> f16/bf16) are provided here (compiled once, registered with ``llvm.add_symbol``); anything else
 missing is a ``CompileError`` naming the symbol, instead of a call through a null address.
 """
 
@@ -31,8 +31,41 @@ define bfloat @cubepy_truncsfbf2(float %x) {
   %out = bitcast i16 %half to bfloat
   ret bfloat %out
 }
+
+; f64 -> f32 rounded to odd (truncate, then set the last bit when inexact): rounding that once more to
+; f16 or bf16 (at least 2 bits narrower) equals rounding the f64 directly, as numpy does.
+define float @cubepy_round_odd(double %d) {
+  %t = fptrunc double %d to float
+  %back = fpext float %t to double
+  %ad = call double @llvm.fabs.f64(double %d)
+  %ab = call double @llvm.fabs.f64(double %back)
+  %over = fcmp ogt double %ab, %ad
+  %bits = bitcast float %t to i32
+  %down = sub i32 %bits, 1
+  %toward_zero = select i1 %over, i32 %down, i32 %bits
+  %inexact = fcmp one double %back, %d
+  %odd = or i32 %toward_zero, 1
+  %r = select i1 %inexact, i32 %odd, i32 %toward_zero
+  %f = bitcast i32 %r to float
+  ret float %f
+}
+
+define half @cubepy_truncdfhf2(double %d) {
+  %f = call float @cubepy_round_odd(double %d)
+  %h = fptrunc float %f to half
+  ret half %h
+}
+
+define bfloat @cubepy_truncdfbf2(double %d) {
+  %f = call float @cubepy_round_odd(double %d)
+  %h = call bfloat @cubepy_truncsfbf2(float %f)
+  ret bfloat %h
+}
+
+declare double @llvm.fabs.f64(double)
 """
-_PROVIDED = {"__truncsfbf2": "cubepy_truncsfbf2"}
+_PROVIDED = {"__truncsfbf2": "cubepy_truncsfbf2", "__truncdfhf2": "cubepy_truncdfhf2",
+             "__truncdfbf2": "cubepy_truncdfbf2"}
 
 
 def undefined_symbols(elf: bytes) -> list[str]:

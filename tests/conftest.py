@@ -16,8 +16,31 @@ import cubepy as cp  # noqa: E402
 
 @pytest.fixture
 def client():
-    """The client the runtime tests use: interp, or ``CUBEPY_TEST_RUNTIME`` (the device check sets cuda)."""
-    return cp.client(os.environ.get("CUBEPY_TEST_RUNTIME", "interp"))
+    """The client the runtime tests use: interp, or ``CUBEPY_TEST_RUNTIME`` (the device check sets cuda;
+    ``differential`` runs every launch on interp and cpu and compares, see tests/runtime/cpu/differential.py)."""
+    name = os.environ.get("CUBEPY_TEST_RUNTIME", "interp")
+    if name == "differential":
+        return _differential_client()
+    return cp.client(name)
+
+
+_DIFFERENTIAL: list = []
+
+
+def _differential_client():
+    from tests.runtime.cpu.differential import DifferentialReport, differential_client
+
+    if not _DIFFERENTIAL:
+        report = DifferentialReport()
+        _DIFFERENTIAL.extend([report, differential_client(report)])
+    return _DIFFERENTIAL[1]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Write the differential report where ``CUBEPY_DIFFERENTIAL_REPORT`` says."""
+    path = os.environ.get("CUBEPY_DIFFERENTIAL_REPORT")
+    if _DIFFERENTIAL and path:
+        _DIFFERENTIAL[0].write(path)
 
 
 def pytest_configure(config):

@@ -14,6 +14,7 @@ import time
 
 import attrs
 
+from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, run_isolated
 from cubepy.compiler.targets.host import DRIVER_NAME, PLANE, HostTarget
@@ -21,12 +22,9 @@ from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, verify
 
 # C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
-HOST_SYMBOLS = frozenset({
-    "aligned_alloc", "free", "expf", "exp", "logf", "log", "log1pf", "log1p", "sinf", "sin", "cosf", "cos", "tanf",
-    "tan", "tanhf", "tanh", "erff", "erf", "powf", "pow", "atan2f", "atan2", "asinf", "asin", "acosf", "acos",
-    "atanf", "atan", "sinhf", "sinh", "coshf", "cosh", "asinhf", "asinh", "acoshf", "acosh", "atanhf", "atanh",
-    "expm1f", "expm1", "hypotf", "hypot", "fmodf", "fmod",
-})
+# Every libdevice function the lowering calls has a C library twin (rhypot is composed from hypot).
+_LIBM = ({*LIBDEVICE_FUNCTIONS.values(), "fmod", "pow", "hypot"} - {"rhypot"})
+HOST_SYMBOLS = frozenset({"aligned_alloc", "free"} | {name + suffix for name in _LIBM for suffix in ("", "f")})
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.ir import VarKind, ops, walk
+from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -55,6 +56,31 @@ UNSUPPORTED: dict[type, str] = {
                                        ops.BarrierExpectTx, ops.BarrierWait, ops.BarrierWaitParity)},
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
 }
+
+
+class HostOpTable(OpTable):
+    """The cpu back end's coverage: every operation the one LLVM lowering implements, minus ``UNSUPPORTED``.
+
+    Filled on first use from the LLVM table, so the completeness test walks the cpu back end too.
+    """
+
+    def load(self) -> OpTable:
+        """Copy the LLVM lowering's implementations and declare the host's unsupported operations (once)."""
+        if not self._loaded:
+            self._loaded = True
+            from cubepy.compiler.lower import LLVM
+
+            for cls, implementation in LLVM.load().implementations.items():
+                if cls in UNSUPPORTED:
+                    self.unsupported(cls, reason=UNSUPPORTED[cls])
+                else:
+                    self.implementations[cls] = implementation
+            for cls, reason in LLVM.unsupported_reasons.items():
+                self.unsupported_reasons.setdefault(cls, reason)
+        return self
+
+
+CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
 # libdevice spelling -> C library symbol (the f32 forms end in "f"); powi and rhypot are composed.
 _LIBM_RENAMES = {"__nv_powif": None, "__nv_powi": None, "__nv_rhypotf": None, "__nv_rhypot": None}
 class TokenType(ir.Type):
@@ -316,4 +342,5 @@ class HostTarget:
 
     def unsupported_reason(self, operation: Operation) -> str | None:
         """TMA, mbarriers and cmma are not compiled for the host yet."""
-        return UNSUPPORTED.get(type(operation))
+        cls = type(operation)
+        return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

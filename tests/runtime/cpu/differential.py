@@ -17,13 +17,14 @@ import numpy as np
 
 from cubepy.errors import CompileError
 from cubepy.ir import ops, walk
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
 from cubepy.runtime.cpu.backend import CpuBackend
+from cubepy.runtime.interp.backend import InterpBackend
 
 # Functions the interp computes with numpy and the cpu runtime with the C library.
 TRANSCENDENTAL = frozenset({
     "exp", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-    "acosh", "atanh", "expm1", "powf", "atan2", "hypot", "rhypot", "powi",
+    "acosh", "atanh", "expm1", "powf", "atan2", "hypot", "rhypot", "powi", "cbrt",
 })
 ULP_BOUND = {np.dtype(np.float16): 1, np.dtype(np.float32): 4, np.dtype(np.float64): 4}
 BF16_ULP_BOUND = 1
@@ -64,7 +65,7 @@ def uses_transcendental(definition) -> bool:
     """Whether the kernel calls a function whose last bits may differ between numpy and the C library."""
     for inst in walk(definition.body):
         op = inst.operation
-        if isinstance(op, (ops.Unary, ops.Binary)) and op.op in TRANSCENDENTAL:
+        if isinstance(op, (ops.Unary, ops.Binary)) and op.name in TRANSCENDENTAL:
             return True
     return False
 

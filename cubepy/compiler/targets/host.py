@@ -2,7 +2,7 @@
 
 Execution model.  A kernel's body becomes ``<name>.unit(ptr params, ptr cube, i32 unit)``: one unit of one
 cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compiler.abi.param_layout``);
-``cube`` is the per-cube context below; ``unit`` the linear unit index (``tid.x + tid.y*X + tid.z*X*Y``).
+``cube`` is the per-cube context below; ``unit`` the linear unit index (``tid.x + tid.y*X + tid.z*X*Y``), then ``ctaid.x/y/z``.
 
 * A kernel without ``sync_cube``, ``sync_plane`` or plane operations is a plain function; the driver
   calls it for every unit in a loop (inlined, so LLVM may vectorize across units).
@@ -104,6 +104,13 @@ I32 = lt.I32
 PTR = lt.GENERIC_PTR
 
 
+def _invariant(load: ir.Value) -> ir.Value:
+    """Mark a load of launch-constant memory (parameter block, context pointers): LLVM may hoist it out of loops
+    even past stores to buffers that could, for all it knows, alias the block."""
+    load.set_metadata("invariant.load", load.parent.parent.module.add_metadata([]))
+    return load
+
+
 def needs_coroutines(definition: KernelDefinition) -> bool:
     """Whether some unit may have to wait for others (a barrier or a plane operation)."""
     return any(isinstance(inst.operation, (ops.SyncCube, ops.SyncPlane, ops.PlaneOp)) for inst in walk(definition.body))
@@ -137,15 +144,17 @@ class HostTarget:
     def declare_entry(self, lw: KernelLowering) -> ir.Function:
         """``ptr|void <name>.unit(ptr params, ptr cube, i32 unit)``, internal: the driver calls it."""
         ret = PTR if self.coroutine else lt.VOID
-        function = ir.Function(lw.module, ir.FunctionType(ret, [PTR, PTR, I32]), f"{lw.name}.unit")
+        # ctaid comes as arguments (not from the context): LLVM then knows it cannot change inside a cube.
+        function = ir.Function(lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32]), f"{lw.name}.unit")
         function.linkage = "internal"
-        function.args[0].name, function.args[1].name, function.args[2].name = "params", "cube", "unit"
+        for arg, name in zip(function.args, ("params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z")):
+            arg.name = name
         function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
         return function
 
     def _ctx_load(self, b: ir.IRBuilder, offset: int, ty: ir.Type, name: str) -> ir.Value:
         ptr = b.gep(b.function.args[1], [ir.Constant(I64, offset)], source_etype=I8)
-        return b.load(ptr, typ=ty, name=name)
+        return _invariant(b.load(ptr, typ=ty, name=name))
 
     def prologue(self, lw: KernelLowering) -> None:
         """Read every parameter from the block, the cube context, and start the coroutine."""
@@ -157,12 +166,12 @@ class HostTarget:
         for slot, key in zip(abi.param_layout(lw.definition).slots, [*keys, None]):
             where = b.gep(params, [ir.Constant(I64, slot.offset)], source_etype=I8)
             if slot.role == abi.INFO_ROLE:
-                self.info = b.load(where, typ=lt.GLOBAL_PTR, name="info")
+                self.info = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name="info"))
             elif slot.role in ("array", "tensor"):
-                lw.params[key] = b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}")
+                lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
             elif slot.role == "scalar":
-                lw.params[key] = b.load(where, typ=lt.item_type(slot.type, memory=True), align=slot.align,
-                                        name=f"scalar{slot.kind_index}")
+                lw.params[key] = _invariant(b.load(where, typ=lt.item_type(slot.type, memory=True), align=slot.align,
+                                                   name=f"scalar{slot.kind_index}"))
             else:
                 lw.params[key] = where
         self.unit = unit
@@ -215,8 +224,9 @@ class HostTarget:
             if axis == "y":
                 return b.urem(b.udiv(self.unit, ir.Constant(I32, x)), ir.Constant(I32, y))
             return b.udiv(self.unit, ir.Constant(I32, x * y))
-        offset = (CTX_CTAID if base == "ctaid" else CTX_NCTAID) + 4 * "xyz".index(axis)
-        return self._ctx_load(b, offset, I32, name.replace(".", "_"))
+        if base == "ctaid":
+            return lw.function.args[3 + "xyz".index(axis)]
+        return self._ctx_load(b, CTX_NCTAID + 4 * "xyz".index(axis), I32, name.replace(".", "_"))
 
     # -- suspension points ---------------------------------------------------------------------------
     def _suspend(self, lw: KernelLowering, state: int) -> None:

@@ -105,13 +105,13 @@ def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefiniti
             arrays[name] = b.load(ctx(offset), typ=PTR, name=name)
 
     def run_cube(linear: ir.Value) -> None:
-        b.store(b.urem(linear, nx), ctx(CTX_CTAID))
-        b.store(b.urem(b.udiv(linear, nx), ny), ctx(CTX_CTAID + 4))
-        b.store(b.udiv(linear, b.mul(nx, ny)), ctx(CTX_CTAID + 8))
+        ctaid = [b.urem(linear, nx), b.urem(b.udiv(linear, nx), ny), b.udiv(linear, b.mul(nx, ny))]
+        for axis, value in enumerate(ctaid):
+            b.store(value, ctx(CTX_CTAID + 4 * axis))
         if not coroutine:
-            e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u]))
+            e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return
-        _schedule(e, unit, params, cube, arrays, units)
+        _schedule(e, unit, params, cube, arrays, units, ctaid)
 
     e.loop(first, last, run_cube)
     b.ret_void()
@@ -119,7 +119,8 @@ def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefiniti
     return fn
 
 
-def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int) -> None:
+def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int,
+              ctaid: list[ir.Value]) -> None:
     b = e.b
     state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
     publish, snapshot, handles = arrays["publish"], arrays["snapshot"], arrays["handles"]
@@ -128,7 +129,7 @@ def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, 
         return b.load(e.element(state, u, I32), typ=I32)
 
     def start(u: ir.Value) -> None:
-        b.store(b.call(unit, [params, cube, u]), e.element(handles, u, PTR))
+        b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
 
     e.loop(_const(0), _const(units), start)
     head, after = e.block("schedule"), e.block("scheduled")

@@ -248,16 +248,16 @@ class Runtime:
 # Runtime name -> Runtime, in the order ``runtimes()`` lists them.  A new runtime is one entry here.
 RUNTIMES: dict[str, Runtime] = {
     "interp": Runtime(lambda: None, _interp_client),
-    "cpu": Runtime(_cpu_unavailable_reason, _cpu_client),
     "cuda": Runtime(_cuda_unavailable_reason, _cuda_client),
+    "cpu": Runtime(_cpu_unavailable_reason, _cpu_client),
 }
 
 _clients: dict[tuple[str, bool], ComputeClient] = {}
 
 
 def runtimes() -> list[str]:
-    """Names of the runtimes usable here: ``interp`` always, ``cpu`` where llvmlite targets this machine,
-    ``cuda`` with a GPU and driver."""
+    """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver, ``cpu`` where
+    llvmlite targets this machine."""
     return [name for name, runtime in RUNTIMES.items() if runtime.unavailable_reason() is None]
 
 

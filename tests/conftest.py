@@ -36,6 +36,22 @@ def _differential_client():
     return _DIFFERENTIAL[1]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a runtime that declines an operation (``op X is not supported by back end cpu: why``), the test is
+    skipped with that reason rather than failed: the runtime says what it cannot run, and why."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or call.when != "call":
+        return
+    from cubepy.errors import CompileError
+
+    message = str(call.excinfo.value)
+    if call.excinfo.errisinstance(CompileError) and "is not supported by back end cpu" in message:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, "Skipped: " + message.splitlines()[0])
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Write the differential report where ``CUBEPY_DIFFERENTIAL_REPORT`` says."""
     path = os.environ.get("CUBEPY_DIFFERENTIAL_REPORT")

@@ -67,7 +67,7 @@ def _as_cube_shape(value, cls, what: str):
 
 
 class ComputeClient:
-    """A runtime's entry point: allocate, read and launch (API.md section 5)."""
+    """A runtime's entry point: allocate, read and launch (docs/tutorial/first-kernel.md)."""
 
     def __init__(self, name: str, backend, *, sanitize: bool = False) -> None:
         self.name = name

@@ -2,7 +2,7 @@
 
 Users give shapes, tiles, element strides and corners in numpy order (outermost first); the map stores
 them the way the driver takes them (dimension 0 innermost, byte strides for dimensions 1..rank-1,
-im2col corners W first).  Every encoder rule of `tma-semantics.md` section 4 (rules 1-22) is checked
+im2col corners W first).  Every encoder rule of docs/semantics/tma.md "Encoder rules" (rules 1-22) is checked
 here, on every runtime, and a broken one raises `TensorMapError` naming the parameter, its value and
 the rule.  The descriptor is runtime data: only `compilation_arg()` enters a kernel cache key.
 """

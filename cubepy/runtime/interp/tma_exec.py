@@ -1,6 +1,6 @@
 """Asynchronous barriers and TMA copies in the lockstep interp: handlers of ``cubepy.ir.ops.tma``.
 
-Model (``shared/reference/tma-semantics.md``; PTX ``mbarrier``):
+Model (docs/semantics/tma.md; PTX ``mbarrier``):
 
 * Each barrier holds, per cube, its arrival count, the arrivals still pending in the current phase,
   a signed transaction count (bytes expected minus bytes delivered) and the number of completed
@@ -41,7 +41,7 @@ _EXTENSION_KEY = "tma.barriers"
 
 
 class TmaMisuseError(SanitizerError, TensorMapError):
-    """A TMA copy or barrier used against its rules (tma-semantics.md rules 23-28), found while running."""
+    """A TMA copy or barrier used against its rules (docs/semantics/tma.md, rules 23-28), found while running."""
 
 
 class BarrierState:

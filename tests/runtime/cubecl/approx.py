@@ -1,4 +1,4 @@
-"""Helpers shared by the ported CubeCL tests: skips for names outside API.md, CubeCL's approx compare."""
+"""Helpers shared by the ported CubeCL tests: skips for names outside cubepy's API, CubeCL's approx compare."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ F32_EPSILON = float(np.finfo(np.float32).eps)
 
 def requires(*names):
     missing = [name for name in names if not hasattr(cp, name)]
-    return pytest.mark.skipif(bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing))
+    return pytest.mark.skipif(bool(missing), reason="not in cubepy's API: " + ", ".join("cp." + n for n in missing))
 
 
 def type_epsilon(elem):

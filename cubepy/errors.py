@@ -3,7 +3,8 @@
 Hierarchy (API.md section 5): ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
 line), ``LaunchError`` (bad launch arguments; nothing was written), ``TensorMapError`` (a tensor-map
 constraint), ``SanitizerError`` (the CPU runtime found a memory or synchronization bug).  Internal
-stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas).
+stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); ``NotAKernelError`` (also an
+``AttributeError``) says that a cube function needs ``@cube(launch=True)`` to be launched.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class ExpandError(CubeError):
 
 class LaunchError(CubeError):
     """Bad launch arguments (arity, dtype, line size, cube dim, shared memory); nothing was written."""
+
+
+class NotAKernelError(CubeError, AttributeError):
+    """A kernel's method (``launch``, ``launch_unchecked``, ``compile``) used on a plain ``@cube`` function."""
 
 
 class TensorMapError(CubeError):

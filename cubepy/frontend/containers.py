@@ -16,6 +16,7 @@ from cubepy import ir
 from cubepy.errors import LaunchError
 from cubepy.frontend import operations, source
 from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
+from cubepy.frontend.mutability import fail_needs_comptime
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type, VarKind
@@ -396,7 +397,10 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
         fixed = operations.comptime_value(line_size)
     count = operations.comptime_value(length) if operations.is_comptime(length) else None
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-        source.fail(f"a shared/local memory length must be a comptime positive int, got {length!r}")
+        message = f"a shared/local memory length must be a comptime positive int, got {length!r}"
+        if count is None:
+            fail_needs_comptime(length, message)
+        source.fail(message)
     if alignment is not None and (alignment <= 0 or alignment & (alignment - 1)):
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()

@@ -15,7 +15,7 @@ import functools
 import inspect
 import types
 
-from cubepy.errors import CubeError
+from cubepy.errors import CubeError, NotAKernelError
 from cubepy.frontend import source, syntax
 from cubepy.frontend.mutability import check_bound
 from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
@@ -200,8 +200,19 @@ class CubeFunction:
         setattr(owner, f"__expand_{name}", twin)
         setattr(owner, f"_{owner.__name__.lstrip('_')}__expand_{name}", twin)
 
+    def __getattr__(self, name: str):
+        # Only reached for attributes a cube function lacks: say how to get a kernel's.
+        if name in _KERNEL_ATTRIBUTES and type(self) is CubeFunction:
+            raise NotAKernelError(f"{self.fn.__qualname__!r} is a cube function, not a kernel, so it has no "
+                                  f".{name}: decorate it with @cube(launch=True) (or launch_unchecked=True for "
+                                  f".launch_unchecked) to launch or compile it")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         return f"<cube function {self.fn.__qualname__}>"
+
+
+_KERNEL_ATTRIBUTES = frozenset({"launch", "launch_unchecked", "compile"})
 
 
 class BoundCubeFunction:

@@ -98,6 +98,8 @@ class ExpansionState:
         self.weak_hints_in: dict[int, ir.ElemType] = dict(weak_hints or {})
         self.weak_hints_out: dict[int, ir.ElemType] = {}
         self._weak_ordinal = itertools.count()
+        # Mutable locals that started as comptime numbers (by MUT id), for errors at comptime-only uses.
+        self.promotions: dict[int, object] = {}
         self.root = ScopeBuilder(self, None)
         self.current = self.root
 

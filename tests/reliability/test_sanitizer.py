@@ -7,6 +7,7 @@ without a report (no false alarms).
 from __future__ import annotations
 
 import inspect
+import os
 
 import numpy as np
 import pytest
@@ -268,3 +269,18 @@ def shared_atomics_then_sync(out: Array[u32]):
                                     shared_atomics_then_sync], ids=lambda k: k.name)
 def test_correct_kernel_has_no_report(kernel):
     _launch(kernel, False, cp.client("interp", sanitize=True))
+
+
+def test_a_report_keeps_only_the_users_frames_and_the_launch_call():
+    client = cp.client("interp", sanitize=True)
+    with pytest.raises(SanitizerError) as info:
+        neighbour_read_without_sync.launch(client, cp.CubeCount(1), cp.CubeDim(64),
+                                           cp.ArrayArg(client.zeros((64,), np.float32)))
+    frames = []
+    tb = info.tb
+    while tb is not None:
+        frames.append((os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    # This test, then the entry point it called: no interpreter frames.
+    assert frames == [("test_sanitizer.py", "test_a_report_keeps_only_the_users_frames_and_the_launch_call"),
+                      ("kernel.py", "launch")]

@@ -95,6 +95,8 @@ class BufferType:
         line = getattr(arg, "line_size", None)
         if handle is None or line is None:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
+        if line != 1:
+            _check_divides(arg, handle, line)
         cached = self._accepted.get((handle.dtype, line))
         if cached is not None:
             return cached
@@ -406,6 +408,21 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
     state = require_state()
     var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
     return MemoryExpand(var, atomic)
+
+
+def _check_divides(arg, handle, line: int) -> None:
+    """A line size must divide the elements a buffer argument covers, or its last elements are out of reach."""
+    counts = [("buffer", handle.size)]
+    if len(getattr(arg, "shape", ())) > 1 or tuple(getattr(arg, "shape", ())) != (handle.size,):
+        view = 1
+        for dim in arg.shape:
+            view *= dim
+        counts.append(("view (shape " + "x".join(map(str, arg.shape)) + ")", view))
+    for what, count in counts:
+        if count % line:
+            raise LaunchError(f"a {what} of {count} elements is passed with line_size={line}, which does not "
+                              f"divide it: the last {count % line} element(s) would never be read or written; "
+                              f"use a line size that divides {count}, or pad the buffer to a multiple of {line}")
 
 
 class _MemoryFactory:

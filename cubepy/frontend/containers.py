@@ -3,8 +3,8 @@
 Annotations (``Array[f32]``, ``Tensor[Line[f16]]``, ``Array[Atomic[u32]]``) are ``BufferType``
 objects that also implement the launch protocol (``compilation_arg``, ``register``, ``expand``).
 Inside kernels a memory is a ``MemoryExpand``: indexing gives u32-indexed ``Index`` instructions,
-checked on global buffers when the kernel was launched with ``launch`` (never on shared or local
-memory); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
+marked checked here on global buffers when the kernel was launched with ``launch`` (the ``checked_io``
+pass then checks shared and local memories of such a kernel too); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
 offset, length) that adds its offset to every index.
 """
 
@@ -441,7 +441,12 @@ class _MemoryFactory:
 
 
 class SharedMemory:
-    """``SharedMemory[T](n)``: ``n`` items per cube, shared by its units (never bounds-checked)."""
+    """``SharedMemory[T](n)``: ``n`` items per cube, shared by its units.
+
+    Indexing follows the launch mode, as for buffers: under ``launch`` an out-of-bounds read gives 0 and an
+    out-of-bounds write is dropped; under ``launch_unchecked`` it is raw (undefined on a GPU, a
+    ``SanitizerError`` on the CPU runtime).  The sanitizer reports both.
+    """
 
     def __class_getitem__(cls, item) -> _MemoryFactory:
         return _MemoryFactory(VarKind.SHARED, item)

@@ -1,6 +1,6 @@
 """``@cube``: cube functions and methods, and how their rewritten twins are compiled.
 
-The source is read and rewritten on first expansion (``inspect.getsource``), compiled with the
+The source is read and rewritten on first expansion (``source.function_source``), compiled with the
 user's file name and original line numbers, and run with the original function's globals and
 closure cells (closures over plain values are comptime; over cube functions and types they work as
 calls).  Methods get the CubeCL-style twin ``__expand_<name>(scope, this, *args)`` set on their class
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import types
 
 from cubepy.errors import CubeError, NotAKernelError
@@ -22,19 +21,9 @@ from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
 from cubepy.frontend.state import ScopeBuilder, active_state
 
 
-@functools.cache
-def _no_source(qualname: str) -> str:
-    return (f"cannot read the source of {qualname!r}: @cube needs a function defined in a file "
-            "(not in an interactive session or through exec)")
-
-
 def parse_function(fn) -> tuple[ast.FunctionDef, str]:
     """The function's definition node with the file's real line numbers and columns, and its file name."""
-    try:
-        lines, first_line = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as exc:
-        raise CubeError(f"cannot read the source of {fn.__qualname__!r}: @cube needs a function defined in a "
-                        "file (not in an interactive session or through exec)") from exc
+    lines, first_line = source.function_source(fn)
     text = "".join(lines)
     indent = len(lines[0]) - len(lines[0].lstrip())
     if indent:

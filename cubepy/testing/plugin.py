@@ -17,7 +17,7 @@ The ``client`` fixture gives a ``ComputeClient``:
 
 ``@pytest.mark.races_by_design`` marks a test whose kernel races in a way CUDA allows and the test tolerates:
 its ``client`` has no sanitizer, and it is skipped when ``CUBEPY_SANITIZE`` turns the sanitizer on for every
-launch.
+launch (so is a test marked ``cubepy_sanitize(False)``).
 """
 
 from __future__ import annotations
@@ -94,22 +94,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``races_by_design`` tests when ``CUBEPY_SANITIZE`` sanitizes every launch."""
+    """Skip the tests that refuse the sanitizer when ``CUBEPY_SANITIZE`` sanitizes every launch anyway."""
     if os.environ.get("CUBEPY_SANITIZE", "0").strip().lower() in ("", "0", "false", "no", "off"):
         return
     racy = pytest.mark.skip(reason="races on purpose; CUBEPY_SANITIZE would rightly report it")
+    unsanitized = pytest.mark.skip(reason="marked cubepy_sanitize(False), but CUBEPY_SANITIZE sanitizes every launch")
     for item in items:
         if item.get_closest_marker("races_by_design") is not None:
             item.add_marker(racy)
+        elif _marked_off(item):
+            item.add_marker(unsanitized)
+
+
+def _marked_off(node: pytest.Item) -> bool:
+    marker = node.get_closest_marker("cubepy_sanitize")
+    return marker is not None and not (bool(marker.args[0]) if marker.args else bool(marker.kwargs.get("on", True)))
 
 
 def wants_sanitizer(node: pytest.Item) -> bool:
     """Whether a test's ``client`` has the sanitizer: on unless a marker or ``--cubepy-sanitize=off`` says no."""
-    if node.get_closest_marker("races_by_design") is not None:
+    if node.get_closest_marker("races_by_design") is not None or _marked_off(node):
         return False
-    marker = node.get_closest_marker("cubepy_sanitize")
-    if marker is not None:
-        return bool(marker.args[0]) if marker.args else bool(marker.kwargs.get("on", True))
+    if node.get_closest_marker("cubepy_sanitize") is not None:
+        return True
     return node.config.getoption("--cubepy-sanitize") == "on"
 
 

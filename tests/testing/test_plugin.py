@@ -68,17 +68,19 @@ def test_the_sanitizer_is_on_by_default_and_off_per_test(pytester: pytest.Pytest
 
 
 def test_the_sanitizer_can_be_turned_off_for_a_run(pytester: pytest.Pytester):
-    pytester.makepyfile(test_racy=RACY_TESTS)
+    pytester.makepyfile(test_racy=RACY_TESTS, test_marked_on=(
+        "import pytest\n\n@pytest.mark.cubepy_sanitize(True)\ndef test_on(client):\n    assert client.sanitize\n"))
     result = pytester.runpytest(*PLUGIN, "-v", "--cubepy-sanitize=off")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)  # the marker wins over the option
 
 
-def test_cubepy_sanitize_env_skips_tests_that_race_by_design(pytester: pytest.Pytester, monkeypatch):
+def test_cubepy_sanitize_env_skips_tests_that_refuse_the_sanitizer(pytester: pytest.Pytester, monkeypatch):
     monkeypatch.setenv("CUBEPY_SANITIZE", "1")
     pytester.makepyfile(test_racy=RACY_TESTS)
-    result = pytester.runpytest(*PLUGIN, "-v", "-k", "races_by_design")
-    result.assert_outcomes(skipped=1)
+    result = pytester.runpytest(*PLUGIN, "-v", "-rs", "-k", "races_by_design or marked_off")
+    result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*races on purpose*"])
+    result.stdout.fnmatch_lines(["*marked cubepy_sanitize(False), but CUBEPY_SANITIZE sanitizes every launch*"])
 
 
 def test_one_runtime_keeps_test_names_and_several_parametrize(pytester: pytest.Pytester, monkeypatch):

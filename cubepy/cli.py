@@ -10,6 +10,7 @@ import os
 import platform
 import sys
 import time
+import types
 
 
 def _load_kernel(spec: str):
@@ -21,6 +22,8 @@ def _load_kernel(spec: str):
         if not os.path.exists(path):
             raise SystemExit(f"cubepy compile: no such file {path!r}")
         module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+        if module_spec is None or module_spec.loader is None:
+            raise SystemExit(f"cubepy compile: {path!r} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
         module_spec.loader.exec_module(module)
@@ -116,6 +119,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Run the example kernels on the default runtime and print their IR and results."""
     import cubepy as cp
 
+    conv_demo: types.ModuleType | None
     try:
         from cubepy_layouts import demo as conv_demo
     except ImportError:

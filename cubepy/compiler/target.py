@@ -216,7 +216,7 @@ def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: 
 
 def _read_until_eof(fd: int, pid: int, timeout: float, kernel_name: str) -> bytes:
     deadline = time.monotonic() + timeout
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         remaining = deadline - time.monotonic()
         ready, _, _ = select.select([fd], [], [], max(remaining, 0))

@@ -54,6 +54,7 @@ def _expand_aside(function):
 def _keep(scratch: ScopeBuilder) -> None:
     """Move a pure scratch scope's instructions into its parent, where they run unconditionally."""
     parent = scratch.parent
+    assert parent is not None, "a scratch scope always has a parent"
     state = scratch.state
     for inst in scratch.instructions:
         if isinstance(inst.operation, irops.Index):  # a checked read, now run where Python would not run it
@@ -97,6 +98,7 @@ def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -
     """``result = left; if (left for and / not left for or) { <right>; result = right }``."""
     state = require_state()
     parent = scratch.parent
+    assert parent is not None, "a scratch scope always has a parent"
     result = parent.create_local_mut(Type(ir.BOOL), left.var)
     cond = left if op == "and" else operations.unary("not", left)
     with state.in_scope(scratch):

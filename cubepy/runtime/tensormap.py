@@ -113,6 +113,26 @@ class TensorMapArg:
         "swizzle",
         "upper_corner",
     )
+    box_dim: tuple[int, ...]  # tiled maps only
+    channels_per_pixel: int | None  # im2col maps only (also the three below)
+    pixels_per_column: int | None
+    lower_corner: tuple[int, ...] | None
+    upper_corner: tuple[int, ...] | None
+    dtype: np.dtype
+    dtype_name: str
+    elem_strides: tuple[int, ...]
+    global_address: int
+    global_dim: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    handle: Any
+    interleave: str
+    l2_promotion: str
+    mode: str
+    oob_fill: str
+    rank: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    swizzle: str
 
     def __init__(self, **fields: Any) -> None:
         # Private: fields arrive already checked from `tiled` / `im2col`.
@@ -208,6 +228,7 @@ class TensorMapArg:
         """Bytes one load writes to shared memory and credits as complete_tx (filled elements included)."""
         es = self.dtype.itemsize
         if self.mode == "im2col":
+            assert self.pixels_per_column is not None and self.channels_per_pixel is not None
             return self.pixels_per_column * self.channels_per_pixel * es
         return es * math.prod(-(-b // e) for b, e in zip(self.box_dim, self.effective_elem_strides))
 
@@ -242,6 +263,7 @@ class TensorMapArg:
         if self.mode == "tiled":
             params["boxDim"] = list(self.box_dim)
         else:
+            assert self.lower_corner is not None and self.upper_corner is not None
             params["pixelBoxLowerCorner"] = list(self.lower_corner)
             params["pixelBoxUpperCorner"] = list(self.upper_corner)
             params["channelsPerPixel"] = self.channels_per_pixel

@@ -77,8 +77,8 @@ def test_pack_info_rejects_what_u32_cannot_describe(binding, match):
 
 
 def test_pack_info_reads_real_buffer_bindings():
-    bindings = pytest.importorskip("cubepy.runtime.bindings")
-    handle_mod = pytest.importorskip("cubepy.runtime.handle")
+    from cubepy.runtime import bindings
+    from cubepy.runtime import handle as handle_mod
     storage = np.zeros(4 * 6 + 2, dtype=np.float32)
     handle = handle_mod.Handle(None, storage, np.float32, (4, 6), offset=2)
     binding = bindings.BufferBinding(handle, 2, (4, 6), (6, 1))

@@ -71,7 +71,9 @@ class CudaBackend:
         """Compile for this device and load the result: a ``CudaKernel`` ready to launch."""
         compile_fn = self._compile_fn
         if compile_fn is None:
-            from cubepy.compiler.compiled import compile_definition as compile_fn
+            from cubepy.compiler.compiled import compile_definition
+
+            compile_fn = compile_definition
         compiled = compile_fn(definition, self.device.info.target, assemble=True)
         final = getattr(compiled, "definition", None) or definition
         module, loaded_from = self._load(compiled)

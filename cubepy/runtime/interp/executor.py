@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from cubepy.errors import CubeError, LaunchError, SanitizerError
+from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
 from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
@@ -31,10 +31,6 @@ from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, nu
 MAX_LANES_PER_CHUNK = 1 << 16
 MAX_CHUNK_MEMORY_BYTES = 1 << 28  # shared arenas plus local arrays of one chunk
 PROGRAM_CACHE_SIZE = 64
-
-
-class InterpreterError(CubeError):
-    """The interp could not execute an instruction (unsupported IR, or a bug in the interp)."""
 
 
 class LaneCounter:
@@ -328,15 +324,11 @@ class Chunk:
         """``unit (x, y, z) of cube (x, y, z)`` for a lane of this chunk."""
         return f"unit {self.topology.unit_pos_of(lane)} of cube {self.topology.cube_pos_of(lane)}"
 
-    def fail(self, inst: Instruction, message: str, lane: int, kind: str | None = None) -> NoReturn:
-        """Raise the ``SanitizerError`` of a kernel bug of ``kind`` (one of ``sanitizer.KINDS``) at ``inst`` on ``lane``."""
-        if kind is None:
-            kind = "kernel bug"  # callers that predate kinds: the message says what it is
-        elif not message.startswith(kind):
-            message = f"{kind}: {message}"  # every classified report starts with its kind
-        error = SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}")
-        error.kind = kind  # type: ignore[attr-defined]  # one of sanitizer.KINDS, for tests and tools
-        raise error
+    def fail(self, inst: Instruction, message: str, lane: int, kind: SanitizerKind) -> NoReturn:
+        """Raise the ``SanitizerError`` of a kernel bug of ``kind`` at ``inst`` on ``lane``."""
+        if not message.startswith(kind.value):
+            message = f"{kind.value}: {message}"  # every report starts with its kind
+        raise SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind)
 
     # -- control flow ----------------------------------------------------------------------
     def exited(self) -> np.ndarray:

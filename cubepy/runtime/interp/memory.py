@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, VarKind, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
@@ -135,7 +136,7 @@ def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, i
         hidden = (" in checked mode (without the sanitizer the read gives 0)" if access == "read" else
                   " in checked mode (without the sanitizer the write is dropped)")
     ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length}){hidden}", lane,
-             kind="out-of-bounds")
+             kind=SanitizerKind.OUT_OF_BOUNDS)
 
 
 def sanitize_shared(ctx: Chunk, inst: Instruction, ref: MemoryRef, idx: Value, valid: Value, mask: Mask,
@@ -227,12 +228,13 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
     if np.ndim(lane) == 0:
         if bad:
             ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)),
-                     kind="out-of-bounds")
+                     kind=SanitizerKind.OUT_OF_BOUNDS)
         return lane
     bad = bad & mask.bits
     if bad.any():
         unit = int(np.argmax(bad))
-        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     return np.clip(lane, 0, line - 1)
 
 
@@ -295,5 +297,6 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

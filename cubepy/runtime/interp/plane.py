@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, full_lanes, numpy_dtype
@@ -165,4 +166,4 @@ def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: n
         flat[plane, lane] = 1
         unit = int(np.argmax(layout.scatter(flat)))
         ctx.fail(inst, f"plane {inst.operation.op} reads lane {int(source[plane, lane])} of its plane, "
-                 "which is inactive (undefined in CUDA)", unit, kind="inactive plane lane")
+                 "which is inactive (undefined in CUDA)", unit, kind=SanitizerKind.INACTIVE_PLANE_LANE)

@@ -19,7 +19,7 @@ import pytest
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, Array, Line, cube, i32, u32
 
-from .approx import assert_equals_approx, requires
+from .approx import assert_equals_approx
 
 FLOATS = [cp.f16, cp.bf16, cp.f32, cp.f64]
 
@@ -63,7 +63,6 @@ def run_binary(client, F, func, cases):
         assert_equals_approx(F, client.read(output_handle), expected, 0.001)
 
 
-@requires("dot")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_dot(client, F):
     run_binary(
@@ -98,7 +97,6 @@ def test_powf(client, F):
     )
 
 
-@requires("atan2")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_atan2(client, F):
     run_binary(
@@ -131,7 +129,6 @@ def test_atan2(client, F):
     )
 
 
-@requires("hypot")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_hypot(client, F):
     run_binary(
@@ -146,7 +143,6 @@ def test_hypot(client, F):
     )
 
 
-@requires("rhypot")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_rhypot(client, F):
     run_binary(
@@ -240,7 +236,6 @@ def make_mulhi_kernel():
     return test_mulhi_kernel
 
 
-@requires("mul_hi")
 def test_mulhi(client):
     kernel = make_mulhi_kernel()
     cases = [

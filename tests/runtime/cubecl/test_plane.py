@@ -21,7 +21,7 @@ import pytest
 import cubepy as cp
 from cubepy import UNIT_POS, Line, Tensor, cube, u32
 
-from .approx import assert_equals_approx, requires
+from .approx import assert_equals_approx
 
 FLOATS = [cp.f16, cp.bf16, cp.f32, cp.f64]
 VECTORIZATIONS = [1, 2, 4]
@@ -318,7 +318,6 @@ def test_plane_prod(client, F, vectorization):
     plane_operation(client, F, values, expected, make_kernel_prod(F), PLANE_SIZE, vectorization)
 
 
-@requires("plane_inclusive_prod")
 @pytest.mark.parametrize("vectorization", VECTORIZATIONS)
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_plane_inclusive_prod(client, F, vectorization):
@@ -327,7 +326,6 @@ def test_plane_inclusive_prod(client, F, vectorization):
     plane_operation(client, F, values, expected, make_kernel_inclusive_prod(F), PLANE_SIZE, vectorization)
 
 
-@requires("plane_exclusive_prod")
 @pytest.mark.parametrize("vectorization", VECTORIZATIONS)
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_plane_exclusive_prod(client, F, vectorization):

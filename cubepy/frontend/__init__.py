@@ -18,7 +18,7 @@
 Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 """
 
-from cubepy.frontend import cmma, hooks, testing
+from cubepy.frontend import cmma, hooks
 from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
@@ -205,5 +205,5 @@ __all__ = [
     "atan2", "hypot", "rhypot", "count_ones", "reverse_bits", "leading_zeros", "trailing_zeros",
     "find_first_set", "mul_hi", "vector_sum", "dot", "magnitude", "normalize",
     # expansion internals users may need (intrinsic authors, tests)
-    "ExpandElement", "ExpansionState", "KernelBuilder", "ScopeBuilder", "hooks", "testing",
-]
+    "ExpandElement", "ExpansionState", "KernelBuilder", "ScopeBuilder", "hooks",
+]  # (`testing` is not exported: `cubepy.testing`, the package with the pytest plugin, re-exports it)

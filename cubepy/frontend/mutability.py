@@ -103,6 +103,7 @@ def fail_needs_comptime(value, message: str) -> NoReturn:
         used_at = f" (used at {use.file}:{use.line}" + (f": `{text}`)" if text else ")")
     runtime = f"the runtime {promotion.construct} at line {promotion.construct_loc.line}" \
         if promotion.construct_loc is not None else f"a runtime {promotion.construct}"
+    loc: ir.SourceLoc | None
     if promotion.assigned_loc is not None:
         how, loc = f"this assignment under {runtime}", promotion.assigned_loc
     else:

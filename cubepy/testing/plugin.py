@@ -23,6 +23,7 @@ launch (so is a test marked ``cubepy_sanitize(False)``).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -33,41 +34,58 @@ SANITIZING_RUNTIMES = frozenset({"interp"})  # runtimes whose clients accept san
 RUNTIMES_ENV = "CUBEPY_TEST_RUNTIME"  # a comma list; what the device check sets to run a suite on the GPU
 SCHEDULES = ("lockstep", "random", "adversarial")
 _RUNTIMES = pytest.StashKey[list]()
-_SCHEDULE = pytest.StashKey[dict]()
+_SCHEDULE = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The ``--cubepy-*`` command-line options."""
     group = parser.getgroup("cubepy", "cubepy kernels")
-    group.addoption("--cubepy-runtimes", default=None, metavar="NAMES",
-                    help=f"comma list of runtimes the client fixture runs each test on (default: ${RUNTIMES_ENV}, "
-                         "else every runtime cubepy.runtimes() lists)")
-    group.addoption("--cubepy-sanitize", default="on", choices=("on", "off"),
-                    help="the interp sanitizer in clients of the client fixture (default: on; off for one test "
-                         "with @pytest.mark.cubepy_sanitize(False))")
-    group.addoption("--cubepy-schedule", default=None, metavar="SCHEDULE",
-                    help="the interp's schedule for clients of the client fixture: lockstep, random:SEED or "
-                         "adversarial")
+    group.addoption(
+        "--cubepy-runtimes",
+        default=None,
+        metavar="NAMES",
+        help=f"comma list of runtimes the client fixture runs each test on (default: ${RUNTIMES_ENV}, "
+        "else every runtime cubepy.runtimes() lists)",
+    )
+    group.addoption(
+        "--cubepy-sanitize",
+        default="on",
+        choices=("on", "off"),
+        help="the interp sanitizer in clients of the client fixture (default: on; off for one test "
+        "with @pytest.mark.cubepy_sanitize(False))",
+    )
+    group.addoption(
+        "--cubepy-schedule",
+        default=None,
+        metavar="SCHEDULE",
+        help="the interp's schedule for clients of the client fixture: lockstep, random:SEED or adversarial",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the markers and resolve the runtimes the ``client`` fixture uses."""
-    config.addinivalue_line("markers", "cubepy_sanitize(on=True): the interp sanitizer of this test's client "
-                            "fixture, on or off (default: on)")
-    config.addinivalue_line("markers", "races_by_design: the kernel has a data race CUDA allows and the test "
-                            "tolerates; its client has no sanitizer, and it is skipped when CUBEPY_SANITIZE is set")
+    config.addinivalue_line(
+        "markers",
+        "cubepy_sanitize(on=True): the interp sanitizer of this test's client fixture, on or off (default: on)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "races_by_design: the kernel has a data race CUDA allows and the test "
+        "tolerates; its client has no sanitizer, and it is skipped when CUBEPY_SANITIZE is set",
+    )
     config.stash[_RUNTIMES] = selected_runtimes(config)
     config.stash[_SCHEDULE] = schedule_options(config.getoption("--cubepy-schedule"))
 
 
-def schedule_options(text: str | None) -> dict:
+def schedule_options(text: str | None) -> dict[str, Any]:
     """``cp.client`` keywords for ``--cubepy-schedule`` (``random:7`` gives ``schedule="random", seed=7``)."""
     if not text:
         return {}
     name, _, seed = text.strip().partition(":")
     if name not in SCHEDULES or (seed and (name != "random" or not seed.strip().isdigit())):
-        raise pytest.UsageError(f"--cubepy-schedule={text}: expected lockstep, random, random:SEED (an int) or "
-                                "adversarial")
+        raise pytest.UsageError(
+            f"--cubepy-schedule={text}: expected lockstep, random, random:SEED (an int) or adversarial"
+        )
     return {"schedule": name, "seed": int(seed)} if seed else {"schedule": name}
 
 
@@ -81,8 +99,10 @@ def selected_runtimes(config: pytest.Config) -> list[str]:
     unknown = [name for name in names if name not in known]
     if unknown:
         where = "--cubepy-runtimes" if config.getoption("--cubepy-runtimes") else RUNTIMES_ENV
-        raise pytest.UsageError(f"{where}: unknown runtime(s) {', '.join(unknown)}; cubepy has "
-                                f"{', '.join(sorted(known))} (available here: {', '.join(cp.runtimes())})")
+        raise pytest.UsageError(
+            f"{where}: unknown runtime(s) {', '.join(unknown)}; cubepy has "
+            f"{', '.join(sorted(known))} (available here: {', '.join(cp.runtimes())})"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -125,17 +145,20 @@ def client(request: pytest.FixtureRequest) -> cp.ComputeClient:
     """A client of the runtime under test (the sanitizer on where the runtime has one, see the module doc)."""
     runtimes = request.config.stash.get(_RUNTIMES, None) or ["interp"]
     name = getattr(request, "param", None) or runtimes[0]
-    options: dict = {}
+    options: dict[str, Any] = {}
     if name in SANITIZING_RUNTIMES and wants_sanitizer(request.node):
         options["sanitize"] = True
     if name == "interp":
-        options.update(request.config.stash.get(_SCHEDULE, {}))
+        schedule: dict[str, Any] = request.config.stash.get(_SCHEDULE, {})
+        options.update(schedule)
     try:
         return cp.client(name, **options)
     except TypeError as error:
         if "schedule" in options and "argument" in str(error):  # cp.client() got an unexpected keyword
-            pytest.skip(f"--cubepy-schedule={request.config.getoption('--cubepy-schedule')}: this cubepy's interp "
-                        f"runtime has no schedules yet ({error})")
+            pytest.skip(
+                f"--cubepy-schedule={request.config.getoption('--cubepy-schedule')}: this cubepy's interp "
+                f"runtime has no schedules yet ({error})"
+            )
         raise
     except CubeError as error:
         if name not in cp.runtimes():

@@ -16,24 +16,24 @@ from cubepy.errors import ExpandError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-IMPORTS = textwrap.dedent('''
+IMPORTS = textwrap.dedent("""
     import numpy as np
 
     import cubepy as cp
     from cubepy import ABSOLUTE_POS, Array, cube, f32
-''')
-KERNEL = textwrap.dedent('''
+""")
+KERNEL = textwrap.dedent("""
     @cube(launch=True)
     def triple(x: Array[f32]):
         if ABSOLUTE_POS < x.len():
             x[ABSOLUTE_POS] = x[ABSOLUTE_POS] * f32(3)
-''')
-LAUNCH = textwrap.dedent('''
+""")
+LAUNCH = textwrap.dedent("""
     client = cp.client("interp")
     data = client.create(np.arange(5, dtype=np.float32))
     triple.launch(client, 1, 32, cp.ArrayArg(data))
     result = client.read(data)
-''')
+""")
 KERNEL_TEXT = IMPORTS + KERNEL + LAUNCH
 
 
@@ -66,8 +66,14 @@ def test_exec_of_unregistered_text_says_how_to_fix_it():
 
 
 def test_python_dash_c_recovers_the_command_line_source(tmp_path):
-    run = subprocess.run([sys.executable, "-c", KERNEL_TEXT + "print(result.tolist())"], cwd=tmp_path, env=_env(),
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", KERNEL_TEXT + "print(result.tolist())"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[0.0, 3.0, 6.0, 9.0, 12.0]"
 
@@ -75,8 +81,9 @@ def test_python_dash_c_recovers_the_command_line_source(tmp_path):
 def test_python_dash_c_does_not_mistake_exec_text_for_the_command_line(tmp_path):
     # The kernel comes from exec() of other text, also named "<string>": its source is not the command line.
     command = f"exec({KERNEL_TEXT!r})"
-    run = subprocess.run([sys.executable, "-c", command], cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", command], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 1
     assert "ExpandError: <string>:" in run.stderr and "cannot read the source of 'triple'" in run.stderr
 
@@ -87,8 +94,9 @@ def test_a_kernel_in_a_jupyter_notebook_launches_and_prints():
     pytest.importorskip("ipykernel", reason="the notebook test needs ipykernel (the test extra)")
     cells = ["import cubepy\nprint(cubepy.__file__)", IMPORTS, KERNEL, LAUNCH + "print(result.tolist())"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
-    nbclient.NotebookClient(notebook, timeout=240, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
     printed = ["".join(output.get("text", "") for output in cell.outputs).strip() for cell in notebook.cells]
     assert Path(printed[0]).resolve() == ROOT / "cubepy" / "__init__.py"
     assert printed[3] == "[0.0, 3.0, 6.0, 9.0, 12.0]"

@@ -13,7 +13,7 @@ PLUGIN = ("-p", "cubepy.testing.plugin")
 
 # A kernel that forgets the sync_cube between a shared write and another unit's read: CUDA lets it race,
 # lockstep execution hides it, only the sanitizer sees it.
-RACY_TESTS = textwrap.dedent('''
+RACY_TESTS = textwrap.dedent("""
     import numpy as np
     import pytest
 
@@ -47,29 +47,34 @@ RACY_TESTS = textwrap.dedent('''
     @pytest.mark.races_by_design
     def test_races_by_design(client):
         launch(client)
-''')
+""")
 
 
 def outcomes(reprec) -> dict[str, str]:
     """test name -> "passed", "skipped" or "failed", from an inline run."""
     passed, skipped, failed = reprec.listoutcomes()
-    return {report.nodeid.split("::")[-1]: outcome
-            for outcome, reports in (("passed", passed), ("skipped", skipped), ("failed", failed))
-            for report in reports}
+    return {
+        report.nodeid.split("::")[-1]: outcome
+        for outcome, reports in (("passed", passed), ("skipped", skipped), ("failed", failed))
+        for report in reports
+    }
 
 
 def test_the_sanitizer_is_on_by_default_and_off_per_test(pytester: pytest.Pytester):
     pytester.makepyfile(test_racy=RACY_TESTS)
     reprec = pytester.inline_run(*PLUGIN)
-    assert outcomes(reprec) == {"test_default": "failed", "test_marked_off": "passed",
-                                "test_races_by_design": "passed"}
+    assert outcomes(reprec) == {"test_default": "failed", "test_marked_off": "passed", "test_races_by_design": "passed"}
     failure = reprec.getfailures()[0]
     assert "SanitizerError" in failure.longreprtext and "data race" in failure.longreprtext
 
 
 def test_the_sanitizer_can_be_turned_off_for_a_run(pytester: pytest.Pytester):
-    pytester.makepyfile(test_racy=RACY_TESTS, test_marked_on=(
-        "import pytest\n\n@pytest.mark.cubepy_sanitize(True)\ndef test_on(client):\n    assert client.sanitize\n"))
+    pytester.makepyfile(
+        test_racy=RACY_TESTS,
+        test_marked_on=(
+            "import pytest\n\n@pytest.mark.cubepy_sanitize(True)\ndef test_on(client):\n    assert client.sanitize\n"
+        ),
+    )
     result = pytester.runpytest(*PLUGIN, "-v", "--cubepy-sanitize=off")
     result.assert_outcomes(passed=4)  # the marker wins over the option
 

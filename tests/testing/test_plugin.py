@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 import textwrap
 
+import numpy as np
 import pytest
 
 import cubepy as cp
+from cubepy import UNIT_POS, Array, cube, f32
 
 PLUGIN = ("-p", "cubepy.testing.plugin")
 
@@ -48,6 +50,19 @@ RACY_TESTS = textwrap.dedent("""
     def test_races_by_design(client):
         launch(client)
 """)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _launch_path_imported():
+    """Launch once before the inner sessions: pytester drops the modules an inner run imports when it ends, and
+    a lazily imported module (llvmlite, the interp) imported again would no longer match the classes cubepy holds."""
+    client = cp.client("interp", sanitize=True)
+    fill.launch(client, 1, 32, cp.ArrayArg(client.zeros((32,), np.float32)))
+
+
+@cube(launch=True)
+def fill(out: Array[f32]):
+    out[UNIT_POS] = f32(1)
 
 
 def outcomes(reprec) -> dict[str, str]:

@@ -27,6 +27,22 @@ def _compile_hook(definition, target):
 
 _frontend.hooks.COMPILE = _compile_hook
 
+
+def show(obj, path=None, *, color=None, **coords):
+    """Draw a ``TensorMapArg`` copy (``coords=``, ``offsets=``) or a swizzle mode to ``path`` (.svg/.png) or the
+    terminal; returns the picture's data.  ``cubepy_layouts.show`` also draws layouts and views."""
+    from cubepy.viz import show as _show
+
+    return _show(obj, path, color=color, **coords)
+
+
+def coverage(client):
+    """``with cp.coverage(client) as cov:`` records which global elements each cube of an interp launch reads
+    and writes; ``cov.show(handle, path)`` draws it as a heat map."""
+    from cubepy.viz.coverage import Coverage
+
+    return Coverage(client)
+
 # `import cubepy.runtime...` above bound the subpackage to the name `runtime`; API.md's `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
 runtime = _frontend.runtime
@@ -34,5 +50,5 @@ runtime = _frontend.runtime
 __all__ = list(_frontend.__all__) + [
     "ArrayArg", "CompileError", "ComputeClient", "CubeCount", "CubeDim", "CubeError", "ExpandError", "Handle",
     "LaunchError", "SanitizerError", "ScalarArg", "TensorArg", "TensorMapArg", "TensorMapError", "VerifyError",
-    "client", "runtimes", "testing",
+    "client", "coverage", "runtimes", "show", "testing",
 ]

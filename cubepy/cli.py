@@ -1,4 +1,4 @@
-"""The ``cubepy`` command: ``demo``, ``compile FILE.py:KERNEL``, ``info``."""
+"""The ``cubepy`` command: ``demo``, ``compile FILE.py:KERNEL``, ``show FILE.py:NAME``, ``info``."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ import platform
 import sys
 import time
 import types
+from typing import Any
 
 
-def _load_kernel(spec: str):
-    """The kernel object named by ``FILE.py:KERNEL`` (or ``module:KERNEL``)."""
+def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
+    """The object named by ``FILE.py:NAME`` (or ``module:NAME``)."""
     if ":" not in spec:
-        raise SystemExit(f"cubepy compile: expected FILE.py:KERNEL, got {spec!r}")
+        raise SystemExit(f"cubepy {command}: expected FILE.py:{'KERNEL' if what == 'kernel' else 'NAME'}, got {spec!r}")
     path, name = spec.rsplit(":", 1)
     if path.endswith(".py") or os.path.sep in path:
         if not os.path.exists(path):
-            raise SystemExit(f"cubepy compile: no such file {path!r}")
+            raise SystemExit(f"cubepy {command}: no such file {path!r}")
         module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
         if module_spec is None or module_spec.loader is None:
             raise SystemExit(f"cubepy compile: {path!r} cannot be imported as a Python module")
@@ -31,7 +32,7 @@ def _load_kernel(spec: str):
         module = importlib.import_module(path)
     kernel = getattr(module, name, None)
     if kernel is None:
-        raise SystemExit(f"cubepy compile: {path} has no kernel named {name!r}")
+        raise SystemExit(f"cubepy {command}: {path} has no {what} named {name!r}")
     return kernel
 
 
@@ -79,6 +80,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 print(f"resources: unavailable ({compiled.ptxas_status})")
             else:
                 print(compiled.resources)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Draw the layout, view, tensor map or swizzle mode that ``FILE.py:NAME`` is (or that calling it returns)."""
+    value = _load_kernel(args.name, "show", "object")
+    if callable(value) and not isinstance(value, type):
+        value = value()
+    coords: dict[str, Any] = {}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        value, coords = value  # (object, keyword arguments of show), e.g. (tensor_map, {"coords": (0, 8)})
+    try:
+        from cubepy_layouts import show
+    except ImportError:
+        from cubepy import show
+    show(value, args.out, **coords)
+    if args.out:
+        print(f"wrote {args.out}")
     return 0
 
 
@@ -168,9 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--comptime", action="append", default=[], metavar="NAME=VALUE",
                       help="value of a Comptime parameter (JSON or a string)")
     comp.add_argument("--unchecked", action="store_true", help="compile the launch_unchecked variant")
+    show = sub.add_parser("show", help="draw a layout, view, tensor map copy or swizzle mode named by FILE.py:NAME",
+                          description="NAME is a layout's Launch value, a View, a TensorMapArg, a swizzle mode "
+                          "('32B', '64B', '128B'), or a zero-argument function returning one, or returning "
+                          "(object, {keyword arguments of show}) such as (tensor_map, {'coords': (0, 8)}).")
+    show.add_argument("name", help="FILE.py:NAME or module:NAME")
+    show.add_argument("--out", default=None, help="write PATH (.svg or .png, needs matplotlib; .txt: plain text) "
+                      "instead of printing to the terminal")
     sub.add_parser("info", help="versions, ptxas, runtimes, cache dir and settings")
     args = parser.parse_args(argv)
-    handler = {"demo": cmd_demo, "compile": cmd_compile, "info": cmd_info}[args.command]
+    handler = {"demo": cmd_demo, "compile": cmd_compile, "show": cmd_show, "info": cmd_info}[args.command]
     from cubepy.errors import CubeError
 
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, as_u32, register_lowering, unsigned_index
+from cubepy.compiler.lower import KernelLowering, as_u32, lowers, unsigned_index
 from cubepy.errors import CompileError
 from cubepy.ir import Instruction, Variable, VarKind, ops
 
@@ -176,4 +176,4 @@ for _op_type, _lowering in {
     ops.TmaGroupCommit: lower_group_commit, ops.TmaGroupWait: lower_group_wait,
     ops.TmaGroupWaitRead: lower_group_wait_read,
 }.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)

@@ -91,7 +91,7 @@ def _logic(op: str, left, right_fn):
     if a.type != b.type:
         line = max(a.type.line, b.type.line)
         a, b = (operations.cast(x, ir.BOOL, line=line) for x in (a, b))
-    return operations.emit(irops.Binary(op, a.var, b.var), a.type)
+    return operations.emit(irops.lookup(op)(a.var, b.var))
 
 
 def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -> ExpandElement:

@@ -232,25 +232,23 @@ class InterpBackend:
     def _written_slots(self, definition) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Buffer and tensor-map slots a kernel may write, the only ones a failed launch must restore.
 
-        Conservative: every buffer an instruction names counts as written unless the instruction is a
-        plain read (index, metadata, atomic load); a tensor map counts when a TMA store names it.
+        Read from the operations' records: the buffers and tensor maps named by an operand that the
+        record lists as written.
         """
         cached = self._writes.get(id(definition))
         if cached is not None and cached[0] is definition:
             return cached[1]
         from cubepy.ir import VarKind, walk
-        from cubepy.ir.ops import AtomicOp, Index, Metadata
 
         buffers: set[int] = set()
         maps: set[int] = set()
         for inst in walk(definition.body):
             operation = inst.operation
-            if isinstance(operation, (Index, Metadata)) or (isinstance(operation, AtomicOp) and operation.op == "load"):
-                continue
-            for var in operation.operands():
+            for field in operation.RECORD.writes:
+                var = getattr(operation, field)
                 if var.kind is VarKind.GLOBAL:
                     buffers.add(var.id)
-                elif var.kind is VarKind.TENSOR_MAP and operation.name.startswith("tma_store"):
+                elif var.kind is VarKind.TENSOR_MAP:
                     maps.add(var.id)
         slots = (tuple(sorted(buffers)), tuple(sorted(maps)))
         if len(self._writes) > 4096:

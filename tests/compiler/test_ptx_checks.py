@@ -11,9 +11,9 @@ import pytest
 from cubepy.compiler import ptxas
 from cubepy.compiler.compiled import compile_definition
 from cubepy.ir import F16, F32, U32, builtin, ops
+from tests.irbuild import USER_FILE, KernelBuilder, T, vector_add
 
 from .conftest import compile_checked, needs_ptxas
-from .kbuild import USER_FILE, KernelBuilder, T, vector_add
 
 
 def _instructions(ptx: str) -> list[str]:

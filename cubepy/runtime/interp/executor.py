@@ -22,9 +22,10 @@ from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerErr
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
 from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import Handler, implements, lookup
+from cubepy.runtime.interp.registry import INTERP, Handler, implements
 from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
 from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, numpy_dtype
 
@@ -110,10 +111,10 @@ class Program:
         returns = False
         for position, inst in enumerate(scope.instructions):
             operation = inst.operation
-            handler = lookup(type(operation))
+            handler = INTERP.get(type(operation))
             if handler is None:
-                raise InterpreterError(f"{_where(inst)}the interp has no implementation of operation "
-                                       f"{type(operation).__name__} ({operation.name!r})\n  in instruction: {inst}")
+                raise InterpreterError(f"{_where(inst)}{INTERP.missing_message(type(operation))}"
+                                       f"\n  in instruction: {inst}")
             children = child_scopes(operation)
             for child in children:
                 self._compile(child)
@@ -182,6 +183,7 @@ class Launch:
         self.cube_count = cube_count
         self.bindings = bindings
         self.sanitize = sanitize
+        self.coverage = COVERAGE.get()  # a coverage Recorder, or None (the default: nothing recorded)
         self.globals: dict[int, MemoryRef] = {}
         for param in kernel.buffers:
             self.globals[param.slot] = global_ref(param.var, self._checked_buffer(param), param.name)
@@ -255,6 +257,7 @@ class Chunk:
         self.sanitizer: SharedSanitizer | None = None
         if launch.sanitize and self.program.shared_bytes:
             self.sanitizer = SharedSanitizer(cubes, self.program.shared_bytes, self.topology.units)
+        self.coverage = launch.coverage  # None (one attribute test per global access) unless recording
 
     # -- values ----------------------------------------------------------------------------
     def read(self, var: Variable) -> np.ndarray | np.generic:

@@ -294,6 +294,8 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
             delivered = copy(tm, lane, arena[cube], dst)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
+        if ctx.coverage is not None:
+            ctx.coverage.record_copy(ctx, op, tm, lane, "read")
         state.tx[cube] -= delivered
     state.settle()
 
@@ -328,6 +330,8 @@ def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             tma.tiled_store(tm, _coords(ctx, op.coords, lane), arena[cube], src)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
+        if ctx.coverage is not None:
+            ctx.coverage.record_copy(ctx, op, tm, lane, "write")
 
 
 @implements(ops.TmaGroupCommit, ops.TmaGroupWait, ops.TmaGroupWaitRead)

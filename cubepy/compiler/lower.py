@@ -371,7 +371,14 @@ def lower_kernel(definition: KernelDefinition, sm: int = 90) -> LoweredModule:
     """Lower a verified kernel to an LLVM module for ``sm_<sm>``."""
     # Importing the family modules registers their lowerings.
     import cubepy.compiler.lower_cmma  # noqa: F401  (tensor cores)
-    from cubepy.compiler import lower_arith, lower_control, lower_memory, lower_sync, lower_tma  # noqa: F401
+    from cubepy.compiler import (  # noqa: F401
+        lower_arith,
+        lower_control,
+        lower_memory,
+        lower_print,
+        lower_sync,
+        lower_tma,
+    )
 
     return KernelLowering(definition, sm).lower()
 

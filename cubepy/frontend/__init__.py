@@ -157,6 +157,7 @@ from cubepy.frontend.intrinsics import (
 )
 from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
+from cubepy.frontend.printing import debug_print
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
 from cubepy.frontend.tma import (
@@ -200,7 +201,7 @@ __all__ = [
     # math and markers
     "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "powf", "floor", "ceil",
     "round", "trunc", "recip", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
-    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll",
+    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll", "debug_print",
     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "to_degrees", "to_radians",
     "atan2", "hypot", "rhypot", "count_ones", "reverse_bits", "leading_zeros", "trailing_zeros",
     "find_first_set", "mul_hi", "vector_sum", "dot", "magnitude", "normalize",

@@ -32,10 +32,11 @@ from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: Barrier
 # isort: split
 # cmma registers verifier rules on import, which needs the families above loaded first.
 from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
+from cubepy.ir.ops.debug import DebugPrint
 
 __all__ = [
     "ATOMIC_OPS", "BINARY_OPS", "COMPARE_OPS", "METADATA_KINDS", "PLANE_OPS", "UNARY_OPS",
-    "Assign", "AtomicCompareExchange", "AtomicOp", "Binary", "Bitcast", "Cast", "Clamp", "Compare",
+    "Assign", "AtomicCompareExchange", "AtomicOp", "Binary", "Bitcast", "Cast", "Clamp", "Compare", "DebugPrint",
     "ExtractLane", "Fma", "Index", "IndexAssign", "InsertLane", "Metadata", "NamedOperation",
     "Operation", "PlaneOp", "Select", "SyncCube", "SyncPlane", "SyncProxyShared", "Unary",
 ]

@@ -5,7 +5,7 @@ SIMT (see ``executor``); each IR op family has its handler module (``arith``, ``
 ``atomic``, ``plane``, ``sync``) registered in ``registry``.
 """
 
-from cubepy.runtime.interp import arith, atomic, cmma, memory, plane, sync, tma_exec  # noqa: F401  (register handlers)
+from cubepy.runtime.interp import arith, atomic, cmma, memory, plane, printing, sync, tma_exec  # noqa: F401  (handlers)
 from cubepy.runtime.interp.executor import InterpreterError, LaneCounter, counting, run
 
 __all__ = ["InterpreterError", "LaneCounter", "counting", "run"]

@@ -9,7 +9,7 @@ signedness), each at its natural alignment.  The interp prints the same text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import llvmlite.ir as ir
 
@@ -62,7 +62,7 @@ def _promoted(lw: KernelLowering, var: Variable) -> ir.Value:
 
 def lower_debug_print(lw: KernelLowering, inst: Instruction) -> None:
     """``vprintf(format, &args)`` with the unit's position first."""
-    op: DebugPrint = inst.operation
+    op = cast(DebugPrint, inst.operation)
     b = lw.builder
     values = [sreg(lw, name) for name in POSITION_REGISTERS]
     values += [_promoted(lw, var) for var in op.args]

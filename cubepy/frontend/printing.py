@@ -15,6 +15,7 @@ while *expanding* (once, at trace time), call ``builtins.print``.
 from __future__ import annotations
 
 import builtins
+from typing import cast
 
 from cubepy import ir
 from cubepy.frontend import operations, source
@@ -45,10 +46,12 @@ def kernel_print(print_fn, *args: object, **keywords: object):
         source.fail(f"print() got an unexpected keyword argument {sorted(unknown)[0]!r}")
     if keywords.get("file") is not None:
         source.fail("print(file=...) is not supported in a kernel: device prints go to the standard output")
-    sep, end = keywords.get("sep", " "), keywords.get("end", "\n")
-    for name, value in (("sep", sep), ("end", end)):
+    texts = {}
+    for name, default in (("sep", " "), ("end", "\n")):
+        value = keywords.get(name, default)
         if value is not None and not isinstance(value, str):
             source.fail(f"print({name}=...) must be a comptime str or None in a kernel, got {_describe(value)}")
+        texts[name] = default if value is None else value
     parts, elements = [], []
     for arg in args:
         check_bound(arg)
@@ -58,7 +61,7 @@ def kernel_print(print_fn, *args: object, **keywords: object):
             elements.append(element)
         else:
             parts.append(printf.escape(str(arg)))
-    text = printf.escape(" " if sep is None else sep).join(parts) + printf.escape("\n" if end is None else end)
+    text = printf.escape(texts["sep"]).join(parts) + printf.escape(texts["end"])
     _emit(text, elements)
     return None
 
@@ -111,7 +114,7 @@ def _typed_argument(value: object, conversion: printf.Conversion, written: str) 
         element = _printable(value, "cp.debug_print")
     elif operations.is_number(value):
         if wants_float and not isinstance(value, float):
-            value = float(value)  # a Python number: print it the way the format asks
+            value = float(cast(float, value))  # a Python number: print it the way the format asks
         element = operations.as_element(value)
     else:
         source.fail(f"cp.debug_print: {written!r} needs a number, got {_describe(value)}; use %s for its text")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy.ir import printf
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.variable import Variable
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
+    from cubepy.ir.verifier import _Checker
 
 
 @attrs.frozen
@@ -23,7 +29,7 @@ class DebugPrint(Operation):
         return {"format": repr(self.format)}
 
 
-def _check(checker, inst, op: DebugPrint) -> None:  # noqa: ANN001  (the verifier's rule signature)
+def _check(checker: _Checker, inst: Instruction, op: DebugPrint) -> None:
     if inst.out is not None:
         checker.fail("no-result", inst, "debug_print has no result")
     used = [c for c in printf.conversions(op.format) if c.conv != "%"]

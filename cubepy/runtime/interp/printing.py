@@ -10,7 +10,7 @@ order of its own.  A line always ends with a newline (one is added when the form
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -70,7 +70,7 @@ def format_line(fmt: str, values: list[np.generic], bits: list[int]) -> str:
 @implements(DebugPrint)
 def run_debug_print(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Print the formatted line of every active unit, cube-major then unit, to ``sys.stdout``."""
-    op: DebugPrint = inst.operation
+    op = cast(DebugPrint, inst.operation)
     lanes = np.flatnonzero(mask.bits)
     columns = []
     bits = []

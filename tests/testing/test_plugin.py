@@ -11,7 +11,9 @@ import pytest
 import cubepy as cp
 from cubepy import UNIT_POS, Array, cube, f32
 
-PLUGIN = ("-p", "cubepy.testing.plugin")
+# The inner sessions run on the interp whatever CUBEPY_TEST_RUNTIME says (the device check sets it to cuda);
+# a later --cubepy-runtimes on a command line wins.
+PLUGIN = ("-p", "cubepy.testing.plugin", "--cubepy-runtimes=interp")
 
 # A kernel that forgets the sync_cube between a shared write and another unit's read: CUDA lets it race,
 # lockstep execution hides it, only the sanitizer sees it.
@@ -119,7 +121,7 @@ def test_one_runtime_keeps_test_names_and_several_parametrize(pytester: pytest.P
 def test_the_runtime_env_variable_selects_runtimes(pytester: pytest.Pytester, monkeypatch):
     monkeypatch.setenv("CUBEPY_TEST_RUNTIME", "interp")
     pytester.makepyfile(test_names="def test_name(client):\n    assert client.name == 'interp'\n")
-    result = pytester.runpytest(*PLUGIN, "-v")
+    result = pytester.runpytest("-p", "cubepy.testing.plugin", "-v")
     result.stdout.fnmatch_lines(["*test_names.py::test_name PASSED*"])
 
 

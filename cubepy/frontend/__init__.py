@@ -133,6 +133,7 @@ from cubepy.frontend.intrinsics import (
 )
 from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
+from cubepy.frontend.printing import debug_print
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
 from cubepy.frontend.tma import (
@@ -175,7 +176,7 @@ __all__ = [
     "cmma",
     # math and markers
     *_intrinsics.RECORD_FUNCTIONS, "abs", "powf", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
-    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll",
+    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll", "debug_print",
     "atan2", "hypot", "rhypot", "count_ones", "reverse_bits", "leading_zeros", "trailing_zeros",
     "find_first_set", "mul_hi", "vector_sum", "dot", "magnitude", "normalize",
     # expansion internals users may need (intrinsic authors, tests)

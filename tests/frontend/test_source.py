@@ -35,6 +35,16 @@ LAUNCH = textwrap.dedent("""
     result = client.read(data)
 """)
 KERNEL_TEXT = IMPORTS + KERNEL + LAUNCH
+# A notebook cell that defines a kernel printing from the device (after LAUNCH: `data` holds 0, 3, 6, ...).
+PRINTS = textwrap.dedent("""
+    @cube(launch=True)
+    def show(x: Array[f32]):
+        if ABSOLUTE_POS < 3:
+            cp.debug_print("data[%u] = %g", ABSOLUTE_POS, x[ABSOLUTE_POS])
+
+
+    show.launch(client, 2, 2, cp.ArrayArg(data))
+""")
 
 
 def _env() -> dict[str, str]:
@@ -92,7 +102,7 @@ def test_a_kernel_in_a_jupyter_notebook_launches_and_prints():
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat (the test extra)")
     nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient (the test extra)")
     pytest.importorskip("ipykernel", reason="the notebook test needs ipykernel (the test extra)")
-    cells = ["import cubepy\nprint(cubepy.__file__)", IMPORTS, KERNEL, LAUNCH + "print(result.tolist())"]
+    cells = ["import cubepy\nprint(cubepy.__file__)", IMPORTS, KERNEL, LAUNCH + "print(result.tolist())", PRINTS]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
     nbclient.NotebookClient(
         notebook, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
@@ -100,3 +110,8 @@ def test_a_kernel_in_a_jupyter_notebook_launches_and_prints():
     printed = ["".join(output.get("text", "") for output in cell.outputs).strip() for cell in notebook.cells]
     assert Path(printed[0]).resolve() == ROOT / "cubepy" / "__init__.py"
     assert printed[3] == "[0.0, 3.0, 6.0, 9.0, 12.0]"
+    assert printed[4].splitlines() == [
+        "[cube (0, 0, 0) unit (0, 0, 0)] data[0] = 0",
+        "[cube (0, 0, 0) unit (1, 0, 0)] data[1] = 3",
+        "[cube (1, 0, 0) unit (0, 0, 0)] data[2] = 6",
+    ]

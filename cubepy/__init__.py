@@ -2,7 +2,7 @@
 
 Kernels are decorated Python (``@cube``); running a kernel's expand twin with proxy values builds a
 typed IR (``cubepy.ir``) that the CPU runtime executes (``cp.client("interp")``, the default) and the
-compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  API.md lists the public names.
+compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  The API reference (docs/reference/cubepy.md) lists the public names.
 """
 
 from cubepy import frontend as _frontend
@@ -43,7 +43,7 @@ def coverage(client):
 
     return Coverage(client)
 
-# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; API.md's `cp.runtime(x)`
+# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; the public `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
 runtime = _frontend.runtime
 

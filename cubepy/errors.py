@@ -1,6 +1,6 @@
 """Every exception cubepy raises, in one place.
 
-Hierarchy (API.md section 5): ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
+Hierarchy: ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
 line), ``LaunchError`` (bad launch arguments; nothing was written), ``TensorMapError`` (a tensor-map
 constraint), ``SanitizerError`` (the CPU runtime found a memory or synchronization bug).  Internal
 stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); the CPU runtime adds

@@ -19,8 +19,9 @@ import pytest
 
 import cubepy as cp
 from cubepy.errors import ExpandError, LaunchError, SanitizerError, TensorMapError
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
 from cubepy.runtime.handle import Handle, contiguous_strides
+from cubepy.runtime.interp.backend import InterpBackend
 from cubepy.runtime.tensormap import TensorMapArg
 
 from . import bad_kernels as bk

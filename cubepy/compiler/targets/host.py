@@ -55,6 +55,8 @@ UNSUPPORTED: dict[type, str] = {
     **{op: _MBARRIER_REASON for op in (ops.BarrierInit, ops.BarrierArrive, ops.BarrierArriveExpectTx,
                                        ops.BarrierExpectTx, ops.BarrierWait, ops.BarrierWaitParity)},
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
+    # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
+    ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }
 
 

@@ -2,13 +2,13 @@
 
 Kernels are decorated Python (``@cube``); running a kernel's expand twin with proxy values builds a
 typed IR (``cubepy.ir``) that the CPU runtime executes (``cp.client("interp")``, the default) and the
-compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  API.md lists the public names.
+compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  The API reference (docs/reference/cubepy.md) lists the public names.
 """
 
 from cubepy import frontend as _frontend
+from cubepy import testing
 from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
 from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
-from cubepy.frontend import testing
 from cubepy.runtime.args import ArrayArg, CubeCount, CubeDim, ScalarArg, TensorArg
 from cubepy.runtime.client import ComputeClient, client, runtimes
 from cubepy.runtime.handle import Handle
@@ -43,7 +43,7 @@ def coverage(client):
 
     return Coverage(client)
 
-# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; API.md's `cp.runtime(x)`
+# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; the public `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
 runtime = _frontend.runtime
 

@@ -127,7 +127,7 @@ def cmd_info(_: argparse.Namespace) -> int:
     import cubepy as cp
     from cubepy import config
     from cubepy.compiler import ptxas
-    from cubepy.runtime.client import cuda_unavailable_reason
+    from cubepy.runtime.client import RUNTIMES
 
     print(f"cubepy {cp.__version__} on Python {platform.python_version()} ({sys.executable})")
     try:
@@ -144,9 +144,10 @@ def cmd_info(_: argparse.Namespace) -> int:
 
     print(f"libdevice: {libdevice.find_libdevice() or 'not found (transcendental math unavailable in PTX)'}")
     print(f"runtimes: {', '.join(cp.runtimes())}")
-    reason = cuda_unavailable_reason()
-    if reason:
-        print(f"cuda: unavailable: {reason}")
+    for name, runtime in RUNTIMES.items():
+        reason = runtime.unavailable_reason()
+        if reason:
+            print(f"{name}: unavailable: {reason}")
     print("settings:")
     for env, value, doc in config.describe():
         print(f"  {env}={value}  # {doc}")

@@ -83,3 +83,23 @@ def test_compile_binds_a_generic_kernels_type_parameter(tmp_path):
     assert "f64 = mul" in result.stdout
     missing = _cubepy("compile", "generic_mod.py:scale", cwd=tmp_path)
     assert missing.returncode != 0 and "--comptime F=TYPE (one of f16, bf16, f32, f64)" in missing.stderr
+
+
+def test_python_dash_m_cubepy_is_the_cubepy_command(tmp_path):
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-m", "cubepy", "compile", str(ROOT / "examples/vector_add.py") +
+                             ":vector_add", "--emit", "ir"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "kernel vector_add cube_dim=(256, 1, 1) checked" in result.stdout
+    usage = subprocess.run([sys.executable, "-m", "cubepy", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                           env=env, timeout=300)
+    script = subprocess.run([sys.executable, "-m", "cubepy.cli", "--help"], cwd=tmp_path, capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: cubepy ")
+    assert usage.stdout == script.stdout  # the same command as the `cubepy` script (cubepy.cli:main)
+    missing = subprocess.run([sys.executable, "-m", "cubepy"], cwd=tmp_path, capture_output=True, text=True,
+                             env=env, timeout=300)
+    assert missing.returncode == 2 and "the following arguments are required: command" in missing.stderr

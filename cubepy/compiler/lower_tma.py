@@ -1,6 +1,6 @@
 """Lowering of asynchronous barriers (mbarrier) and TMA bulk tensor copies to NVVM intrinsics.
 
-Every form is one of ``ptx-lowering.md`` sections 2-6 (LLVM 22 signatures, accepted by ptxas for
+Every form uses LLVM 22's intrinsic signatures (measured forms, accepted by ptxas for
 sm_90a with PTX 8.0):
 
 * a barrier is an ``i64`` ``addrspace(3)`` global (declared by the driver); ``barrier_init`` is

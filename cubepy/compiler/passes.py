@@ -135,7 +135,7 @@ def _array(var: Variable) -> np.ndarray:
         if elem.kind == "int" and value >= 1 << (bits - 1):
             value -= 1 << bits
     with np.errstate(all="ignore"):  # an f32 literal beyond f32's range is inf, as LLVM makes it
-        return np.asarray(value, dtype=semantics.dtype_of(elem))
+        return np.asarray(value, dtype=elem.numpy)
 
 
 def _evaluate(operation: ops.Operation, out: Variable) -> np.ndarray | None:
@@ -147,7 +147,7 @@ def _evaluate(operation: ops.Operation, out: Variable) -> np.ndarray | None:
         value = _array(operation.input)
         if src.is_int and dst.is_float and abs(int(value)) >= 1 << 53:
             return None  # numpy converts through f64 (two roundings); leave it to the device's one rounding
-        return semantics.convert(value, value.dtype, semantics.dtype_of(dst))
+        return semantics.convert(value, value.dtype, dst.numpy)
     assert isinstance(operation, (ops.Binary, ops.Compare))
     elem = operation.lhs.elem
     if not _foldable(elem):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 
 from cubepy import ir
-from cubepy.errors import CubeError, LaunchError
+from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
 from cubepy.frontend.containers import BufferType
 from cubepy.frontend.elem import ScalarType
@@ -211,7 +211,10 @@ class Kernel(CubeFunction):
             raise CubeError(f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
                             "launch_unchecked, or add launch=True")
         kernel = self.bind_types(args) if self._comp_fns is None else self
-        return client.launch(kernel, cube_count, cube_dim, args, checked=True)
+        try:
+            return client.launch(kernel, cube_count, cube_dim, args, checked=True)
+        except _USER_ERRORS as exc:
+            raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     @property
     def launch_unchecked(self):
@@ -223,7 +226,10 @@ class Kernel(CubeFunction):
 
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
         kernel = self.bind_types(args) if self._comp_fns is None else self
-        return client.launch(kernel, cube_count, cube_dim, args, checked=False)
+        try:
+            return client.launch(kernel, cube_count, cube_dim, args, checked=False)
+        except _USER_ERRORS as exc:
+            raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False):
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
@@ -261,6 +267,11 @@ class Kernel(CubeFunction):
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}>"
+
+
+# Errors of the user's kernel or arguments: their tracebacks keep the user's frames only (an interp or
+# compiler bug, any other exception, keeps cubepy's frames).
+_USER_ERRORS = (SanitizerError, LaunchError, TensorMapError, ExpandError)
 
 
 def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):

@@ -29,14 +29,6 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
 
-def dtype_of(elem: ElemType) -> np.dtype[Any]:
-    """The numpy dtype of a non-bf16 element type (constant folding's operand dtype)."""
-    if elem.is_bool:
-        return np.dtype(np.bool_)
-    prefix = {"float": "float", "int": "int", "uint": "uint"}[elem.kind]
-    return np.dtype(f"{prefix}{elem.bits}")
-
-
 def compute_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype a float operation computes in: f32 for the 2-byte floats, the type itself otherwise."""
     return F32 if dtype.itemsize == 2 else dtype

@@ -106,7 +106,7 @@ def _kernel_calling(function: str, arguments: str = ""):
 
 
 def test_cannot_select_becomes_compile_error(call_intrinsic_op):
-    """wgmma.wait_group exists only on sm_90a: on sm_90 instruction selection aborts (ptx-lowering.md §8)."""
+    """wgmma.wait_group exists only on sm_90a: on sm_90 LLVM's instruction selection aborts."""
     definition = _kernel_calling("llvm.nvvm.wgmma.wait_group.sync.aligned", "i64")
     with pytest.raises(CompileError, match="Cannot select") as info:
         compile_definition(definition, "sm_90", assemble=False)

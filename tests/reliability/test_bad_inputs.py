@@ -19,8 +19,9 @@ import pytest
 
 import cubepy as cp
 from cubepy.errors import ExpandError, LaunchError, SanitizerError, TensorMapError
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
 from cubepy.runtime.handle import Handle, contiguous_strides
+from cubepy.runtime.interp.backend import InterpBackend
 from cubepy.runtime.tensormap import TensorMapArg
 
 from . import bad_kernels as bk
@@ -109,6 +110,11 @@ TABLE: list[Bad] = [
     Bad("wrong_line_size_for_length", _launch(bk.writes_one, cp.ArrayArg(_out(n=10), 4)), LaunchError,
         ("line", "4")),
     Bad("unsupported_line_size", _launch(bk.writes_one, cp.ArrayArg(_out(), 3)), LaunchError, ("line", "3")),
+    Bad("line_size_does_not_divide_the_buffer", _launch(bk.doubles_lines, cp.ArrayArg(_out(n=1002), 4)), LaunchError,
+        ("parameter 'out'", "a buffer of 1002 elements", "line_size=4", "does not divide", "last 2 element")),
+    Bad("line_size_does_not_divide_the_tensor_view",
+        _launch(bk.doubles_lines, cp.TensorArg.from_raw_parts(_out(n=18), (6, 1), (3, 5), 2)), LaunchError,
+        ("parameter 'out'", "shape 3x5", "15 elements", "line_size=2")),
     Bad("numpy_array_instead_of_arg", _launch(bk.writes_one, np.zeros(4, np.float32)), LaunchError,
         ("ArrayArg",)),
     Bad("handle_instead_of_arg", _launch(bk.writes_one, _out()), LaunchError, ("ArrayArg",)),

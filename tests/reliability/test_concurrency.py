@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cubepy.runtime import cache
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
+from cubepy.runtime.interp.backend import InterpBackend
 
 from . import workloads
 

@@ -57,9 +57,11 @@ class CudaKernel:
 
 
 class CudaBackend:
-    """Kernels on one CUDA device; plugs into ``ComputeClient`` like ``InterpBackend``."""
+    """Kernels on one CUDA device: the cuda runtime's ``Backend`` (``cubepy.runtime.backend``)."""
 
     name = "cuda"
+    disk_cache_kind: str | None = None  # loaded modules live in the CUDA context, not on disk
+    disk_cache_target = "cuda"
 
     def __init__(self, device: CudaDevice, compile_fn: Callable[..., Any] | None = None) -> None:
         self.device = device

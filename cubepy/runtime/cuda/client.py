@@ -21,7 +21,7 @@ from cubepy.runtime.handle import Handle, contiguous_strides
 
 
 class CudaClient(ComputeClient):
-    """A client of one CUDA device (API.md section 5), plus interop and event timing."""
+    """A client of one CUDA device (see docs/reference/cubepy.md), plus interop and event timing."""
 
     def __init__(self, device: CudaDevice, backend: CudaBackend | None = None) -> None:
         super().__init__("cuda", backend or CudaBackend(device), sanitize=False)

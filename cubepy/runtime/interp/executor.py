@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import numpy as np
@@ -244,7 +244,10 @@ class Chunk:
         self.topology = Topology(kernel.cube_dim, launch.cube_count, first_cube, cubes)
         self.lanes = self.topology.lanes
         self.values = ValueStore(self.lanes, self.program.literals)
-        self.write = self.values.write  # the hottest call of every handler: skip one indirection
+        # ``ctx.write(var, value, mask)`` assigns ``value`` to local ``var`` on the lanes of ``mask``.  It is
+        # the value store's bound method itself, not a method of Chunk: the hottest call of every handler
+        # skips one indirection.
+        self.write: Callable[[Variable, np.ndarray | np.generic, Mask], None] = self.values.write
         self.no_lanes = np.zeros(self.lanes, dtype=bool)
         self.no_lanes.flags.writeable = False  # shared by every empty mask: never written
         self.returned = self.no_lanes
@@ -280,10 +283,6 @@ class Chunk:
         if kind is VarKind.SCALAR:
             return self.launch.scalars[var.id]
         raise TypeError(f"{var!r} is a {kind.value}: it has no value to read")
-
-    def write(self, var: Variable, value: np.ndarray | np.generic, mask: Mask) -> None:
-        """Assign ``value`` to local ``var`` on the lanes of ``mask``."""
-        self.values.write(var, value, mask)
 
     # -- memories --------------------------------------------------------------------------
     def memory(self, var: Variable) -> MemoryRef:

@@ -1,6 +1,6 @@
 """Exact numpy emulation of Hopper TMA bulk tensor copies (tile and im2col modes).
 
-Implements `shared/reference/tma-semantics.md` sections 1-2: which global elements land where, the
+Implements the TMA semantics of docs/semantics/tma.md (tiled and im2col modes): which global elements land where, the
 out-of-bounds fill, the 16-byte-chunk swizzle on absolute shared-memory addresses, the im2col pixel
 walk, and the instruction-time preconditions of section 4 (rules 23-28) that can be checked here.
 A tensor map is anything with the driver-order fields of `TensorMapArg`; coordinates are driver order

@@ -1,6 +1,6 @@
 """Asynchronous barriers and TMA copies in the lockstep interp: handlers of ``cubepy.ir.ops.tma``.
 
-Model (``shared/reference/tma-semantics.md``; PTX ``mbarrier``):
+Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
 
 * Each barrier holds, per cube, its arrival count, the arrivals still pending in the current phase,
   a signed transaction count (bytes expected minus bytes delivered) and the number of completed

@@ -6,7 +6,7 @@ Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/binary.rs`` at c
 ``testgen_binary!`` runs per FloatType (f16, bf16, f32, f64); ``testgen_binary_untyped!``
 (``test_mulhi``, ``test_self_div``) runs once.
 
-``Vector::dot``, ``atan2``, ``hypot``, ``rhypot`` and ``mul_hi`` have no name in API.md; their
+``Vector::dot``, ``atan2``, ``hypot``, ``rhypot`` and ``mul_hi`` have no name in cubepy's public API; their
 tests are written against the names ``cp.dot``, ``cp.atan2``, ``cp.hypot``, ``cp.rhypot`` and
 ``cp.mul_hi`` and are skipped while ``cubepy`` does not export them.
 """
@@ -162,7 +162,7 @@ def make_powi_kernel(F):
     @cube(launch_unchecked=True)
     def test_powi_kernel(lhs: Array[Line[F]], rhs: Array[Line[i32]], output: Array[Line[F]]):
         if ABSOLUTE_POS < rhs.len():
-            # Rust: `Powi::powi(lhs, rhs)`; API.md: `**` with an integer exponent is powi.
+            # Rust: `Powi::powi(lhs, rhs)`; cubepy's public API: `**` with an integer exponent is powi.
             output[ABSOLUTE_POS] = lhs[ABSOLUTE_POS] ** rhs[ABSOLUTE_POS]
 
     return test_powi_kernel

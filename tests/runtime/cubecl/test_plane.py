@@ -9,7 +9,7 @@ vectorization, for vector sizes 1, 2 and 4. ``test_plane_ballot`` is untyped.
 The expected values are computed with the loops of the Rust test. Rust reads
 ``plane_size_max`` from the device for ``shuffle`` and ``shuffle_down``; the other tests hardcode
 32, which is used everywhere here (the interp runtime's plane width).
-``plane_inclusive_prod`` / ``plane_exclusive_prod`` have no name in API.md; their tests are
+``plane_inclusive_prod`` / ``plane_exclusive_prod`` have no name in cubepy's public API; their tests are
 skipped while ``cubepy`` does not export them.
 """
 

@@ -7,8 +7,8 @@ Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/unary.rs`` at co
 IntType (i8, i16, i32, i64). The expected values are the literal arrays of the Rust test, given
 as f32 literals and converted to the element type (``as_type!``).
 
-Operations API.md names (sin, cos, tan, tanh, sqrt, rsqrt, recip, abs, trunc) are used directly.
-The others have no name in API.md; their tests use the name written next to them (CubeCL's
+Operations cubepy's public API names (sin, cos, tan, tanh, sqrt, rsqrt, recip, abs, trunc) are used directly.
+The others have no name in cubepy's public API; their tests use the name written next to them (CubeCL's
 method name, ``expm1`` for ``exp_m1``) and are skipped while ``cubepy`` does not export it.
 """
 
@@ -384,7 +384,7 @@ def test_abs(client, F):
 
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_inverse_sqrt(client, F):
-    # Rust: `Vector::inverse_sqrt`; API.md: `rsqrt`.
+    # Rust: `Vector::inverse_sqrt`; cubepy's public API: `rsqrt`.
     run_unary(
         client,
         F,

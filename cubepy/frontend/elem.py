@@ -174,7 +174,7 @@ def overflows(value, elem: ir.ElemType) -> bool:
     if not math.isfinite(as_float):
         return not isinstance(value, (float, np.floating))  # a huge int overflows; inf/nan literals do not
     with np.errstate(over="ignore"):
-        return not np.isfinite(np.asarray(as_float, dtype=np.float64).astype(_DTYPES[elem.name]))
+        return not np.isfinite(np.asarray(as_float, dtype=np.float64).astype(elem.numpy))
 
 
 def convert_literal(value, elem: ir.ElemType):

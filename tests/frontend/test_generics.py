@@ -7,7 +7,8 @@ import pytest
 
 import cubepy as cp
 from cubepy.errors import CubeError, LaunchError
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
+from cubepy.runtime.interp.backend import InterpBackend
 
 F = cp.TypeVar("F", cp.Float)
 N = cp.TypeVar("N", cp.Numeric)

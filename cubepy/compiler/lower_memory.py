@@ -137,8 +137,16 @@ def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
 
 
 # uinc_wrap/udec_wrap are exactly CUDA's atomicInc/atomicDec (NVPTX: atom.inc.u32/atom.dec.u32).
-_INT_RMW = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor", "exchange": "xchg",
-            "inc": "uinc_wrap", "dec": "udec_wrap"}
+_INT_RMW = {
+    "add": "add",
+    "sub": "sub",
+    "and": "and",
+    "or": "or",
+    "xor": "xor",
+    "exchange": "xchg",
+    "inc": "uinc_wrap",
+    "dec": "udec_wrap",
+}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "max": "fmax", "min": "fmin", "exchange": "xchg"}
 
 
@@ -197,7 +205,9 @@ def lower_compare_exchange(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    ops.Index: lower_index, ops.IndexAssign: lower_index_assign, ops.ExtractLane: lower_extract_lane,
+    ops.Index: lower_index,
+    ops.IndexAssign: lower_index_assign,
+    ops.ExtractLane: lower_extract_lane,
     ops.InsertLane: lower_insert_lane,
     ops.AtomicCompareExchange: lower_compare_exchange,
 }.items():

@@ -122,8 +122,12 @@ def lower_fence(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    ops.SyncCube: lower_sync_cube, ops.SyncPlane: lower_sync_plane, ops.SyncProxyShared: lower_sync_proxy_shared,
-    ops.SyncCubeCount: lower_sync_cube_reduce, ops.SyncCubeAnd: lower_sync_cube_reduce,
-    ops.SyncCubeOr: lower_sync_cube_reduce, ops.Fence: lower_fence,
+    ops.SyncCube: lower_sync_cube,
+    ops.SyncPlane: lower_sync_plane,
+    ops.SyncProxyShared: lower_sync_proxy_shared,
+    ops.SyncCubeCount: lower_sync_cube_reduce,
+    ops.SyncCubeAnd: lower_sync_cube_reduce,
+    ops.SyncCubeOr: lower_sync_cube_reduce,
+    ops.Fence: lower_fence,
 }.items():
     lowers(_op_type)(_lowering)

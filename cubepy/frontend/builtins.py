@@ -107,14 +107,18 @@ class LaneMask(ExpandBase):
 
 
 LANEMASK_EQ = LaneMask("LANEMASK_EQ", "Only this unit's lane bit (CUDA's %lanemask_eq).", lambda lane: 1 << lane)
-LANEMASK_LT = LaneMask("LANEMASK_LT", "The bits of the lanes below this unit's (%lanemask_lt).",
-                       lambda lane: (1 << lane) - 1)
-LANEMASK_LE = LaneMask("LANEMASK_LE", "The bits of this lane and the lanes below it (%lanemask_le).",
-                       lambda lane: (2 << lane) - 1)  # lane 31: 2 << 31 wraps to 0, minus 1 is all ones
-LANEMASK_GT = LaneMask("LANEMASK_GT", "The bits of the lanes above this unit's (%lanemask_gt).",
-                       lambda lane: ~((2 << lane) - 1))
-LANEMASK_GE = LaneMask("LANEMASK_GE", "The bits of this lane and the lanes above it (%lanemask_ge).",
-                       lambda lane: ~((1 << lane) - 1))
+LANEMASK_LT = LaneMask(
+    "LANEMASK_LT", "The bits of the lanes below this unit's (%lanemask_lt).", lambda lane: (1 << lane) - 1
+)
+LANEMASK_LE = LaneMask(
+    "LANEMASK_LE", "The bits of this lane and the lanes below it (%lanemask_le).", lambda lane: (2 << lane) - 1
+)  # lane 31: 2 << 31 wraps to 0, minus 1 is all ones
+LANEMASK_GT = LaneMask(
+    "LANEMASK_GT", "The bits of the lanes above this unit's (%lanemask_gt).", lambda lane: ~((2 << lane) - 1)
+)
+LANEMASK_GE = LaneMask(
+    "LANEMASK_GE", "The bits of this lane and the lanes above it (%lanemask_ge).", lambda lane: ~((1 << lane) - 1)
+)
 
 
 # -- synchronization -------------------------------------------------------------------------

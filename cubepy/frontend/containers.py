@@ -109,8 +109,10 @@ class BufferType:
         if self.fixed_line is not None and line != self.fixed_line:
             if self.lined:
                 raise LaunchError(f"{self!r} needs line_size={self.fixed_line}, got line_size={line}")
-            raise LaunchError(f"{self!r} takes line_size=1, got line_size={line}; annotate "
-                              f"{self.kind_name}[Line[{self.elem!r}]] to read lines")
+            raise LaunchError(
+                f"{self!r} takes line_size=1, got line_size={line}; annotate "
+                f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
+            )
         comp_arg = self._accepted[(handle.dtype, line)] = BufferCompilationArg(self.elem.name, line)
         return comp_arg
 
@@ -172,8 +174,11 @@ def _add_offset(offset, index):
         return index
     if isinstance(index, int) and not isinstance(index, bool) and index == 0:
         return offset
-    return operations.binary("add", operations.element(operations.to_index(offset, "slice offset")),
-                             operations.element(operations.to_index(index)))
+    return operations.binary(
+        "add",
+        operations.element(operations.to_index(offset, "slice offset")),
+        operations.element(operations.to_index(index)),
+    )
 
 
 class MemoryExpand:
@@ -205,8 +210,9 @@ class MemoryExpand:
         if isinstance(index, slice):
             if index.step not in (None, 1):
                 source.fail("memory slices take no step")
-            return self.slice(0 if index.start is None else index.start,
-                              self.len() if index.stop is None else index.stop)
+            return self.slice(
+                0 if index.start is None else index.start, self.len() if index.stop is None else index.stop
+            )
         idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
         if self.atomic:
             return AtomicRef(self, idx)
@@ -223,16 +229,19 @@ class MemoryExpand:
     def _flat_index(self, index: tuple):
         """``m[i, j, ...]``: the row-major item index of a multi-dimensional shared/local memory."""
         if self.dims is None:
-            source.fail(f"{self.describe()} is one-dimensional: index it with one index (declare "
-                        f"SharedMemory[T]((rows, cols)) or LocalArray[T]((rows, cols)) to index with several)")
+            source.fail(
+                f"{self.describe()} is one-dimensional: index it with one index (declare "
+                f"SharedMemory[T]((rows, cols)) or LocalArray[T]((rows, cols)) to index with several)"
+            )
         if len(index) != len(self.dims):
             source.fail(f"{self.describe()} has shape {self.dims}: expected {len(self.dims)} indices, got {len(index)}")
         return _weighted_sum(index, [_row_major_stride(self.dims, k) for k in range(len(self.dims))])
 
     def describe(self) -> str:
         """What this memory is, for messages."""
-        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory",
-                VarKind.LOCAL_ARRAY: "local array"}.get(self.var.kind, "memory")
+        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory", VarKind.LOCAL_ARRAY: "local array"}.get(
+            self.var.kind, "memory"
+        )
         return f"a {kind} of {self.var.type!r}"
 
     def len(self):
@@ -265,7 +274,7 @@ class MemoryExpand:
 
 def _row_major_stride(shape: tuple[int, ...], dim: int) -> int:
     stride = 1
-    for extent in shape[dim + 1:]:
+    for extent in shape[dim + 1 :]:
         stride *= extent
     return stride
 
@@ -276,18 +285,29 @@ def _weighted_sum(index: tuple, strides: list) -> object:
     for position, stride in zip(index, strides):
         if isinstance(stride, int) and stride == 0:
             continue
-        term = position if isinstance(stride, int) and stride == 1 else \
-            operations.binary("mul", operations.element(operations.to_index(position)), stride)
-        total = term if total is None else operations.binary("add", operations.element(operations.to_index(total)),
-                                                             operations.element(operations.to_index(term)))
+        term = (
+            position
+            if isinstance(stride, int) and stride == 1
+            else operations.binary("mul", operations.element(operations.to_index(position)), stride)
+        )
+        total = (
+            term
+            if total is None
+            else operations.binary(
+                "add", operations.element(operations.to_index(total)), operations.element(operations.to_index(term))
+            )
+        )
     return 0 if total is None else total
 
 
 def _length(start, end):
     if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
         return end - start
-    return operations.binary("sub", operations.element(operations.to_index(end, "slice end")),
-                             operations.element(operations.to_index(start, "slice start")))
+    return operations.binary(
+        "sub",
+        operations.element(operations.to_index(end, "slice end")),
+        operations.element(operations.to_index(start, "slice start")),
+    )
 
 
 class TensorExpand(MemoryExpand):
@@ -297,13 +317,11 @@ class TensorExpand(MemoryExpand):
 
     def shape(self, dim) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
-        return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")),
-                               Type(ir.U32))
+        return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
     def stride(self, dim) -> ExpandElement:
         """The stride of dimension ``dim`` in elements."""
-        return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")),
-                               Type(ir.U32))
+        return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
@@ -312,8 +330,10 @@ class TensorExpand(MemoryExpand):
     def _flat_index(self, index: tuple):
         """``t[i, j, ...]``: ``i * stride(0) + j * stride(1) + ...`` (a checked launch bounds the whole buffer)."""
         if self.line_size != 1:
-            source.fail(f"{self.describe()} holds lines: index it with one item index (multi-dimensional "
-                        "indexing goes through element strides)")
+            source.fail(
+                f"{self.describe()} holds lines: index it with one item index (multi-dimensional "
+                "indexing goes through element strides)"
+            )
         return _weighted_sum(index, [self.stride(k) for k in range(len(index))])
 
 
@@ -432,8 +452,10 @@ class AtomicRef:
 
     def compare_exchange(self, cmp, new):
         """Atomically ``if m == cmp: m = new``; the old value."""
-        return operations.emit(irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp),
-                                                           self._value(new)), self.memory.var.type)
+        return operations.emit(
+            irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp), self._value(new)),
+            self.memory.var.type,
+        )
 
     def __bool__(self) -> bool:
         source.fail("an atomic element is not a value; use .load()")
@@ -446,8 +468,9 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
     elem, fixed, atomic = _item(item)
     if isinstance(item, LineType) and fixed is None:
         if line_size is None:
-            source.fail(f"{item!r} in shared/local memory needs a line size: pass line_size=N or write "
-                        f"Line[{elem!r}, N]")
+            source.fail(
+                f"{item!r} in shared/local memory needs a line size: pass line_size=N or write Line[{elem!r}, N]"
+            )
         fixed = operations.comptime_value(line_size)
     shape = None
     if isinstance(length, tuple):  # (rows, cols, ...): indexed m[i, j, ...], row-major
@@ -482,9 +505,11 @@ def _check_divides(arg, handle, line: int) -> None:
         counts.append(("view (shape " + "x".join(map(str, arg.shape)) + ")", view))
     for what, count in counts:
         if count % line:
-            raise LaunchError(f"a {what} of {count} elements is passed with line_size={line}, which does not "
-                              f"divide it: the last {count % line} element(s) would never be read or written; "
-                              f"use a line size that divides {count}, or pad the buffer to a multiple of {line}")
+            raise LaunchError(
+                f"a {what} of {count} elements is passed with line_size={line}, which does not "
+                f"divide it: the last {count % line} element(s) would never be read or written; "
+                f"use a line size that divides {count}, or pad the buffer to a multiple of {line}"
+            )
 
 
 class _MemoryFactory:

@@ -57,8 +57,9 @@ def _cube_dim(cube_dim) -> tuple[int, int, int]:
     return (x, y, z)
 
 
-def expand_kernel_body(kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool,
-                       name: str) -> ir.KernelDefinition:
+def expand_kernel_body(
+    kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool, name: str
+) -> ir.KernelDefinition:
     """Expand ``kernel`` with ``comp_args``, re-running while weakly typed locals refine their types."""
     node = kernel.definition_node()
     default_loc = ir.SourceLoc(kernel.fn.__code__.co_filename, node.lineno, node.col_offset, kernel.fn.__qualname__)
@@ -102,8 +103,11 @@ class Kernel(CubeFunction):
 
     def _read_params(self) -> list[ParamSpec]:
         fn = self.fn
-        closure = {name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
-                   if _has_contents(cell)}
+        closure = {
+            name: cell.cell_contents
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+            if _has_contents(cell)
+        }
         params = []
         for index, parameter in enumerate(inspect.signature(fn).parameters.values()):
             where = f"kernel {self.name!r}, parameter {parameter.name!r}"
@@ -153,8 +157,10 @@ class Kernel(CubeFunction):
     def _launch_plan(self) -> tuple:
         params = self.params
         if self.is_generic:
-            raise CubeError(f"kernel {self.name!r} is generic: launch it with kernel.launch(...) (which binds its type "
-                            "parameters), or bind them first with kernel.bind_types(args)")
+            raise CubeError(
+                f"kernel {self.name!r} is generic: launch it with kernel.launch(...) (which binds its type "
+                "parameters), or bind them first with kernel.bind_types(args)"
+            )
         self._register_fns = tuple((p.index, p.launch.register) for p in params if not p.is_comptime)
         self._comp_fns = tuple(p.launch.compilation_arg for p in params)
         return self._comp_fns
@@ -208,8 +214,10 @@ class Kernel(CubeFunction):
     def launch(self, client, cube_count, cube_dim, *args):
         """Run the kernel with bounds-checked global indexing."""
         if not self.allow_checked:
-            raise CubeError(f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
-                            "launch_unchecked, or add launch=True")
+            raise CubeError(
+                f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
+                "launch_unchecked, or add launch=True"
+            )
         kernel = self.bind_types(args) if self._comp_fns is None else self
         try:
             return client.launch(kernel, cube_count, cube_dim, args, checked=True)
@@ -220,8 +228,9 @@ class Kernel(CubeFunction):
     def launch_unchecked(self):
         """Run the kernel with raw global indexing (only with ``@cube(launch_unchecked=True)``)."""
         if not self.allow_unchecked:
-            raise AttributeError(f"kernel {self.name!r} has no launch_unchecked: decorate it with "
-                                 "@cube(launch_unchecked=True)")
+            raise AttributeError(
+                f"kernel {self.name!r} has no launch_unchecked: decorate it with @cube(launch_unchecked=True)"
+            )
         return self._launch_unchecked
 
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
@@ -238,8 +247,10 @@ class Kernel(CubeFunction):
         """
         if self.is_generic:
             bound = self.bind_types(args)
-            args = tuple(p.launch.default_compilation_arg() if isinstance(a, (BufferType, ScalarType)) else a
-                         for p, a in zip(bound.params, args))
+            args = tuple(
+                p.launch.default_compilation_arg() if isinstance(a, (BufferType, ScalarType)) else a
+                for p, a in zip(bound.params, args)
+            )
             return bound.compile(cube_dim, *args, target=target, unchecked=unchecked)
         params = self.params
         if len(args) != len(params):
@@ -278,8 +289,9 @@ def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
     try:
         return param.launch.compilation_arg(arg)
     except LaunchError as exc:
-        raise LaunchError(f"kernel {kernel.name!r}, parameter {param.name!r} (argument index {param.index}): "
-                          f"{exc}") from None
+        raise LaunchError(
+            f"kernel {kernel.name!r}, parameter {param.name!r} (argument index {param.index}): {exc}"
+        ) from None
 
 
 def _has_contents(cell) -> bool:
@@ -300,8 +312,11 @@ class BoundKernel(Kernel):
         self.binding_text = generics.binding_text(binding)
         with generics.bound(binding):
             self._params = [
-                ParamSpec(p.name, p.index, p.annotation, p.launch) if generics.type_var_of(p.annotation) is None
-                else self._bound_param(p) for p in generic.params]
+                ParamSpec(p.name, p.index, p.annotation, p.launch)
+                if generics.type_var_of(p.annotation) is None
+                else self._bound_param(p)
+                for p in generic.params
+            ]
 
     def _bound_param(self, param: ParamSpec) -> ParamSpec:
         annotation = param.annotation

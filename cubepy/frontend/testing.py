@@ -103,8 +103,7 @@ def spec_value(spec, builder: KernelBuilder, name: str):
 
 def _run(function: CubeFunction, call, name: str, checked: bool) -> Expansion:
     node = function.definition_node()
-    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset,
-                               function.fn.__qualname__)
+    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
     hints: dict = {}
     for _ in range(MAX_TYPE_RERUNS + 1):
         state = ExpansionState(checked, default_loc, hints)
@@ -139,8 +138,7 @@ def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), **comptime
 def _expand_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim) -> Expansion:
     if kernel.is_generic:  # element types in the specs bind the type parameters
         specs = list(arg_specs)
-        aligned = [comptime[p.name] if p.name in comptime else (specs.pop(0) if specs else None)
-                   for p in kernel.params]
+        aligned = [comptime[p.name] if p.name in comptime else (specs.pop(0) if specs else None) for p in kernel.params]
         kernel = kernel.bind_types(tuple(aligned))
         with generics.bound(kernel.binding):
             return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim)

@@ -58,6 +58,7 @@ def _erf(x: Value) -> Value:  # an f64 approximation, rounded once to the type
 def _elementwise(fn: Callable[[float], float], pole: Callable[[float], float]) -> Callable[[Value], Value]:
     """``fn`` of Python's math module over an array in f64; C's value where Python raises (a pole, a domain
     error: ``pole(x)``) or overflows (+inf, the sign of the true result being positive for these functions)."""
+
     def safe(v: float) -> float:
         try:
             return fn(v)
@@ -117,48 +118,107 @@ def _is_inf(x: Value) -> Value:
 
 # Float members computed in the compute type and rounded once (``float_op``).
 FLOAT_UNARY: dict[type[Operation], Callable[[Value], Value]] = {
-    arith.Exp: np.exp, arith.Log: np.log, arith.Log1p: np.log1p, arith.Sqrt: np.sqrt, arith.Rsqrt: _rsqrt,
-    arith.Cbrt: np.cbrt, arith.Sin: np.sin, arith.Cos: np.cos, arith.Tan: np.tan, arith.Tanh: np.tanh,
-    arith.Floor: np.floor, arith.Ceil: np.ceil, arith.Round: np.rint, arith.Trunc: np.trunc,
-    arith.Recip: np.reciprocal, arith.Neg: np.negative, arith.Abs: np.abs, arith.Asin: np.arcsin,
-    arith.Acos: np.arccos, arith.Atan: np.arctan, arith.Sinh: np.sinh, arith.Cosh: np.cosh,
-    arith.Asinh: np.arcsinh, arith.Acosh: np.arccosh, arith.Atanh: np.arctanh, arith.Expm1: np.expm1,
-    arith.ToDegrees: np.degrees, arith.ToRadians: np.radians, arith.Exp2: np.exp2, arith.Exp10: _exp10,
-    arith.Log2: np.log2, arith.Log10: np.log10,
+    arith.Exp: np.exp,
+    arith.Log: np.log,
+    arith.Log1p: np.log1p,
+    arith.Sqrt: np.sqrt,
+    arith.Rsqrt: _rsqrt,
+    arith.Cbrt: np.cbrt,
+    arith.Sin: np.sin,
+    arith.Cos: np.cos,
+    arith.Tan: np.tan,
+    arith.Tanh: np.tanh,
+    arith.Floor: np.floor,
+    arith.Ceil: np.ceil,
+    arith.Round: np.rint,
+    arith.Trunc: np.trunc,
+    arith.Recip: np.reciprocal,
+    arith.Neg: np.negative,
+    arith.Abs: np.abs,
+    arith.Asin: np.arcsin,
+    arith.Acos: np.arccos,
+    arith.Atan: np.arctan,
+    arith.Sinh: np.sinh,
+    arith.Cosh: np.cosh,
+    arith.Asinh: np.arcsinh,
+    arith.Acosh: np.arccosh,
+    arith.Atanh: np.arctanh,
+    arith.Expm1: np.expm1,
+    arith.ToDegrees: np.degrees,
+    arith.ToRadians: np.radians,
+    arith.Exp2: np.exp2,
+    arith.Exp10: _exp10,
+    arith.Log2: np.log2,
+    arith.Log10: np.log10,
 }
 # Float members with their own rounding.
 FLOAT_UNARY_DIRECT: dict[type[Operation], Callable[[Value], Value]] = {
-    arith.Erf: _erf, arith.IsNan: _is_nan, arith.IsInf: _is_inf, arith.Erfc: _erfc, arith.Lgamma: _lgamma,
+    arith.Erf: _erf,
+    arith.IsNan: _is_nan,
+    arith.IsInf: _is_inf,
+    arith.Erfc: _erfc,
+    arith.Lgamma: _lgamma,
     arith.Tgamma: _tgamma,
 }
 INT_UNARY: dict[type[Operation], Callable[[Value], Value]] = {
-    arith.Neg: np.negative, arith.Abs: np.abs, arith.Bitnot: np.invert, arith.CountOnes: numerics.count_ones,
-    arith.LeadingZeros: numerics.leading_zeros, arith.ReverseBits: numerics.reverse_bits,
-    arith.TrailingZeros: numerics.trailing_zeros, arith.FindFirstSet: numerics.find_first_set,
+    arith.Neg: np.negative,
+    arith.Abs: np.abs,
+    arith.Bitnot: np.invert,
+    arith.CountOnes: numerics.count_ones,
+    arith.LeadingZeros: numerics.leading_zeros,
+    arith.ReverseBits: numerics.reverse_bits,
+    arith.TrailingZeros: numerics.trailing_zeros,
+    arith.FindFirstSet: numerics.find_first_set,
 }
 BOOL_UNARY: dict[type[Operation], Callable[[Value], Value]] = {arith.Not: np.logical_not}
 
 FLOAT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
-    arith.Add: np.add, arith.Sub: np.subtract, arith.Mul: np.multiply, arith.Div: np.true_divide,
-    arith.Floordiv: np.floor_divide, arith.Mod: np.remainder, arith.Min: np.fmin, arith.Max: np.fmax,
-    arith.Powf: np.power, arith.Atan2: np.arctan2, arith.Hypot: np.hypot, arith.Rhypot: _rhypot,
-    arith.Copysign: np.copysign, arith.Fmod: np.fmod, arith.Remainder: _remainder,
+    arith.Add: np.add,
+    arith.Sub: np.subtract,
+    arith.Mul: np.multiply,
+    arith.Div: np.true_divide,
+    arith.Floordiv: np.floor_divide,
+    arith.Mod: np.remainder,
+    arith.Min: np.fmin,
+    arith.Max: np.fmax,
+    arith.Powf: np.power,
+    arith.Atan2: np.arctan2,
+    arith.Hypot: np.hypot,
+    arith.Rhypot: _rhypot,
+    arith.Copysign: np.copysign,
+    arith.Fmod: np.fmod,
+    arith.Remainder: _remainder,
 }
 # Float members computed in the operands' own type (one ulp of f16 is not one ulp of f32).
 FLOAT_BINARY_DIRECT: dict[type[Operation], Callable[[Value, Value], Value]] = {arith.Nextafter: _nextafter}
 INT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
-    arith.Add: np.add, arith.Sub: np.subtract, arith.Mul: np.multiply, arith.Min: np.minimum,
-    arith.Max: np.maximum, arith.Floordiv: numerics.int_floordiv, arith.Mod: numerics.int_mod,
-    arith.DivTrunc: numerics.int_div_trunc, arith.RemTrunc: numerics.int_rem_trunc,
-    arith.Bitand: np.bitwise_and, arith.Bitor: np.bitwise_or, arith.Bitxor: np.bitwise_xor,
-    arith.Shl: numerics.shift_left, arith.Shr: numerics.shift_right, arith.MulHi: numerics.mul_hi,
+    arith.Add: np.add,
+    arith.Sub: np.subtract,
+    arith.Mul: np.multiply,
+    arith.Min: np.minimum,
+    arith.Max: np.maximum,
+    arith.Floordiv: numerics.int_floordiv,
+    arith.Mod: numerics.int_mod,
+    arith.DivTrunc: numerics.int_div_trunc,
+    arith.RemTrunc: numerics.int_rem_trunc,
+    arith.Bitand: np.bitwise_and,
+    arith.Bitor: np.bitwise_or,
+    arith.Bitxor: np.bitwise_xor,
+    arith.Shl: numerics.shift_left,
+    arith.Shr: numerics.shift_right,
+    arith.MulHi: numerics.mul_hi,
 }
 BOOL_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
-    arith.And: np.logical_and, arith.Or: np.logical_or,
+    arith.And: np.logical_and,
+    arith.Or: np.logical_or,
 }
 COMPARE: dict[type[Operation], Callable[[Value, Value], Value]] = {
-    arith.Eq: np.equal, arith.Ne: np.not_equal, arith.Lt: np.less, arith.Le: np.less_equal,
-    arith.Gt: np.greater, arith.Ge: np.greater_equal,
+    arith.Eq: np.equal,
+    arith.Ne: np.not_equal,
+    arith.Lt: np.less,
+    arith.Le: np.less_equal,
+    arith.Gt: np.greater,
+    arith.Ge: np.greater_equal,
 }
 
 

@@ -96,9 +96,11 @@ class TensorArg:
             negative = [(axis, value) for axis, value in enumerate(values) if value < 0]
             if negative:
                 axis, value = negative[0]
-                raise LaunchError(f"TensorArg.from_raw_parts: {what} {value} of axis {axis} is negative; strides "
-                                  f"and shapes are unsigned in kernels (view a reversed axis by indexing "
-                                  f"`n - 1 - i` in the kernel instead)")
+                raise LaunchError(
+                    f"TensorArg.from_raw_parts: {what} {value} of axis {axis} is negative; strides "
+                    f"and shapes are unsigned in kernels (view a reversed axis by indexing "
+                    f"`n - 1 - i` in the kernel instead)"
+                )
         arg.strides, arg.shape = strides, shape
         return arg
 

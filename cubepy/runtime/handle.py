@@ -40,16 +40,24 @@ class Handle:
         from cubepy.errors import LaunchError
 
         if not isinstance(index, slice) or index.step not in (None, 1):
-            raise LaunchError(f"a handle view takes one slice with step 1 over the first axis (handle[a:b]), "
-                              f"got {index!r}")
+            raise LaunchError(
+                f"a handle view takes one slice with step 1 over the first axis (handle[a:b]), got {index!r}"
+            )
         if not self.shape or self.strides != contiguous_strides(self.shape):
-            raise LaunchError(f"only a row-major contiguous handle can be viewed, got shape {self.shape} and "
-                              f"strides {self.strides}")
+            raise LaunchError(
+                f"only a row-major contiguous handle can be viewed, got shape {self.shape} and strides {self.strides}"
+            )
         start, stop, _ = index.indices(self.shape[0])
         stop = max(start, stop)
         row = self.strides[0]
-        view = Handle(self.client, self.storage, self.dtype, (stop - start,) + self.shape[1:], self.strides,
-                      self.offset + start * row)
+        view = Handle(
+            self.client,
+            self.storage,
+            self.dtype,
+            (stop - start,) + self.shape[1:],
+            self.strides,
+            self.offset + start * row,
+        )
         view.view_size = (stop - start) * row
         return view
 

@@ -13,10 +13,33 @@ from cubepy.ir.ops.sync import *  # noqa: F403  (barriers, predicate barriers, f
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
 
 __all__ = [
-    "BRANCH_OPS", "GIVEN", "Break", "Check", "Checker", "Continue", "DebugPrint", "If", "IfElse", "Loop", "OpRecord",
+    "BRANCH_OPS",
+    "GIVEN",
+    "Break",
+    "Check",
+    "Checker",
+    "Continue",
+    "DebugPrint",
+    "If",
+    "IfElse",
+    "Loop",
+    "OpRecord",
     "OpTable",
-    "Operation", "RangeLoop", "Return", "Switch", "all_operations",
-    "arith", "branch", "cmma", "debug", "declare", "lookup", "memory", "plane", "sync", "tma",
+    "Operation",
+    "RangeLoop",
+    "Return",
+    "Switch",
+    "all_operations",
+    "arith",
+    "branch",
+    "cmma",
+    "debug",
+    "declare",
+    "lookup",
+    "memory",
+    "plane",
+    "sync",
+    "tma",
 ]
 __all__ += arith.__all__
 __all__ += cmma.__all__

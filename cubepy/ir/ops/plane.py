@@ -54,8 +54,9 @@ def _match_value(c: Checker, inst: Instruction, op: Operation) -> None:
         c.fail("type-mismatch", inst, f"{op.name} compares a scalar of 32 or 64 bits, got {op.value.type!r}")
 
 
-def _plane(kind: str, doc: str, *, result: ResultRule | object = None, checks: tuple[Check, ...] = (_needs_value,)
-           ) -> type[PlaneOp]:
+def _plane(
+    kind: str, doc: str, *, result: ResultRule | object = None, checks: tuple[Check, ...] = (_needs_value,)
+) -> type[PlaneOp]:
     rule = result if result is not None else same_as("value")
     record = OpRecord(f"plane_{kind}", "plane", result=rule, checks=checks, doc=doc)  # type: ignore[arg-type]
     cls = derive(PlaneOp, "Plane" + "".join(p.capitalize() for p in kind.split("_")), record, __name__)
@@ -78,23 +79,76 @@ PlaneShuffle = _plane("shuffle", "The value of unit arg (any unit per unit).", c
 PlaneShuffleXor = _plane("shuffle_xor", "The value of unit (own ^ arg).", checks=(_needs_value, _needs_lane))
 PlaneShuffleUp = _plane("shuffle_up", "The value of unit (own - arg).", checks=(_needs_value, _needs_lane))
 PlaneShuffleDown = _plane("shuffle_down", "The value of unit (own + arg).", checks=(_needs_value, _needs_lane))
-PlaneBallot = _plane("ballot", "A bit mask of the active units where the value holds (u32, or 4 x u32).",
-                     result=GIVEN, checks=(_needs_value, _ballot))
+PlaneBallot = _plane(
+    "ballot",
+    "A bit mask of the active units where the value holds (u32, or 4 x u32).",
+    result=GIVEN,
+    checks=(_needs_value, _ballot),
+)
 PlaneElect = _plane("elect", "True on exactly one active unit of the plane.", result=fixed(Type(BOOL)), checks=())
-PlaneMatchAny = _plane("match_any", "The mask of the plane's active units whose value has the same bits as this "
-                       "unit's (u32; match.any.sync).", result=fixed(Type(U32)), checks=(_needs_value, _match_value))
-PlaneMatchAll = _plane("match_all", "The mask of the plane's active units when they all hold the same bits, else 0 "
-                       "(u32; match.all.sync).", result=fixed(Type(U32)), checks=(_needs_value, _match_value))
+PlaneMatchAny = _plane(
+    "match_any",
+    "The mask of the plane's active units whose value has the same bits as this unit's (u32; match.any.sync).",
+    result=fixed(Type(U32)),
+    checks=(_needs_value, _match_value),
+)
+PlaneMatchAll = _plane(
+    "match_all",
+    "The mask of the plane's active units when they all hold the same bits, else 0 (u32; match.all.sync).",
+    result=fixed(Type(U32)),
+    checks=(_needs_value, _match_value),
+)
 
 PLANE_OPS: tuple[type[PlaneOp], ...] = (
-    PlaneSum, PlaneProd, PlaneMin, PlaneMax, PlaneInclusiveSum, PlaneExclusiveSum, PlaneInclusiveProd,
-    PlaneExclusiveProd, PlaneAll, PlaneAny, PlaneBallot, PlaneElect, PlaneBroadcast, PlaneShuffle, PlaneShuffleXor,
-    PlaneShuffleUp, PlaneShuffleDown, PlaneMatchAny, PlaneMatchAll,
+    PlaneSum,
+    PlaneProd,
+    PlaneMin,
+    PlaneMax,
+    PlaneInclusiveSum,
+    PlaneExclusiveSum,
+    PlaneInclusiveProd,
+    PlaneExclusiveProd,
+    PlaneAll,
+    PlaneAny,
+    PlaneBallot,
+    PlaneElect,
+    PlaneBroadcast,
+    PlaneShuffle,
+    PlaneShuffleXor,
+    PlaneShuffleUp,
+    PlaneShuffleDown,
+    PlaneMatchAny,
+    PlaneMatchAll,
 )
-PLANE_MOVES: tuple[type[PlaneOp], ...] = (PlaneBroadcast, PlaneShuffle, PlaneShuffleXor, PlaneShuffleUp,
-                                          PlaneShuffleDown)
+PLANE_MOVES: tuple[type[PlaneOp], ...] = (
+    PlaneBroadcast,
+    PlaneShuffle,
+    PlaneShuffleXor,
+    PlaneShuffleUp,
+    PlaneShuffleDown,
+)
 
-__all__ = ["PLANE_MOVES", "PLANE_OPS", "PlaneOp", "PlaneSum", "PlaneProd", "PlaneMin", "PlaneMax",
-    "PlaneInclusiveSum", "PlaneExclusiveSum", "PlaneInclusiveProd", "PlaneExclusiveProd", "PlaneAll", "PlaneAny",
-    "PlaneBallot", "PlaneElect", "PlaneBroadcast", "PlaneShuffle", "PlaneShuffleXor", "PlaneShuffleUp",
-    "PlaneShuffleDown", "PlaneMatchAny", "PlaneMatchAll"]
+__all__ = [
+    "PLANE_MOVES",
+    "PLANE_OPS",
+    "PlaneOp",
+    "PlaneSum",
+    "PlaneProd",
+    "PlaneMin",
+    "PlaneMax",
+    "PlaneInclusiveSum",
+    "PlaneExclusiveSum",
+    "PlaneInclusiveProd",
+    "PlaneExclusiveProd",
+    "PlaneAll",
+    "PlaneAny",
+    "PlaneBallot",
+    "PlaneElect",
+    "PlaneBroadcast",
+    "PlaneShuffle",
+    "PlaneShuffleXor",
+    "PlaneShuffleUp",
+    "PlaneShuffleDown",
+    "PlaneMatchAny",
+    "PlaneMatchAll",
+]

@@ -41,9 +41,15 @@ def _check_fence_scope(c: Checker, inst: Instruction, op: Operation) -> None:
         c.fail("bad-immediate", inst, f"fence scope {op.scope!r}: expected one of {', '.join(FENCE_SCOPES)}")
 
 
-@declare(OpRecord("fence", "sync", checks=(_check_fence_scope,),
-                  doc="Memory fence (CUDA's __threadfence_block/__threadfence/__threadfence_system): this unit's "
-                      "memory accesses before it are ordered before those after it, as seen from the scope."))
+@declare(
+    OpRecord(
+        "fence",
+        "sync",
+        checks=(_check_fence_scope,),
+        doc="Memory fence (CUDA's __threadfence_block/__threadfence/__threadfence_system): this unit's "
+        "memory accesses before it are ordered before those after it, as seen from the scope.",
+    )
+)
 @attrs.frozen
 class Fence(Operation):
     """A memory fence at ``scope`` ("cube", "device" or "system"); no barrier."""
@@ -51,8 +57,16 @@ class Fence(Operation):
     scope: str
 
 
-@declare(OpRecord("sync_cube_count", "sync", result=fixed(Type(U32)), operand_kind="bool", kind_of=("pred",),
-                  doc="Barrier of the cube (sync_cube) that also gives how many of its units passed a true pred."))
+@declare(
+    OpRecord(
+        "sync_cube_count",
+        "sync",
+        result=fixed(Type(U32)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives how many of its units passed a true pred.",
+    )
+)
 @attrs.frozen
 class SyncCubeCount(Operation):
     """``__syncthreads_count(pred)``."""
@@ -60,8 +74,16 @@ class SyncCubeCount(Operation):
     pred: Variable
 
 
-@declare(OpRecord("sync_cube_and", "sync", result=fixed(Type(BOOL)), operand_kind="bool", kind_of=("pred",),
-                  doc="Barrier of the cube (sync_cube) that also gives whether pred holds on every unit."))
+@declare(
+    OpRecord(
+        "sync_cube_and",
+        "sync",
+        result=fixed(Type(BOOL)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives whether pred holds on every unit.",
+    )
+)
 @attrs.frozen
 class SyncCubeAnd(Operation):
     """``__syncthreads_and(pred)``."""
@@ -69,8 +91,16 @@ class SyncCubeAnd(Operation):
     pred: Variable
 
 
-@declare(OpRecord("sync_cube_or", "sync", result=fixed(Type(BOOL)), operand_kind="bool", kind_of=("pred",),
-                  doc="Barrier of the cube (sync_cube) that also gives whether pred holds on some unit."))
+@declare(
+    OpRecord(
+        "sync_cube_or",
+        "sync",
+        result=fixed(Type(BOOL)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives whether pred holds on some unit.",
+    )
+)
 @attrs.frozen
 class SyncCubeOr(Operation):
     """``__syncthreads_or(pred)``."""
@@ -80,5 +110,14 @@ class SyncCubeOr(Operation):
 
 SYNC_CUBE_REDUCTIONS: tuple[type[Operation], ...] = (SyncCubeCount, SyncCubeAnd, SyncCubeOr)
 
-__all__ = ["FENCE_SCOPES", "SYNC_CUBE_REDUCTIONS", "Fence", "SyncCube", "SyncCubeAnd", "SyncCubeCount", "SyncCubeOr",
-           "SyncPlane", "SyncProxyShared"]
+__all__ = [
+    "FENCE_SCOPES",
+    "SYNC_CUBE_REDUCTIONS",
+    "Fence",
+    "SyncCube",
+    "SyncCubeAnd",
+    "SyncCubeCount",
+    "SyncCubeOr",
+    "SyncPlane",
+    "SyncProxyShared",
+]

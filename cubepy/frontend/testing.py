@@ -103,8 +103,7 @@ def spec_value(spec, builder: KernelBuilder, name: str):
 
 def _run(function: CubeFunction, call, name: str, checked: bool) -> Expansion:
     node = function.definition_node()
-    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset,
-                               function.fn.__qualname__)
+    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
     hints: dict = {}
     for _ in range(MAX_TYPE_RERUNS + 1):
         state = ExpansionState(checked, default_loc, hints)

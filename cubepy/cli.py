@@ -44,15 +44,36 @@ def _parse_value(text: str):
 
 
 def default_compilation_args(kernel, comptime: dict) -> list:
-    """Compilation args from the kernel's annotations (line size 1), comptime values from ``comptime``."""
+    """Compilation args from the kernel's annotations (line size 1), comptime values from ``comptime``.
+
+    A generic kernel's type parameters come from ``comptime`` too (``--comptime F=f32``).
+    """
+    from cubepy.frontend import elem, generics
+
     out = []
+    bound_names = set()
     for param in kernel.params:
+        var = generics.type_var_of(param.annotation)
+        if var is not None:
+            if var.name not in comptime:
+                raise SystemExit(
+                    f"cubepy compile: generic kernel {kernel.name} needs --comptime {var.name}=TYPE "
+                    f"(one of {', '.join(e.name for e in var.allowed)})"
+                )
+            scalar = elem.SCALAR_TYPES.get(str(comptime[var.name]))
+            if scalar is None:
+                raise SystemExit(f"cubepy compile: --comptime {var.name}={comptime[var.name]} is not an element type")
+            bound_names.add(var.name)
+            out.append(scalar if isinstance(param.annotation, generics.TypeVar) else param.annotation.factory[scalar])
+            continue
         if param.is_comptime:
             if param.name not in comptime:
                 raise SystemExit(f"cubepy compile: kernel {kernel.name} needs --comptime {param.name}=VALUE")
             out.append(comptime.pop(param.name))
         else:
             out.append(param.launch.default_compilation_arg())
+    for name in bound_names:
+        comptime.pop(name)
     if comptime:
         raise SystemExit(f"cubepy compile: kernel {kernel.name} has no comptime parameter(s) {sorted(comptime)}")
     return out

@@ -91,6 +91,8 @@ class SanitizerKind(Enum):
     """An asynchronous barrier used before ``barrier_init``, or initialised with a bad arrival count."""
     TMA_MISUSE = "tma misuse"
     """A TMA copy that breaks a tensor-map or shared-memory rule (alignment, box size, map mode)."""
+    ZERO_RANGE_STEP = "zero range step"
+    """A runtime ``range`` whose step is zero (the loop runs zero iterations; Python would raise)."""
 
 
 class SanitizerError(CubeError):

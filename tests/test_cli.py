@@ -76,6 +76,27 @@ def test_bad_setting_is_named(tmp_path):
     assert "CUBEPY_RUNTIME='metal'" in result.stderr
 
 
+GENERIC_KERNEL = """
+import cubepy as cp
+
+F = cp.TypeVar("F", cp.Float)
+
+
+@cp.cube(launch=True)
+def scale(x: cp.Array[F], factor: F):
+    x[cp.ABSOLUTE_POS] = x[cp.ABSOLUTE_POS] * factor
+"""
+
+
+def test_compile_binds_a_generic_kernels_type_parameter(tmp_path):
+    (tmp_path / "generic_mod.py").write_text(GENERIC_KERNEL)
+    result = _cubepy("compile", "generic_mod.py:scale", "--emit", "ir", "--comptime", "F=f64", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "f64 = mul" in result.stdout
+    missing = _cubepy("compile", "generic_mod.py:scale", cwd=tmp_path)
+    assert missing.returncode != 0 and "--comptime F=TYPE (one of f16, bf16, f32, f64)" in missing.stderr
+
+
 def test_python_dash_m_cubepy_is_the_cubepy_command(tmp_path):
     import os
 

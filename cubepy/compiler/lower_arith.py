@@ -52,6 +52,17 @@ LIBDEVICE_FUNCTIONS = {
     "hypot": "hypot",
     "rhypot": "rhypot",
     "cbrt": "cbrt",
+    "exp2": "exp2",
+    "exp10": "exp10",
+    "log2": "log2",
+    "log10": "log10",
+    "erfc": "erfc",
+    "lgamma": "lgamma",
+    "tgamma": "tgamma",
+    "copysign": "copysign",
+    "fmod": "fmod",
+    "remainder": "remainder",
+    "nextafter": "nextafter",
 }
 
 
@@ -111,6 +122,20 @@ def call_libdevice_math(lw: KernelLowering, base: str, args: list[ir.Value], ele
     wide_t = args[0].type
     result = map_lanes(lw, lambda *xs: lw.call_libdevice(fn_name, scalar_t, list(xs)), args, wide_t)
     return b.fptrunc(result, out_t) if elem in _HALF_TYPES else result
+
+
+def nextafter_half(lw: KernelLowering, x: ir.Value, y: ir.Value) -> ir.Value:
+    """nextafter on one f16/bf16 value by its bits: away from zero is bits + 1, toward zero bits - 1."""
+    b = lw.builder
+    bits_t = lt.I16
+    xb, yb = b.bitcast(x, bits_t), b.bitcast(y, bits_t)
+    zero = ir.Constant(x.type, 0.0)
+    smallest = b.or_(b.and_(yb, ir.Constant(bits_t, 0x8000)), ir.Constant(bits_t, 1))  # +-the least subnormal
+    away = b.icmp_unsigned("==", b.fcmp_ordered("<", x, y), b.fcmp_ordered(">", x, zero))
+    stepped = b.select(away, b.add(xb, ir.Constant(bits_t, 1)), b.sub(xb, ir.Constant(bits_t, 1)))
+    moved = b.bitcast(b.select(b.fcmp_ordered("==", x, zero), smallest, stepped), x.type)
+    result = b.select(b.fcmp_ordered("==", x, y), y, moved)
+    return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
 
 
 def scale_float(lw: KernelLowering, x: ir.Value, factor: float, elem: ElemType) -> ir.Value:
@@ -214,6 +239,8 @@ def binary(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, ty: Type) ->
             return intrinsic(lw, f"llvm.{name}num", [a, c])
         if name in ("floordiv", "mod"):
             return float_floordiv_mod(lw, name, a, c, elem)
+        if name == "nextafter" and elem in _HALF_TYPES:  # one ulp of the half type, not of f32
+            return map_lanes(lw, lambda x, y: nextafter_half(lw, x, y), [a, c], a.type)
         if name in LIBDEVICE_FUNCTIONS:
             return call_libdevice_math(lw, LIBDEVICE_FUNCTIONS[name], [a, c], elem)
     elif elem.is_bool:

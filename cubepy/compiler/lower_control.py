@@ -77,10 +77,13 @@ def _loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: i
             raise CompileError("range_loop with a step of 0 never ends")
         # A literal's sign is honored even for unsigned indices (the add then wraps downwards).
         return going_down if op.step.value < 0 else going_up
+    zero = ir.Constant(step.type, 0)
+    # A zero step runs zero iterations, as in the interp (Python raises; a kernel cannot).
+    moving = b.icmp_unsigned("!=", step, zero)
     if elem.kind != "int":  # an unsigned step is never negative
-        return going_up
-    positive = b.icmp_signed(">=", step, ir.Constant(step.type, 0))
-    return b.select(positive, going_up, going_down)
+        return b.and_(moving, going_up)
+    positive = b.icmp_signed(">", step, zero)
+    return b.and_(moving, b.select(positive, going_up, going_down))
 
 
 def lower_range_loop(lw: KernelLowering, inst: Instruction) -> None:

@@ -136,7 +136,17 @@ def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
     lw.define(inst.out, lw.info_word(position))
 
 
-_INT_RMW = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor", "exchange": "xchg"}
+# uinc_wrap/udec_wrap are exactly CUDA's atomicInc/atomicDec (NVPTX: atom.inc.u32/atom.dec.u32).
+_INT_RMW = {
+    "add": "add",
+    "sub": "sub",
+    "and": "and",
+    "or": "or",
+    "xor": "xor",
+    "exchange": "xchg",
+    "inc": "uinc_wrap",
+    "dec": "udec_wrap",
+}
 _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "max": "fmax", "min": "fmin", "exchange": "xchg"}
 
 

@@ -149,6 +149,20 @@ def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) ->
     return lw.target.vote(lw, kind, predicate, mask)
 
 
+def _match(lw: KernelLowering, kind: str, value: ir.Value, elem: ElemType) -> ir.Value:
+    """match.any.sync / match.all.sync over the active lanes; floats compare their bits."""
+    b = lw.builder
+    bits_t = ir.IntType(elem.bits)
+    if elem.is_float:
+        value = b.bitcast(value, bits_t)
+    width = f"i{elem.bits}"
+    mask = active_mask(lw)
+    if kind == "match_any":
+        return lw.call(f"llvm.nvvm.match.any.sync.{width}", lt.I32, [mask, value])
+    pair = lw.call(f"llvm.nvvm.match.all.sync.{width}p", ir.LiteralStructType([lt.I32, lt.I1]), [mask, value])
+    return b.extract_value(pair, 0)  # the mask when every lane matched, else 0
+
+
 def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     """plane_<op>: reductions, scans, votes, elect and moves."""
     op = inst.operation
@@ -170,6 +184,8 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
             vec_t = lt.item_type(inst.out.type)
             bits = b.insert_element(lt.splat(vec_t, 0), bits, ir.Constant(lt.I32, 0))
         lw.define(inst.out, bits)
+    elif kind in ("match_any", "match_all"):
+        lw.define(inst.out, _match(lw, kind, value, elem))
     elif kind in _MOVE_MODE:
         arg = as_u32(lw, lw.value(op.arg), op.arg)
         lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, active_mask(lw)))

@@ -97,6 +97,27 @@ def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:
     lw.target.fence_proxy_shared(lw)
 
 
+_BARRIER_REDUCTION = {ops.SyncCubeCount: "popc", ops.SyncCubeAnd: "and", ops.SyncCubeOr: "or"}
+
+
+def lower_sync_cube_reduce(lw: KernelLowering, inst: Instruction) -> None:
+    """bar.red.popc/and/or: a cube barrier that reduces the predicate (``__syncthreads_count/and/or``)."""
+    b = lw.builder
+    kind = _BARRIER_REDUCTION[type(inst.operation)]
+    pred = b.zext(lw.value(inst.operation.pred), lt.I32)
+    reduced = lw.call(f"llvm.nvvm.barrier0.{kind}", lt.I32, [pred])
+    lw.define(inst.out, reduced if kind == "popc" else b.icmp_unsigned("!=", reduced, ir.Constant(lt.I32, 0)))
+
+
+# LLVM's NVPTX scopes: "block" -> fence.acq_rel.cta, "device" -> .gpu, the default (system) -> .sys.
+_FENCE_SYNCSCOPE = {"cube": "block", "device": "device", "system": None}
+
+
+def lower_fence(lw: KernelLowering, inst: Instruction) -> None:
+    """fence.acq_rel.{cta,gpu,sys}: CUDA's __threadfence_block/__threadfence/__threadfence_system."""
+    lw.builder.fence("acq_rel", _FENCE_SYNCSCOPE[inst.operation.scope])
+
+
 # -- shuffles -------------------------------------------------------------------------------------------
 
 
@@ -104,5 +125,9 @@ for _op_type, _lowering in {
     ops.SyncCube: lower_sync_cube,
     ops.SyncPlane: lower_sync_plane,
     ops.SyncProxyShared: lower_sync_proxy_shared,
+    ops.SyncCubeCount: lower_sync_cube_reduce,
+    ops.SyncCubeAnd: lower_sync_cube_reduce,
+    ops.SyncCubeOr: lower_sync_cube_reduce,
+    ops.Fence: lower_fence,
 }.items():
     lowers(_op_type)(_lowering)

@@ -9,7 +9,7 @@ units of a cube.
 from __future__ import annotations
 
 from cubepy import ir
-from cubepy.frontend import operations
+from cubepy.frontend import operations, source
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type
@@ -85,6 +85,42 @@ PLANE_POS: BuiltinVar
 UNIT_POS_PLANE: BuiltinVar
 
 
+class LaneMask(ExpandBase):
+    """One of CUDA's ``%lanemask_*`` values: a u32 with a bit per lane of the plane, relative to this unit's lane.
+
+    Computed from ``UNIT_POS_PLANE`` with u32 shifts (``1 << lane``, ``(1 << lane) - 1``, ...), which the
+    GPU executes in a few instructions; planes are 32 lanes.
+    """
+
+    def __init__(self, name: str, doc: str, build) -> None:
+        self.name = name
+        self.__doc__ = doc
+        self._build = build
+
+    def expand_element(self) -> ExpandElement:
+        """The mask as a u32 value of the active expansion."""
+        require_state(self.name)
+        return operations.as_element(self._build(BUILTIN_VARS["UNIT_POS_PLANE"]))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+LANEMASK_EQ = LaneMask("LANEMASK_EQ", "Only this unit's lane bit (CUDA's %lanemask_eq).", lambda lane: 1 << lane)
+LANEMASK_LT = LaneMask(
+    "LANEMASK_LT", "The bits of the lanes below this unit's (%lanemask_lt).", lambda lane: (1 << lane) - 1
+)
+LANEMASK_LE = LaneMask(
+    "LANEMASK_LE", "The bits of this lane and the lanes below it (%lanemask_le).", lambda lane: (2 << lane) - 1
+)  # lane 31: 2 << 31 wraps to 0, minus 1 is all ones
+LANEMASK_GT = LaneMask(
+    "LANEMASK_GT", "The bits of the lanes above this unit's (%lanemask_gt).", lambda lane: ~((2 << lane) - 1)
+)
+LANEMASK_GE = LaneMask(
+    "LANEMASK_GE", "The bits of this lane and the lanes above it (%lanemask_ge).", lambda lane: ~((1 << lane) - 1)
+)
+
+
 # -- synchronization -------------------------------------------------------------------------
 def sync_cube() -> None:
     """Wait until every unit of the cube gets here; shared-memory writes before it are visible after it."""
@@ -94,6 +130,36 @@ def sync_cube() -> None:
 def sync_plane() -> None:
     """Wait until every unit of the plane gets here."""
     current_scope().append(irops.SyncPlane())
+
+
+def _sync_cube_reduce(cls, pred) -> ExpandElement:
+    return operations.emit(cls(operations.to_bool(pred).var))
+
+
+def sync_cube_count(pred) -> ExpandElement:
+    """``sync_cube`` that also gives how many units of the cube passed a true ``pred`` (u32; CUDA's __syncthreads_count)."""
+    return _sync_cube_reduce(irops.SyncCubeCount, pred)
+
+
+def sync_cube_and(pred) -> ExpandElement:
+    """``sync_cube`` that also gives whether ``pred`` holds on every unit of the cube (__syncthreads_and)."""
+    return _sync_cube_reduce(irops.SyncCubeAnd, pred)
+
+
+def sync_cube_or(pred) -> ExpandElement:
+    """``sync_cube`` that also gives whether ``pred`` holds on some unit of the cube (__syncthreads_or)."""
+    return _sync_cube_reduce(irops.SyncCubeOr, pred)
+
+
+def fence(scope: str = "device") -> None:
+    """A memory fence: this unit's accesses before it are seen before those after it by units of ``scope``.
+
+    ``"cube"``, ``"device"`` or ``"system"`` (CUDA's __threadfence_block, __threadfence,
+    __threadfence_system). It orders; it does not wait for other units (that is ``sync_cube``).
+    """
+    if scope not in irops.FENCE_SCOPES:
+        source.fail(f"fence scope {scope!r}: expected one of {', '.join(repr(s) for s in irops.FENCE_SCOPES)}")
+    current_scope().append(irops.Fence(scope))
 
 
 def sync_async_proxy_shared() -> None:
@@ -161,6 +227,16 @@ def plane_any(value):
 def plane_ballot(value):
     """A 128-bit mask (a line of 4 u32) with bit ``i`` set when ``value`` holds on lane ``i``."""
     return _plane("ballot", operations.to_bool(value), Type(ir.U32, 4))
+
+
+def plane_match_any(value):
+    """The mask (u32) of the plane's active units whose ``value`` equals this unit's (``__match_any_sync``)."""
+    return _plane("match_any", value, Type(ir.U32))
+
+
+def plane_match_all(value):
+    """The mask (u32) of the plane's active units when all hold the same ``value``, else 0 (``__match_all_sync``)."""
+    return _plane("match_all", value, Type(ir.U32))
 
 
 def plane_elect():

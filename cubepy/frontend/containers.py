@@ -14,7 +14,7 @@ import attrs
 
 from cubepy import ir
 from cubepy.errors import LaunchError
-from cubepy.frontend import operations, source
+from cubepy.frontend import generics, operations, source
 from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
 from cubepy.frontend.mutability import fail_needs_comptime
 from cubepy.frontend.state import current_scope, require_state
@@ -45,6 +45,9 @@ class Atomic:
     """``cp.Atomic[T]`` element type for arrays and shared memory (``a[i].fetch_add(v)``)."""
 
     def __class_getitem__(cls, item) -> AtomicType:
+        var = generics.unbound_var(item)
+        if var is not None:  # Atomic[F] in a generic kernel's annotation
+            return generics.GenericItem("atomic", var)
         return AtomicType(item if isinstance(item, ScalarType) else scalar_type(to_elem(item)))
 
 
@@ -152,14 +155,18 @@ class Array:
     """``Array[T]`` / ``Array[Line[T]]`` / ``Array[Atomic[T]]``: a global buffer parameter."""
 
     def __class_getitem__(cls, item) -> BufferType:
-        return BufferType(item)
+        if generics.unbound_var(item) is not None:
+            return generics.GenericBuffer(cls, item)
+        return BufferType(generics.resolve_item(item))
 
 
 class Tensor:
     """``Tensor[T]``: a global buffer with shape and strides."""
 
     def __class_getitem__(cls, item) -> TensorType:
-        return TensorType(item)
+        if generics.unbound_var(item) is not None:
+            return generics.GenericBuffer(cls, item)
+        return TensorType(generics.resolve_item(item))
 
 
 def _add_offset(offset, index):
@@ -177,11 +184,12 @@ def _add_offset(offset, index):
 class MemoryExpand:
     """A memory inside a kernel: a global buffer, shared memory or local array."""
 
-    __slots__ = ("var", "atomic")
+    __slots__ = ("var", "atomic", "dims")
 
-    def __init__(self, var: ir.Variable, atomic: bool = False) -> None:
+    def __init__(self, var: ir.Variable, atomic: bool = False, shape: tuple[int, ...] | None = None) -> None:
         self.var = var
         self.atomic = atomic
+        self.dims = shape  # (rows, cols, ...) of a multi-dimensional shared/local memory, else None
 
     @property
     def elem(self) -> ScalarType:
@@ -205,18 +213,29 @@ class MemoryExpand:
             return self.slice(
                 0 if index.start is None else index.start, self.len() if index.stop is None else index.stop
             )
-        idx = operations.to_index(index)
+        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
         if self.atomic:
             return AtomicRef(self, idx)
         return operations.emit(irops.Index(self.var, idx, self.checked), self.var.type)
 
     def __setitem__(self, index, value) -> None:
-        idx = operations.to_index(index)
+        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
         if self.atomic:
             AtomicRef(self, idx).store(value)
             return
         converted = operations.convert(value, self.var.type, f"store into {self.describe()}")
         current_scope().append(irops.IndexAssign(self.var, idx, converted, self.checked))
+
+    def _flat_index(self, index: tuple):
+        """``m[i, j, ...]``: the row-major item index of a multi-dimensional shared/local memory."""
+        if self.dims is None:
+            source.fail(
+                f"{self.describe()} is one-dimensional: index it with one index (declare "
+                f"SharedMemory[T]((rows, cols)) or LocalArray[T]((rows, cols)) to index with several)"
+            )
+        if len(index) != len(self.dims):
+            source.fail(f"{self.describe()} has shape {self.dims}: expected {len(self.dims)} indices, got {len(index)}")
+        return _weighted_sum(index, [_row_major_stride(self.dims, k) for k in range(len(self.dims))])
 
     def describe(self) -> str:
         """What this memory is, for messages."""
@@ -253,6 +272,34 @@ class MemoryExpand:
         return f"<{self.describe()} {self.var!r}>"
 
 
+def _row_major_stride(shape: tuple[int, ...], dim: int) -> int:
+    stride = 1
+    for extent in shape[dim + 1 :]:
+        stride *= extent
+    return stride
+
+
+def _weighted_sum(index: tuple, strides: list) -> object:
+    """``sum(index[k] * strides[k])``: the same u32 arithmetic a kernel writes by hand (comptime parts fold)."""
+    total = None
+    for position, stride in zip(index, strides):
+        if isinstance(stride, int) and stride == 0:
+            continue
+        term = (
+            position
+            if isinstance(stride, int) and stride == 1
+            else operations.binary("mul", operations.element(operations.to_index(position)), stride)
+        )
+        total = (
+            term
+            if total is None
+            else operations.binary(
+                "add", operations.element(operations.to_index(total)), operations.element(operations.to_index(term))
+            )
+        )
+    return 0 if total is None else total
+
+
 def _length(start, end):
     if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
         return end - start
@@ -279,6 +326,15 @@ class TensorExpand(MemoryExpand):
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
         return operations.emit(irops.Rank(self.var))
+
+    def _flat_index(self, index: tuple):
+        """``t[i, j, ...]``: ``i * stride(0) + j * stride(1) + ...`` (a checked launch bounds the whole buffer)."""
+        if self.line_size != 1:
+            source.fail(
+                f"{self.describe()} holds lines: index it with one item index (multi-dimensional "
+                "indexing goes through element strides)"
+            )
+        return _weighted_sum(index, [self.stride(k) for k in range(len(index))])
 
 
 class SliceExpand:
@@ -346,6 +402,14 @@ class AtomicRef:
         var = None if value is None else self._value(value)
         return operations.emit(irops.lookup(f"atomic_{op}")(self.memory.var, self.index, var), self.memory.var.type)
 
+    def fetch_inc(self, limit):
+        """CUDA's ``atomicInc`` on a u32: ``m = 0 if m >= limit else m + 1``; the old value."""
+        return self._op("inc", limit)
+
+    def fetch_dec(self, limit):
+        """CUDA's ``atomicDec`` on a u32: ``m = limit if m == 0 or m > limit else m - 1``; the old value."""
+        return self._op("dec", limit)
+
     def fetch_add(self, value):
         """Atomically ``m += value``; the old value."""
         return self._op("add", value)
@@ -408,6 +472,16 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
                 f"{item!r} in shared/local memory needs a line size: pass line_size=N or write Line[{elem!r}, N]"
             )
         fixed = operations.comptime_value(line_size)
+    shape = None
+    if isinstance(length, tuple):  # (rows, cols, ...): indexed m[i, j, ...], row-major
+        shape = tuple(operations.comptime_value(e) if operations.is_comptime(e) else e for e in length)
+        if not shape or any(not isinstance(e, int) or isinstance(e, bool) or e <= 0 for e in shape):
+            source.fail(f"a shared/local memory shape must be comptime positive ints, got {length!r}")
+        length = 1
+        for extent in shape:
+            length *= extent
+        if len(shape) == 1:
+            shape = None
     count = operations.comptime_value(length) if operations.is_comptime(length) else None
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
         message = f"a shared/local memory length must be a comptime positive int, got {length!r}"
@@ -418,7 +492,7 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
     var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
-    return MemoryExpand(var, atomic)
+    return MemoryExpand(var, atomic, shape)
 
 
 def _check_divides(arg, handle, line: int) -> None:

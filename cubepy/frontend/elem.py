@@ -92,9 +92,12 @@ def scalar_type(elem: ir.ElemType) -> ScalarType:
 
 
 def to_elem(spec) -> ir.ElemType:
-    """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype or a Line type)."""
+    """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype, a Line type or a bound TypeVar)."""
     if isinstance(spec, ScalarType):
         return spec.ir
+    bound_type = getattr(type(spec), "bound_type", None)  # a generic kernel's TypeVar (cubepy.frontend.generics)
+    if bound_type is not None:
+        return bound_type(spec).ir
     if isinstance(spec, ir.ElemType):
         return spec
     if isinstance(spec, LineType):
@@ -155,11 +158,23 @@ def fits(value, elem: ir.ElemType) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return not elem.is_bool
     if elem.is_float:
-        return isinstance(value, (int, float, np.integer, np.floating))
+        return isinstance(value, (int, float, np.integer, np.floating)) and not overflows(value, elem)
     if isinstance(value, (float, np.floating)):
         return False
     low, high = _limits(elem)
     return low <= int(value) <= high
+
+
+def overflows(value, elem: ir.ElemType) -> bool:
+    """Whether the finite number ``value`` rounds to infinity in float type ``elem`` (inf and nan do not)."""
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int beyond the f64 range
+        return True
+    if not math.isfinite(as_float):
+        return not isinstance(value, (float, np.floating))  # a huge int overflows; inf/nan literals do not
+    with np.errstate(over="ignore"):
+        return not np.isfinite(np.asarray(as_float, dtype=np.float64).astype(elem.numpy))
 
 
 def convert_literal(value, elem: ir.ElemType):
@@ -216,10 +231,14 @@ class Line:
         return operations.broadcast(value, size)
 
     def __class_getitem__(cls, item) -> LineType:
-        if isinstance(item, tuple):
-            elem, size = item
-            return LineType(_as_scalar_type(elem), int(size))
-        return LineType(_as_scalar_type(item))
+        from cubepy.frontend import generics
+
+        elem, size = item if isinstance(item, tuple) else (item, None)
+        var = generics.unbound_var(elem)
+        if var is not None:  # Line[F] in a generic kernel's annotation: substituted when it is bound
+            return generics.GenericItem("line", var, None if size is None else int(size))
+        elem = generics.resolve_item(elem)
+        return LineType(_as_scalar_type(elem)) if size is None else LineType(_as_scalar_type(elem), int(size))
 
 
 def _as_scalar_type(spec) -> ScalarType:

@@ -169,7 +169,7 @@ def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else
     for ty in runtime_types:
         elem, line = ir.promote(elem, ty.elem), max(line, ty.line)
     if any(isinstance(s, float) for s in sample) and not elem.is_float:
-        elem = ir.F32
+        elem = operations.float_for(elem)
     target = Type(elem, line)
     result = parent.create_local_mut(target, ir.constant(0, target))
     for scope, value in ((then_scope, then_value), (else_scope, else_value)):

@@ -440,7 +440,10 @@ def for_range(range_fn, *args) -> LoopControl:
             elem = ir.promote(elem, other.elem)
         if not elem.is_int or any(r.type.line != 1 for r in runtime):
             source.fail(f"range() bounds must be scalar integers, got {', '.join(repr(r.type) for r in runtime)}")
-        if step_value is not None and step_value < 0 and elem.kind == "uint":
+        # A negative literal step, or a signed runtime step, keeps its sign: the index becomes the signed
+        # type of the same width (an unsigned step would count up by 2**32 - 1 and run zero times).
+        signed_step = isinstance(step, ExpandBase) and operations.as_element(step).elem.kind == "int"
+        if elem.kind == "uint" and ((step_value is not None and step_value < 0) or signed_step):
             elem = {1: ir.I8, 2: ir.I16, 4: ir.I32, 8: ir.I64}[elem.size]
         vars_ = [
             operations.cast(v, elem).var if isinstance(v, ExpandBase) else operations.literal(v, elem).var

@@ -68,7 +68,10 @@ class _Hasher:
         except ExpandError:
             self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
             return
-        self.update("fn", fn.__module__, fn.__qualname__, text)
+        # The file and first line too: the IR, the PTX `.loc` lines and the interp's errors name source
+        # lines, so a kernel moved by lines inserted above it must not reuse an entry naming the old ones.
+        code = fn.__code__
+        self.update("fn", fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno, text)
         for default in fn.__defaults__ or ():
             self.value(default)
         # Annotations are evaluated where the function is defined (`Array[F]` with F from a factory).

@@ -2,7 +2,7 @@
 
 Every function folds on the host when all its arguments are comptime (``cp.min(2, 3)`` is ``2``)
 and otherwise emits one IR instruction (after converting the operands to one type: integers are
-computed in f32 by the float-only functions).
+computed in f32 by the float-only functions, 64-bit integers in f64).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins as _py
 import math
 
-from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
 from cubepy.frontend.flow import Unroll
@@ -80,7 +79,7 @@ def powf(base, exponent):
         return float(base) ** float(exponent)
     a, b = operations.unify((base, exponent), "powf") or source.fail("powf expects numbers")
     if not a.elem.is_float:
-        a, b = operations.cast(a, ir.F32), operations.cast(b, ir.F32)
+        a, b = operations.cast(a, operations.float_for(a.elem)), operations.cast(b, operations.float_for(a.elem))
     return operations.emit(irops.Powf(a.var, b.var))
 
 
@@ -89,7 +88,7 @@ def _float_binary(op: str, fold, a, b):
         return fold(float(a), float(b))
     x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
     if not x.elem.is_float:
-        x, y = operations.cast(x, ir.F32), operations.cast(y, ir.F32)
+        x, y = operations.cast(x, operations.float_for(x.elem)), operations.cast(y, operations.float_for(x.elem))
     return operations.emit(irops.lookup(op)(x.var, y.var))
 
 
@@ -101,6 +100,39 @@ def atan2(y, x):
 def hypot(a, b):
     """sqrt(a * a + b * b) without undue overflow."""
     return _float_binary("hypot", math.hypot, a, b)
+
+
+def copysign(magnitude, sign):
+    """The magnitude of ``magnitude`` with the sign bit of ``sign``."""
+    return _float_binary("copysign", math.copysign, magnitude, sign)
+
+
+def fmod(a, b):
+    """C's fmod: ``a - n * b`` with ``n = trunc(a / b)``, exact, with the sign of ``a`` (``%`` floors instead)."""
+    return _float_binary("fmod", math.fmod, a, b)
+
+
+def remainder(a, b):
+    """The IEEE remainder: ``a - n * b`` with ``n = a / b`` rounded to the nearest even integer, exact."""
+    return _float_binary("remainder", math.remainder, a, b)
+
+
+def nextafter(x, toward):
+    """The next value of ``x``'s float type after ``x`` in the direction of ``toward``."""
+    return _float_binary("nextafter", math.nextafter, x, toward)
+
+
+def modf(x):
+    """``(fractional part, integral part)`` of ``x``, both with the sign of ``x`` (Python's math.modf)."""
+    if not isinstance(x, ExpandBase):
+        return math.modf(x)
+    x = operations.as_element(x)
+    if not x.elem.is_float:
+        x = operations.cast(x, operations.float_for(x.elem))
+    whole = operations.unary("trunc", x)
+    # x - trunc(x) is exact; an infinity has no fraction (0 with its sign), and -2.0 gives -0.0 as in C.
+    fraction = operations.select(is_inf(x), 0.0, x - whole)
+    return copysign(fraction, x), whole
 
 
 def rhypot(a, b):

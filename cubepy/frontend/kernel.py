@@ -20,7 +20,9 @@ import inspect
 
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
-from cubepy.frontend import hooks, source
+from cubepy.frontend import generics, hooks, source
+from cubepy.frontend.containers import BufferType
+from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
@@ -47,9 +49,11 @@ class ParamSpec:
 def _cube_dim(cube_dim) -> tuple[int, int, int]:
     if hasattr(cube_dim, "as_tuple"):
         cube_dim = cube_dim.as_tuple()
-    if isinstance(cube_dim, int):
-        return (cube_dim, 1, 1)
-    x, y, z = (*(int(d) for d in cube_dim), 1, 1, 1)[:3]
+    dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
+    problem = ir.launch_shape_problem("cube_dim", dims, ir.MAX_CUBE_DIM, 1)
+    if problem is not None:
+        raise LaunchError(problem)
+    x, y, z = (*(int(d) for d in dims), 1, 1, 1)[:3]
     return (x, y, z)
 
 
@@ -114,8 +118,31 @@ class Kernel(CubeFunction):
                 raise CubeError(f"{where}: kernel parameters need an annotation (f32, Array[f32], Comptime[int], ...)")
             if isinstance(annotation, str):
                 annotation = eval(annotation, fn.__globals__, closure)  # noqa: S307 - the user's own annotation
+            if generics.type_var_of(annotation) is not None:  # bound per launch (see cubepy/frontend/generics.py)
+                params.append(ParamSpec(parameter.name, index, annotation, annotation))
+                continue
             params.append(ParamSpec(parameter.name, index, annotation, launch_arg_of(annotation, where)))
         return params
+
+    # -- generic kernels ---------------------------------------------------------------------------
+    @property
+    def is_generic(self) -> bool:
+        """Whether a parameter's annotation names a ``cp.TypeVar`` (each launch binds it)."""
+        return any(generics.type_var_of(p.annotation) is not None for p in self.params)
+
+    def bind_types(self, args) -> Kernel:
+        """The kernel bound to the element types ``args`` give its type parameters (itself when not generic)."""
+        if not self.is_generic:
+            return self
+        if len(args) != len(self.params):
+            raise LaunchError(f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}")
+        binding = generics.bind(self.name, self.params, args)
+        key = generics.binding_text(binding)
+        bound_kernels = self.__dict__.setdefault("_bound_kernels", {})
+        found = bound_kernels.get(key)
+        if found is None:
+            found = bound_kernels[key] = BoundKernel(self, binding)
+        return found
 
     @property
     def identity(self) -> str:
@@ -129,6 +156,11 @@ class Kernel(CubeFunction):
     # -- launch protocol --------------------------------------------------------------------------
     def _launch_plan(self) -> tuple:
         params = self.params
+        if self.is_generic:
+            raise CubeError(
+                f"kernel {self.name!r} is generic: launch it with kernel.launch(...) (which binds its type "
+                "parameters), or bind them first with kernel.bind_types(args)"
+            )
         self._register_fns = tuple((p.index, p.launch.register) for p in params if not p.is_comptime)
         self._comp_fns = tuple(p.launch.compilation_arg for p in params)
         return self._comp_fns
@@ -186,8 +218,9 @@ class Kernel(CubeFunction):
                 f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
                 "launch_unchecked, or add launch=True"
             )
+        kernel = self.bind_types(args) if self._comp_fns is None else self
         try:
-            return client.launch(self, cube_count, cube_dim, args, checked=True)
+            return client.launch(kernel, cube_count, cube_dim, args, checked=True)
         except _USER_ERRORS as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
@@ -201,13 +234,24 @@ class Kernel(CubeFunction):
         return self._launch_unchecked
 
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
+        kernel = self.bind_types(args) if self._comp_fns is None else self
         try:
-            return client.launch(self, cube_count, cube_dim, args, checked=False)
+            return client.launch(kernel, cube_count, cube_dim, args, checked=False)
         except _USER_ERRORS as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False):
-        """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s."""
+        """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
+
+        For a generic kernel, element types (``cp.Array[cp.f32]``, ``cp.f32``) bind its type parameters.
+        """
+        if self.is_generic:
+            bound = self.bind_types(args)
+            args = tuple(
+                p.launch.default_compilation_arg() if isinstance(a, (BufferType, ScalarType)) else a
+                for p, a in zip(bound.params, args)
+            )
+            return bound.compile(cube_dim, *args, target=target, unchecked=unchecked)
         params = self.params
         if len(args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
@@ -256,3 +300,48 @@ def _has_contents(cell) -> bool:
     except ValueError:
         return False
     return True
+
+
+class BoundKernel(Kernel):
+    """A generic kernel with its type parameters bound: an ordinary kernel whose identity names the binding."""
+
+    def __init__(self, generic: Kernel, binding: dict) -> None:
+        super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked)
+        self.generic = generic
+        self.binding = binding
+        self.binding_text = generics.binding_text(binding)
+        with generics.bound(binding):
+            self._params = [
+                ParamSpec(p.name, p.index, p.annotation, p.launch)
+                if generics.type_var_of(p.annotation) is None
+                else self._bound_param(p)
+                for p in generic.params
+            ]
+
+    def _bound_param(self, param: ParamSpec) -> ParamSpec:
+        annotation = param.annotation
+        concrete = annotation.bound_type() if isinstance(annotation, generics.TypeVar) else annotation.substitute()
+        where = f"kernel {self.name!r}, parameter {param.name!r}"
+        return ParamSpec(param.name, param.index, concrete, launch_arg_of(concrete, where))
+
+    @property
+    def is_generic(self) -> bool:
+        """A bound kernel is concrete."""
+        return False
+
+    @property
+    def identity(self) -> str:
+        """The generic kernel's identity and the binding (each element type is its own cache entry)."""
+        return f"{self.generic.identity}[{self.binding_text}]"
+
+    def expand_function(self):
+        """The generic kernel's expansion twin (one per function)."""
+        return self.generic.expand_function()
+
+    def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
+        """Expand with the type parameters standing for their bound element types."""
+        with generics.bound(self.binding):
+            return super().define(comp_args, cube_dim, checked)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.fn.__qualname__}[{self.binding_text}]>"

@@ -64,6 +64,16 @@ _SYMBOL = {
 
 
 # -- classification ----------------------------------------------------------------------------
+def float_for(elem: ir.ElemType) -> ir.ElemType:
+    """The float type a float operation computes an integer (or bool) operand of ``elem`` in.
+
+    f32, as CubeCL's kernels mostly do, but f64 for 64-bit integers: f32 keeps 24 of their 64 bits.
+    """
+    if elem.is_float:
+        return elem
+    return ir.F64 if elem.is_int and elem.bits == 64 else ir.F32
+
+
 def is_number(value) -> bool:
     """Whether ``value`` is a plain Python/numpy number (a comptime literal)."""
     return isinstance(value, elems.PY_NUMBER)
@@ -128,6 +138,11 @@ def as_element(value, what: str = "value") -> ExpandElement:
 
 def literal(value, elem: ir.ElemType, line: int = 1) -> ExpandElement:
     """A constant of ``elem`` (and line size ``line``); ExpandError when ``value`` does not fit."""
+    if elem.is_float and is_number(value) and not isinstance(value, bool) and elems.overflows(value, elem):
+        source.fail(
+            f"the constant {value!r} overflows {elem.name} (it would become inf); use a smaller value, "
+            f"compute in a wider type, or write float('inf') if infinity is meant"
+        )
     if not elems.fits(value, elem):
         kind = "a float" if isinstance(value, float) else repr(value)
         source.fail(
@@ -226,7 +241,7 @@ def unify(values, what: str) -> list[ExpandElement] | None:
         line = _common_line(line, other.type.line, what)
     literals = [o for o in operands if not isinstance(o, ExpandElement)]
     if any(isinstance(o, float) for o in literals) and not elem.is_float:
-        elem = ir.F32
+        elem = float_for(elem)
     if elem.is_bool and any(not isinstance(o, bool) for o in literals):
         elem = ir.I32
     target = Type(elem, line)
@@ -269,7 +284,7 @@ def binary(op: str, lhs, rhs):
     elem = a.elem
     if op == "truediv":
         if not elem.is_float:
-            a, b = cast(a, ir.F32), cast(b, ir.F32)
+            a, b = cast(a, float_for(elem)), cast(b, float_for(elem))
         op = "div"
     elif op in ("bitand", "bitor", "bitxor") and elem.is_bool:
         if op == "bitxor":
@@ -289,7 +304,7 @@ def _power(base, exponent):
     if not isinstance(base_op, ExpandElement):
         # A Python base with a runtime exponent: the base takes a float type.
         exp_el = as_element(exponent)
-        elem = exp_el.elem if exp_el.elem.is_float else ir.F32
+        elem = float_for(exp_el.elem)
         base_op = literal(base_op, elem, exp_el.type.line)
     if base_op.elem.is_float:
         if isinstance(exp_op, (bool, int)) or (isinstance(exp_op, ExpandElement) and exp_op.elem.is_int):
@@ -384,7 +399,7 @@ def unary(op: str, value):
     cls = irops.lookup(op)
     kind = cls.RECORD.operand_kind
     if kind == "float" and not elem.is_float:
-        x = cast(x, ir.F32)
+        x = cast(x, float_for(elem))
     if kind == "int" and not elem.is_int:
         source.fail(f"{op} needs an integer operand, got {x.type!r}")
     if kind == "bool" and not x.elem.is_bool:
@@ -427,12 +442,12 @@ def clamp(value, lo, hi):
 
 
 def fma(a, b, c):
-    """``a * b + c`` with one rounding (floats; integers are computed in f32)."""
+    """``a * b + c`` with one rounding (floats; integers are computed in f32, 64-bit ones in f64)."""
     if not any(isinstance(v, ExpandBase) for v in (a, b, c)):
         return a * b + c
     operands = unify((a, b, c), "fma") or source.fail("fma expects numbers")
     if not operands[0].elem.is_float:
-        operands = [cast(o, ir.F32) for o in operands]
+        operands = [cast(o, float_for(operands[0].elem)) for o in operands]
     return emit(irops.Fma(*(o.var for o in operands)))
 
 

@@ -11,7 +11,7 @@ import attrs
 
 from cubepy import ir
 from cubepy.errors import CubeError
-from cubepy.frontend import mutability, source
+from cubepy.frontend import generics, mutability, source
 from cubepy.frontend.containers import BufferType
 from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.function import CubeFunction
@@ -136,6 +136,16 @@ def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), **comptime
 
 
 def _expand_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim) -> Expansion:
+    if kernel.is_generic:  # element types in the specs bind the type parameters
+        specs = list(arg_specs)
+        aligned = [comptime[p.name] if p.name in comptime else (specs.pop(0) if specs else None) for p in kernel.params]
+        kernel = kernel.bind_types(tuple(aligned))
+        with generics.bound(kernel.binding):
+            return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim)
+    return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim)
+
+
+def _expand_concrete_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim) -> Expansion:
     params = kernel.params
     specs = list(arg_specs)
     comp_args = []

@@ -95,6 +95,17 @@ class ExpandBase:
             "use cubepy control flow inside @cube functions or cp.select(cond, a, b)"
         )
 
+    # numpy: binary operators with numpy scalars defer to this class's reflected methods, and a runtime
+    # value used where numpy needs an array (indexing a captured numpy array) is an ExpandError.
+    __array_ufunc__ = None
+
+    def __array__(self, dtype=None, copy=None):
+        source.fail(
+            "a runtime value cannot index or become a numpy array captured from Python: numpy arrays are "
+            "comptime (index them with a comptime int or cp.unroll), or pass the table as an Array "
+            "argument"
+        )
+
     def __index__(self) -> int:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT and element.elem.is_int:

@@ -7,7 +7,14 @@ control flow), ``scope`` (instructions and scopes), ``kernel`` (``KernelDefiniti
 """
 
 from cubepy.ir import ops
-from cubepy.ir.kernel import KernelDefinition, Param
+from cubepy.ir.kernel import (
+    MAX_CUBE_COUNT,
+    MAX_CUBE_DIM,
+    MAX_UNITS_PER_CUBE,
+    KernelDefinition,
+    Param,
+    launch_shape_problem,
+)
 from cubepy.ir.ops import branch
 from cubepy.ir.printer import format_instruction, format_kernel, format_scope, format_variable
 from cubepy.ir.scope import Instruction, Scope, child_scopes, walk
@@ -49,6 +56,9 @@ __all__ = [
     "I16",
     "I32",
     "I64",
+    "MAX_CUBE_COUNT",
+    "MAX_CUBE_DIM",
+    "MAX_UNITS_PER_CUBE",
     "U8",
     "U16",
     "U32",
@@ -72,6 +82,7 @@ __all__ = [
     "format_scope",
     "format_variable",
     "is_lossless",
+    "launch_shape_problem",
     "ops",
     "promote",
     "verify",

@@ -9,6 +9,33 @@ from cubepy.ir.variable import Variable
 
 PARAM_ROLES = frozenset({"array", "tensor", "scalar", "tensor_map"})
 
+# CUDA's launch limits (every compute capability cubepy targets): a GPU refuses larger launches.
+MAX_UNITS_PER_CUBE = 1024
+MAX_CUBE_DIM = (1024, 1024, 64)
+MAX_CUBE_COUNT = (2**31 - 1, 65535, 65535)
+
+
+def launch_shape_problem(
+    what: str, dims: tuple[object, ...], maximum: tuple[int, int, int], minimum: int
+) -> str | None:
+    """What is wrong with launch extent ``dims`` (x, y, z ints) of ``what``, or None."""
+    if not 1 <= len(dims) <= 3:
+        return f"{what} = {tuple(dims)!r}: expected 1 to 3 axes (x, y, z), got {len(dims)}"
+    total = 1
+    for axis, value, limit in zip("xyz", dims, maximum):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            expected = "a non-negative int" if minimum == 0 else "a positive int"
+            return f"{what}.{axis} = {value!r}: expected {expected}"
+        if value > limit:
+            return (
+                f"{what}.{axis} = {value} exceeds CUDA's limit of {limit} "
+                f"(x, y, z at most {', '.join(map(str, maximum))})"
+            )
+        total *= value
+    if maximum is MAX_CUBE_DIM and total > MAX_UNITS_PER_CUBE:
+        return f"{what} {tuple(dims)} has {total} units; a cube holds at most {MAX_UNITS_PER_CUBE}"
+    return None
+
 
 @attrs.frozen
 class Param:

@@ -13,6 +13,7 @@ these under ``np.errstate(all="ignore")``, since inactive lanes may hold garbage
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,59 @@ def _erf(x: Value) -> Value:  # an f64 approximation, rounded once to the type
     return numerics.erf(x).astype(np.asarray(x).dtype)
 
 
+def _elementwise(fn: Callable[[float], float], pole: Callable[[float], float]) -> Callable[[Value], Value]:
+    """``fn`` of Python's math module over an array in f64; C's value where Python raises (a pole, a domain
+    error: ``pole(x)``) or overflows (+inf, the sign of the true result being positive for these functions)."""
+
+    def safe(v: float) -> float:
+        try:
+            return fn(v)
+        except ValueError:
+            return pole(v)
+        except OverflowError:
+            return math.inf
+
+    vectorized = np.vectorize(safe, otypes=[np.float64])
+
+    def apply(x: Value) -> Value:
+        return vectorized(np.asarray(x).astype(np.float64)).astype(np.asarray(x).dtype)
+
+    return apply
+
+
+def _gamma_pole(v: float) -> float:
+    return math.copysign(math.inf, v) if v == 0 else math.nan  # C: +-inf at +-0, NaN at -1, -2, ... and -inf
+
+
+_lgamma = _elementwise(math.lgamma, lambda v: math.inf)
+_tgamma = _elementwise(math.gamma, _gamma_pole)
+_erfc = _elementwise(math.erfc, lambda v: math.nan)
+
+
+def _exp10(x: Value) -> Value:
+    return np.power(np.asarray(10.0, dtype=np.asarray(x).dtype), x)
+
+
+def _remainder(a: Value, b: Value) -> Value:
+    """IEEE remainder, exact: Python's ``math.remainder`` in f64 (exact for f32 operands too), rounded back."""
+    dtype = np.result_type(np.asarray(a).dtype, np.asarray(b).dtype)
+
+    def one(x: float, y: float) -> float:
+        try:
+            return math.remainder(x, y)
+        except ValueError:  # x infinite or y zero: C gives NaN
+            return math.nan
+
+    wide = np.vectorize(one, otypes=[np.float64])(np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64))
+    return wide.astype(dtype)
+
+
+def _nextafter(a: Value, b: Value) -> Value:
+    """C's nextafter in the operands' type: ``b`` when ``a == b`` (numpy's f16 version returns ``a``, so
+    ``nextafter(0.0, -0.0)`` would be +0.0 instead of C's -0.0)."""
+    return np.where(np.asarray(a) == np.asarray(b), b, np.nextafter(a, b))
+
+
 def _is_nan(x: Value) -> Value:
     return np.isnan(np.asarray(x).astype(compute_dtype(np.asarray(x).dtype)))
 
@@ -92,12 +146,19 @@ FLOAT_UNARY: dict[type[Operation], Callable[[Value], Value]] = {
     arith.Expm1: np.expm1,
     arith.ToDegrees: np.degrees,
     arith.ToRadians: np.radians,
+    arith.Exp2: np.exp2,
+    arith.Exp10: _exp10,
+    arith.Log2: np.log2,
+    arith.Log10: np.log10,
 }
 # Float members with their own rounding.
 FLOAT_UNARY_DIRECT: dict[type[Operation], Callable[[Value], Value]] = {
     arith.Erf: _erf,
     arith.IsNan: _is_nan,
     arith.IsInf: _is_inf,
+    arith.Erfc: _erfc,
+    arith.Lgamma: _lgamma,
+    arith.Tgamma: _tgamma,
 }
 INT_UNARY: dict[type[Operation], Callable[[Value], Value]] = {
     arith.Neg: np.negative,
@@ -124,7 +185,12 @@ FLOAT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
     arith.Atan2: np.arctan2,
     arith.Hypot: np.hypot,
     arith.Rhypot: _rhypot,
+    arith.Copysign: np.copysign,
+    arith.Fmod: np.fmod,
+    arith.Remainder: _remainder,
 }
+# Float members computed in the operands' own type (one ulp of f16 is not one ulp of f32).
+FLOAT_BINARY_DIRECT: dict[type[Operation], Callable[[Value, Value], Value]] = {arith.Nextafter: _nextafter}
 INT_BINARY: dict[type[Operation], Callable[[Value, Value], Value]] = {
     arith.Add: np.add,
     arith.Sub: np.subtract,
@@ -179,7 +245,8 @@ def binary(cls: type[Operation], elem: ElemType, a: Value, b: Value) -> Value:
     if cls is arith.Powi:
         return powi(a, b)
     if elem.is_float:
-        return float_op(FLOAT_BINARY[cls], a, b)
+        direct = FLOAT_BINARY_DIRECT.get(cls)
+        return direct(a, b) if direct is not None else float_op(FLOAT_BINARY[cls], a, b)
     if elem.is_bool:
         return BOOL_BINARY[cls](a, b)
     return INT_BINARY[cls](a, b)

@@ -5,26 +5,24 @@ from __future__ import annotations
 import attrs
 
 from cubepy.errors import LaunchError
+from cubepy.ir.kernel import MAX_CUBE_COUNT, MAX_CUBE_DIM, launch_shape_problem
 from cubepy.runtime.handle import Handle
-
-MAX_UNITS_PER_CUBE = 1024
 
 
 @attrs.frozen
 class _Extent3:
-    """An (x, y, z) launch extent whose axes are ints of at least ``MINIMUM``."""
+    """An (x, y, z) launch extent whose axes are ints of at least ``MINIMUM`` and at most ``MAXIMUM``."""
 
     MINIMUM = 0
+    MAXIMUM = MAX_CUBE_COUNT
     x: int
     y: int = 1
     z: int = 1
 
     def __attrs_post_init__(self) -> None:
-        for axis in ("x", "y", "z"):
-            value = getattr(self, axis)
-            if not isinstance(value, int) or value < self.MINIMUM:
-                expected = "a non-negative int" if self.MINIMUM == 0 else "a positive int"
-                raise LaunchError(f"{type(self).__name__}.{axis} = {value!r}: expected {expected}")
+        problem = launch_shape_problem(type(self).__name__, self.as_tuple(), self.MAXIMUM, self.MINIMUM)
+        if problem is not None:
+            raise LaunchError(problem)
 
     def as_tuple(self) -> tuple[int, int, int]:
         """(x, y, z)."""
@@ -38,22 +36,15 @@ class _Extent3:
 
 @attrs.frozen
 class CubeCount(_Extent3):
-    """How many cubes (thread blocks) to launch along x, y, z."""
+    """How many cubes (thread blocks) to launch along x, y, z: x at most 2**31 - 1, y and z at most 65535."""
 
 
 @attrs.frozen
 class CubeDim(_Extent3):
-    """How many units (threads) one cube has along x, y, z; at most 1024 in all."""
+    """How many units (threads) one cube has along x, y, z: x, y at most 1024, z at most 64, 1024 in all."""
 
     MINIMUM = 1
-
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        if self.total > MAX_UNITS_PER_CUBE:
-            raise LaunchError(
-                f"CubeDim({self.x}, {self.y}, {self.z}) has {self.total} units; "
-                f"a cube holds at most {MAX_UNITS_PER_CUBE}"
-            )
+    MAXIMUM = MAX_CUBE_DIM
 
 
 def _check_handle(handle: object, what: str) -> Handle:
@@ -101,6 +92,15 @@ class TensorArg:
         strides, shape = tuple(int(s) for s in strides), tuple(int(s) for s in shape)
         if len(strides) != len(shape):
             raise LaunchError(f"TensorArg.from_raw_parts: {len(strides)} strides for a rank-{len(shape)} shape")
+        for what, values in (("stride", strides), ("extent", shape)):
+            negative = [(axis, value) for axis, value in enumerate(values) if value < 0]
+            if negative:
+                axis, value = negative[0]
+                raise LaunchError(
+                    f"TensorArg.from_raw_parts: {what} {value} of axis {axis} is negative; strides "
+                    f"and shapes are unsigned in kernels (view a reversed axis by indexing "
+                    f"`n - 1 - i` in the kernel instead)"
+                )
         arg.strides, arg.shape = strides, shape
         return arg
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from cubepy import config
 from cubepy.errors import CubeError, LaunchError
+from cubepy.ir.kernel import launch_shape_problem
 from cubepy.runtime import cache
 from cubepy.runtime.args import CubeCount, CubeDim
 from cubepy.runtime.backend import Backend
@@ -62,7 +63,10 @@ def _as_cube_shape(value, cls, what: str):
         return value
     if isinstance(value, int):
         return cls(value)
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
+        problem = launch_shape_problem(what, tuple(value), cls.MAXIMUM, cls.MINIMUM)
+        if problem is not None:
+            raise LaunchError(problem)
         return cls(*value)
     raise LaunchError(f"{what}: expected {cls.__name__}, an int or a tuple, got {type(value).__name__}")
 

@@ -152,26 +152,28 @@ GOLDEN_STRIDED_SUM = textwrap.dedent("""\
       %"v1" = load i32, ptr %"i1"
       %".9" = icmp slt i32 %"v1", 64
       %".10" = icmp sgt i32 %"v1", 64
-      %".11" = icmp sge i32 %"step", 0
-      %".12" = select  i1 %".11", i1 %".9", i1 %".10"
-      br i1 %".12", label %"for.body2", label %"for.end4"
+      %".11" = icmp ne i32 %"step", 0
+      %".12" = icmp sgt i32 %"step", 0
+      %".13" = select  i1 %".12", i1 %".9", i1 %".10"
+      %".14" = and i1 %".11", %".13"
+      br i1 %".14", label %"for.body2", label %"for.end4"
     for.body2:
-      %".14" = sext i32 %"v1" to i64
-      %".15" = getelementptr float, ptr addrspace(1) %"a", i64 %".14"
-      %"v2" = load float, ptr addrspace(1) %".15", align 4
+      %".16" = sext i32 %"v1" to i64
+      %".17" = getelementptr float, ptr addrspace(1) %"a", i64 %".16"
+      %"v2" = load float, ptr addrspace(1) %".17", align 4
       %"m0.read" = load float, ptr %"m0"
       %"v3" = fadd float %"m0.read", %"v2"
       store float %"v3", ptr %"m0"
       br label %"for.latch3"
     for.latch3:
-      %".20" = add i32 %"v1", %"step"
-      store i32 %".20", ptr %"i1"
+      %".22" = add i32 %"v1", %"step"
+      store i32 %".22", ptr %"i1"
       br label %"for.header1"
     for.end4:
-      %".23" = zext i32 0 to i64
+      %".25" = zext i32 0 to i64
       %"m0.read.1" = load float, ptr %"m0"
-      %".24" = getelementptr float, ptr addrspace(1) %"a", i64 %".23"
-      store float %"m0.read.1", ptr addrspace(1) %".24", align 4
+      %".26" = getelementptr float, ptr addrspace(1) %"a", i64 %".25"
+      store float %"m0.read.1", ptr addrspace(1) %".26", align 4
       ret void
     }
 """)

@@ -19,13 +19,22 @@ import cubepy as cp
 from cubepy import testing_fuzz as fz
 from cubepy.compiler import ptxas
 from cubepy.ir import numerics, ops, semantics
+from cubepy.testing_fuzz_control import time_limit
 
 EXAMPLES = int(os.environ.get("CUBEPY_FUZZ_EXAMPLES", "30"))
 UNITS = 8  # one cube of 8 units, two cubes launched: 16 items
 
 
 def run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool = True) -> str | None:
-    """Launch ``case`` on the interp and compare with numpy; compile it too. A mismatch text or None."""
+    """Launch ``case`` on the interp and compare with numpy; compile it too. A mismatch text or None.
+
+    Runs under a time limit (``CUBEPY_FUZZ_TIME_LIMIT`` seconds, default 60): a hang is a failure.
+    """
+    with time_limit(float(os.environ.get("CUBEPY_FUZZ_TIME_LIMIT", "60"))):
+        return _run_case(case, tmp_dir, compile_too=compile_too)
+
+
+def _run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool) -> str | None:
     kernel, _path = fz.load_kernel(case, tmp_dir)
     client = cp.client("interp")
     count = 2 * UNITS
@@ -55,6 +64,20 @@ def run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool = True) -> st
 def test_interp_matches_numpy_on_random_kernels(tmp_path_factory, data):
     case = fz.gen_case(data.draw)
     problem = run_case(case, str(tmp_path_factory.mktemp("fuzz")))
+    assert problem is None, problem
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=int(os.environ.get("CUBEPY_FUZZ_LONG", "2000")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
+@given(st.data())
+def test_long_run_of_random_kernels(tmp_path_factory, data):
+    case = fz.gen_case(data.draw)
+    problem = run_case(case, str(tmp_path_factory.mktemp("fuzz_long")), compile_too=False)
     assert problem is None, problem
 
 

@@ -211,6 +211,13 @@ def tma_load_to_misaligned_shared(tmap: TensorMap[f32], out: Array[f32]):
     out[UNIT_POS] = stage[UNIT_POS]
 
 
+@cube(launch=True)
+def range_with_a_zero_step(out: Array[f32]):
+    step = cp.i32(UNIT_POS) // 64  # zero on every unit of a 64-unit cube
+    for i in range(0, 8, step):  # BUG: a zero step (Python raises; the kernel would run zero iterations)
+        out[UNIT_POS] = f32(i)
+
+
 INPUT, TENSOR_MAP = "input buffer", "tensor map"
 BUGGY = [
     # kernel, kind, extra first argument (None, INPUT or TENSOR_MAP), what the message must name
@@ -236,6 +243,7 @@ BUGGY = [
     (two_arrivals_on_a_phase_of_one, SanitizerKind.BARRIER_OVERFLOW, None, "2 arrivals"),
     (waits_for_one_unit_too_many, SanitizerKind.BARRIER_DEADLOCK, None, "1 of 65 arrivals pending"),
     (tma_load_to_misaligned_shared, SanitizerKind.TMA_MISUSE, TENSOR_MAP, "rule 24"),
+    (range_with_a_zero_step, SanitizerKind.ZERO_RANGE_STEP, None, "range() step is zero"),
     (
         checked_read_past_end,
         SanitizerKind.OUT_OF_BOUNDS,

@@ -236,3 +236,48 @@ def test_several_processes_share_one_cache_directory(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 0 and "disk cache: hit" in proc.stderr, proc.stderr
+
+
+MOVABLE_MODULE = """
+import cubepy as cp
+from cubepy import i32
+{padding}
+
+@cp.cube(launch=True)
+def kernel(out: cp.Array[i32], lo: i32, hi: i32):
+    for i in range(lo, hi, hi - lo + 1):
+        out[0] += 1
+"""
+
+
+def _kernel_line(text: str) -> int:
+    """The 1-based line of the kernel's loop in ``text``, counted by hand from the module text."""
+    return text.splitlines().index("    for i in range(lo, hi, hi - lo + 1):") + 1
+
+
+def test_lines_inserted_above_an_unchanged_kernel_give_the_new_line_numbers(cache_root, tmp_path):
+    # The key holds the kernel's file and first line: a cached artifact never names the old lines.
+    messages, locs = [], []
+    for padding in (0, 7):
+        text = MOVABLE_MODULE.format(padding="\n" * padding)
+        (tmp_path / "cache_moved_mod.py").write_text(text)
+        module = _import_fresh(tmp_path, "cache_moved_mod")
+        client = ComputeClient("interp", InterpBackend(), sanitize=True)
+        out = client.zeros((1,), np.int32)
+        with pytest.raises(cp.SanitizerError) as caught:  # lo=1, hi=0: a zero step
+            module.kernel.launch(
+                client,
+                cp.CubeCount(1),
+                cp.CubeDim(1),
+                cp.ArrayArg(out),
+                cp.ScalarArg(1, cp.i32),
+                cp.ScalarArg(0, cp.i32),
+            )
+        messages.append(str(caught.value))
+        compiled = module.kernel.compile((1, 1, 1), cp.ArrayArg(out), cp.ScalarArg(1, cp.i32), cp.ScalarArg(0, cp.i32))
+        locs.append(compiled.ptx)
+        line = _kernel_line(text)
+        assert f"cache_moved_mod.py:{line}" in messages[-1]
+        assert f".loc\t1 {line} " in compiled.ptx or f".loc 1 {line} " in compiled.ptx
+    assert _kernel_line(MOVABLE_MODULE.format(padding="\n" * 7)) == _kernel_line(MOVABLE_MODULE.format(padding="")) + 7
+    assert len(_entries(cache_root, "compile")) == 2 and len(_entries(cache_root)) == 2

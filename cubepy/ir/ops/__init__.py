@@ -9,7 +9,7 @@ from cubepy.ir.ops.debug import DebugPrint
 from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
 from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ... PlaneShuffleDown)
 from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
-from cubepy.ir.ops.sync import SyncCube, SyncPlane, SyncProxyShared
+from cubepy.ir.ops.sync import *  # noqa: F403  (barriers, predicate barriers, fences)
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
 
 __all__ = [
@@ -29,9 +29,6 @@ __all__ = [
     "RangeLoop",
     "Return",
     "Switch",
-    "SyncCube",
-    "SyncPlane",
-    "SyncProxyShared",
     "all_operations",
     "arith",
     "branch",
@@ -48,4 +45,5 @@ __all__ += arith.__all__
 __all__ += cmma.__all__
 __all__ += memory.__all__
 __all__ += plane.__all__
+__all__ += sync.__all__
 __all__ += tma.__all__

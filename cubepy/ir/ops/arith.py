@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cubepy.ir.ops.base import Operation, elem_of, same_as
-from cubepy.ir.ops.record import GIVEN, Checker, ElemKind, OpRecord, ResultRule, declare, derive
+from cubepy.ir.ops.record import GIVEN, Check, Checker, ElemKind, OpRecord, ResultRule, declare, derive
 from cubepy.ir.types import BOOL, U32
 from cubepy.ir.variable import Variable
 
@@ -57,7 +57,9 @@ def _unary(name: str, kind: ElemKind, doc: str, result: ResultRule | None = None
     return cls
 
 
-def _binary(name: str, kind: ElemKind, doc: str, *, foldable: bool = True) -> type[Binary]:
+def _binary(
+    name: str, kind: ElemKind, doc: str, *, foldable: bool = True, checks: tuple[Check, ...] = ()
+) -> type[Binary]:
     record = OpRecord(
         name,
         "arith",
@@ -67,6 +69,7 @@ def _binary(name: str, kind: ElemKind, doc: str, *, foldable: bool = True) -> ty
         same_type=("lhs", "rhs"),
         pure=True,
         foldable=foldable,
+        checks=checks,
         doc=doc,
     )
     cls = derive(Binary, _class_name(name), record, __name__)
@@ -121,6 +124,13 @@ Atanh = _unary("atanh", "float", "The inverse hyperbolic tangent of x.")
 Expm1 = _unary("expm1", "float", "exp(x) - 1, accurate for small x.")
 ToDegrees = _unary("to_degrees", "float", "x (radians) converted to degrees.")
 ToRadians = _unary("to_radians", "float", "x (degrees) converted to radians.")
+Exp2 = _unary("exp2", "float", "2 raised to x.")
+Exp10 = _unary("exp10", "float", "10 raised to x.")
+Log2 = _unary("log2", "float", "The base-2 logarithm of x.")
+Log10 = _unary("log10", "float", "The base-10 logarithm of x.")
+Erfc = _unary("erfc", "float", "1 - erf(x), accurate where erf(x) is near 1.")
+Lgamma = _unary("lgamma", "float", "The natural logarithm of |gamma(x)| (+inf at the poles 0, -1, -2, ...).")
+Tgamma = _unary("tgamma", "float", "The gamma function of x (+-inf at +-0, NaN at the negative integers).")
 Neg = _unary("neg", "number", "-x.")
 Abs = _unary("abs", "number", "|x|.")
 Bitnot = _unary("bitnot", "int", "~x (every bit flipped).")
@@ -148,6 +158,10 @@ Powf = _binary("powf", "float", "lhs raised to a float power.", foldable=False)
 Atan2 = _binary("atan2", "float", "The angle of the point (rhs, lhs) (radians).", foldable=False)
 Hypot = _binary("hypot", "float", "sqrt(lhs**2 + rhs**2) without undue overflow.", foldable=False)
 Rhypot = _binary("rhypot", "float", "1 / hypot(lhs, rhs).", foldable=False)
+Copysign = _binary("copysign", "float", "The magnitude of lhs with the sign bit of rhs.")
+Fmod = _binary("fmod", "float", "C's fmod: lhs - n * rhs with n = trunc(lhs / rhs), exact; the sign of lhs.")
+Remainder = _binary("remainder", "float", "IEEE remainder: lhs - n * rhs with n = lhs / rhs rounded to even, exact.")
+Nextafter = _binary("nextafter", "float", "The next representable value of the type after lhs toward rhs.")
 DivTrunc = _binary("div_trunc", "int", "Division truncating toward zero (C's /).")
 RemTrunc = _binary("rem_trunc", "int", "Remainder with the dividend's sign (C's %).")
 Bitand = _binary("bitand", "int", "Bitwise and.")
@@ -376,6 +390,13 @@ __all__ = [
     "Expm1",
     "ToDegrees",
     "ToRadians",
+    "Exp2",
+    "Exp10",
+    "Log2",
+    "Log10",
+    "Erfc",
+    "Lgamma",
+    "Tgamma",
     "Neg",
     "Abs",
     "Bitnot",
@@ -397,6 +418,10 @@ __all__ = [
     "Atan2",
     "Hypot",
     "Rhypot",
+    "Copysign",
+    "Fmod",
+    "Remainder",
+    "Nextafter",
     "DivTrunc",
     "RemTrunc",
     "Bitand",

@@ -156,16 +156,23 @@ def _check_atomic(c: Checker, inst: Instruction, op: Operation) -> None:
         c.same_type(inst, "value", op.value.type, op.memory.type)
 
 
+def _check_wrapping_counter(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, AtomicOp)
+    if op.memory.type.elem is not U32:
+        c.fail("type-mismatch", inst, f"{op.name} counts in u32 (CUDA's atomicInc/atomicDec), got {op.memory.type!r}")
+
+
 def _atomic(kind: str, doc: str) -> type[AtomicOp]:
     name = f"atomic_{kind}"
     has_result = kind != "store"
+    checks = (_indexed, _check_atomic) + ((_check_wrapping_counter,) if kind in ("inc", "dec") else ())
     record = OpRecord(
         name,
         "memory",
         result=same_as("memory") if has_result else None,
         reads=() if kind == "store" else ("memory",),
         writes=() if kind == "load" else ("memory",),
-        checks=(_indexed, _check_atomic),
+        checks=checks,
         doc=doc,
     )
     cls = derive(AtomicOp, "Atomic" + kind.capitalize(), record, __name__)
@@ -183,6 +190,13 @@ AtomicXor = _atomic("xor", "Atomic bitwise xor; gives the old value.")
 AtomicExchange = _atomic("exchange", "Atomic exchange; gives the old value.")
 AtomicLoad = _atomic("load", "Atomic load.")
 AtomicStore = _atomic("store", "Atomic store.")
+AtomicInc = _atomic(
+    "inc", "CUDA's atomicInc (u32): old >= limit ? 0 : old + 1, where value is the limit; gives the old value."
+)
+AtomicDec = _atomic(
+    "dec",
+    "CUDA's atomicDec (u32): old == 0 or old > limit ? limit : old - 1, where value is the limit; gives the old value.",
+)
 ATOMIC_OPS: tuple[type[AtomicOp], ...] = (
     AtomicAdd,
     AtomicSub,
@@ -194,6 +208,8 @@ ATOMIC_OPS: tuple[type[AtomicOp], ...] = (
     AtomicExchange,
     AtomicLoad,
     AtomicStore,
+    AtomicInc,
+    AtomicDec,
 )
 
 
@@ -230,7 +246,9 @@ __all__ = [
     "AtomicAdd",
     "AtomicAnd",
     "AtomicCompareExchange",
+    "AtomicDec",
     "AtomicExchange",
+    "AtomicInc",
     "AtomicLoad",
     "AtomicMax",
     "AtomicMin",

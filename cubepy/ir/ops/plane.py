@@ -48,6 +48,12 @@ def _needs_lane(c: Checker, inst: Instruction, op: Operation) -> None:
     c.int_scalar(inst, "lane", op.arg)
 
 
+def _match_value(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, PlaneOp) and op.value is not None
+    if op.value.type.is_line or op.value.elem.is_bool or op.value.elem.bits not in (32, 64):
+        c.fail("type-mismatch", inst, f"{op.name} compares a scalar of 32 or 64 bits, got {op.value.type!r}")
+
+
 def _plane(
     kind: str, doc: str, *, result: ResultRule | object = None, checks: tuple[Check, ...] = (_needs_value,)
 ) -> type[PlaneOp]:
@@ -80,6 +86,18 @@ PlaneBallot = _plane(
     checks=(_needs_value, _ballot),
 )
 PlaneElect = _plane("elect", "True on exactly one active unit of the plane.", result=fixed(Type(BOOL)), checks=())
+PlaneMatchAny = _plane(
+    "match_any",
+    "The mask of the plane's active units whose value has the same bits as this unit's (u32; match.any.sync).",
+    result=fixed(Type(U32)),
+    checks=(_needs_value, _match_value),
+)
+PlaneMatchAll = _plane(
+    "match_all",
+    "The mask of the plane's active units when they all hold the same bits, else 0 (u32; match.all.sync).",
+    result=fixed(Type(U32)),
+    checks=(_needs_value, _match_value),
+)
 
 PLANE_OPS: tuple[type[PlaneOp], ...] = (
     PlaneSum,
@@ -99,6 +117,8 @@ PLANE_OPS: tuple[type[PlaneOp], ...] = (
     PlaneShuffleXor,
     PlaneShuffleUp,
     PlaneShuffleDown,
+    PlaneMatchAny,
+    PlaneMatchAll,
 )
 PLANE_MOVES: tuple[type[PlaneOp], ...] = (
     PlaneBroadcast,
@@ -129,4 +149,6 @@ __all__ = [
     "PlaneShuffleXor",
     "PlaneShuffleUp",
     "PlaneShuffleDown",
+    "PlaneMatchAny",
+    "PlaneMatchAll",
 ]

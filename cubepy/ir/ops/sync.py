@@ -1,11 +1,20 @@
-"""Synchronization: barriers of the cube and the plane, and the async-proxy fence."""
+"""Synchronization: barriers of the cube and the plane, predicate barriers, memory fences, the async-proxy fence."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
-from cubepy.ir.ops.base import Operation
-from cubepy.ir.ops.record import OpRecord, declare
+from cubepy.ir.ops.base import Operation, fixed
+from cubepy.ir.ops.record import Checker, OpRecord, declare
+from cubepy.ir.types import BOOL, U32, Type
+from cubepy.ir.variable import Variable
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
+
+FENCE_SCOPES = ("cube", "device", "system")
 
 
 @declare(OpRecord("sync_cube", "sync", doc="Barrier for every unit of the cube."))
@@ -24,3 +33,91 @@ class SyncPlane(Operation):
 @attrs.frozen
 class SyncProxyShared(Operation):
     """Make generic-proxy shared-memory writes visible to the async proxy (TMA)."""
+
+
+def _check_fence_scope(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, Fence)
+    if op.scope not in FENCE_SCOPES:
+        c.fail("bad-immediate", inst, f"fence scope {op.scope!r}: expected one of {', '.join(FENCE_SCOPES)}")
+
+
+@declare(
+    OpRecord(
+        "fence",
+        "sync",
+        checks=(_check_fence_scope,),
+        doc="Memory fence (CUDA's __threadfence_block/__threadfence/__threadfence_system): this unit's "
+        "memory accesses before it are ordered before those after it, as seen from the scope.",
+    )
+)
+@attrs.frozen
+class Fence(Operation):
+    """A memory fence at ``scope`` ("cube", "device" or "system"); no barrier."""
+
+    scope: str
+
+
+@declare(
+    OpRecord(
+        "sync_cube_count",
+        "sync",
+        result=fixed(Type(U32)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives how many of its units passed a true pred.",
+    )
+)
+@attrs.frozen
+class SyncCubeCount(Operation):
+    """``__syncthreads_count(pred)``."""
+
+    pred: Variable
+
+
+@declare(
+    OpRecord(
+        "sync_cube_and",
+        "sync",
+        result=fixed(Type(BOOL)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives whether pred holds on every unit.",
+    )
+)
+@attrs.frozen
+class SyncCubeAnd(Operation):
+    """``__syncthreads_and(pred)``."""
+
+    pred: Variable
+
+
+@declare(
+    OpRecord(
+        "sync_cube_or",
+        "sync",
+        result=fixed(Type(BOOL)),
+        operand_kind="bool",
+        kind_of=("pred",),
+        doc="Barrier of the cube (sync_cube) that also gives whether pred holds on some unit.",
+    )
+)
+@attrs.frozen
+class SyncCubeOr(Operation):
+    """``__syncthreads_or(pred)``."""
+
+    pred: Variable
+
+
+SYNC_CUBE_REDUCTIONS: tuple[type[Operation], ...] = (SyncCubeCount, SyncCubeAnd, SyncCubeOr)
+
+__all__ = [
+    "FENCE_SCOPES",
+    "SYNC_CUBE_REDUCTIONS",
+    "Fence",
+    "SyncCube",
+    "SyncCubeAnd",
+    "SyncCubeCount",
+    "SyncCubeOr",
+    "SyncPlane",
+    "SyncProxyShared",
+]

@@ -18,7 +18,7 @@ import numpy as np
 
 from cubepy.compiler import abi
 from cubepy.errors import CubeError, LaunchError
-from cubepy.ir import KernelDefinition
+from cubepy.ir import MAX_CUBE_DIM, KernelDefinition, launch_shape_problem
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cuda import params as kparams
 from cubepy.runtime.cuda import tensormaps
@@ -195,6 +195,11 @@ def check_launch_limits(kernel: CudaKernel, cube_count: tuple[int, int, int], in
             raise LaunchError(
                 f"kernel {kernel.name}: cube_count.{axis} = {count} exceeds the device's limit of {limit}"
             )
+    problem = launch_shape_problem(
+        f"kernel {kernel.name}: cube_dim", tuple(kernel.definition.cube_dim), MAX_CUBE_DIM, 1
+    )
+    if problem is not None:
+        raise LaunchError(problem)
     units = int(np.prod(kernel.definition.cube_dim))
     if units > kernel.max_units_per_cube:
         raise LaunchError(

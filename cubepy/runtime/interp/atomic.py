@@ -94,6 +94,32 @@ def _ufunc_scan(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     return scan
 
 
+def _wrapping_increment(current: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """CUDA's atomicInc: ``old >= limit ? 0 : old + 1``."""
+    return np.where(current >= limit, 0, current + 1).astype(current.dtype)
+
+
+def _wrapping_decrement(current: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """CUDA's atomicDec: ``old == 0 || old > limit ? limit : old - 1``."""
+    return np.where((current == 0) | (current > limit), limit, current - 1).astype(current.dtype)
+
+
+def _sequential_scan(combine: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+    """The successive values of an item under ``combine`` (for updates that are no numpy ufunc)."""
+
+    def scan(initial: np.ndarray, values: np.ndarray) -> np.ndarray:
+        running = np.empty(len(values) + 1, dtype=values.dtype)
+        running[0] = initial
+        for position, value in enumerate(values):
+            running[position + 1] = combine(running[position : position + 1], value)[0]
+        return running
+
+    return scan
+
+
+_WRAPPING = {"inc": _wrapping_increment, "dec": _wrapping_decrement}
+
+
 def _exchange_scan(initial: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray([initial], dtype=values.dtype), values])
 
@@ -144,6 +170,9 @@ def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     contention = _Contention(ref, lane_idx, owner)
     if kind == "exchange":
         old = _serial_apply(ref, contention, values, lambda _cur, new: new, _exchange_scan)
+    elif kind in _WRAPPING:
+        combine = _WRAPPING[kind]
+        old = _serial_apply(ref, contention, values, combine, _sequential_scan(combine))
     else:
         ufuncs = _FLOAT_UFUNCS if op.memory.elem.is_float else _INT_UFUNCS
         if kind not in ufuncs:

@@ -462,6 +462,17 @@ def run_range_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     start, end, step = ctx.read(op.start), ctx.read(op.end), ctx.read(op.step)
     signed = op.start.elem.kind == "int"
     state = {"index": start}
+    # A zero step runs zero iterations (Python would raise; a kernel cannot): the lowering agrees.
+    moving = step != 0
+    if ctx.launch.sanitize:
+        stuck = mask.bits & ~np.broadcast_to(moving, mask.bits.shape)
+        if stuck.any():
+            ctx.fail(
+                inst,
+                "range() step is zero at run time (the loop runs zero iterations)",
+                int(np.flatnonzero(stuck)[0]),
+                SanitizerKind.ZERO_RANGE_STEP,
+            )
 
     def condition(active: Mask, iteration: int) -> Mask:
         index = state["index"]
@@ -475,7 +486,7 @@ def run_range_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             cond = index < end
             if signed:
                 cond = np.where(step > 0, cond, index > end)
-        current = active.where(cond)
+        current = active.where(cond & moving)
         if current.any:
             ctx.values.set(op.index, index)
         return current

@@ -150,6 +150,20 @@ def _reduce(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
     return result.astype(dtype, copy=False)
 
 
+def _match(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """match.any/all.sync per (plane, lane): masks of active lanes holding the same bits (floats by their bits)."""
+    bits = values.view(np.dtype(f"u{values.dtype.itemsize}"))
+    weights = np.left_shift(np.uint64(1), np.arange(PLANE_SIZE, dtype=np.uint64))
+    same = (bits[:, :, None] == bits[:, None, :]) & active[:, None, :]  # [plane, lane, other lane]
+    masks = (same.astype(np.uint64) * weights).sum(axis=2).astype(np.uint32)
+    if name == "match_any":
+        return masks
+    everyone = (active.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
+    all_same = (masks == everyone[:, None]) | ~active
+    per_plane = np.where(all_same.all(axis=1), everyone, np.uint32(0)).astype(np.uint32)
+    return np.broadcast_to(per_plane[:, None], masks.shape)
+
+
 def _source_lane(name: str, arg: np.ndarray) -> np.ndarray:
     """The lane each unit reads for a move, per (plane, lane)."""
     lane = np.arange(PLANE_SIZE, dtype=np.int64)
@@ -191,6 +205,8 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             padded = np.zeros(active.shape + (out_ty.line,), dtype=np.uint32)
             padded[..., 0] = result
             result = padded
+    elif name in ("match_any", "match_all"):
+        result = _match(name, values, active)
     elif name in _REDUCE or name in ("min", "max"):
         result = _reduce(name, values, line_active)
     else:

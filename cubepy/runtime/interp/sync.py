@@ -1,4 +1,4 @@
-"""Barriers: handlers of ``SyncCube``, ``SyncPlane`` and ``SyncProxyShared``.
+"""Barriers: handlers of ``SyncCube`` (and its predicate forms), ``SyncPlane``, ``Fence`` and ``SyncProxyShared``.
 
 In lockstep every active unit reaches a barrier together, so a barrier has nothing to wait for; what
 remains is to check it.  A barrier is divergent when some live unit of a cube (or plane) that has
@@ -79,3 +79,27 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.SyncProxyShared)
 def sync_proxy_shared(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Shared-memory writes are visible to TMA at once here: nothing to do."""
+
+
+@implements(*ops.SYNC_CUBE_REDUCTIONS)
+def sync_cube_reduce(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """``__syncthreads_count/and/or``: a cube barrier whose result reduces ``pred`` over the cube's units here."""
+    op = inst.operation
+    assert isinstance(op, (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr))
+    sync_cube(ctx, inst, mask)
+    units = ctx.topology.units
+    pred = np.broadcast_to(ctx.read(op.pred), (ctx.lanes,)).reshape(-1, units)
+    here = mask.bits.reshape(-1, units)
+    true_here = pred & here
+    if isinstance(op, ops.SyncCubeCount):
+        per_cube = true_here.sum(axis=1).astype(np.uint32)
+    elif isinstance(op, ops.SyncCubeAnd):
+        per_cube = ~(here & ~pred).any(axis=1)
+    else:
+        per_cube = true_here.any(axis=1)
+    ctx.write(inst.out, np.repeat(per_cube, units), mask)
+
+
+@implements(ops.Fence)
+def fence(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Lockstep runs each instruction for every unit before the next: memory is already ordered."""

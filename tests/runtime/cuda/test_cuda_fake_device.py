@@ -92,6 +92,24 @@ def test_strided_and_offset_handles_read_like_the_cpu_runtime(fake):
     )
 
 
+def test_a_handle_view_launches_as_pointer_plus_offset_and_writes_only_its_range(fake):
+    client = make_client(fake)
+    parent = client.create(np.zeros(100, np.float32))
+    view = parent[40:60]
+    ones = client.create(np.ones(20, np.float32))
+    launch(client, vector_add(), (1, 1, 1), [array(ones), array(ones), array(view)])
+    expected = np.zeros(100, np.float32)
+    expected[40:60] = 2
+    np.testing.assert_array_equal(client.read(parent), expected)
+    assert record_pointer(fake, 2) == parent.storage.ptr + 40 * 4
+
+
+def record_pointer(fake: FakeDriver, slot: int) -> int:
+    """The device address the launch passed for buffer ``slot``."""
+    (record,) = fake.launches
+    return int(np.frombuffer(ctypes.string_at(record.pointers[slot], 8), np.uint64)[0])
+
+
 def test_allocations_are_freed_with_their_handles(fake):
     client = make_client(fake)
     handle = client.zeros((1000,), np.float32)
@@ -296,6 +314,25 @@ def test_launches_the_device_would_refuse_are_launch_errors(function_attributes,
     kernel = client.backend.prepare(vector_add())
     with pytest.raises(LaunchError, match=message):
         client.backend.check_launch(kernel, cube_count)
+
+
+@pytest.mark.parametrize(
+    "cube_dim, message",
+    [
+        ((1, 1, 128), r"cube_dim.z = 128 exceeds CUDA's limit of 64"),
+        ((2048, 1, 1), r"cube_dim.x = 2048 exceeds CUDA's limit of 1024"),
+    ],
+)
+def test_per_axis_cube_limits_are_launch_errors_on_the_cuda_runtime(fake, cube_dim, message):
+    b = Builder()
+    out = b.buffer(F32)
+    b.store(out, c(0), c(1.0, F32))
+    client = make_client(fake)
+    kernel = client.backend.prepare(b.kernel(cube_dim))
+    with pytest.raises(LaunchError, match=message):
+        client.backend.check_launch(kernel, (1, 1, 1))
+    with pytest.raises(LaunchError, match=message):  # the client checks before it touches the kernel
+        client.launch(None, (1, 1, 1), cube_dim, ())
 
 
 def test_driver_failures_name_the_call(fake):

@@ -1,0 +1,270 @@
+"""Generic kernels: type parameters (``F = cp.TypeVar("F", cp.Float)``) bound per launch.
+
+A kernel whose annotations name a ``TypeVar`` (``Array[F]``, ``Tensor[Line[F]]``, ``Array[Atomic[F]]``
+or a scalar ``x: F``) is generic.  Each launch binds every type parameter from its arguments (the
+dtype of a buffer, the element type of a ``cp.ScalarArg`` or numpy scalar); ``kernel.compile`` and
+``cp.testing.expand`` also take element types (``cp.Array[cp.f32]``, ``cp.f32``) in those places.
+All uses of one parameter must agree.  The bound kernel is an ordinary kernel whose identity (the
+cache key) names the binding, so each element type compiles once.  While it expands, ``F`` stands
+for its bound type: ``F(x)`` casts, ``cp.SharedMemory[F](n)`` and ``cp.Line[F]`` declare.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cubepy import ir
+from cubepy.errors import CubeError, LaunchError
+
+_ELEM_NAMES = {
+    "float": ("f16", "bf16", "f32", "f64"),
+    "int": ("i8", "i16", "i32", "i64"),
+    "uint": ("u8", "u16", "u32", "u64", "usize"),
+}
+
+
+class TypeBound:
+    """A named set of element types a type parameter may take (``cp.Float``, ``cp.Int``, ...)."""
+
+    __slots__ = ("name", "elems")
+
+    def __init__(self, name: str, elems: tuple[ir.ElemType, ...]) -> None:
+        self.name = name
+        self.elems = elems
+
+    def __repr__(self) -> str:
+        return f"cp.{self.name}"
+
+
+Float = TypeBound("Float", tuple(ir.ELEM_BY_NAME[n] for n in _ELEM_NAMES["float"]))
+Int = TypeBound("Int", tuple(ir.ELEM_BY_NAME[n] for n in _ELEM_NAMES["int"]))
+UInt = TypeBound("UInt", tuple(ir.ELEM_BY_NAME[n] for n in _ELEM_NAMES["uint"]))
+Numeric = TypeBound("Numeric", Float.elems + Int.elems + UInt.elems)
+
+_local = threading.local()
+
+
+def _bindings() -> list[dict]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+@contextmanager
+def bound(binding: dict) -> Iterator[None]:
+    """Within the block, each ``TypeVar`` of ``binding`` stands for its element type."""
+    stack = _bindings()
+    stack.append(binding)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+class TypeVar:
+    """A kernel's type parameter: ``F = cp.TypeVar("F", cp.Float)`` (bounds: TypeBounds or element types)."""
+
+    def __init__(self, name: str, *bounds) -> None:
+        from cubepy.frontend.elem import to_elem
+
+        if not bounds:
+            bounds = (Numeric,)
+        allowed: list[ir.ElemType] = []
+        for bound_ in bounds:
+            items = bound_ if isinstance(bound_, tuple) else (bound_,)
+            for item in items:
+                elems = item.elems if isinstance(item, TypeBound) else (to_elem(item),)
+                allowed.extend(e for e in elems if e not in allowed)
+        self.name = name
+        self.allowed = tuple(allowed)
+
+    def __repr__(self) -> str:
+        return f"TypeVar({self.name!r}: {'|'.join(e.name for e in self.allowed)})"
+
+    def bound_type(self):
+        """The ``ScalarType`` this parameter stands for now; CubeError outside a bound expansion."""
+        for binding in reversed(_bindings()):
+            found = binding.get(self)
+            if found is not None:
+                return found
+        raise CubeError(
+            f"type parameter {self.name} is not bound here: use it in a generic kernel's "
+            "annotations, and launch, compile or expand that kernel"
+        )
+
+    def is_bound(self) -> bool:
+        """Whether an enclosing expansion binds this parameter."""
+        return any(self in binding for binding in _bindings())
+
+    def __call__(self, value=0):
+        """Inside a kernel: cast ``value`` to the bound type (as ``f32(x)`` does)."""
+        return self.bound_type()(value)
+
+    @property
+    def ir(self) -> ir.ElemType:
+        """The bound IR element type."""
+        return self.bound_type().ir
+
+    @property
+    def numpy(self):
+        """The bound numpy dtype."""
+        return self.bound_type().numpy
+
+    @property
+    def size(self) -> int:
+        """Bytes per element of the bound type."""
+        return self.bound_type().size
+
+    def max_value(self):
+        """The largest finite value of the bound type."""
+        return self.bound_type().max_value()
+
+    def min_value(self):
+        """The lowest finite value of the bound type."""
+        return self.bound_type().min_value()
+
+
+class GenericItem:
+    """``Line[F]`` / ``Line[F, N]`` / ``Atomic[F]`` with ``F`` unbound: substituted when the kernel is bound."""
+
+    __slots__ = ("kind", "var", "size")
+
+    def __init__(self, kind: str, var: TypeVar, size: int | None = None) -> None:
+        self.kind, self.var, self.size = kind, var, size
+
+    def __repr__(self) -> str:
+        name = "Line" if self.kind == "line" else "Atomic"
+        return f"{name}[{self.var.name}{'' if self.size is None else f', {self.size}'}]"
+
+    def substitute(self):
+        """The concrete item for the current binding."""
+        from cubepy.frontend.containers import Atomic
+        from cubepy.frontend.elem import Line
+
+        elem = self.var.bound_type()
+        if self.kind == "atomic":
+            return Atomic[elem]
+        return Line[elem] if self.size is None else Line[elem, self.size]
+
+
+class GenericBuffer:
+    """``Array[F]`` / ``Tensor[...F...]`` with ``F`` unbound: a generic kernel's parameter annotation."""
+
+    __slots__ = ("factory", "item")
+
+    def __init__(self, factory, item) -> None:
+        self.factory, self.item = factory, item
+
+    @property
+    def var(self) -> TypeVar:
+        """The type parameter it names."""
+        return self.item if isinstance(self.item, TypeVar) else self.item.var
+
+    def __repr__(self) -> str:
+        item = self.item.name if isinstance(self.item, TypeVar) else repr(self.item)
+        return f"{self.factory.__name__}[{item}]"
+
+    def substitute(self):
+        """The concrete ``Array[...]``/``Tensor[...]`` for the current binding."""
+        item = self.item.bound_type() if isinstance(self.item, TypeVar) else self.item.substitute()
+        return self.factory[item]
+
+
+def unbound_var(item) -> TypeVar | None:
+    """The unbound type parameter ``item`` names (directly, or inside Line/Atomic), or None."""
+    if isinstance(item, TypeVar):
+        return None if item.is_bound() else item
+    if isinstance(item, GenericItem):
+        return item.var
+    return None
+
+
+def resolve_item(item):
+    """``item`` with a bound type parameter replaced by its element type."""
+    if isinstance(item, TypeVar):
+        return item.bound_type()
+    if isinstance(item, GenericItem):
+        return item.substitute()
+    return item
+
+
+def type_var_of(annotation) -> TypeVar | None:
+    """The type parameter a kernel parameter's annotation names, or None for a concrete annotation."""
+    if isinstance(annotation, TypeVar):
+        return annotation
+    if isinstance(annotation, GenericBuffer):
+        return annotation.var
+    return None
+
+
+def elem_of_arg(annotation, arg, param: str) -> ir.ElemType | None:
+    """The element type ``arg`` gives the type parameter of ``annotation`` (None when it says nothing)."""
+    from cubepy.frontend.containers import BufferCompilationArg, BufferType
+    from cubepy.frontend.elem import ScalarType, elem_of_dtype, to_elem
+
+    if isinstance(annotation, GenericBuffer):
+        if isinstance(arg, BufferType):
+            return arg.elem.ir
+        if isinstance(arg, BufferCompilationArg):
+            return ir.ELEM_BY_NAME[arg.elem]
+        handle = getattr(arg, "handle", None)
+        if handle is None:
+            raise LaunchError(
+                f"parameter {param!r} ({annotation!r}) expects cp.ArrayArg/cp.TensorArg(handle) or "
+                f"an element type such as cp.Array[cp.f32], got {type(arg).__name__}"
+            )
+        found = elem_of_dtype(handle.dtype)
+        if found is None:
+            raise LaunchError(f"parameter {param!r} ({annotation!r}): dtype {handle.dtype} is not an element type")
+        return found
+    if isinstance(arg, (ScalarType, ir.ElemType)):
+        return to_elem(arg)
+    scalar_elem = getattr(arg, "elem", None)
+    if scalar_elem is not None and hasattr(arg, "value"):
+        return to_elem(scalar_elem)
+    dtype = getattr(arg, "dtype", None)
+    if dtype is not None:
+        return elem_of_dtype(dtype)
+    return None  # a plain Python number: another parameter must bind the type
+
+
+def bind(kernel_name: str, params, args) -> dict:
+    """The binding {TypeVar: ScalarType} the arguments give; LaunchError on a conflict or an unbound parameter."""
+    from cubepy.frontend.elem import scalar_type
+
+    found: dict[TypeVar, tuple[ir.ElemType, str]] = {}
+    for param, arg in zip(params, args):
+        var = type_var_of(param.annotation)
+        if var is None:
+            continue
+        elem = elem_of_arg(param.annotation, arg, param.name)
+        if elem is None:
+            continue
+        if elem not in var.allowed:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: parameter {param.name!r} binds {var.name} to {elem.name}, "
+                f"but {var!r} allows {', '.join(e.name for e in var.allowed)}"
+            )
+        previous = found.get(var)
+        if previous is not None and previous[0] is not elem:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: type parameter {var.name} is {previous[0].name} from "
+                f"parameter {previous[1]!r} but {elem.name} from parameter {param.name!r}"
+            )
+        found[var] = (elem, param.name)
+    for param in params:
+        var = type_var_of(param.annotation)
+        if var is not None and var not in found:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: cannot tell the type of {var.name} (parameter "
+                f"{param.name!r}); pass an array of it, a cp.ScalarArg(value, type), or a numpy scalar"
+            )
+    return {var: scalar_type(elem) for var, (elem, _) in found.items()}
+
+
+def binding_text(binding: dict) -> str:
+    """``F=f32,G=i32``: the binding's part of a cache key and of a name."""
+    return ",".join(f"{var.name}={elem.name}" for var, elem in sorted(binding.items(), key=lambda kv: kv[0].name))

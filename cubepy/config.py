@@ -75,6 +75,8 @@ KNOBS: dict[str, Knob] = {k.env: k for k in (
     Knob("CUBEPY_CACHE_DIR", str, None, "on-disk kernel cache (default: $XDG_CACHE_HOME/cubepy or ~/.cache/cubepy)"),
     Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
     Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
+    Knob("CUBEPY_CONTRACT", _bool, True, "fuse one-use a*b+c into fma (one rounding), as nvcc's --fmad=true; "
+         "0 keeps every mul and add (a kernel's or compile's contract= wins)"),
 )}
 
 _overrides: dict[str, object] = {}

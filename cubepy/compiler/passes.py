@@ -6,6 +6,8 @@
 * ``fold_constants``: ``binary``/``compare``/``cast`` (and ``assign``) of literal operands become literals,
   with exactly the semantics of the back ends (wrapping integers, CUDA's division by zero, saturating
   float -> int casts, f32 rounding).  f16/bf16 and transcendental operations are left alone.
+* ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
+  becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: pure instructions whose immutable result is never read are removed (to a fixed point).
 
 ``run_passes`` runs them in order and returns the text after each, for numbered dumps.
@@ -36,6 +38,7 @@ from cubepy.ir import (
     verify,
     walk,
 )
+from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
 
 Pass = Callable[[KernelDefinition], KernelDefinition]
@@ -305,7 +308,8 @@ def _fold_scope(scope: Scope, rewrite, mapping: dict[_Key, Variable]) -> Scope:
 
 # -- the pipeline ---------------------------------------------------------------------------------------------
 PIPELINE: tuple[tuple[str, Pass], ...] = (
-    ("checked_io", checked_io), ("fold_constants", fold_constants), ("dead_code", dead_code),
+    ("checked_io", checked_io), ("fold_constants", fold_constants), ("contract", contract_pass),
+    ("dead_code", dead_code),
 )
 
 

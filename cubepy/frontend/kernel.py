@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import inspect
 
+import attrs
+
 from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
 from cubepy.frontend import hooks, source
@@ -53,6 +55,15 @@ def _cube_dim(cube_dim) -> tuple[int, int, int]:
     return (dims + (1, 1, 1))[:3]
 
 
+def resolve_contract(choice: bool | None) -> bool:
+    """``choice`` when given, else the ``CUBEPY_CONTRACT`` setting (on by default, as nvcc's ``--fmad=true``)."""
+    if choice is not None:
+        return bool(choice)
+    from cubepy import config  # a leaf module: settings only
+
+    return bool(config.get("CUBEPY_CONTRACT"))
+
+
 def expand_kernel_body(kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool,
                        name: str) -> ir.KernelDefinition:
     """Expand ``kernel`` with ``comp_args``, re-running while weakly typed locals refine their types."""
@@ -78,10 +89,11 @@ def expand_kernel_body(kernel: CubeFunction, params: list[ParamSpec], comp_args:
 class Kernel(CubeFunction):
     """A launchable kernel (``@cube(launch=True)`` and/or ``launch_unchecked=True``)."""
 
-    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False) -> None:
+    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False, contract: bool | None = None) -> None:
         super().__init__(fn)
         self.allow_checked = launch
         self.allow_unchecked = launch_unchecked
+        self.contract = contract  # the decorator's choice; None: CUBEPY_CONTRACT's
         self._params: list[ParamSpec] | None = None
         self._identity: str | None = None
         # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
@@ -151,14 +163,22 @@ class Kernel(CubeFunction):
         for index, register in self._register_fns:
             register(args[index], bindings)
 
-    def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
-        """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition."""
+    def contracts(self, contract: bool | None = None) -> bool:
+        """Whether ``a * b + c`` is fused: ``contract`` if given, else the decorator's, else ``CUBEPY_CONTRACT``."""
+        return resolve_contract(self.contract if contract is None else contract)
+
+    def define(self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None) -> ir.KernelDefinition:
+        """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition.
+
+        The definition records whether the ``contract`` pass fuses (``contracts(contract)``).
+        """
         params = self.params
         if len(comp_args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} compilation arguments, got {len(comp_args)}")
         try:
             definition = expand_kernel_body(self, params, tuple(comp_args), cube_dim, checked, self.name)
             ir.verify(definition)
+            definition = attrs.evolve(definition, contract=self.contracts(contract))
         except CubeError as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
         except Exception as exc:  # a bug in the user's comptime Python: keep it, say where it happened
@@ -193,8 +213,12 @@ class Kernel(CubeFunction):
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
         return client.launch(self, cube_count, cube_dim, args, checked=False)
 
-    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False):
-        """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s."""
+    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False,
+                contract: bool | None = None):
+        """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
+
+        ``contract``: fuse one-use ``a * b + c`` into ``fma`` (None: the decorator's or ``CUBEPY_CONTRACT``'s choice).
+        """
         params = self.params
         if len(args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
@@ -206,9 +230,10 @@ class Kernel(CubeFunction):
             else:
                 comp_args.append(_one_comp_arg(self, param, arg))
         comp_args = tuple(comp_args)
+        contract = self.contracts(contract)
 
         def build():
-            definition = self.define(comp_args, cube_dim, checked=not unchecked)
+            definition = self.define(comp_args, cube_dim, checked=not unchecked, contract=contract)
             if hooks.COMPILE is None:
                 raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
             return hooks.COMPILE(definition, target)
@@ -217,7 +242,7 @@ class Kernel(CubeFunction):
         cached = hooks.CACHED_COMPILE
         if cached is None or hooks.COMPILE is None:
             return build()
-        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build)
+        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build, contract=contract)
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}>"

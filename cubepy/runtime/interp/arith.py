@@ -2,7 +2,7 @@
 
 f16 and bf16 compute in f32 and round once to their type, as the GPU does (f32 holds more than
 twice their precision, so add/sub/mul/div/sqrt round exactly as a native half operation would).
-``fma`` computes in f64 and rounds once (for f64 operands it is a multiply then an add).
+``fma`` rounds once, correctly, for every float type (:mod:`cubepy.runtime.interp.fma`), as ``fma.rn`` does.
 Integer arithmetic wraps; division semantics are in :mod:`cubepy.runtime.interp.numerics`.
 """
 
@@ -16,6 +16,7 @@ import numpy as np
 from cubepy.ir import Instruction, ops
 from cubepy.ir.types import ElemType
 from cubepy.runtime.interp import numerics
+from cubepy.runtime.interp.fma import fma as fma_rn
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask, as_line_operand, is_uniform, numpy_dtype
 
@@ -136,10 +137,9 @@ def compare(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 @implements(ops.Fma)
 def fma(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """out = a * b + c, computed in f64 and rounded once."""
+    """out = a * b + c rounded once (correctly rounded, as ``fma.rn``)."""
     op: ops.Fma = inst.operation
-    a, b, c = (np.asarray(ctx.read(v)).astype(F64) for v in (op.a, op.b, op.c))
-    ctx.write(inst.out, (a * b + c).astype(numpy_dtype(inst.out.elem)), mask)
+    ctx.write(inst.out, fma_rn(ctx.read(op.a), ctx.read(op.b), ctx.read(op.c), numpy_dtype(inst.out.elem)), mask)
 
 
 @implements(ops.Clamp)

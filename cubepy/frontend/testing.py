@@ -109,7 +109,7 @@ def _contracted(definition: ir.KernelDefinition, contract: bool | None, keep=())
     return ir_contract.contract(attrs.evolve(definition, contract=True), keep=keep)
 
 
-def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool | None) -> Expansion:
+def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool | None = None) -> Expansion:
     node = function.definition_node()
     default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset,
                                function.fn.__qualname__)

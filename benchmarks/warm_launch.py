@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cubepy as cp  # noqa: E402
 from cubepy import f32, u32  # noqa: E402
-from cubepy.runtime.client import ComputeClient, InterpBackend  # noqa: E402
+from cubepy.runtime.client import ComputeClient  # noqa: E402
+from cubepy.runtime.interp.backend import InterpBackend  # noqa: E402
 
 
 class NoRunBackend(InterpBackend):

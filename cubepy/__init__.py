@@ -2,7 +2,7 @@
 
 Kernels are decorated Python (``@cube``); running a kernel's expand twin with proxy values builds a
 typed IR (``cubepy.ir``) that the CPU runtime executes (``cp.client("interp")``, the default) and the
-compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  API.md lists the public names.
+compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  The API reference (docs/reference/cubepy.md) lists the public names.
 """
 
 from cubepy import frontend as _frontend
@@ -27,12 +27,28 @@ def _compile_hook(definition, target):
 
 _frontend.hooks.COMPILE = _compile_hook
 
-# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; API.md's `cp.runtime(x)`
+
+def show(obj, path=None, *, color=None, **coords):
+    """Draw a ``TensorMapArg`` copy (``coords=``, ``offsets=``) or a swizzle mode to ``path`` (.svg/.png) or the
+    terminal; returns the picture's data.  ``cubepy_layouts.show`` also draws layouts and views."""
+    from cubepy.viz import show as _show
+
+    return _show(obj, path, color=color, **coords)
+
+
+def coverage(client):
+    """``with cp.coverage(client) as cov:`` records which global elements each cube of an interp launch reads
+    and writes; ``cov.show(handle, path)`` draws it as a heat map."""
+    from cubepy.viz.coverage import Coverage
+
+    return Coverage(client)
+
+# `import cubepy.runtime...` above bound the subpackage to the name `runtime`; the public `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
 runtime = _frontend.runtime
 
 __all__ = list(_frontend.__all__) + [
     "ArrayArg", "CompileError", "ComputeClient", "CubeCount", "CubeDim", "CubeError", "ExpandError", "Handle",
     "LaunchError", "SanitizerError", "ScalarArg", "TensorArg", "TensorMapArg", "TensorMapError", "VerifyError",
-    "client", "runtimes", "testing",
+    "client", "coverage", "runtimes", "show", "testing",
 ]

@@ -1,4 +1,4 @@
-"""The ``cubepy`` command: ``demo``, ``compile FILE.py:KERNEL``, ``info``."""
+"""The ``cubepy`` command: ``demo``, ``compile FILE.py:KERNEL``, ``show FILE.py:NAME``, ``info``."""
 
 from __future__ import annotations
 
@@ -10,17 +10,21 @@ import os
 import platform
 import sys
 import time
+import types
+from typing import Any
 
 
-def _load_kernel(spec: str):
-    """The kernel object named by ``FILE.py:KERNEL`` (or ``module:KERNEL``)."""
+def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
+    """The object named by ``FILE.py:NAME`` (or ``module:NAME``)."""
     if ":" not in spec:
-        raise SystemExit(f"cubepy compile: expected FILE.py:KERNEL, got {spec!r}")
+        raise SystemExit(f"cubepy {command}: expected FILE.py:{'KERNEL' if what == 'kernel' else 'NAME'}, got {spec!r}")
     path, name = spec.rsplit(":", 1)
     if path.endswith(".py") or os.path.sep in path:
         if not os.path.exists(path):
-            raise SystemExit(f"cubepy compile: no such file {path!r}")
+            raise SystemExit(f"cubepy {command}: no such file {path!r}")
         module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+        if module_spec is None or module_spec.loader is None:
+            raise SystemExit(f"cubepy compile: {path!r} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
         module_spec.loader.exec_module(module)
@@ -28,7 +32,7 @@ def _load_kernel(spec: str):
         module = importlib.import_module(path)
     kernel = getattr(module, name, None)
     if kernel is None:
-        raise SystemExit(f"cubepy compile: {path} has no kernel named {name!r}")
+        raise SystemExit(f"cubepy {command}: {path} has no {what} named {name!r}")
     return kernel
 
 
@@ -79,6 +83,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    """Draw the layout, view, tensor map or swizzle mode that ``FILE.py:NAME`` is (or that calling it returns)."""
+    value = _load_kernel(args.name, "show", "object")
+    if callable(value) and not isinstance(value, type):
+        value = value()
+    coords: dict[str, Any] = {}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        value, coords = value  # (object, keyword arguments of show), e.g. (tensor_map, {"coords": (0, 8)})
+    try:
+        from cubepy_layouts import show
+    except ImportError:
+        from cubepy import show
+    show(value, args.out, **coords)
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_info(_: argparse.Namespace) -> int:
     """Versions, ptxas, runtimes, the cache folder and every setting."""
     import numpy
@@ -86,7 +108,7 @@ def cmd_info(_: argparse.Namespace) -> int:
     import cubepy as cp
     from cubepy import config
     from cubepy.compiler import ptxas
-    from cubepy.runtime.client import cuda_unavailable_reason
+    from cubepy.runtime.client import RUNTIMES
 
     print(f"cubepy {cp.__version__} on Python {platform.python_version()} ({sys.executable})")
     try:
@@ -103,9 +125,10 @@ def cmd_info(_: argparse.Namespace) -> int:
 
     print(f"libdevice: {libdevice.find_libdevice() or 'not found (transcendental math unavailable in PTX)'}")
     print(f"runtimes: {', '.join(cp.runtimes())}")
-    reason = cuda_unavailable_reason()
-    if reason:
-        print(f"cuda: unavailable: {reason}")
+    for name, runtime in RUNTIMES.items():
+        reason = runtime.unavailable_reason()
+        if reason:
+            print(f"{name}: unavailable: {reason}")
     print("settings:")
     for env, value, doc in config.describe():
         print(f"  {env}={value}  # {doc}")
@@ -116,6 +139,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Run the example kernels on the default runtime and print their IR and results."""
     import cubepy as cp
 
+    conv_demo: types.ModuleType | None
     try:
         from cubepy_layouts import demo as conv_demo
     except ImportError:
@@ -164,9 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--comptime", action="append", default=[], metavar="NAME=VALUE",
                       help="value of a Comptime parameter (JSON or a string)")
     comp.add_argument("--unchecked", action="store_true", help="compile the launch_unchecked variant")
+    show = sub.add_parser("show", help="draw a layout, view, tensor map copy or swizzle mode named by FILE.py:NAME",
+                          description="NAME is a layout's Launch value, a View, a TensorMapArg, a swizzle mode "
+                          "('32B', '64B', '128B'), or a zero-argument function returning one, or returning "
+                          "(object, {keyword arguments of show}) such as (tensor_map, {'coords': (0, 8)}).")
+    show.add_argument("name", help="FILE.py:NAME or module:NAME")
+    show.add_argument("--out", default=None, help="write PATH (.svg or .png, needs matplotlib; .txt: plain text) "
+                      "instead of printing to the terminal")
     sub.add_parser("info", help="versions, ptxas, runtimes, cache dir and settings")
     args = parser.parse_args(argv)
-    handler = {"demo": cmd_demo, "compile": cmd_compile, "info": cmd_info}[args.command]
+    handler = {"demo": cmd_demo, "compile": cmd_compile, "show": cmd_show, "info": cmd_info}[args.command]
     from cubepy.errors import CubeError
 
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -82,8 +83,8 @@ KNOBS: dict[str, Knob] = {k.env: k for k in (
 _overrides: dict[str, object] = {}
 
 
-def get(env: str) -> object:
-    """The current value of knob ``env`` (override, then environment, then default)."""
+def get(env: str) -> Any:
+    """The current value of knob ``env`` (override, then environment, then default); its type is the knob's."""
     knob = KNOBS[env]
     if env in _overrides:
         return _overrides[env]

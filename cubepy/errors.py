@@ -1,12 +1,18 @@
 """Every exception cubepy raises, in one place.
 
-Hierarchy (API.md section 5): ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
+Hierarchy: ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
 line), ``LaunchError`` (bad launch arguments; nothing was written), ``TensorMapError`` (a tensor-map
 constraint), ``SanitizerError`` (the CPU runtime found a memory or synchronization bug).  Internal
-stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas).
+stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); the CPU runtime adds
+``InterpreterError`` (it cannot execute an instruction) and ``TmaMisuseError`` (both a
+``SanitizerError`` and a ``TensorMapError``).  ``SanitizerError.kind`` is a ``SanitizerKind``.
+``ArmExit`` is not an error: the frontend's signal that a runtime ``break``/``continue``/``return``
+ended a branch body; it never leaves the expansion.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 
 class CubeError(Exception):
@@ -50,8 +56,51 @@ class TensorMapError(CubeError):
     """A tensor-map parameter breaks one of the encoder's rules; the message names parameter, value and rule."""
 
 
+class SanitizerKind(Enum):
+    """What kind of kernel bug a ``SanitizerError`` reports; the value starts the error's message."""
+
+    OUT_OF_BOUNDS = "out-of-bounds"
+    """An access past the end (or before the start) of a buffer, shared memory, local array or line."""
+    DATA_RACE = "data race"
+    """Two units access one shared byte, at least one writing, with no barrier ordering them."""
+    UNINITIALIZED_READ = "uninitialized read"
+    """A read of shared memory that no unit of the cube wrote."""
+    DIVERGENT_BARRIER = "divergent barrier"
+    """A ``sync_cube``/``sync_plane`` that some live units of the cube or plane do not reach."""
+    INACTIVE_PLANE_LANE = "inactive plane lane"
+    """A plane operation reads the value of a lane that is not executing it."""
+    PARTIAL_PLANE = "partial plane"
+    """A plane-cooperative operation (cmma) run by only some units of a plane."""
+    BARRIER_DEADLOCK = "barrier deadlock"
+    """A wait on an asynchronous barrier whose phase cannot complete."""
+    BARRIER_OVERFLOW = "barrier overflow"
+    """More arrivals on an asynchronous barrier than its current phase expects."""
+    BARRIER_MISUSE = "barrier misuse"
+    """An asynchronous barrier used before ``barrier_init``, or initialised with a bad arrival count."""
+    TMA_MISUSE = "tma misuse"
+    """A TMA copy that breaks a tensor-map or shared-memory rule (alignment, box size, map mode)."""
+
+
 class SanitizerError(CubeError):
-    """The CPU runtime's sanitizer found a memory or synchronization bug in a kernel."""
+    """The CPU runtime's sanitizer found a memory or synchronization bug in a kernel; ``kind`` says which."""
+
+    def __init__(self, message: str, kind: SanitizerKind) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.kind))
+
+
+class TmaMisuseError(SanitizerError, TensorMapError):
+    """A TMA copy or barrier used against the tensor-map rules, found while running (kind ``TMA_MISUSE``)."""
+
+    def __init__(self, message: str, kind: SanitizerKind = SanitizerKind.TMA_MISUSE) -> None:
+        super().__init__(message, kind)
+
+
+class InterpreterError(CubeError):
+    """The interp could not execute an instruction (unsupported IR, or a bug in the interp)."""
 
 
 class VerifyError(CubeError):
@@ -60,3 +109,7 @@ class VerifyError(CubeError):
 
 class CompileError(CubeError):
     """A back end (LLVM, NVPTX, ptxas) failed on IR the verifier accepted."""
+
+
+class ArmExit(Exception):
+    """A runtime break/continue/return ended the expansion of the current runtime body (never escapes)."""

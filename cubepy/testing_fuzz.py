@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from cubepy.ir.types import ELEM_BY_NAME
-from cubepy.runtime.interp.values import numpy_dtype
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 SIGNED = ("i8", "i16", "i32", "i64")
@@ -223,7 +222,7 @@ def _wrap(values: np.ndarray, elem: str) -> np.ndarray:
 
 def numpy_dtype_of(elem: str) -> np.dtype:
     """The numpy dtype of element type name ``elem``."""
-    return numpy_dtype(ELEM_BY_NAME[elem])
+    return ELEM_BY_NAME[elem].numpy
 
 
 def _convert(values: np.ndarray, src: str, dst: str) -> np.ndarray:

@@ -7,6 +7,7 @@
 | ``view`` | ``View``: storage read and written through a layout |
 | ``plain``, ``strided``, ``permuted``, ``slice`` | the std layouts over linear storage |
 | ``chain``, ``transpose``, ``virtual`` | layouts that wrap layouts |
+| ``evaluate``, ``pictures`` | running a layout's methods on the host; ``show``/``picture``: pictures of layouts and views |
 | ``conv`` | ``ConvolutionProblem``, the convolution layouts and ``conv2d_fprop``/``conv2d_wgrad`` |
 """
 
@@ -29,6 +30,7 @@ from cubepy_layouts.coords import (
 )
 from cubepy_layouts.layout import CompositeLayout, Layout
 from cubepy_layouts.permuted import PermutedLayout
+from cubepy_layouts.pictures import picture, show
 from cubepy_layouts.plain import PlainLayout
 from cubepy_layouts.slice import SliceLayout
 from cubepy_layouts.strided import StridedLayout
@@ -40,5 +42,5 @@ __all__ = [
     "Layout", "CompositeLayout", "View", "VirtualLayout",
     "Coords1d", "Coords1i", "Coords2d", "Coords2i", "Coords3d", "Coords3i", "Coords4d", "Coords5d",
     "BatchedCoords", "coords_add", "coords_sub", "coords_min", "coords_max", "coords_in_bounds",
-    "PlainLayout", "StridedLayout", "PermutedLayout", "SliceLayout", "Chain", "Transpose",
+    "PlainLayout", "StridedLayout", "PermutedLayout", "SliceLayout", "Chain", "Transpose", "picture", "show",
 ]

@@ -52,7 +52,7 @@ def _assemble_every_launched_kernel():
     """
     from cubepy.compiler import ptxas
     from cubepy.compiler.compiled import compile_definition
-    from cubepy.runtime.client import InterpBackend
+    from cubepy.runtime.interp.backend import InterpBackend
 
     if os.environ.get("CUBEPY_TEST_PTXAS", "1") == "0":
         yield

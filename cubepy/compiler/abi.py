@@ -55,7 +55,7 @@ def extended_flags(definition: KernelDefinition) -> list[bool]:
     """Per buffer slot, whether the info buffer needs its extended block: tensors, and arrays whose
     rank/shape/stride the kernel reads."""
     shaped = {inst.operation.memory.id for inst in walk(definition.body)
-              if isinstance(inst.operation, ops.Metadata) and inst.operation.op in ("rank", "shape", "stride")}
+              if isinstance(inst.operation, (ops.Rank, ops.Shape, ops.Stride))}
     return [param.role == "tensor" or param.var.id in shaped for param in definition.buffers]
 
 

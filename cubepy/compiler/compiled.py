@@ -82,7 +82,10 @@ class CompiledKernel:
         for filename, content in files.items():
             path = folder / filename
             tmp = path.with_name(path.name + ".tmp")
-            (tmp.write_bytes if isinstance(content, bytes) else tmp.write_text)(content)
+            if isinstance(content, bytes):
+                tmp.write_bytes(content)
+            else:
+                tmp.write_text(content)
             os.replace(tmp, path)
             written.append(path)
         return written
@@ -123,7 +126,7 @@ def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH,
     if not assemble:
         status = "not assembled (assemble=False)"
     elif not ptxas_tool.available():
-        status = ptxas_tool.unavailable_reason()
+        status = ptxas_tool.unavailable_reason() or "ptxas not available"
     else:
         status = "assembled"
         start = time.perf_counter()

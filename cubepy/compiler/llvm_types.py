@@ -11,7 +11,7 @@ import struct
 
 import llvmlite.ir as ir
 
-from cubepy.ir import BF16, F16, F32, F64, ElemType, Type
+from cubepy.ir import ElemType, Type
 
 
 class BFloatType(ir.types._BaseFloatType):
@@ -41,7 +41,11 @@ GLOBAL_PTR = ir.PointerType(addrspace=1)
 SHARED_PTR = ir.PointerType(addrspace=3)
 GENERIC_PTR = ir.PointerType()
 
-_FLOAT_TYPES = {F16: ir.HalfType(), BF16: BFloatType(), F32: ir.FloatType(), F64: ir.DoubleType()}
+# ElemType.llvm (the LLVM type name, from cubepy.ir's element table) -> the llvmlite type.
+_LLVM_TYPES: dict[str, ir.Type] = {
+    "half": ir.HalfType(), "bfloat": BFloatType(), "float": ir.FloatType(), "double": ir.DoubleType(),
+    "i1": I1, "i8": I8, "i16": I16, "i32": I32, "i64": I64,
+}
 
 
 def bf16_bits(value: float) -> int:
@@ -58,11 +62,9 @@ def bf16_bits(value: float) -> int:
 
 def elem_type(elem: ElemType, *, memory: bool = False) -> ir.Type:
     """The LLVM type of one element (``bool`` is i1 in registers, i8 in memory)."""
-    if elem.is_float:
-        return _FLOAT_TYPES[elem]
-    if elem.is_bool:
-        return I8 if memory else I1
-    return ir.IntType(elem.bits)
+    if elem.is_bool and memory:
+        return I8
+    return _LLVM_TYPES[elem.llvm]
 
 
 def item_type(ty: Type, *, memory: bool = False) -> ir.Type:

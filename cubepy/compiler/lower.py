@@ -6,8 +6,8 @@ part of O3, promotes them); CONSTANT variables are LLVM constants; builtins are 
 parameters; SHARED memories are ``addrspace(3)`` globals and LOCAL_ARRAYs allocas.
 
 The entry block holds only allocas and builtin reads and branches to ``body``.  Op families lower in
-``lower_arith``, ``lower_memory``, ``lower_control`` and ``lower_sync``; each registers its handlers in
-``LOWERINGS`` (``register_lowering`` lets a family defined elsewhere, such as TMA, add its own).
+``lower_<family>`` modules (arith, memory, control, sync, plane, tma, cmma); each registers its
+handlers in the ``LLVM`` op table with ``@lowers(OpClass, ...)``.
 Kernel ABI (details and ``pack_info`` in ``cubepy.compiler.abi``): the entry's parameters follow
 ``KernelDefinition.params``: a buffer is ``ptr addrspace(1)``, a scalar its LLVM type (bool as i8), a
 tensor map ``ptr byval([128 x i8]) align 64 "nvvm.grid_constant"``; one last ``ptr addrspace(1)``
@@ -29,6 +29,7 @@ from cubepy.compiler.debuginfo import DebugInfo, first_location
 from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
 from cubepy.errors import CompileError, CubeError
 from cubepy.ir import Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
+from cubepy.ir.ops import OpTable
 
 SHARED_MIN_ALIGN = 16
 # Static shared memory is capped at 48 KiB per kernel; above that a kernel gets its shared memories
@@ -37,12 +38,11 @@ STATIC_SHARED_LIMIT = 48 * 1024
 DYNAMIC_SHARED_ALIGN = 1024
 
 Lowering = Callable[["KernelLowering", Instruction], None]
-LOWERINGS: dict[type, Lowering] = {}
-
-
-def register_lowering(op_type: type, lowering: Lowering) -> None:
-    """Add the LLVM lowering of an operation family (``lowering(kernel_lowering, instruction)``)."""
-    LOWERINGS[op_type] = lowering
+# The LLVM back end's implementations, keyed by operation class; each family module registers its own
+# with ``@lowers(OpClass, ...)`` and the table imports them on first use.
+LLVM = OpTable("llvm", modules=tuple(f"cubepy.compiler.lower_{family}" for family in (
+    "arith", "memory", "control", "sync", "plane", "tma", "cmma")))
+lowers = LLVM.implements
 
 
 @attrs.frozen
@@ -347,11 +347,11 @@ class KernelLowering:
         """Lower one instruction, attaching its source line; errors name the instruction."""
         if self.debug is not None:
             self.builder.debug_metadata = self.debug.location(inst.loc)
-        lowering = LOWERINGS.get(type(inst.operation))
+        lowering = LLVM.get(type(inst.operation))
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
         if lowering is None:
-            raise CompileError(f"{where}kernel {self.definition.name}: no LLVM lowering for "
-                               f"operation {type(inst.operation).__name__} ({inst.op})\n  in instruction: {inst}")
+            raise CompileError(f"{where}kernel {self.definition.name}: {LLVM.missing_message(type(inst.operation))}"
+                               f"\n  in instruction: {inst}")
         try:
             lowering(self, inst)
         except CubeError as error:
@@ -369,10 +369,6 @@ def _safe_name(name: str) -> str:
 
 def lower_kernel(definition: KernelDefinition, sm: int = 90) -> LoweredModule:
     """Lower a verified kernel to an LLVM module for ``sm_<sm>``."""
-    # Importing the family modules registers their lowerings.
-    import cubepy.compiler.lower_cmma  # noqa: F401  (tensor cores)
-    from cubepy.compiler import lower_arith, lower_control, lower_memory, lower_sync, lower_tma  # noqa: F401
-
     return KernelLowering(definition, sm).lower()
 
 

@@ -24,7 +24,7 @@ import struct
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, register_lowering
+from cubepy.compiler.lower import KernelLowering, lowers
 from cubepy.errors import CompileError
 from cubepy.ir import BF16, F16, F32, F64, ElemType, Instruction, Type, ops
 
@@ -33,7 +33,7 @@ LIBDEVICE_FUNCTIONS = {
     "exp": "exp", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
     "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2", "asin": "asin", "acos": "acos",
     "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot",
+    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot", "cbrt": "cbrt",
 }
 
 
@@ -180,7 +180,7 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
 def lower_unary(lw: KernelLowering, inst: Instruction) -> None:
     """out = op(input)."""
     op = inst.operation
-    lw.define(inst.out, unary(lw, op.op, lw.value(op.input), op.input.type))
+    lw.define(inst.out, unary(lw, op.name, lw.value(op.input), op.input.type))
 
 
 # -- binary -------------------------------------------------------------------------------------------
@@ -315,10 +315,10 @@ def lower_binary(lw: KernelLowering, inst: Instruction) -> None:
     """out = lhs op rhs."""
     op = inst.operation
     a, c = lw.value(op.lhs), lw.value(op.rhs)
-    if op.op == "powi":
+    if op.name == "powi":
         result = powi(lw, a, c, op.lhs.type, op.rhs.type)
     else:
-        result = binary(lw, op.op, a, c, op.lhs.type)
+        result = binary(lw, op.name, a, c, op.lhs.type)
     lw.define(inst.out, result)
 
 
@@ -340,7 +340,7 @@ def compare(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, elem: ElemT
 def lower_compare(lw: KernelLowering, inst: Instruction) -> None:
     """out = lhs cmp rhs (bool)."""
     op = inst.operation
-    lw.define(inst.out, compare(lw, op.op, lw.value(op.lhs), lw.value(op.rhs), op.lhs.elem))
+    lw.define(inst.out, compare(lw, op.name, lw.value(op.lhs), lw.value(op.rhs), op.lhs.elem))
 
 
 def lower_clamp(lw: KernelLowering, inst: Instruction) -> None:
@@ -419,9 +419,12 @@ def lower_bitcast(lw: KernelLowering, inst: Instruction) -> None:
     lw.define(out, lw.from_memory(bits, out.type))
 
 
+lowers(*ops.UNARY_OPS)(lower_unary)
+lowers(*ops.BINARY_OPS)(lower_binary)
+lowers(*ops.COMPARE_OPS)(lower_compare)
 for _op_type, _lowering in {
-    ops.Unary: lower_unary, ops.Binary: lower_binary, ops.Compare: lower_compare, ops.Fma: lower_fma,
+    ops.Fma: lower_fma,
     ops.Clamp: lower_clamp, ops.Select: lower_select, ops.Cast: lower_cast, ops.Bitcast: lower_bitcast,
     ops.Assign: lower_assign,
 }.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)

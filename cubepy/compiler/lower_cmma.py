@@ -12,7 +12,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, register_lowering, unsigned_index
+from cubepy.compiler.lower import KernelLowering, lowers, unsigned_index
 from cubepy.errors import CompileError
 from cubepy.ir import F16, F32, Instruction, Type, Variable, VarKind, ops
 
@@ -122,4 +122,4 @@ def lower_cast(lw: KernelLowering, inst: Instruction) -> None:
 
 for _op_type, _lowering in {ops.CmmaFill: lower_fill, ops.CmmaLoad: lower_load, ops.CmmaExecute: lower_execute,
                             ops.CmmaStore: lower_store, ops.CmmaCast: lower_cast}.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)

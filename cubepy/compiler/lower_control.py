@@ -12,7 +12,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, Loop, register_lowering
+from cubepy.compiler.lower import KernelLowering, Loop, lowers
 from cubepy.errors import CompileError
 from cubepy.ir import Instruction
 from cubepy.ir.ops import branch
@@ -149,4 +149,4 @@ for _op_type, _lowering in {
     branch.RangeLoop: lower_range_loop, branch.Loop: lower_loop, branch.Break: lower_break,
     branch.Continue: lower_continue, branch.Return: lower_return,
 }.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)

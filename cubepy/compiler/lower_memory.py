@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, as_u32, register_lowering, unsigned_index
+from cubepy.compiler.lower import KernelLowering, as_u32, lowers, unsigned_index
 from cubepy.errors import CompileError
 from cubepy.ir import Instruction, Variable, VarKind, ops
 
@@ -121,17 +121,17 @@ def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
     op = inst.operation
     b = lw.builder
     base = abi.WORDS_PER_BUFFER * op.memory.id
-    if op.op in ("buffer_len", "len"):
-        offset = abi.BUFFER_LEN_WORD if op.op == "buffer_len" else abi.LEN_WORD
+    if op.name in ("buffer_len", "len"):
+        offset = abi.BUFFER_LEN_WORD if op.name == "buffer_len" else abi.LEN_WORD
         lw.define(inst.out, lw.info_word(ir.Constant(lt.I32, base + offset)))
         return
     block = lw.info_word(ir.Constant(lt.I32, base + abi.EXTENDED_WORD))
-    if op.op == "rank":
+    if op.name == "rank":
         lw.define(inst.out, lw.info_word(block))
         return
     dim = as_u32(lw, lw.value(op.dim), op.dim)
     position = b.add(b.add(block, ir.Constant(lt.I32, 1)), dim)
-    if op.op == "stride":
+    if op.name == "stride":
         position = b.add(position, lw.info_word(block))
     lw.define(inst.out, lw.info_word(position))
 
@@ -143,32 +143,33 @@ _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "max": "fmax", "min": "fmin", "excha
 def lower_atomic(lw: KernelLowering, inst: Instruction) -> None:
     """out = old memory[index]; memory[index] = old op value (load / store / exchange as named)."""
     op = inst.operation
+    kind = op.name.removeprefix("atomic_")
     b = lw.builder
     mem_ty = op.memory.type
     if mem_ty.is_line:
-        raise CompileError(f"atomic_{op.op} on a line ({mem_ty!r}) has no hardware form")
+        raise CompileError(f"{op.name} on a line ({mem_ty!r}) has no hardware form")
     elem = mem_ty.elem
     ptr = element_pointer(lw, op.memory, unsigned_index(lw, lw.value(op.index), op.index))
     llty = lt.item_type(mem_ty, memory=True)
     align = lt.item_align(mem_ty)
-    if op.op == "load":
+    if kind == "load":
         raw = b.load_atomic(ptr, ATOMIC_ORDERING, align, typ=llty)
         lw.define(inst.out, lw.from_memory(raw, mem_ty))
         return
     value = lw.to_memory(lw.value(op.value), mem_ty)
-    if op.op == "store":
+    if kind == "store":
         b._insert(ir.instructions.StoreAtomicInstr(b.block, value, ptr, ATOMIC_ORDERING, align))
         if inst.out is not None:  # the IR allows reading the stored value back as the "old" value
             lw.define(inst.out, lw.from_memory(value, mem_ty))
         return
     if elem.is_float:
-        rmw = _FLOAT_RMW.get(op.op)
-    elif op.op in ("max", "min"):
-        rmw = ("" if elem.kind == "int" else "u") + op.op
+        rmw = _FLOAT_RMW.get(kind)
+    elif kind in ("max", "min"):
+        rmw = ("" if elem.kind == "int" else "u") + kind
     else:
-        rmw = _INT_RMW.get(op.op)
+        rmw = _INT_RMW.get(kind)
     if rmw is None:
-        raise CompileError(f"atomic_{op.op} is not defined for {mem_ty!r}")
+        raise CompileError(f"{op.name} is not defined for {mem_ty!r}")
     old = b.atomic_rmw(rmw, ptr, value, ATOMIC_ORDERING)
     lw.define(inst.out, lw.from_memory(old, mem_ty))
 
@@ -195,7 +196,9 @@ def lower_compare_exchange(lw: KernelLowering, inst: Instruction) -> None:
 
 for _op_type, _lowering in {
     ops.Index: lower_index, ops.IndexAssign: lower_index_assign, ops.ExtractLane: lower_extract_lane,
-    ops.InsertLane: lower_insert_lane, ops.Metadata: lower_metadata, ops.AtomicOp: lower_atomic,
+    ops.InsertLane: lower_insert_lane,
     ops.AtomicCompareExchange: lower_compare_exchange,
 }.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)
+lowers(*ops.METADATA_OPS)(lower_metadata)
+lowers(*ops.ATOMIC_OPS)(lower_atomic)

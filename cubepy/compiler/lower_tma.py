@@ -1,6 +1,6 @@
 """Lowering of asynchronous barriers (mbarrier) and TMA bulk tensor copies to NVVM intrinsics.
 
-Every form is one of ``ptx-lowering.md`` sections 2-6 (LLVM 22 signatures, accepted by ptxas for
+Every form uses LLVM 22's intrinsic signatures (measured forms, accepted by ptxas for
 sm_90a with PTX 8.0):
 
 * a barrier is an ``i64`` ``addrspace(3)`` global (declared by the driver); ``barrier_init`` is
@@ -17,7 +17,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, as_u32, register_lowering, unsigned_index
+from cubepy.compiler.lower import KernelLowering, as_u32, lowers, unsigned_index
 from cubepy.errors import CompileError
 from cubepy.ir import Instruction, Variable, VarKind, ops
 
@@ -176,4 +176,4 @@ for _op_type, _lowering in {
     ops.TmaGroupCommit: lower_group_commit, ops.TmaGroupWait: lower_group_wait,
     ops.TmaGroupWaitRead: lower_group_wait_read,
 }.items():
-    register_lowering(_op_type, _lowering)
+    lowers(_op_type)(_lowering)

@@ -3,12 +3,14 @@
 * ``checked_io``: in a checked kernel, every ``index``/``index_assign`` is bounds-checked.  The
   frontend normally marks them already (then this is a no-op); this is the documented place where
   the launch mode becomes per-access flags.
-* ``fold_constants``: ``binary``/``compare``/``cast`` (and ``assign``) of literal operands become literals,
-  with exactly the semantics of the back ends (wrapping integers, CUDA's division by zero, saturating
-  float -> int casts, f32 rounding).  f16/bf16 and transcendental operations are left alone.
+* ``fold_constants``: operations whose record is ``foldable`` (exact binary operations, comparisons,
+  casts; and ``assign``) of literal operands become literals, evaluated by ``cubepy.ir.semantics``, the
+  interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int
+  casts, f32 rounding).  f16/bf16 and transcendental operations are left alone.
 * ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
   becomes one ``fma`` (``cubepy.ir.contract``).
-* ``dead_code``: pure instructions whose immutable result is never read are removed (to a fixed point).
+* ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are
+  removed (to a fixed point).
 
 ``run_passes`` runs them in order and returns the text after each, for numbered dumps.
 """
@@ -16,7 +18,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -29,12 +30,12 @@ from cubepy.ir import (
     Instruction,
     KernelDefinition,
     Scope,
-    Type,
     Variable,
     VarKind,
     constant,
     format_kernel,
     ops,
+    semantics,
     verify,
     walk,
 )
@@ -94,17 +95,13 @@ def checked_io(definition: KernelDefinition) -> KernelDefinition:
 
 
 # -- dead_code ----------------------------------------------------------------------------------------------
-_PURE = (ops.Unary, ops.Binary, ops.Compare, ops.Fma, ops.Clamp, ops.Select, ops.Cast, ops.Bitcast,
-         ops.Assign, ops.ExtractLane, ops.Metadata, ops.Index)
-
-
 def _reads(scope: Scope) -> set[_Key]:
     return {(var.kind, var.id) for inst in walk(scope) for var in inst.operation.operands()}
 
 
 def _is_dead(inst: Instruction, read: set[_Key]) -> bool:
     out = inst.out
-    return (isinstance(inst.operation, _PURE) and out is not None and out.kind is VarKind.CONST
+    return (inst.operation.RECORD.pure and out is not None and out.kind is VarKind.CONST
             and (out.kind, out.id) not in read)
 
 
@@ -131,118 +128,37 @@ def _foldable(elem: ElemType) -> bool:
     return elem.is_int or elem.is_bool or elem in _FOLDABLE_FLOATS
 
 
-def _int_value(value: object, elem: ElemType) -> int:
-    bits = elem.bits
-    v = int(value) & ((1 << bits) - 1)
-    if elem.kind == "int" and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    return v
-
-
-def _float_value(value: object, elem: ElemType):
-    with np.errstate(all="ignore"):  # an f32 literal beyond f32's range is inf, as LLVM makes it
-        return np.float32(value) if elem is F32 else np.float64(value)
-
-
-def _fold_int_binary(name: str, a: int, b: int, elem: ElemType) -> int | None:
-    bits, signed = elem.bits, elem.kind == "int"
-    if name in ("add", "sub", "mul", "bitand", "bitor", "bitxor", "min", "max"):
-        result = {"add": a + b, "sub": a - b, "mul": a * b, "bitand": a & b, "bitor": a | b, "bitxor": a ^ b,
-                  "min": min(a, b), "max": max(a, b)}[name]
-        return _int_value(result, elem)
-    if name in ("floordiv", "div_trunc"):
-        if b == 0:
-            return _int_value(-1, elem)
-        if name == "floordiv":
-            return _int_value(a // b, elem)
-        quotient = abs(a) // abs(b)
-        return _int_value(quotient if (a < 0) == (b < 0) else -quotient, elem)
-    if name in ("mod", "rem_trunc"):
-        if b == 0:
-            return a
-        if name == "mod":
-            return _int_value(a % b, elem)
-        remainder = abs(a) % abs(b)  # C: the remainder takes the dividend's sign
-        return _int_value(remainder if a >= 0 else -remainder, elem)
-    if name in ("shl", "shr"):
-        amount = b & ((1 << bits) - 1)
-        if name == "shl":
-            return 0 if amount >= bits else _int_value(a << amount, elem)
-        if amount >= bits:
-            return -1 if signed and a < 0 else 0
-        return a >> amount
-    if name == "mul_hi":  # the high half of the double-width product (floor shift: signed or not)
-        return _int_value((a * b) >> bits, elem)
-    return None
-
-
-def _fold_float_binary(name: str, a, b, elem: ElemType):
-    with np.errstate(all="ignore"):
-        if name == "add":
-            return a + b
-        if name == "sub":
-            return a - b
-        if name == "mul":
-            return a * b
-        if name == "div":
-            return np.divide(a, b)
-        if name == "min":
-            return np.fmin(a, b)
-        if name == "max":
-            return np.fmax(a, b)
-        if name == "floordiv":
-            return np.floor_divide(a, b)
-        if name == "mod":
-            return np.remainder(a, b)
-    return None
-
-
-def _fold_binary(name: str, lhs: Variable, rhs: Variable, elem: ElemType):
-    if elem.is_bool:
-        if name in ("and", "or"):
-            return (bool(lhs.value) and bool(rhs.value)) if name == "and" else (bool(lhs.value) or bool(rhs.value))
-        return None
+def _array(var: Variable) -> np.ndarray:
+    """A literal as a 0-d array of its element type (integers wrap as the back ends store them)."""
+    elem = var.elem
+    value = var.value
     if elem.is_int:
-        return _fold_int_binary(name, _int_value(lhs.value, elem), _int_value(rhs.value, elem), elem)
-    return _fold_float_binary(name, _float_value(lhs.value, elem), _float_value(rhs.value, elem), elem)
+        bits = elem.bits
+        value = int(value) & ((1 << bits) - 1)
+        if elem.kind == "int" and value >= 1 << (bits - 1):
+            value -= 1 << bits
+    with np.errstate(all="ignore"):  # an f32 literal beyond f32's range is inf, as LLVM makes it
+        return np.asarray(value, dtype=elem.numpy)
 
 
-def _fold_compare(name: str, lhs: Variable, rhs: Variable, elem: ElemType) -> bool:
-    if elem.is_float:
-        a, b = _float_value(lhs.value, elem), _float_value(rhs.value, elem)
-    elif elem.is_bool:
-        a, b = bool(lhs.value), bool(rhs.value)
-    else:
-        a, b = _int_value(lhs.value, elem), _int_value(rhs.value, elem)
-    return bool({"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[name])
-
-
-def _fold_cast(value: object, src: ElemType, dst: ElemType):
-    if src.is_float:
-        x = float(_float_value(value, src))
-        if dst.is_bool:
-            return x != 0.0  # NaN is true
-        if dst.is_int:  # saturating, NaN -> 0, toward zero
-            if math.isnan(x):
-                return 0
-            low, high = (-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.kind == "int" else \
-                (0, (1 << dst.bits) - 1)
-            return low if x <= low else high if x >= high else int(x)
-        return _float_value(x, dst)
-    x = bool(value) if src.is_bool else _int_value(value, src)
-    if dst.is_bool:
-        return x != 0
-    if dst.is_int:
-        return _int_value(int(x), dst)
-    if abs(int(x)) >= 1 << 53:  # numpy would round twice (via double); leave it to the device
+def _evaluate(operation: ops.Operation, out: Variable) -> np.ndarray | None:
+    """The operation on its literal operands through the interp's own semantics (None: not foldable)."""
+    if isinstance(operation, ops.Cast):
+        src, dst = operation.input.elem, out.elem
+        if not (_foldable(src) and _foldable(dst)):
+            return None
+        value = _array(operation.input)
+        if src.is_int and dst.is_float and abs(int(value)) >= 1 << 53:
+            return None  # numpy converts through f64 (two roundings); leave it to the device's one rounding
+        return semantics.convert(value, value.dtype, dst.numpy)
+    assert isinstance(operation, (ops.Binary, ops.Compare))
+    elem = operation.lhs.elem
+    if not _foldable(elem):
         return None
-    return _float_value(int(x), dst)
-
-
-def _literal(value, ty: Type) -> Variable:
-    if ty.elem.is_float:
-        value = float(value)
-    return constant(value, ty)
+    a, b = _array(operation.lhs), _array(operation.rhs)
+    if isinstance(operation, ops.Compare):
+        return semantics.compare(type(operation), elem, a, b)
+    return semantics.binary(type(operation), elem, a, b)
 
 
 def _fold(inst: Instruction) -> Variable | None:
@@ -251,20 +167,14 @@ def _fold(inst: Instruction) -> Variable | None:
         return None
     if isinstance(operation, ops.Assign):
         return operation.input
-    if isinstance(operation, ops.Binary):
-        elem = operation.lhs.elem
-        if operation.op == "powi" or not _foldable(elem):
-            return None
-        result = _fold_binary(operation.op, operation.lhs, operation.rhs, elem)
-    elif isinstance(operation, ops.Compare):
-        elem = operation.lhs.elem
-        result = _fold_compare(operation.op, operation.lhs, operation.rhs, elem) if _foldable(elem) else None
-    elif isinstance(operation, ops.Cast):
-        src, dst = operation.input.elem, out.elem
-        result = _fold_cast(operation.input.value, src, dst) if _foldable(src) and _foldable(dst) else None
-    else:
+    if not operation.RECORD.foldable:
         return None
-    return None if result is None else _literal(result, out.type)
+    with np.errstate(all="ignore"):
+        result = _evaluate(operation, out)
+    if result is None:
+        return None
+    value = result.item()
+    return constant(float(value) if out.elem.is_float else value, out.type)
 
 
 def fold_constants(definition: KernelDefinition) -> KernelDefinition:

@@ -39,7 +39,7 @@ CHILD_TIMEOUT_S = 600.0  # O3 + emission of one kernel; far beyond any real kern
 # llvmlite parses into LLVM's one global context, which is not thread-safe, and a fork must not copy
 # it half-updated: every use of LLVM in this module holds this lock.
 _LLVM_LOCK = threading.RLock()
-MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms of ptx-lowering.md
+MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms
 # Every NVPTX architecture LLVM 22 knows from sm_70 on, with the minimum PTX ISA version it needs (x10).
 ARCH_MIN_PTX = {
     "sm_70": 60, "sm_72": 61, "sm_75": 63, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_88": 90, "sm_89": 78,
@@ -114,7 +114,7 @@ def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
         name = function.name
         if name.startswith("llvm."):
             # A recognized intrinsic gets attributes when parsed; an unknown name gets none
-            # (ptx-lowering.md, quirk 2) and would become a call ptxas cannot parse.
+            # (an LLVM quirk) and would become a call ptxas cannot parse.
             if not list(function.attributes):
                 raise CompileError(f"kernel {kernel_name}: unknown LLVM intrinsic {name!r}")
         elif name.startswith("__nv_"):
@@ -216,7 +216,7 @@ def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: 
 
 def _read_until_eof(fd: int, pid: int, timeout: float, kernel_name: str) -> bytes:
     deadline = time.monotonic() + timeout
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         remaining = deadline - time.monotonic()
         ready, _, _ = select.select([fd], [], [], max(remaining, 0))

@@ -19,6 +19,7 @@ Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 """
 
 from cubepy.frontend import cmma, hooks, testing
+from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
@@ -99,59 +100,34 @@ from cubepy.frontend.elem import (
     usize,
 )
 from cubepy.frontend.function import CubeFunction, cube
+from cubepy.frontend.intrinsics import *  # noqa: F403  (RECORD_FUNCTIONS: exp, log, ... one per float unary op)
 from cubepy.frontend.intrinsics import (
     abs,
-    acos,
-    acosh,
-    asin,
-    asinh,
-    atan,
     atan2,
-    atanh,
     bitcast,
-    ceil,
     clamp,
     comptime,
-    cos,
-    cosh,
     count_ones,
     div_trunc,
     dot,
-    erf,
-    exp,
-    expm1,
     find_first_set,
-    floor,
     fma,
     hypot,
     is_inf,
     is_nan,
     leading_zeros,
-    log,
-    log1p,
     magnitude,
     max,
     min,
     mul_hi,
     normalize,
     powf,
-    recip,
     rem_trunc,
     reverse_bits,
     rhypot,
-    round,
-    rsqrt,
     runtime,
     select,
-    sin,
-    sinh,
-    sqrt,
-    tan,
-    tanh,
-    to_degrees,
-    to_radians,
     trailing_zeros,
-    trunc,
     unroll,
     vector_sum,
 )
@@ -198,10 +174,8 @@ __all__ = [
     # tensor cores (cooperative matrices)
     "cmma",
     # math and markers
-    "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "powf", "floor", "ceil",
-    "round", "trunc", "recip", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
+    *_intrinsics.RECORD_FUNCTIONS, "abs", "powf", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
     "div_trunc", "rem_trunc", "comptime", "runtime", "unroll",
-    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "to_degrees", "to_radians",
     "atan2", "hypot", "rhypot", "count_ones", "reverse_bits", "leading_zeros", "trailing_zeros",
     "find_first_set", "mul_hi", "vector_sum", "dot", "magnitude", "normalize",
     # expansion internals users may need (intrinsic authors, tests)

@@ -105,7 +105,7 @@ def sync_async_proxy_shared() -> None:
 def _plane(op: str, value, out_type: Type | None = None, arg=None) -> ExpandElement:
     element = operations.as_element(value, f"plane_{op} operand")
     lane = None if arg is None else operations.to_index(arg, f"plane_{op} lane")
-    return operations.emit(irops.PlaneOp(op, element.var, lane), out_type or element.type)
+    return operations.emit(irops.lookup(f"plane_{op}")(element.var, lane), out_type or element.type)
 
 
 def plane_sum(value):
@@ -165,7 +165,7 @@ def plane_ballot(value):
 
 def plane_elect():
     """True on exactly one active unit of the plane (the lowest lane)."""
-    return operations.emit(irops.PlaneOp("elect"), Type(ir.BOOL))
+    return operations.emit(irops.PlaneElect())
 
 
 def plane_broadcast(value, lane):

@@ -174,6 +174,7 @@ def cast(matrix, elem) -> MatrixExpand:
     matrix = _matrix(matrix, "cmma.cast")
     if matrix.ident != MatrixIdent.ACCUMULATOR:
         source.fail(f"cmma.cast converts accumulators, got an {matrix.ident} fragment")
-    output = _MatrixFactory(elem).uninitialized(matrix.ident, *matrix.shape, matrix.layout)
+    m, n, k = matrix.shape
+    output = _MatrixFactory(elem).uninitialized(matrix.ident, m, n, k, matrix.layout)
     current_scope().append(irops.CmmaCast(matrix.var, output.var))
     return output

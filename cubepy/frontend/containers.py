@@ -218,13 +218,13 @@ class MemoryExpand:
     def len(self):
         """Number of items: a runtime u32 for buffers, a comptime int for shared/local memory."""
         if self.var.kind is VarKind.GLOBAL:
-            return operations.emit(irops.Metadata("len", self.var), Type(ir.U32))
+            return operations.emit(irops.Len(self.var))
         return self.var.length
 
     def buffer_len(self):
         """Items in the whole allocation (u32 for buffers, comptime int for shared/local memory)."""
         if self.var.kind is VarKind.GLOBAL:
-            return operations.emit(irops.Metadata("buffer_len", self.var), Type(ir.U32))
+            return operations.emit(irops.BufferLen(self.var))
         return self.var.length
 
     def slice(self, start, end) -> SliceExpand:
@@ -257,17 +257,17 @@ class TensorExpand(MemoryExpand):
 
     def shape(self, dim) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
-        return operations.emit(irops.Metadata("shape", self.var, operations.to_index(dim, "dimension")),
+        return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")),
                                Type(ir.U32))
 
     def stride(self, dim) -> ExpandElement:
         """The stride of dimension ``dim`` in elements."""
-        return operations.emit(irops.Metadata("stride", self.var, operations.to_index(dim, "dimension")),
+        return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")),
                                Type(ir.U32))
 
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
-        return operations.emit(irops.Metadata("rank", self.var), Type(ir.U32))
+        return operations.emit(irops.Rank(self.var))
 
 
 class SliceExpand:
@@ -333,7 +333,7 @@ class AtomicRef:
 
     def _op(self, op: str, value=None) -> ExpandElement:
         var = None if value is None else self._value(value)
-        return operations.emit(irops.AtomicOp(op, self.memory.var, self.index, var), self.memory.var.type)
+        return operations.emit(irops.lookup(f"atomic_{op}")(self.memory.var, self.index, var), self.memory.var.type)
 
     def fetch_add(self, value):
         """Atomically ``m += value``; the old value."""
@@ -373,7 +373,7 @@ class AtomicRef:
 
     def store(self, value) -> None:
         """Atomically ``m = value``."""
-        current_scope().append(irops.AtomicOp("store", self.memory.var, self.index, self._value(value)))
+        current_scope().append(irops.AtomicStore(self.memory.var, self.index, self._value(value)))
 
     def compare_exchange(self, cmp, new):
         """Atomically ``if m == cmp: m = new``; the old value."""

@@ -192,7 +192,7 @@ def _install_constructor(cls: type, expand_cls: type) -> None:
                 original(klass, *args, **kwargs)
         return super(cls, klass).__new__(klass)
 
-    cls.__new__ = staticmethod(__new__)
+    setattr(cls, "__new__", staticmethod(__new__))
 
 
 def _make_launch_class(cls: type, fields: list[Field]) -> type:
@@ -268,15 +268,14 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
                 values[field.name] = field.launch.default_compilation_arg()
         return comp_cls(**values)
 
-    cls.Launch = cls.RuntimeArg = launch_cls
-    cls.CompilationArg = comp_cls
-    cls.compilation_arg = classmethod(compilation_arg)
-    cls.register = classmethod(register)
-    cls.expand = classmethod(expand)
-    cls.expand_output = classmethod(expand)
-    cls.default_compilation_arg = classmethod(default_compilation_arg)
-    cls.is_compilation_arg = classmethod(lambda klass, value: isinstance(value, comp_cls))
-    comp_cls.__launch_type__ = cls
+    # The class gains these at decoration time, so a type checker cannot see them: set them by name.
+    for name, value in (("Launch", launch_cls), ("RuntimeArg", launch_cls), ("CompilationArg", comp_cls),
+                        ("compilation_arg", classmethod(compilation_arg)), ("register", classmethod(register)),
+                        ("expand", classmethod(expand)), ("expand_output", classmethod(expand)),
+                        ("default_compilation_arg", classmethod(default_compilation_arg)),
+                        ("is_compilation_arg", classmethod(lambda klass, value: isinstance(value, comp_cls)))):
+        setattr(cls, name, value)
+    setattr(comp_cls, "__launch_type__", cls)
     abc.ABCMeta.register(LaunchArg, cls)
 
 
@@ -289,9 +288,9 @@ def derive(*traits):
     def apply(cls: type) -> type:
         fields = class_fields(cls)
         expand_cls = _make_expand_class(cls, fields)
-        cls.ExpandType = expand_cls
+        setattr(cls, "ExpandType", expand_cls)
         if "into_mut" not in cls.__dict__:
-            cls.into_mut = classmethod(lambda klass, scope, expand: mutability.into_mut(expand, None))
+            setattr(cls, "into_mut", classmethod(lambda klass, scope, expand: mutability.into_mut(expand, None)))
         _install_constructor(cls, expand_cls)
         abc.ABCMeta.register(CubeType, cls)
         if CubeLaunch in traits or LaunchArg in traits:

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from cubepy import ir
+from cubepy.ir.types import elem_of_numpy
 
 PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -20,11 +21,15 @@ PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 class ScalarType:
     """A user-facing element type: ``.name``, ``.size`` (bytes), ``.numpy`` (dtype) and ``.ir``."""
 
-    __slots__ = ("ir", "numpy")
+    __slots__ = ("ir",)
 
-    def __init__(self, elem: ir.ElemType, dtype: np.dtype) -> None:
+    def __init__(self, elem: ir.ElemType) -> None:
         self.ir = elem
-        self.numpy = np.dtype(dtype)
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype of this type (bf16 loads ``ml_dtypes`` when first asked)."""
+        return self.ir.numpy
 
     @property
     def name(self) -> str:
@@ -69,39 +74,7 @@ class ScalarType:
         return (_scalar_by_name, (self.ir.name,))
 
 
-class _Dtypes(dict):
-    """Element name -> numpy type; bf16 (``ml_dtypes``, ~1 s to import) is loaded on first use only."""
-
-    def __missing__(self, name: str):
-        if name != "bf16":
-            raise KeyError(name)
-        import ml_dtypes
-
-        self[name] = ml_dtypes.bfloat16
-        return ml_dtypes.bfloat16
-
-
-class _LazyScalarType(ScalarType):
-    """bf16: ``.numpy`` resolves ``ml_dtypes.bfloat16`` when first asked, so ``import cubepy`` stays fast."""
-
-    __slots__ = ()
-
-    def __init__(self, elem: ir.ElemType) -> None:
-        self.ir = elem
-
-    @property
-    def numpy(self) -> np.dtype:  # type: ignore[override]
-        return np.dtype(_DTYPES[self.ir.name])
-
-
-_DTYPES = _Dtypes({
-    "f16": np.float16, "f32": np.float32, "f64": np.float64,
-    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
-    "bool": np.bool_, "usize": np.uint64,
-})
-SCALAR_TYPES: dict[str, ScalarType] = {
-    e.name: _LazyScalarType(e) if e is ir.BF16 else ScalarType(e, _DTYPES[e.name]) for e in ir.ALL_ELEM_TYPES}
+SCALAR_TYPES: dict[str, ScalarType] = {e.name: ScalarType(e) for e in ir.ALL_ELEM_TYPES}
 
 f16, bf16, f32, f64 = (SCALAR_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
 i8, i16, i32, i64 = (SCALAR_TYPES[n] for n in ("i8", "i16", "i32", "i64"))
@@ -130,12 +103,9 @@ def to_elem(spec) -> ir.ElemType:
         dtype = np.dtype(spec)
     except TypeError:
         dtype = None
-    if dtype is not None:
-        for elem in ir.ALL_ELEM_TYPES:
-            if elem is ir.BF16 and "ml_dtypes" not in sys.modules:
-                continue  # a bfloat16 dtype exists only once ml_dtypes is imported
-            if elem is not ir.USIZE and np.dtype(_DTYPES[elem.name]) == dtype:
-                return elem
+    elem = None if dtype is None else elem_of_numpy(dtype)
+    if elem is not None:
+        return elem
     raise TypeError(f"{spec!r} is not an element type (expected f32, u32, ...)")
 
 
@@ -157,7 +127,7 @@ def elem_of_dtype(dtype: np.dtype) -> ir.ElemType | None:
 def _limits(elem: ir.ElemType):
     if elem.is_bool:
         return (False, True)
-    dtype = np.dtype(_DTYPES[elem.name])
+    dtype = elem.numpy
     if elem.is_float:
         info = sys.modules["ml_dtypes"].finfo(dtype) if elem is ir.BF16 else np.finfo(dtype)
         return (float(info.min), float(info.max))
@@ -199,7 +169,7 @@ def convert_literal(value, elem: ir.ElemType):
     if elem.is_float:
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             return value
-        return float(np.asarray(value, dtype=np.float64).astype(_DTYPES[elem.name]).astype(np.float64))
+        return float(np.asarray(value, dtype=np.float64).astype(elem.numpy).astype(np.float64))
     return int(value)
 
 
@@ -207,7 +177,7 @@ def cast_literal(value, elem: ir.ElemType):
     """Convert a literal as a runtime cast would (floats truncate toward zero, integers wrap)."""
     with np.errstate(all="ignore"):
         source = np.asarray(value)
-        converted = source.astype(_DTYPES[elem.name])
+        converted = source.astype(elem.numpy)
     item = converted.item()
     return convert_literal(item, elem)
 

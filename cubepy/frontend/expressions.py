@@ -52,6 +52,7 @@ def _expand_aside(function):
 def _keep(scratch: ScopeBuilder) -> None:
     """Move a pure scratch scope's instructions into its parent, where they run unconditionally."""
     parent = scratch.parent
+    assert parent is not None, "a scratch scope always has a parent"
     state = scratch.state
     for inst in scratch.instructions:
         parent.instructions.append(inst)
@@ -86,13 +87,14 @@ def _logic(op: str, left, right_fn):
     if a.type != b.type:
         line = max(a.type.line, b.type.line)
         a, b = (operations.cast(x, ir.BOOL, line=line) for x in (a, b))
-    return operations.emit(irops.Binary(op, a.var, b.var), a.type)
+    return operations.emit(irops.lookup(op)(a.var, b.var))
 
 
 def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -> ExpandElement:
     """``result = left; if (left for and / not left for or) { <right>; result = right }``."""
     state = require_state()
     parent = scratch.parent
+    assert parent is not None, "a scratch scope always has a parent"
     result = parent.create_local_mut(Type(ir.BOOL), left.var)
     cond = left if op == "and" else operations.unary("not", left)
     with state.in_scope(scratch):

@@ -18,17 +18,14 @@ from __future__ import annotations
 import builtins
 
 from cubepy import ir
+from cubepy.errors import ArmExit
 from cubepy.frontend import mutability, operations, source
 from cubepy.frontend.mutability import Unbound
-from cubepy.frontend.state import ControlEntry, require_state
+from cubepy.frontend.state import ControlEntry, ScopeBuilder, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
-
-
-class ArmExit(Exception):
-    """A runtime break/continue/return ended the expansion of the current runtime body."""
 
 
 class Unroll:
@@ -43,7 +40,7 @@ class Unroll:
         return iter(self.iterable)
 
 
-def _classify(cond) -> tuple[bool, object]:
+def _classify(cond) -> tuple[bool, ExpandElement | bool]:
     """(is_runtime, comptime truth value or runtime bool element)."""
     mutability.check_bound(cond)
     if operations.is_comptime(cond):
@@ -62,7 +59,7 @@ class _Body:
     def __init__(self, region: _Region, kind: str) -> None:
         self.region = region
         self.kind = kind
-        self.scope = None
+        self.scope: ScopeBuilder | None = None  # set on entry
         self.exited = False
 
     def __enter__(self):
@@ -84,6 +81,12 @@ class _Body:
         return False
 
 
+def _frozen(body: _Body) -> ir.Scope:
+    """The IR scope ``body`` built (it has been entered)."""
+    assert body.scope is not None, "the body was never entered"
+    return body.scope.freeze()
+
+
 class _NoBody:
     """The context of a comptime arm or iteration (``unrolled`` pushes a control entry)."""
 
@@ -99,9 +102,8 @@ class _NoBody:
             self.state.control.append(_entry(self.kind, None))
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         del self.state.control[self._depth:]
-        return False
 
 
 def _entry(kind: str, loc) -> ControlEntry:
@@ -125,14 +127,18 @@ class _Region:
         self.live: frozenset[str] = frozenset()
         self.muts = None
 
+    @property
+    def line(self) -> int | str:
+        """The construct's source line, for messages ("?" when unknown)."""
+        return self.loc.line if self.loc is not None else "?"
+
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.state.current = self.parent
             del self.state.control[self.depth:]
-        return False
 
     def enter(self, muts, names: tuple[str, ...], values: tuple, live: tuple[str, ...]) -> tuple:
         """Before a runtime construct: names assigned in it and used after become mutable locals."""
@@ -157,7 +163,7 @@ class _Region:
             if kind in ("mutable", "frozen") and current is not pre:
                 what = f"a comptime {type(pre).__name__}" if kind == "frozen" else "a value that cannot change"
                 source.fail(f"'{name}' holds {what} and is rebound inside the runtime {self.WHAT} at line "
-                            f"{self.loc.line}; only numbers, runtime values, tuples of them and cube types can "
+                            f"{self.line}; only numbers, runtime values, tuples of them and cube types can "
                             "change under a runtime condition")
 
     def after_value(self, index: int):
@@ -166,9 +172,9 @@ class _Region:
         if kind in ("mutable", "frozen"):
             return pre
         if kind == "dead":
-            return Unbound(name, f"was reassigned inside the runtime {self.WHAT} at line {self.loc.line}, and "
+            return Unbound(name, f"was reassigned inside the runtime {self.WHAT} at line {self.line}, and "
                                  "cubepy did not see it read afterwards (it is not a mutable variable)")
-        return Unbound(name, f"is assigned inside the runtime {self.WHAT} at line {self.loc.line} and used after "
+        return Unbound(name, f"is assigned inside the runtime {self.WHAT} at line {self.line} and used after "
                              "it; assign it before the construct so it becomes a mutable variable")
 
 
@@ -238,9 +244,11 @@ class IfControl(_Region):
         """Emit the branch; the names' values after it."""
         if not self.runtime:
             return values
-        then_scope = self.arms["then"].scope.freeze()
+        assert isinstance(self.cond, ExpandElement)  # a runtime if has a runtime condition
+        then_scope = _frozen(self.arms["then"])
+        operation: branch.If | branch.IfElse
         if self.has_else:
-            operation = branch.IfElse(self.cond.var, then_scope, self.arms["else"].scope.freeze())
+            operation = branch.IfElse(self.cond.var, then_scope, _frozen(self.arms["else"]))
         else:
             operation = branch.If(self.cond.var, then_scope)
         self.parent.append(operation, None, self.loc)
@@ -250,7 +258,7 @@ class IfControl(_Region):
                 result.append(self.merged[name])
             elif kind == "local" and name in self.live:
                 result.append(Unbound(name, f"is assigned only on some paths of the runtime if at line "
-                                            f"{self.loc.line} and used after it; assign it before the if "
+                                            f"{self.line} and used after it; assign it before the if "
                                             "(or in every branch) so it becomes a mutable variable"))
             else:
                 result.append(self.after_value(index))
@@ -293,7 +301,7 @@ class LoopControl(_Region):
         self.comptime_values = None
         self.cond_fn = None
         self.range_vars: tuple | None = None
-        self.index = None
+        self.index: ir.Variable | None = None
         self.index_weak: int | None = None
 
     def items(self):
@@ -309,7 +317,7 @@ class LoopControl(_Region):
         while True:
             is_runtime, truth = _classify(self.cond_fn())
             if is_runtime:
-                source.fail(f"the condition of the while loop at line {self.loc.line} was comptime and became "
+                source.fail(f"the condition of the while loop at line {self.line} was comptime and became "
                             f"runtime in iteration {iteration + 1}; make its variables runtime before the loop "
                             "(cp.runtime(x)) so the loop is a runtime loop")
             if not truth:
@@ -353,9 +361,12 @@ class LoopControl(_Region):
         if not self.runtime:
             return values
         self.close_body()
-        body = self.body.scope.freeze()
+        assert self.body is not None, "a runtime loop expanded its body once"
+        body = _frozen(self.body)
+        operation: branch.RangeLoop | branch.Loop
         if self.range_vars is not None:
             start, end, step = self.range_vars
+            assert self.index is not None, "a runtime range loop has an index"
             operation = branch.RangeLoop(self.index, start, end, step, False, body)
         else:
             operation = branch.Loop(body)

@@ -22,12 +22,6 @@ from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
 from cubepy.frontend.state import ScopeBuilder, active_state
 
 
-@functools.cache
-def _no_source(qualname: str) -> str:
-    return (f"cannot read the source of {qualname!r}: @cube needs a function defined in a file "
-            "(not in an interactive session or through exec)")
-
-
 def parse_function(fn) -> tuple[ast.FunctionDef, str]:
     """The function's definition node with the file's real line numbers and columns, and its file name."""
     try:
@@ -41,7 +35,9 @@ def parse_function(fn) -> tuple[ast.FunctionDef, str]:
         # Parse the indented source as the body of an `if` so that columns stay the file's columns.
         tree = ast.parse("if True:\n" + text)
         ast.increment_lineno(tree, first_line - 2)
-        node = tree.body[0].body[0]
+        wrapper = tree.body[0]
+        assert isinstance(wrapper, ast.If)
+        node = wrapper.body[0]
     else:
         tree = ast.parse(text)
         ast.increment_lineno(tree, first_line - 1)
@@ -86,15 +82,15 @@ def compile_rewritten(fn) -> tuple[types.FunctionType, ast.FunctionDef]:
         body.insert(0, ast.Global(names=[fn.__name__]))
     factory = ast.FunctionDef(name="_cp_factory", args=args, body=body, decorator_list=[], returns=None,
                               type_comment=None)
-    if "type_params" in ast.FunctionDef._fields:
-        factory.type_params = []
+    if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
+        setattr(factory, "type_params", [])
     top: ast.stmt = factory
     class_name = _enclosing_class(fn.__qualname__)
     if class_name is not None:
         # Inside a class body Python mangles `__name`; compile inside a same-named class to match.
         top = ast.ClassDef(name=class_name, bases=[], keywords=[], body=[factory], decorator_list=[])
-        if "type_params" in ast.ClassDef._fields:
-            top.type_params = []
+        if "type_params" in ast.ClassDef._fields:  # Python 3.12+
+            setattr(top, "type_params", [])
     ast.copy_location(top, node)
     ast.copy_location(factory, node)
     module = ast.fix_missing_locations(ast.Module(body=[top], type_ignores=[]))

@@ -1,7 +1,8 @@
 """Hooks the runtime layer installs into the frontend (the frontend never imports the runtime).
 
-``COMPILE(definition, target) -> CompiledKernel`` is set by the lead's runtime/compiler glue;
-``Kernel.compile`` raises ``CubeError("compiler not available")`` while it is None.
+``COMPILE(definition, target) -> CompiledKernel`` is set when ``cubepy`` is imported (``cubepy/__init__.py``
+points it at ``cubepy.compiler.compiled.compile_definition``); ``Kernel.compile`` raises a ``CubeError``
+("compiler not available") while it is None, which happens only when ``cubepy.frontend`` is used alone.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ class _Hasher:
         elif isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
             self.update("builtin", getattr(value, "__qualname__", repr(value)))
         elif isinstance(value, np.ndarray):  # repr abbreviates large arrays: hash the contents
-            self.update("ndarray", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value)).hexdigest())
+            self.update("ndarray", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
         elif isinstance(value, np.generic):
             self.update("numpy", value.dtype.str, repr(value.item()))
         elif isinstance(value, _PLAIN):
@@ -170,7 +170,7 @@ def _resolve(name: str, fn, closure: dict) -> tuple[bool, object]:
 
 
 def _is_cubepy(module: str | None) -> bool:
-    return bool(module) and (module == "cubepy" or module.startswith("cubepy."))
+    return module is not None and (module == "cubepy" or module.startswith("cubepy."))
 
 
 def _unstable(value) -> str:

@@ -30,32 +30,14 @@ def _unary(op: str, doc: str):
 
 
 abs = _unary("abs", "|x|.")  # noqa: A001
-exp = _unary("exp", "e raised to x.")
-log = _unary("log", "The natural logarithm of x.")
-log1p = _unary("log1p", "log(1 + x), accurate for small x.")
-sqrt = _unary("sqrt", "The square root of x.")
-rsqrt = _unary("rsqrt", "1 / sqrt(x).")
-sin = _unary("sin", "The sine of x (radians).")
-cos = _unary("cos", "The cosine of x (radians).")
-tan = _unary("tan", "The tangent of x (radians).")
-tanh = _unary("tanh", "The hyperbolic tangent of x.")
-erf = _unary("erf", "The error function of x.")
-floor = _unary("floor", "The largest integer value not above x.")
-ceil = _unary("ceil", "The smallest integer value not below x.")
-round = _unary("round", "x rounded to the nearest integer value, ties to even.")  # noqa: A001
-trunc = _unary("trunc", "x rounded toward zero.")
-recip = _unary("recip", "1 / x.")
-asin = _unary("asin", "The arcsine of x (radians).")
-acos = _unary("acos", "The arccosine of x (radians).")
-atan = _unary("atan", "The arctangent of x (radians).")
-sinh = _unary("sinh", "The hyperbolic sine of x.")
-cosh = _unary("cosh", "The hyperbolic cosine of x.")
-asinh = _unary("asinh", "The inverse hyperbolic sine of x.")
-acosh = _unary("acosh", "The inverse hyperbolic cosine of x.")
-atanh = _unary("atanh", "The inverse hyperbolic tangent of x.")
-expm1 = _unary("expm1", "exp(x) - 1, accurate for small x.")
-to_degrees = _unary("to_degrees", "x (radians) converted to degrees.")
-to_radians = _unary("to_radians", "x (degrees) converted to radians.")
+# Every float unary operation of the IR is a math function of the same name, documented by its record
+# (``cp.exp``, ``cp.cbrt`` ...): a new one needs no line here.  ``is_nan``/``is_inf`` are defined below.
+RECORD_FUNCTIONS: tuple[str, ...] = tuple(
+    cls.RECORD.name for cls in irops.UNARY_OPS
+    if cls.RECORD.operand_kind == "float" and cls.RECORD.name not in ("is_nan", "is_inf"))
+for _name in RECORD_FUNCTIONS:
+    globals()[_name] = _unary(_name, irops.lookup(_name).RECORD.doc)
+__all__ = list(RECORD_FUNCTIONS)
 
 
 def _int_unary(op: str, doc: str):
@@ -97,7 +79,7 @@ def powf(base, exponent):
     a, b = operations.unify((base, exponent), "powf") or source.fail("powf expects numbers")
     if not a.elem.is_float:
         a, b = operations.cast(a, ir.F32), operations.cast(b, ir.F32)
-    return operations.emit(irops.Binary("powf", a.var, b.var), a.type)
+    return operations.emit(irops.Powf(a.var, b.var))
 
 
 def _float_binary(op: str, fold, a, b):
@@ -106,7 +88,7 @@ def _float_binary(op: str, fold, a, b):
     x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
     if not x.elem.is_float:
         x, y = operations.cast(x, ir.F32), operations.cast(y, ir.F32)
-    return operations.emit(irops.Binary(op, x.var, y.var), x.type)
+    return operations.emit(irops.lookup(op)(x.var, y.var))
 
 
 def atan2(y, x):
@@ -131,7 +113,7 @@ def mul_hi(a, b):
     x, y = operations.unify((a, b), "mul_hi") or source.fail("mul_hi expects integers")
     if not x.elem.is_int:
         source.fail(f"mul_hi needs integer operands, got {x.type!r}")
-    return operations.emit(irops.Binary("mul_hi", x.var, y.var), x.type)
+    return operations.emit(irops.MulHi(x.var, y.var))
 
 
 def vector_sum(x):
@@ -152,7 +134,7 @@ def dot(a, b):
 
 def magnitude(x):
     """The Euclidean length of a line: sqrt(dot(x, x))."""
-    return sqrt(dot(x, x))
+    return operations.unary("sqrt", dot(x, x))
 
 
 def normalize(x):

@@ -51,8 +51,8 @@ def _cube_dim(cube_dim) -> tuple[int, int, int]:
         cube_dim = cube_dim.as_tuple()
     if isinstance(cube_dim, int):
         return (cube_dim, 1, 1)
-    dims = tuple(int(d) for d in cube_dim)
-    return (dims + (1, 1, 1))[:3]
+    x, y, z = (*(int(d) for d in cube_dim), 1, 1, 1)[:3]
+    return (x, y, z)
 
 
 def resolve_contract(choice: bool | None) -> bool:
@@ -222,14 +222,14 @@ class Kernel(CubeFunction):
         params = self.params
         if len(args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
-        comp_args = []
+        collected = []
         for param, arg in zip(params, args):
             is_comp_arg = getattr(param.launch, "is_compilation_arg", None)
             if is_comp_arg is not None and is_comp_arg(arg):
-                comp_args.append(arg)
+                collected.append(arg)
             else:
-                comp_args.append(_one_comp_arg(self, param, arg))
-        comp_args = tuple(comp_args)
+                collected.append(_one_comp_arg(self, param, arg))
+        comp_args = tuple(collected)
         contract = self.contracts(contract)
 
         def build():

@@ -40,6 +40,8 @@ class ScalarLaunch:
     def __init__(self, scalar: ScalarType) -> None:
         self.scalar = scalar
         self._comp_arg = ScalarCompilationArg(scalar.name)
+        self._low: int | float
+        self._high: int | float
         self._low, self._high = (scalar.min_value(), scalar.max_value()) if scalar.ir.is_int else (0, -1)
 
     def __repr__(self) -> str:

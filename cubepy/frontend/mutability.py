@@ -133,6 +133,7 @@ def into_mut(value, muts: FrameVars | None):
 
 def _into_mut(value, muts: FrameVars | None):
     scope = current_scope()
+    result: object  # an ExpandElement, a tuple of results, or a rebuilt composite
     if isinstance(value, ExpandBase):
         source_el = operations.as_element(value)
         weak = source_el.weak

@@ -68,8 +68,10 @@ def element(var: Variable, **kw) -> ExpandElement:
     return ExpandElement(var, require_state(), **kw)
 
 
-def emit(operation: irops.Operation, out_type: Type | None) -> ExpandElement | None:
-    """Append ``operation`` to the current scope; wrap its result."""
+def emit(operation: irops.Operation, out_type: Type | None = None) -> ExpandElement | None:
+    """Append ``operation`` to the current scope; wrap its result (typed by the operation's record by default)."""
+    if out_type is None:
+        out_type = operation.result_type()
     out = current_scope().emit(operation, out_type)
     return None if out is None else element(out)
 
@@ -235,13 +237,13 @@ def binary(op: str, lhs, rhs):
         op = "div"
     elif op in ("bitand", "bitor", "bitxor") and elem.is_bool:
         if op == "bitxor":
-            return emit(irops.Compare("ne", a.var, b.var), a.type)
+            return emit(irops.Ne(a.var, b.var))
         op = {"bitand": "and", "bitor": "or"}[op]
     elif op in ("bitand", "bitor", "bitxor", "shl", "shr", "div_trunc", "rem_trunc") and not elem.is_int:
         source.fail(f"`{_SYMBOL.get(op, op)}` needs integer operands, got {a.type!r}")
     elif elem.is_bool and op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
         a, b = cast(a, ir.I32), cast(b, ir.I32)
-    return emit(irops.Binary(op, a.var, b.var), a.type)
+    return emit(irops.lookup(op)(a.var, b.var))
 
 
 def _power(base, exponent):
@@ -256,9 +258,9 @@ def _power(base, exponent):
     if base_op.elem.is_float:
         if isinstance(exp_op, (bool, int)) or (isinstance(exp_op, ExpandElement) and exp_op.elem.is_int):
             exp_var = exp_op.var if isinstance(exp_op, ExpandElement) else literal(exp_op, ir.I32).var
-            return emit(irops.Binary("powi", base_op.var, exp_var), base_op.type)
+            return emit(irops.Powi(base_op.var, exp_var))
         pair = coerce(base_op, exp_op, "**")
-        return emit(irops.Binary("powf", pair[0].var, pair[1].var), pair[0].type)
+        return emit(irops.Powf(pair[0].var, pair[1].var))
     if isinstance(exp_op, int) and not isinstance(exp_op, bool) and exp_op >= 0:
         return _int_power(base_op, exp_op)
     source.fail(f"`**` on an integer base ({base_op.type!r}) needs a comptime non-negative integer "
@@ -286,7 +288,7 @@ def compare(op: str, lhs, rhs):
     if pair is None:
         return NotImplemented
     a, b = pair
-    return emit(irops.Compare(op, a.var, b.var), a.type.with_elem(ir.BOOL))
+    return emit(irops.lookup(op)(a.var, b.var))
 
 
 _PY_UNARY = {
@@ -318,18 +320,15 @@ def unary(op: str, value):
     if op in ("abs", "floor", "ceil", "round", "trunc") and elem.is_int:
         if op != "abs" or elem.kind == "uint":
             return x
-    if op in irops.arith.FLOAT_UNARY and not elem.is_float:
+    cls = irops.lookup(op)
+    kind = cls.RECORD.operand_kind
+    if kind == "float" and not elem.is_float:
         x = cast(x, ir.F32)
-    if op in irops.arith.INT_UNARY and not elem.is_int:
+    if kind == "int" and not elem.is_int:
         source.fail(f"{op} needs an integer operand, got {x.type!r}")
-    if op == "not" and not x.elem.is_bool:
+    if kind == "bool" and not x.elem.is_bool:
         x = to_bool(x)
-    out_type = x.type
-    if op in ("is_nan", "is_inf"):
-        out_type = x.type.with_elem(ir.BOOL)
-    elif op in irops.arith.U32_RESULT_UNARY:
-        out_type = x.type.with_elem(ir.U32)
-    return emit(irops.Unary(op, x.var), out_type)
+    return emit(cls(x.var))
 
 
 def to_bool(value) -> ExpandElement:
@@ -353,7 +352,7 @@ def select(cond, then, otherwise):
     line = _common_line(a.type.line, c.type.line, "select")
     if a.type.line != line:
         a, b = cast(a, a.elem, line=line), cast(b, b.elem, line=line)
-    return emit(irops.Select(c.var, a.var, b.var), a.type)
+    return emit(irops.Select(c.var, a.var, b.var))
 
 
 def clamp(value, lo, hi):
@@ -361,7 +360,7 @@ def clamp(value, lo, hi):
     if not any(isinstance(v, ExpandBase) for v in (value, lo, hi)):
         return min(max(value, lo), hi)
     x, low, high = unify((value, lo, hi), "clamp") or source.fail("clamp expects numbers")
-    return emit(irops.Clamp(x.var, low.var, high.var), x.type)
+    return emit(irops.Clamp(x.var, low.var, high.var))
 
 
 def fma(a, b, c):
@@ -371,7 +370,7 @@ def fma(a, b, c):
     operands = unify((a, b, c), "fma") or source.fail("fma expects numbers")
     if not operands[0].elem.is_float:
         operands = [cast(o, ir.F32) for o in operands]
-    return emit(irops.Fma(*(o.var for o in operands)), operands[0].type)
+    return emit(irops.Fma(*(o.var for o in operands)))
 
 
 # -- conversions for stores and indices -------------------------------------------------------
@@ -422,7 +421,7 @@ def extract_lane(line: ExpandElement, lane) -> ExpandElement:
         source.fail(f"lane {lane} out of range for a line of {line.type.line} lanes")
     if line.type.line == 1 and isinstance(lane, int):
         return line
-    return emit(irops.ExtractLane(line.var, to_index(lane, "lane")), line.type.scalar())
+    return emit(irops.ExtractLane(line.var, to_index(lane, "lane")))
 
 
 def insert_lane(line: ExpandElement, lane, value) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+from typing import Any, overload
 
 from cubepy.errors import ExpandError
 
@@ -89,7 +90,7 @@ def _target_names(target: ast.AST, out: set[str]) -> None:
 def stored_names(nodes: list[ast.stmt] | ast.AST) -> set[str]:
     """Names a statement list rebinds (subscript/attribute targets count for their base name)."""
     out: set[str] = set()
-    todo = list(nodes) if isinstance(nodes, list) else [nodes]
+    todo: list[ast.AST] = list(nodes) if isinstance(nodes, list) else [nodes]
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.Assign,)):
@@ -224,8 +225,9 @@ def _located(nodes, ref: ast.AST):
     attribute, so a multi-line span would move every helper call to the construct's last line.
     """
     lineno, col = getattr(ref, "lineno", 1), getattr(ref, "col_offset", 0)
-    end_col = ref.end_col_offset if getattr(ref, "end_lineno", lineno) == lineno else None
+    end_col = getattr(ref, "end_col_offset", None) if getattr(ref, "end_lineno", lineno) == lineno else None
     for root in (nodes if isinstance(nodes, list) else [nodes]):
+        node: Any  # a located node (expr or stmt): it has the four position attributes
         for node in ast.walk(root):
             if "lineno" in node._attributes and not hasattr(node, "lineno"):
                 node.lineno, node.col_offset, node.end_lineno = lineno, col, lineno
@@ -251,7 +253,7 @@ class _Expressions(ast.NodeTransformer):
         return _located(result, node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # rewrites the children in place
         if isinstance(node.op, ast.Not):
             return _located(_helper("not_", node.operand), node)
         return node
@@ -261,7 +263,7 @@ class _Expressions(ast.NodeTransformer):
         return _located(_helper("ifexp", test, _lambda(body), _lambda(orelse)), node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # rewrites the children in place
         if len(node.ops) == 1:
             return node
         ops = tuple(_CMP_OPS[type(op)] for op in node.ops)
@@ -317,6 +319,12 @@ class FunctionRewriter:
         self.counter += 1
         return f"_cp_{self.counter}"
 
+    @overload
+    def expr(self, node: ast.expr) -> ast.expr: ...
+
+    @overload
+    def expr(self, node: None) -> None: ...
+
     def expr(self, node: ast.expr | None) -> ast.expr | None:
         """An expression with its and/or/not/ternaries/chains rewritten."""
         return None if node is None else self.expressions.visit(node)
@@ -329,15 +337,15 @@ class FunctionRewriter:
         for name in sorted(self.mutable_names - self.params):
             prologue.append(ast.Assign(targets=[_name(name, True)], value=_helper("unbound", _const(name))))
         body = self.block(fndef.body)
-        docstring = []
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            docstring, body = [body[0]], body[1:]
+        docstring: list[ast.stmt] = []
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            docstring, body = [first], body[1:]
         new_body = docstring + _located(prologue, fndef) + (body or [ast.Pass()])
         result = ast.FunctionDef(name=fndef.name, args=fndef.args, body=new_body, decorator_list=[],
                                  returns=None, type_comment=None)
-        if hasattr(ast.FunctionDef, "type_params") or "type_params" in ast.FunctionDef._fields:
-            result.type_params = []
+        if hasattr(ast.FunctionDef, "type_params") or "type_params" in ast.FunctionDef._fields:  # Python 3.12+
+            setattr(result, "type_params", [])
         return _located(ast.copy_location(result, fndef), fndef)
 
     def block(self, body: list[ast.stmt]) -> list[ast.stmt]:
@@ -433,7 +441,7 @@ class FunctionRewriter:
         raise self.error(target, f"cannot assign to {type(target).__name__}")
 
     # -- control flow -----------------------------------------------------------------------
-    def _names_of(self, node: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _names_of(self, node: ast.If | ast.For | ast.While) -> tuple[tuple[str, ...], tuple[str, ...]]:
         names = stored_names(node.body + node.orelse)
         if isinstance(node, ast.For):
             names |= stored_names(node.target)
@@ -478,7 +486,7 @@ class FunctionRewriter:
         out.append(self._finish(control, names))
         return out
 
-    def _loop(self, node: ast.stmt, control_call: ast.expr, target: ast.expr | None) -> list[ast.stmt]:
+    def _loop(self, node: ast.For | ast.While, control_call: ast.expr, target: ast.expr | None) -> list[ast.stmt]:
         if node.orelse:
             raise self.error(node, f"`{type(node).__name__.lower()} ... else` is not supported in cube functions")
         names, live = self._names_of(node)

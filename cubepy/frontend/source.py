@@ -34,7 +34,7 @@ def register_user_code(code: types.CodeType, qualname: str) -> None:
 
 def user_frame() -> types.FrameType | None:
     """The innermost frame that runs rewritten user code, or None."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code not in _USER_CODES:
         frame = frame.f_back
     return frame

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
+from typing import overload
 
 from cubepy import ir
 from cubepy.errors import CubeError
@@ -204,6 +205,12 @@ class ScopeBuilder:
                 self.state.defined_in[(out.kind, out.id)] = self
         self.instructions.append(Instruction(out, operation, loc or self.state.location()))
 
+    @overload
+    def emit(self, operation: ir.ops.Operation, out_type: Type) -> Variable: ...
+
+    @overload
+    def emit(self, operation: ir.ops.Operation, out_type: None = None) -> None: ...
+
     def emit(self, operation: ir.ops.Operation, out_type: Type | None = None) -> Variable | None:
         """Append ``operation``; when ``out_type`` is given its result is a fresh immutable local."""
         out = self.state.new_local(out_type) if out_type is not None else None
@@ -268,7 +275,7 @@ class KernelBuilder:
         """The kernel definition built so far."""
         state = self.state
         return ir.KernelDefinition(
-            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=tuple(cube_dim),
+            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=(cube_dim[0], cube_dim[1], cube_dim[2]),
             shared_memories=tuple(state.shared_memories), local_arrays=tuple(state.local_arrays),
             barriers=tuple(state.barriers), checked=state.checked, source_file=source_file,
         )

@@ -1,4 +1,4 @@
-"""Inspect what a cube function, method or kernel expands to, without launching (API.md section 6).
+"""Inspect what a cube function, method or kernel expands to, without launching (see docs/reference/cubepy.md).
 
 ``expand(fn, *arg_specs, **comptime)`` declares one parameter per runtime spec (element types give
 scalars, ``Array[f32]`` a buffer, tuples nest, cube types expand their fields), passes plain Python

@@ -34,12 +34,12 @@ from cubepy.ir.types import (
     promote,
 )
 from cubepy.ir.variable import BUILTINS, SourceLoc, Variable, VarKind, builtin, constant
-from cubepy.ir.verifier import register_check, verify, verify_scope
+from cubepy.ir.verifier import verify, verify_scope
 
 __all__ = [
     "ALL_ELEM_TYPES", "BF16", "BOOL", "BUILTINS", "ELEM_BY_NAME", "F16", "F32", "F64", "I8", "I16", "I32",
     "I64", "U8", "U16", "U32", "U64", "USIZE", "ElemType", "Instruction", "KernelDefinition", "Param",
     "Scope", "SourceLoc", "Type", "Variable", "VarKind", "branch", "builtin", "child_scopes", "constant",
     "format_instruction", "format_kernel", "format_scope", "format_variable", "is_lossless", "ops",
-    "promote", "register_check", "verify", "verify_scope", "walk",
+    "promote", "verify", "verify_scope", "walk",
 ]

@@ -86,7 +86,7 @@ def _negated(var: Variable, fresh, loc, emitted: list[Instruction]) -> Variable:
     if var.is_constant:
         return constant(-var.value, var.type)
     out = Variable(VarKind.CONST, next(fresh), var.type)
-    emitted.append(Instruction(out, ops.Unary("neg", var), loc))
+    emitted.append(Instruction(out, ops.Neg(var), loc))
     return out
 
 
@@ -106,7 +106,7 @@ def _fuse(inst: Instruction, candidates: dict[_Key, int], out: list[Instruction 
             continue
         emitted: list[Instruction] = []
         a, b, c = mul.lhs, mul.rhs, other
-        if operation.op == "sub":
+        if isinstance(operation, ops.Sub):
             if product_is_rhs:  # c - a*b = fma(-a, b, c)
                 if b.is_constant and not a.is_constant:
                     a, b = b, a
@@ -128,9 +128,9 @@ def _contract_scope(scope: Scope, uses, fresh) -> Scope:
         inst = _with_contracted_children(inst, uses, fresh)
         operation = inst.operation
         if isinstance(operation, ops.Binary) and inst.out is not None and inst.out.elem.is_float:
-            if operation.op in ("add", "sub") and _fuse(inst, candidates, out, uses, fresh):
+            if isinstance(operation, (ops.Add, ops.Sub)) and _fuse(inst, candidates, out, uses, fresh):
                 continue
-            if operation.op == "mul" and inst.out.kind is VarKind.CONST:
+            if isinstance(operation, ops.Mul) and inst.out.kind is VarKind.CONST:
                 candidates[_key(inst.out)] = len(out)
         out.append(inst)
     return Scope(tuple(i for i in out if i is not None))

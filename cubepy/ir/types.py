@@ -1,17 +1,37 @@
-"""Element types and item (line) types of the IR."""
+"""Element types and item (line) types of the IR.
+
+``ElemType`` is the one table of what every layer needs to know about an element type: its size,
+kind, numpy dtype, LLVM type name and TMA (tensor-map) data type code.  Nothing else keeps a copy.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
+import numpy as np
+
+# Element name -> numpy dtype, filled on first use (bf16's needs ml_dtypes, ~1 s to import).
+_NUMPY_DTYPES: dict[str, np.dtype[Any]] = {}
 
 
 @attrs.frozen(repr=False)
 class ElemType:
-    """A scalar element type: ``name``, ``size`` in bytes and ``kind`` (float, int, uint or bool)."""
+    """A scalar element type and everything the layers need to know about it.
+
+    ``name``; ``size`` in bytes (the ABI size in memory; bool is one byte); ``kind`` (float, int, uint
+    or bool); ``numpy_name``, the name of the numpy dtype that stores it (``"bfloat16"`` is
+    ``ml_dtypes.bfloat16``); ``llvm``, the LLVM type name in registers (bool is ``i1`` there and ``i8``
+    in memory); ``tma_code``, the ``CUtensorMapDataType`` value a TMA descriptor uses for it, or None
+    when tensor maps cannot hold it.
+    """
 
     name: str
     size: int
     kind: str  # "float" | "int" | "uint" | "bool"
+    numpy_name: str
+    llvm: str
+    tma_code: int | None = None
 
     @property
     def is_float(self) -> bool:
@@ -24,11 +44,6 @@ class ElemType:
         return self.kind in ("int", "uint")
 
     @property
-    def is_signed(self) -> bool:
-        """True for signed integers and floats."""
-        return self.kind in ("int", "float")
-
-    @property
     def is_bool(self) -> bool:
         """True for the boolean type."""
         return self.kind == "bool"
@@ -38,28 +53,57 @@ class ElemType:
         """Width in bits (bool counts as 8, its storage size)."""
         return self.size * 8
 
+    @property
+    def numpy(self) -> np.dtype[Any]:
+        """The numpy dtype that stores this type (bf16 imports ``ml_dtypes`` on first use only)."""
+        dtype = _NUMPY_DTYPES.get(self.name)
+        if dtype is None:
+            dtype = _NUMPY_DTYPES[self.name] = _load_numpy_dtype(self.numpy_name)
+        return dtype
+
     def __repr__(self) -> str:
         return self.name
 
 
-F16 = ElemType("f16", 2, "float")
-BF16 = ElemType("bf16", 2, "float")
-F32 = ElemType("f32", 4, "float")
-F64 = ElemType("f64", 8, "float")
-I8 = ElemType("i8", 1, "int")
-I16 = ElemType("i16", 2, "int")
-I32 = ElemType("i32", 4, "int")
-I64 = ElemType("i64", 8, "int")
-U8 = ElemType("u8", 1, "uint")
-U16 = ElemType("u16", 2, "uint")
-U32 = ElemType("u32", 4, "uint")
-U64 = ElemType("u64", 8, "uint")
-BOOL = ElemType("bool", 1, "bool")
+def _load_numpy_dtype(numpy_name: str) -> np.dtype[Any]:
+    if numpy_name == "bfloat16":
+        import ml_dtypes  # imported here only: it takes ~1 s and most kernels never use bf16
+
+        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bfloat16
+    return np.dtype(numpy_name)
+
+
+# CUtensorMapDataType values are those of cuda.h (CU_TENSOR_MAP_DATA_TYPE_*).  The driver has no
+# signed 8/16-bit codes: i8 and i16 move as UINT8 and UINT16 (TMA copies bytes, it never converts).
+F16 = ElemType("f16", 2, "float", "float16", "half", tma_code=6)
+BF16 = ElemType("bf16", 2, "float", "bfloat16", "bfloat", tma_code=9)
+F32 = ElemType("f32", 4, "float", "float32", "float", tma_code=7)
+F64 = ElemType("f64", 8, "float", "float64", "double", tma_code=8)
+I8 = ElemType("i8", 1, "int", "int8", "i8", tma_code=0)
+I16 = ElemType("i16", 2, "int", "int16", "i16", tma_code=1)
+I32 = ElemType("i32", 4, "int", "int32", "i32", tma_code=3)
+I64 = ElemType("i64", 8, "int", "int64", "i64", tma_code=5)
+U8 = ElemType("u8", 1, "uint", "uint8", "i8", tma_code=0)
+U16 = ElemType("u16", 2, "uint", "uint16", "i16", tma_code=1)
+U32 = ElemType("u32", 4, "uint", "uint32", "i32", tma_code=2)
+U64 = ElemType("u64", 8, "uint", "uint64", "i64", tma_code=4)
+BOOL = ElemType("bool", 1, "bool", "bool", "i1")
 # usize is the address-width unsigned integer; every target here is 64-bit.
-USIZE = ElemType("usize", 8, "uint")
+USIZE = ElemType("usize", 8, "uint", "uint64", "i64")
 
 ALL_ELEM_TYPES: tuple[ElemType, ...] = (F16, BF16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, BOOL, USIZE)
 ELEM_BY_NAME: dict[str, ElemType] = {e.name: e for e in ALL_ELEM_TYPES}
+# numpy dtype name -> element type; usize shares uint64 with u64, which keeps it.
+_ELEM_BY_NUMPY_NAME: dict[str, ElemType] = {e.numpy_name: e for e in reversed(ALL_ELEM_TYPES)}
+
+
+def elem_of_numpy(dtype: np.dtype[Any]) -> ElemType | None:
+    """The element type a numpy dtype stores (u64 for uint64), or None; never imports ml_dtypes itself."""
+    elem = _ELEM_BY_NUMPY_NAME.get(dtype.name)
+    if elem is None or dtype != elem.numpy:  # the name matched but not the dtype (byte order, ...)
+        return None
+    return elem
 
 
 @attrs.frozen(repr=False)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from cubepy.ir.types import BOOL, Type
+
+if TYPE_CHECKING:
+    from cubepy.ir.types import ElemType
 
 
 class VarKind(enum.Enum):
@@ -55,7 +59,7 @@ class Variable:
     alignment: int | None = None
 
     @property
-    def elem(self):
+    def elem(self) -> ElemType:
         """The element type."""
         return self.type.elem
 
@@ -77,12 +81,13 @@ class Variable:
 
 def constant(value: object, ty: Type) -> Variable:
     """A literal of item type ``ty`` (lines broadcast the value to every lane)."""
+    number: Any = value
     if ty.elem.is_bool:
-        value = bool(value)
+        value = bool(number)
     elif ty.elem.is_float:
-        value = float(value)
+        value = float(number)
     else:
-        value = int(value)
+        value = int(number)
     return Variable(VarKind.CONSTANT, 0, ty, value=value)
 
 

@@ -6,12 +6,15 @@ and its source line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NoReturn
+
 from cubepy.errors import VerifyError
-from cubepy.ir import ops
 from cubepy.ir.kernel import PARAM_ROLES, KernelDefinition
-from cubepy.ir.ops import arith, branch, memory, sync
+from cubepy.ir.ops import branch
+from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.types import BOOL, U32, Type
+from cubepy.ir.types import BOOL, ElemType, Type
 from cubepy.ir.variable import LOCAL_KINDS, Variable, VarKind
 
 RULES = (
@@ -26,7 +29,7 @@ class _Checker:
         self.assigned_consts: set[int] = set()
 
     # -- reporting -------------------------------------------------------------------------
-    def fail(self, rule: str, inst: Instruction | None, detail: str) -> None:
+    def fail(self, rule: str, inst: Instruction | None, detail: str) -> NoReturn:
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst is not None and inst.loc is not None else ""
         text = f"{where}IR verifier [{rule}]: {detail}"
         if inst is not None:
@@ -39,11 +42,11 @@ class _Checker:
         for inst in scope.instructions:
             self.instruction(inst, visible, loop_depth)
 
-    def use(self, inst: Instruction, var: Variable, visible: set) -> None:
+    def use(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind in LOCAL_KINDS and (var.kind, var.id) not in visible:
             self.fail("undefined-operand", inst, f"{var!r} is read before any instruction defines it")
 
-    def define(self, inst: Instruction, var: Variable, visible: set) -> None:
+    def define(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind is VarKind.CONST:
             if var.id in self.assigned_consts:
                 self.fail("const-reassigned", inst, f"immutable local {var!r} is assigned a second time")
@@ -52,7 +55,7 @@ class _Checker:
             self.fail("bad-out", inst, f"result {var!r} is a {var.kind.value}, expected a local")
         visible.add((var.kind, var.id))
 
-    def instruction(self, inst: Instruction, visible: set, loop_depth: int) -> None:
+    def instruction(self, inst: Instruction, visible: set[tuple[VarKind, int]], loop_depth: int) -> None:
         operation = inst.operation
         for var in operation.operands():
             self.use(inst, var, visible)
@@ -74,14 +77,12 @@ class _Checker:
             if loop_depth == 0:
                 self.fail("break-outside-loop", inst, f"{operation.name} outside of any loop")
             return
-        checker = _CHECKS.get(type(operation))
-        if checker is None:
-            extra = _EXTRA_CHECKS.get(type(operation))
-            if extra is None:
-                self.fail("unknown-op", inst, f"no verifier rule for operation {type(operation).__name__}")
-            extra(self, inst, operation)
-        else:
-            checker(self, inst, operation)
+        if isinstance(operation, branch.Return):
+            _check_record(self, inst, operation)
+            return
+        if getattr(type(operation), "RECORD", None) is None:
+            self.fail("unknown-op", inst, f"operation {type(operation).__name__} has no record (not declared)")
+        _check_record(self, inst, operation)
         if inst.out is not None:
             if inst.out.kind is VarKind.MUT and (VarKind.MUT, inst.out.id) not in visible:
                 visible.add((VarKind.MUT, inst.out.id))
@@ -102,7 +103,7 @@ class _Checker:
         if not var.elem.is_int or var.type.line != 1:
             self.fail("bad-index", inst, f"{what} {var!r} has type {var.type!r}, expected a scalar integer")
 
-    def check_branch(self, inst: Instruction, operation) -> None:
+    def check_branch(self, inst: Instruction, operation: Operation) -> None:
         if isinstance(operation, (branch.If, branch.IfElse)):
             if operation.cond.type != Type(BOOL):
                 self.fail("type-mismatch", inst, f"condition has type {operation.cond.type!r}, expected bool")
@@ -117,198 +118,40 @@ class _Checker:
             self.fail("bad-out", inst, f"loop index {op.index!r} must be an immutable local")
 
 
-def _elem_kind(checker: _Checker, inst: Instruction, name: str, ty: Type) -> None:
-    elem = ty.elem
-    groups = (
-        (arith.FLOAT_UNARY | arith.FLOAT_BINARY | {"fma"}, elem.is_float, "a float"),
-        (arith.INT_UNARY | arith.INT_BINARY, elem.is_int, "an integer"),
-        (arith.BOOL_UNARY | arith.BOOL_BINARY, elem.is_bool, "bool"),
-        (arith.NUMERIC_UNARY | arith.NUMERIC_BINARY | {"clamp"}, not elem.is_bool, "a number"),
-    )
-    for names, ok, expected in groups:
-        if name in names and not ok:
-            checker.fail("elem-kind", inst, f"{name} needs {expected} operand, got {ty!r}")
-
-
-def _check_unary(c: _Checker, inst: Instruction, op: arith.Unary) -> None:
-    if op.op not in arith.UNARY_OPS:
-        c.fail("unknown-op", inst, f"unknown unary operation {op.op!r}")
-    out = c.need_out(inst)
-    _elem_kind(c, inst, op.op, op.input.type)
-    expected = op.input.type.with_elem(BOOL) if op.op in ("is_nan", "is_inf") else op.input.type
-    if op.op in arith.U32_RESULT_UNARY:
-        expected = op.input.type.with_elem(U32)
-    c.same_type(inst, "result", out.type, expected)
-
-
-def _check_binary(c: _Checker, inst: Instruction, op: arith.Binary) -> None:
-    if op.op not in arith.BINARY_OPS:
-        c.fail("unknown-op", inst, f"unknown binary operation {op.op!r}")
-    out = c.need_out(inst)
-    if op.op == "powi":
-        if not op.lhs.elem.is_float or not op.rhs.elem.is_int:
-            c.fail("elem-kind", inst, f"powi needs a float base and an integer exponent, got "
-                   f"{op.lhs.type!r} and {op.rhs.type!r}")
-        if op.rhs.type.line not in (1, op.lhs.type.line):
-            c.fail("type-mismatch", inst, "powi exponent line size differs from the base's")
-    else:
-        _elem_kind(c, inst, op.op, op.lhs.type)
-        c.same_type(inst, "right operand", op.rhs.type, op.lhs.type)
-    c.same_type(inst, "result", out.type, op.lhs.type)
-
-
-def _check_compare(c: _Checker, inst: Instruction, op: arith.Compare) -> None:
-    if op.op not in arith.COMPARE_OPS:
-        c.fail("unknown-op", inst, f"unknown comparison {op.op!r}")
-    out = c.need_out(inst)
-    c.same_type(inst, "right operand", op.rhs.type, op.lhs.type)
-    c.same_type(inst, "result", out.type, op.lhs.type.with_elem(BOOL))
-
-
-def _check_same(*fields: str, kind: str):
-    def check(c: _Checker, inst: Instruction, op) -> None:
-        out = c.need_out(inst)
-        _elem_kind(c, inst, kind, out.type)
-        for name in fields:
-            c.same_type(inst, name, getattr(op, name).type, out.type)
-    return check
-
-
-def _check_select(c: _Checker, inst: Instruction, op: arith.Select) -> None:
-    out = c.need_out(inst)
-    if not op.cond.elem.is_bool or op.cond.type.line not in (1, out.type.line):
-        c.fail("type-mismatch", inst, f"select condition has type {op.cond.type!r}, expected bool")
-    c.same_type(inst, "then value", op.then.type, out.type)
-    c.same_type(inst, "else value", op.otherwise.type, out.type)
-
-
-def _check_cast(c: _Checker, inst: Instruction, op: arith.Cast) -> None:
-    out = c.need_out(inst)
-    if op.input.type.line not in (1, out.type.line):
-        c.fail("type-mismatch", inst, f"cast from {op.input.type!r} to {out.type!r} changes the line size")
-
-
-def _check_bitcast(c: _Checker, inst: Instruction, op: arith.Bitcast) -> None:
-    out = c.need_out(inst)
-    if op.input.type.size != out.type.size:
-        c.fail("type-mismatch", inst, f"bitcast from {op.input.type!r} ({op.input.type.size} bytes) to "
-               f"{out.type!r} ({out.type.size} bytes)")
-
-
-def _check_assign(c: _Checker, inst: Instruction, op: arith.Assign) -> None:
-    out = c.need_out(inst)
-    c.same_type(inst, "assigned value", op.input.type, out.type)
-
-
-def _memory(c: _Checker, inst: Instruction, var: Variable) -> None:
-    if not var.is_memory:
-        c.fail("not-memory", inst, f"{var!r} is a {var.kind.value}, expected a buffer, shared memory or local array")
-
-
-def _check_index(c: _Checker, inst: Instruction, op: memory.Index) -> None:
-    _memory(c, inst, op.memory)
-    c.int_scalar(inst, "index", op.index)
-    c.same_type(inst, "result", c.need_out(inst).type, op.memory.type)
-
-
-def _check_index_assign(c: _Checker, inst: Instruction, op: memory.IndexAssign) -> None:
-    _memory(c, inst, op.memory)
-    c.int_scalar(inst, "index", op.index)
-    c.same_type(inst, "stored value", op.value.type, op.memory.type)
-
-
-def _check_extract(c: _Checker, inst: Instruction, op: memory.ExtractLane) -> None:
-    c.int_scalar(inst, "lane", op.lane)
-    c.same_type(inst, "result", c.need_out(inst).type, op.line.type.scalar())
-
-
-def _check_insert(c: _Checker, inst: Instruction, op: memory.InsertLane) -> None:
-    c.int_scalar(inst, "lane", op.lane)
-    if op.target.kind is not VarKind.MUT:
-        c.fail("bad-out", inst, f"insert_lane target {op.target!r} must be a mutable local")
-    c.same_type(inst, "lane value", op.value.type, op.target.type.scalar())
-
-
-def _check_metadata(c: _Checker, inst: Instruction, op: memory.Metadata) -> None:
-    if op.op not in memory.METADATA_KINDS:
-        c.fail("unknown-op", inst, f"unknown metadata {op.op!r}")
-    if op.memory.kind is not VarKind.GLOBAL:
-        c.fail("not-memory", inst, f"metadata of {op.memory!r}, expected a buffer parameter")
-    if op.op in ("shape", "stride"):
-        if op.dim is None:
-            c.fail("bad-index", inst, f"{op.op} needs a dimension")
-        c.int_scalar(inst, "dimension", op.dim)
-    c.same_type(inst, "result", c.need_out(inst).type, Type(U32))
-
-
-def _check_atomic(c: _Checker, inst: Instruction, op: memory.AtomicOp) -> None:
-    if op.op not in memory.ATOMIC_OPS:
-        c.fail("unknown-op", inst, f"unknown atomic operation {op.op!r}")
-    _memory(c, inst, op.memory)
-    c.int_scalar(inst, "index", op.index)
-    if op.op != "load":
-        if op.value is None:
-            c.fail("type-mismatch", inst, f"atomic {op.op} needs a value")
-        c.same_type(inst, "value", op.value.type, op.memory.type)
-    if op.op != "store":
-        c.same_type(inst, "result", c.need_out(inst).type, op.memory.type)
-
-
-def _check_cas(c: _Checker, inst: Instruction, op: memory.AtomicCompareExchange) -> None:
-    _memory(c, inst, op.memory)
-    c.int_scalar(inst, "index", op.index)
-    for name in ("cmp", "new"):
-        c.same_type(inst, name, getattr(op, name).type, op.memory.type)
-    c.same_type(inst, "result", c.need_out(inst).type, op.memory.type)
-
-
-def _check_plane(c: _Checker, inst: Instruction, op: sync.PlaneOp) -> None:
-    if op.op not in sync.PLANE_OPS:
-        c.fail("unknown-op", inst, f"unknown plane operation {op.op!r}")
-    out = c.need_out(inst)
-    if op.op == "elect":
-        c.same_type(inst, "result", out.type, Type(BOOL))
-        return
-    if op.value is None:
-        c.fail("type-mismatch", inst, f"plane_{op.op} needs a value")
-    if op.op in ("all", "any"):
-        if not op.value.elem.is_bool:
-            c.fail("elem-kind", inst, f"plane_{op.op} needs bool, got {op.value.type!r}")
-        c.same_type(inst, "result", out.type, op.value.type)
-    elif op.op == "ballot":
-        if op.value.type != Type(BOOL) or out.type.elem != U32:
-            c.fail("type-mismatch", inst, "plane_ballot takes a bool and gives u32 (line 1 or 4)")
-    else:
-        c.same_type(inst, "result", out.type, op.value.type)
-        if op.op in sync.PLANE_MOVE:
-            if op.arg is None:
-                c.fail("bad-index", inst, f"plane_{op.op} needs a lane or offset")
-            c.int_scalar(inst, "lane", op.arg)
-
-
-def _check_none(c: _Checker, inst: Instruction, op) -> None:
-    if inst.out is not None:
-        c.fail("bad-out", inst, f"{op.name} has no result, got {inst.out!r}")
-
-
-_CHECKS = {
-    ops.Unary: _check_unary, ops.Binary: _check_binary, ops.Compare: _check_compare,
-    ops.Fma: _check_same("a", "b", "c", kind="fma"), ops.Clamp: _check_same("input", "lo", "hi", kind="clamp"),
-    ops.Select: _check_select, ops.Cast: _check_cast, ops.Bitcast: _check_bitcast, ops.Assign: _check_assign,
-    ops.Index: _check_index, ops.IndexAssign: _check_index_assign, ops.ExtractLane: _check_extract,
-    ops.InsertLane: _check_insert, ops.Metadata: _check_metadata, ops.AtomicOp: _check_atomic,
-    ops.AtomicCompareExchange: _check_cas, ops.PlaneOp: _check_plane,
-    ops.SyncCube: _check_none, ops.SyncPlane: _check_none, ops.SyncProxyShared: _check_none,
-    branch.Return: _check_none,
+_KIND_TEST: dict[str, tuple[Callable[[ElemType], bool], str]] = {
+    "float": (lambda elem: elem.is_float, "a float"),
+    "int": (lambda elem: elem.is_int, "an integer"),
+    "bool": (lambda elem: elem.is_bool, "bool"),
+    "number": (lambda elem: not elem.is_bool, "a number"),
 }
 
-# Other op families (TMA, barriers, cmma) register their checks here from their own modules.
-_EXTRA_CHECKS: dict[type, object] = {}
+
+def _check_record(c: _Checker, inst: Instruction, op: Operation) -> None:
+    """The rules every operation's record implies: operand kinds, operand and result types, extra checks."""
+    record = op.RECORD
+    if record.operand_kind != "any":
+        accepts, expected = _KIND_TEST[record.operand_kind]
+        for name in record.kind_of:
+            var: Variable = getattr(op, name)
+            if not accepts(var.elem):
+                c.fail("elem-kind", inst, f"{record.name} needs {expected} operand, got {var.type!r}")
+    if record.result is None:
+        if inst.out is not None:
+            c.fail("bad-out", inst, f"{record.name} has no result, got {inst.out!r}")
+    else:
+        c.need_out(inst)
+    for check in record.checks:
+        check(c, inst, op)
+    if record.result is not None:
+        out = c.need_out(inst)
+        for name in record.same_type[1:]:
+            c.same_type(inst, _WHAT.get(name, name), getattr(op, name).type, getattr(op, record.same_type[0]).type)
+        expected_type = op.result_type()
+        if expected_type is not None:
+            c.same_type(inst, "result", out.type, expected_type)
 
 
-def register_check(op_type: type, check) -> None:
-    """Add the verifier rule of an operation family defined outside this module."""
-    _EXTRA_CHECKS[op_type] = check
+_WHAT = {"rhs": "right operand", "otherwise": "else value", "then": "then value", "lo": "lo", "hi": "hi"}
 
 
 def verify_scope(scope: Scope, defined: set[tuple[VarKind, int]] | None = None) -> None:

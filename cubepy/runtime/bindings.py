@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy.runtime.handle import Handle
+
+if TYPE_CHECKING:
+    from cubepy.runtime.tensormap import TensorMapArg
 
 
 @attrs.define
@@ -40,7 +45,7 @@ class Bindings:
 
     buffers: list[BufferBinding] = attrs.Factory(list)
     scalars: list[object] = attrs.Factory(list)   # Python values, already converted to the param's type
-    tensor_maps: list[object] = attrs.Factory(list)
+    tensor_maps: list[TensorMapArg] = attrs.Factory(list)
 
     def add_buffer(self, arg) -> None:
         """Bind an ``ArrayArg`` or ``TensorArg``."""

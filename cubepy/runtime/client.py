@@ -6,6 +6,8 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,11 +15,10 @@ from cubepy import config
 from cubepy.errors import CubeError, LaunchError
 from cubepy.runtime import cache
 from cubepy.runtime.args import CubeCount, CubeDim
+from cubepy.runtime.backend import Backend
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.handle import Handle, contiguous_strides
 
-# Hopper's largest opt-in shared memory per block (227 KiB); the CPU runtime enforces the same limit.
-MAX_SHARED_BYTES = 227 * 1024
 _STORAGE_ALIGN = 256
 
 
@@ -76,9 +77,9 @@ def _as_cube_shape(value, cls, what: str):
 
 
 class ComputeClient:
-    """A runtime's entry point: allocate, read and launch (API.md section 5)."""
+    """A runtime's entry point: allocate, read and launch (see docs/reference/cubepy.md)."""
 
-    def __init__(self, name: str, backend, *, sanitize: bool = False) -> None:
+    def __init__(self, name: str, backend: Backend, *, sanitize: bool = False) -> None:
         self.name = name
         self.backend = backend
         self.sanitize = sanitize
@@ -171,7 +172,7 @@ class ComputeClient:
 
     def _disk(self, identity: str, cube_dim, checked: bool, comp_args: tuple, contract: bool = True):
         """(on-disk cache, key) for this specialization, or None (back end not cacheable, cache off, unstable key)."""
-        kind = getattr(self.backend, "disk_cache_kind", None)
+        kind = self.backend.disk_cache_kind
         if kind is None:
             return None
         store = cache.for_kind(kind)
@@ -215,109 +216,52 @@ class ComputeClient:
         return f"ComputeClient({self.name!r})"
 
 
-class InterpBackend:
-    """The CPU runtime: runs the IR itself, lockstep over the grid, with numpy."""
+def _interp_client(sanitize: bool) -> ComputeClient:
+    from cubepy.runtime.interp.backend import InterpBackend  # the handlers load on first use, not at import
 
-    name = "interp"
-    disk_cache_target = "interp"
+    return ComputeClient("interp", InterpBackend(), sanitize=sanitize)
 
-    @property
-    def disk_cache_kind(self) -> str | None:
-        """``interp``: its artifact (a post-pass KernelDefinition) pickles, so it is cached on disk; None for a
-        subclass with its own ``prepare`` (its artifacts are not this one's)."""
-        return "interp" if type(self).prepare is InterpBackend.prepare else None
 
-    def prepare(self, definition):
-        """Run the IR passes; the result is what ``run`` executes."""
-        from cubepy.compiler.passes import run_passes
+def _cuda_unavailable_reason() -> str | None:
+    from cubepy.runtime import cuda
 
-        definition, _ = run_passes(definition)
-        return definition
+    return cuda.unavailable_reason()
 
-    def __init__(self) -> None:
-        self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
-        self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
-    def _written_slots(self, definition) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Buffer and tensor-map slots a kernel may write, the only ones a failed launch must restore.
+def _cuda_client(sanitize: bool) -> ComputeClient:
+    from cubepy.runtime import cuda
 
-        Conservative: every buffer an instruction names counts as written unless the instruction is a
-        plain read (index, metadata, atomic load); a tensor map counts when a TMA store names it.
-        """
-        cached = self._writes.get(id(definition))
-        if cached is not None and cached[0] is definition:
-            return cached[1]
-        from cubepy.ir import VarKind, walk
-        from cubepy.ir.ops import AtomicOp, Index, Metadata
+    return cuda.make_client(sanitize=sanitize)
 
-        buffers: set[int] = set()
-        maps: set[int] = set()
-        for inst in walk(definition.body):
-            operation = inst.operation
-            if isinstance(operation, (Index, Metadata)) or (isinstance(operation, AtomicOp) and operation.op == "load"):
-                continue
-            for var in operation.operands():
-                if var.kind is VarKind.GLOBAL:
-                    buffers.add(var.id)
-                elif var.kind is VarKind.TENSOR_MAP and operation.name.startswith("tma_store"):
-                    maps.add(var.id)
-        slots = (tuple(sorted(buffers)), tuple(sorted(maps)))
-        if len(self._writes) > 4096:
-            self._writes.clear()
-        self._writes[id(definition)] = (definition, slots)
-        return slots
 
-    def check_launch(self, definition, cube_count) -> None:
-        """Reject launches the hardware would refuse (shared memory over the limit)."""
-        if self._fits.get(id(definition)) is definition:
-            return
-        shared = sum(v.length * v.type.size for v in definition.shared_memories)
-        if shared > MAX_SHARED_BYTES:
-            raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
-                              f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
-        if len(self._fits) > 4096:
-            self._fits.clear()
-        self._fits[id(definition)] = definition
+@dataclass(frozen=True)
+class Runtime:
+    """One runtime ``cp.client(name)`` can make: why it cannot run here (None: it can), and its factory."""
 
-    def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
-        """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
-        from cubepy.runtime import interp
+    unavailable_reason: Callable[[], str | None]
+    make_client: Callable[[bool], ComputeClient]
 
-        written_buffers, written_maps = self._written_slots(definition)
-        storages = {}
-        for slot in written_buffers:
-            storage = bindings.buffers[slot].handle.storage
-            storages[id(storage)] = storage
-        for slot in written_maps:
-            storage = bindings.tensor_maps[slot].handle.storage
-            storages[id(storage)] = storage
-        snapshots = [(storage, storage.copy()) for storage in storages.values()]
-        try:
-            interp.run(definition, cube_count, bindings, sanitize=sanitize)
-        except BaseException:
-            for storage, saved in snapshots:
-                storage[...] = saved
-            raise
 
+# Runtime name -> Runtime, in the order ``runtimes()`` lists them.  A new runtime is one entry here.
+RUNTIMES: dict[str, Runtime] = {
+    "interp": Runtime(lambda: None, _interp_client),
+    "cuda": Runtime(_cuda_unavailable_reason, _cuda_client),
+}
 
 _clients: dict[tuple[str, bool], ComputeClient] = {}
 
 
 def runtimes() -> list[str]:
     """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver."""
-    names = ["interp"]
-    if cuda_unavailable_reason() is None:
-        names.append("cuda")
-    return names
+    return [name for name, runtime in RUNTIMES.items() if runtime.unavailable_reason() is None]
 
 
-def cuda_unavailable_reason() -> str | None:
-    """Why the cuda runtime cannot be used here, or None when it can."""
-    try:
-        from cubepy.runtime import cuda  # noqa: F401
-    except ImportError:
-        return "the cuda runtime is not built yet in this version of cubepy"
-    return cuda.unavailable_reason()
+def unavailable_reason(name: str) -> str | None:
+    """Why runtime ``name`` cannot be used here, or None when it can."""
+    runtime = RUNTIMES.get(name)
+    if runtime is None:
+        return f"unknown runtime {name!r}; known: {', '.join(RUNTIMES)}"
+    return runtime.unavailable_reason()
 
 
 def client(name: str | None = None, *, sanitize: bool = False) -> ComputeClient:
@@ -327,16 +271,12 @@ def client(name: str | None = None, *, sanitize: bool = False) -> ComputeClient:
     existing = _clients.get(key)
     if existing is not None:
         return existing
-    if name == "interp":
-        made = ComputeClient("interp", InterpBackend(), sanitize=sanitize)
-    elif name == "cuda":
-        reason = cuda_unavailable_reason()
-        if reason is not None:
-            raise CubeError(f"runtime 'cuda' is unavailable: {reason}")
-        from cubepy.runtime import cuda
-
-        made = cuda.make_client(sanitize=sanitize)
-    else:
+    runtime = RUNTIMES.get(name)
+    if runtime is None:
         raise CubeError(f"unknown runtime {name!r}; available: {', '.join(runtimes())}")
+    reason = runtime.unavailable_reason()
+    if reason is not None:
+        raise CubeError(f"runtime {name!r} is unavailable: {reason}")
+    made = runtime.make_client(sanitize)
     _clients[key] = made
     return made

@@ -2,7 +2,7 @@
 
 Users give shapes, tiles, element strides and corners in numpy order (outermost first); the map stores
 them the way the driver takes them (dimension 0 innermost, byte strides for dimensions 1..rank-1,
-im2col corners W first).  Every encoder rule of `tma-semantics.md` section 4 (rules 1-22) is checked
+im2col corners W first).  Every encoder rule (rules 1-22 of docs/semantics/tma.md, "What the encoder checks") is checked
 here, on every runtime, and a broken one raises `TensorMapError` naming the parameter, its value and
 the rule.  The descriptor is runtime data: only `compilation_arg()` enters a kernel cache key.
 """
@@ -16,33 +16,18 @@ from typing import Any, NoReturn
 import numpy as np
 
 from cubepy.errors import TensorMapError
+from cubepy.ir.types import ALL_ELEM_TYPES, ElemType, elem_of_numpy
 
 __all__ = [
     "CU_ENUM_VALUES",
-    "DTYPE_TABLE",
+    "TMA_ELEM_TYPES",
     "TensorMapArg",
     "TensorMapCompilationArg",
 ]
 
-# cubepy element name -> (numpy dtype, CUtensorMapDataType name, floating point?).  The driver has no
-# signed 8/16-bit types; TMA copies bits, so the unsigned type of the same size is exact for them
-# (cubecl maps them the same way).  TFLOAT32 and the packed sm_100 types are out of scope.
-# bf16 (ml_dtypes.bfloat16) is matched by dtype name: ml_dtypes is imported only when bf16 is used.
-DTYPE_TABLE: dict[str, tuple[np.dtype | None, str, bool]] = {
-    "f16": (np.dtype(np.float16), "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", True),
-    "bf16": (None, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", True),
-    "f32": (np.dtype(np.float32), "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", True),
-    "f64": (np.dtype(np.float64), "CU_TENSOR_MAP_DATA_TYPE_FLOAT64", True),
-    "i8": (np.dtype(np.int8), "CU_TENSOR_MAP_DATA_TYPE_UINT8", False),
-    "i16": (np.dtype(np.int16), "CU_TENSOR_MAP_DATA_TYPE_UINT16", False),
-    "i32": (np.dtype(np.int32), "CU_TENSOR_MAP_DATA_TYPE_INT32", False),
-    "i64": (np.dtype(np.int64), "CU_TENSOR_MAP_DATA_TYPE_INT64", False),
-    "u8": (np.dtype(np.uint8), "CU_TENSOR_MAP_DATA_TYPE_UINT8", False),
-    "u16": (np.dtype(np.uint16), "CU_TENSOR_MAP_DATA_TYPE_UINT16", False),
-    "u32": (np.dtype(np.uint32), "CU_TENSOR_MAP_DATA_TYPE_UINT32", False),
-    "u64": (np.dtype(np.uint64), "CU_TENSOR_MAP_DATA_TYPE_UINT64", False),
-}
-_NAME_OF_DTYPE = {entry[0]: name for name, entry in DTYPE_TABLE.items() if entry[0] is not None}
+# The element types a tensor map can hold: those with a CUtensorMapDataType code in cubepy.ir's table
+# (i8/i16 move as UINT8/UINT16: TMA copies bits).  TFLOAT32 and the packed sm_100 types are out of scope.
+TMA_ELEM_TYPES: dict[str, ElemType] = {e.name: e for e in ALL_ELEM_TYPES if e.tma_code is not None}
 
 # Values of the driver enums (cuda.h), so a CUDA runtime can turn `encode_params()` into a call.
 CU_ENUM_VALUES: dict[str, int] = {
@@ -59,6 +44,8 @@ CU_ENUM_VALUES: dict[str, int] = {
     "CU_TENSOR_MAP_L2_PROMOTION_L2_128B": 2, "CU_TENSOR_MAP_L2_PROMOTION_L2_256B": 3,
     "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE": 0, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA": 1,
 }
+_DATA_TYPE_ENUM_NAME: dict[int, str] = {
+    value: name for name, value in CU_ENUM_VALUES.items() if name.startswith("CU_TENSOR_MAP_DATA_TYPE_")}
 
 # user spelling -> driver enum name, per option
 _INTERLEAVE = {"none": "CU_TENSOR_MAP_INTERLEAVE_NONE", "16B": "CU_TENSOR_MAP_INTERLEAVE_16B",
@@ -113,6 +100,26 @@ class TensorMapArg:
         "swizzle",
         "upper_corner",
     )
+    box_dim: tuple[int, ...]  # tiled maps only
+    channels_per_pixel: int | None  # im2col maps only (also the three below)
+    pixels_per_column: int | None
+    lower_corner: tuple[int, ...] | None
+    upper_corner: tuple[int, ...] | None
+    dtype: np.dtype
+    dtype_name: str
+    elem_strides: tuple[int, ...]
+    global_address: int
+    global_dim: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    handle: Any
+    interleave: str
+    l2_promotion: str
+    mode: str
+    oob_fill: str
+    rank: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    swizzle: str
 
     def __init__(self, **fields: Any) -> None:
         # Private: fields arrive already checked from `tiled` / `im2col`.
@@ -208,6 +215,7 @@ class TensorMapArg:
         """Bytes one load writes to shared memory and credits as complete_tx (filled elements included)."""
         es = self.dtype.itemsize
         if self.mode == "im2col":
+            assert self.pixels_per_column is not None and self.channels_per_pixel is not None
             return self.pixels_per_column * self.channels_per_pixel * es
         return es * math.prod(-(-b // e) for b, e in zip(self.box_dim, self.effective_elem_strides))
 
@@ -233,7 +241,7 @@ class TensorMapArg:
             _fail("TensorMapArg.encode_params", "globalAddress", hex(address), 3,
                   f"the global address must be a multiple of {need} bytes")
         params: dict[str, Any] = {
-            "tensorDataType": DTYPE_TABLE[self.dtype_name][1],
+            "tensorDataType": _DATA_TYPE_ENUM_NAME[_tma_code(self.dtype_name)],
             "tensorRank": self.rank,
             "globalAddress": address,
             "globalDim": list(self.global_dim),
@@ -242,6 +250,7 @@ class TensorMapArg:
         if self.mode == "tiled":
             params["boxDim"] = list(self.box_dim)
         else:
+            assert self.lower_corner is not None and self.upper_corner is not None
             params["pixelBoxLowerCorner"] = list(self.lower_corner)
             params["pixelBoxUpperCorner"] = list(self.upper_corner)
             params["channelsPerPixel"] = self.channels_per_pixel
@@ -275,10 +284,10 @@ def _common(where: str, tensor: Any, elem_stride: Any, swizzle: str, oob_fill: s
 
     # rule 1: element type
     dtype = np.dtype(handle.dtype)
-    dtype_name = _NAME_OF_DTYPE.get(dtype) or ("bf16" if dtype.name == "bfloat16" else None)
-    if dtype_name is None:
+    elem = elem_of_numpy(dtype)
+    if elem is None or elem.tma_code is None:
         _fail(where, "tensor.dtype", str(dtype), 1,
-              "the element type must be one of " + ", ".join(DTYPE_TABLE) + " (tf32 and the packed "
+              "the element type must be one of " + ", ".join(TMA_ELEM_TYPES) + " (tf32 and the packed "
               "sm_100 types are not supported)")
     es = dtype.itemsize
 
@@ -289,7 +298,8 @@ def _common(where: str, tensor: Any, elem_stride: Any, swizzle: str, oob_fill: s
     oob_fill = _option(where, "oob_fill", oob_fill, _OOB, 10)
     if interleave == "32B" and swizzle != "32B":
         _fail(where, "swizzle", swizzle, 7, "interleave '32B' requires swizzle '32B'")
-    if oob_fill == "nan" and not DTYPE_TABLE[dtype_name][2]:
+    dtype_name = elem.name
+    if oob_fill == "nan" and not elem.is_float:
         _fail(where, "oob_fill", oob_fill, 10,
               f"NaN out-of-bounds fill needs a floating-point element type, not {dtype_name}")
 
@@ -355,6 +365,12 @@ def _common(where: str, tensor: Any, elem_stride: Any, swizzle: str, oob_fill: s
             "global_strides": tuple(global_strides), "elem_strides": tuple(estr),
             "interleave": interleave, "swizzle": swizzle, "l2_promotion": l2_promotion,
             "oob_fill": oob_fill}
+
+
+def _tma_code(elem_name: str) -> int:
+    code = TMA_ELEM_TYPES[elem_name].tma_code
+    assert code is not None  # TMA_ELEM_TYPES holds only types with a code
+    return code
 
 
 def _fail(where: str, param: str, value: Any, rule: int, text: str) -> NoReturn:

@@ -48,7 +48,8 @@ class ConvolutionProblem:
                                f"and {w_shape}")
         if x_shape[3] != w_shape[3]:
             raise cp.CubeError(f"input channels differ: x has {x_shape[3]}, w has {w_shape[3]} (groups = 1)")
-        problem = cls(*(int(v) for v in x_shape), int(w_shape[0]), (int(w_shape[1]), int(w_shape[2])),
+        batch, in_h, in_w, in_channels = (int(v) for v in x_shape)
+        problem = cls(batch, in_h, in_w, in_channels, int(w_shape[0]), (int(w_shape[1]), int(w_shape[2])),
                       _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"))
         if min(problem.out_shape) <= 0 or min(problem.stride) <= 0 or min(problem.dilation) <= 0:
             raise cp.CubeError(f"conv2d of {x_shape} with {w_shape} (stride {problem.stride}, padding "

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from cubepy.ir import F32, I32, U32, builtin
-
-from .kbuild import KernelBuilder, T, lit
+from tests.irbuild import KernelBuilder, T, lit
 
 
 def copy_checked():

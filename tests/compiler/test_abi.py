@@ -12,8 +12,7 @@ from cubepy.compiler import abi
 from cubepy.compiler.compiled import compile_definition
 from cubepy.errors import LaunchError
 from cubepy.ir import BOOL, F32, I64, U32, builtin, ops
-
-from .kbuild import KernelBuilder, T, lit
+from tests.irbuild import KernelBuilder, T, lit
 
 
 @attrs.define
@@ -62,8 +61,8 @@ def test_extended_flags_follow_roles_and_reads():
     kb.scalar(T(U32))
     kb.tensor(T(F32))
     shaped = kb.array(T(F32))
-    kb.emit(ops.Metadata("len", kb.params[0].var), T(U32))
-    kb.emit(ops.Metadata("shape", shaped, lit(0, U32)), T(U32))
+    kb.emit(ops.lookup("len")(kb.params[0].var), T(U32))
+    kb.emit(ops.lookup("shape")(shaped, lit(0, U32)), T(U32))
     assert abi.extended_flags(kb.build()) == [False, True, True]
 
 
@@ -77,8 +76,8 @@ def test_pack_info_rejects_what_u32_cannot_describe(binding, match):
 
 
 def test_pack_info_reads_real_buffer_bindings():
-    bindings = pytest.importorskip("cubepy.runtime.bindings")
-    handle_mod = pytest.importorskip("cubepy.runtime.handle")
+    from cubepy.runtime import bindings
+    from cubepy.runtime import handle as handle_mod
     storage = np.zeros(4 * 6 + 2, dtype=np.float32)
     handle = handle_mod.Handle(None, storage, np.float32, (4, 6), offset=2)
     binding = bindings.BufferBinding(handle, 2, (4, 6), (6, 1))
@@ -96,7 +95,7 @@ def test_entry_parameters_follow_the_abi():
     pos = builtin("absolute_pos")
     with kb.if_(flag):
         kb.store(a, pos, kb.index(a, pos))
-    stride = kb.emit(ops.Metadata("stride", t, lit(1, U32)), T(U32))
+    stride = kb.emit(ops.lookup("stride")(t, lit(1, U32)), T(U32))
     kb.store(t, pos, kb.cast(kb.binary("add", kb.cast(stride, T(I64)), count), T(F32)))
     compiled = compile_definition(kb.build(), assemble=False)
     header = next(line for line in compiled.llvm.splitlines() if line.startswith("define"))

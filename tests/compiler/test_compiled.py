@@ -7,9 +7,9 @@ import pytest
 from cubepy.compiler import CompiledKernel, compile_definition
 from cubepy.errors import VerifyError
 from cubepy.ir import BF16, F16, F32, F64, I32, U32, builtin, format_kernel, ops
+from tests.irbuild import KernelBuilder, T, lit, vector_add
 
 from .conftest import compile_checked, needs_ptxas
-from .kbuild import KernelBuilder, T, lit, vector_add
 
 
 def test_compiled_kernel_has_every_form():
@@ -27,7 +27,7 @@ def test_compiled_kernel_has_every_form():
 def test_invalid_ir_is_stopped_by_the_verifier():
     kb = KernelBuilder()
     out = kb.array(T(F32), "out")
-    kb.store(out, builtin("absolute_pos"), kb.emit(ops.Binary("add", lit(1.0, F32), lit(1, U32)), T(F32)))
+    kb.store(out, builtin("absolute_pos"), kb.emit(ops.lookup("add")(lit(1.0, F32), lit(1, U32)), T(F32)))
     with pytest.raises(VerifyError, match="type-mismatch"):
         compile_definition(kb.build())
 
@@ -40,7 +40,7 @@ def test_libdevice_is_linked_and_inlined(elem):
     x = kb.index(data, pos)
     y = kb.binary("powf", kb.unary("tanh", kb.unary("exp", x)), kb.binary("atan2", x, x))
     y = kb.binary("add", y, kb.binary("mod", x, y))
-    y = kb.binary("add", y, kb.emit(ops.Binary("powi", x, lit(3, I32)), x.type))
+    y = kb.binary("add", y, kb.emit(ops.lookup("powi")(x, lit(3, I32)), x.type))
     kb.store(data, pos, y)
     compiled = compile_checked(kb.build())
     suffix = "" if elem is F64 else "f"

@@ -11,9 +11,9 @@ import pytest
 from cubepy.ir import ALL_ELEM_TYPES, BF16, BOOL, F16, U32, ElemType, builtin, ops
 from cubepy.ir.ops import arith, branch
 from cubepy.ir.scope import Scope
+from tests.irbuild import KernelBuilder, T, lit
 
 from .conftest import compile_checked
-from .kbuild import KernelBuilder, T, lit
 
 FLOATS = [e for e in ALL_ELEM_TYPES if e.is_float]
 INTS = [e for e in ALL_ELEM_TYPES if e.is_int]
@@ -23,6 +23,12 @@ LINES = [1, 4]
 
 def _ids(elems):
     return [e.name for e in elems]
+
+
+def _accepts(cls, elem: ElemType) -> bool:
+    """Whether the op's record accepts operands of ``elem``."""
+    return {"float": elem.is_float, "int": elem.is_int, "bool": elem.is_bool, "number": not elem.is_bool,
+            "any": True}[cls.RECORD.operand_kind]
 
 
 def _io_kernel(name: str, elem: ElemType, line: int, n_inputs: int = 2, out_elem: ElemType | None = None):
@@ -42,17 +48,9 @@ def _write(kb: KernelBuilder, value, pos, name: str = "out") -> None:
 @pytest.mark.parametrize("elem", NUMBERS + [BOOL], ids=_ids(NUMBERS + [BOOL]))
 def test_unary_family(elem, line):
     kb, (x, _), pos = _io_kernel("unary", elem, line)
-    for name in sorted(arith.UNARY_OPS):
-        if name in arith.FLOAT_UNARY and not elem.is_float:
-            continue
-        if name in arith.INT_UNARY and not elem.is_int:
-            continue
-        if name in arith.BOOL_UNARY and not elem.is_bool:
-            continue
-        if name in arith.NUMERIC_UNARY and elem.is_bool:
-            continue
-        out_elem = BOOL if name in ("is_nan", "is_inf") else U32 if name in arith.U32_RESULT_UNARY else elem
-        _write(kb, kb.unary(name, x, T(out_elem, line)), pos)
+    for cls in arith.UNARY_OPS:
+        if _accepts(cls, elem):
+            _write(kb, kb.unary(cls.RECORD.name, x), pos)
     compile_checked(kb.build())
 
 
@@ -60,18 +58,11 @@ def test_unary_family(elem, line):
 @pytest.mark.parametrize("elem", NUMBERS + [BOOL], ids=_ids(NUMBERS + [BOOL]))
 def test_binary_and_compare_family(elem, line):
     kb, (a, b), pos = _io_kernel("binary", elem, line)
-    for name in sorted(arith.BINARY_OPS - {"powi"}):
-        if name in arith.FLOAT_BINARY and not elem.is_float:
-            continue
-        if name in arith.INT_BINARY and not elem.is_int:
-            continue
-        if name in arith.BOOL_BINARY and not elem.is_bool:
-            continue
-        if name in arith.NUMERIC_BINARY and elem.is_bool:
-            continue
-        _write(kb, kb.binary(name, a, b), pos)
-    for name in sorted(arith.COMPARE_OPS):
-        _write(kb, kb.compare(name, a, b), pos)
+    for cls in arith.BINARY_OPS:
+        if cls is not ops.Powi and _accepts(cls, elem):
+            _write(kb, kb.binary(cls.RECORD.name, a, b), pos)
+    for cls in arith.COMPARE_OPS:
+        _write(kb, kb.compare(cls.RECORD.name, a, b), pos)
     _write(kb, kb.emit(ops.Select(kb.compare("lt", a, b), a, b), a.type), pos)
     if not elem.is_bool:
         _write(kb, kb.emit(ops.Clamp(a, b, b), a.type), pos)
@@ -79,7 +70,7 @@ def test_binary_and_compare_family(elem, line):
         _write(kb, kb.emit(ops.Fma(a, b, a), a.type), pos)
         for exp_elem in INTS:
             exponent = kb.cast(b, T(exp_elem, line))
-            _write(kb, kb.emit(ops.Binary("powi", a, exponent), a.type), pos)
+            _write(kb, kb.emit(ops.Powi(a, exponent), a.type), pos)
     compile_checked(kb.build())
 
 
@@ -134,14 +125,15 @@ def test_memory_family(elem, line):
         kb.emit(ops.InsertLane(mutable, lit(0, U32), lane))
         kb.store(dst, pos, mutable)
     for kind in ("len", "buffer_len", "rank"):
-        kb.emit(ops.Metadata(kind, dst), T(U32))
+        kb.meta(kind, dst)
     for kind in ("shape", "stride"):
-        size = kb.emit(ops.Metadata(kind, dst, lit(0, U32)), T(U32))
+        size = kb.meta(kind, dst, lit(0, U32))
         kb.store(kb.array(T(U32), f"meta_{kind}"), pos, size)
     compile_checked(kb.build())
 
 
-ATOMIC_CASES = [(e, op) for e in ALL_ELEM_TYPES for op in sorted(ops.ATOMIC_OPS)
+ATOMIC_CASES = [(e, op) for e in ALL_ELEM_TYPES for op in sorted(c.RECORD.name.removeprefix("atomic_")
+                                                                  for c in ops.ATOMIC_OPS)
                 if not (e.is_float and op in ("and", "or", "xor"))
                 and not (e.is_bool and op not in ("load", "store", "exchange"))]
 
@@ -160,7 +152,7 @@ def test_atomic_family(elem, space):
         if e != elem:
             continue
         operand = None if name == "load" else value
-        result = kb.emit(ops.AtomicOp(name, memory, slot, operand), None if name == "store" else T(elem))
+        result = kb.atomic(name, memory, slot, operand)
         if result is not None:
             kb.store(out, pos, result)
     if not elem.is_bool:
@@ -174,17 +166,17 @@ def test_atomic_family(elem, space):
 def test_plane_family(elem, line):
     kb, (x,), pos = _io_kernel("plane", elem, line, n_inputs=1)
     lane = kb.binary("bitand", pos, lit(31, U32))
-    for name in sorted(ops.PLANE_OPS):
-        if name in ("all", "any") and not elem.is_bool:
+    for cls in ops.PLANE_OPS:
+        if cls in (ops.PlaneAll, ops.PlaneAny) and not elem.is_bool:
             continue
-        if name in ("ballot", "elect"):
+        if cls in (ops.PlaneBallot, ops.PlaneElect):
             continue
-        arg = lane if name in ops.sync.PLANE_MOVE else None
-        _write(kb, kb.emit(ops.PlaneOp(name, x, arg), x.type), pos)
+        arg = lane if cls in ops.PLANE_MOVES else None
+        _write(kb, kb.emit(cls(x, arg), x.type), pos)
     if elem.is_bool and line == 1:
-        _write(kb, kb.emit(ops.PlaneOp("ballot", x), T(U32)), pos)
-        _write(kb, kb.emit(ops.PlaneOp("ballot", x), T(U32, 4)), pos)
-        _write(kb, kb.emit(ops.PlaneOp("elect"), T(BOOL)), pos)
+        _write(kb, kb.emit(ops.PlaneBallot(x), T(U32)), pos)
+        _write(kb, kb.emit(ops.PlaneBallot(x), T(U32, 4)), pos)
+        _write(kb, kb.emit(ops.PlaneElect(), T(BOOL)), pos)
     compile_checked(kb.build())
 
 
@@ -245,7 +237,7 @@ def test_plane_elect_per_architecture(arch, instruction):
     """elect.sync exists from sm_90 on; before, the lowest active lane of activemask is elected."""
     kb = KernelBuilder(f"elect_{arch}")
     out = kb.array(T(BOOL), "out")
-    kb.store(out, builtin("absolute_pos"), kb.emit(ops.PlaneOp("elect"), T(BOOL)))
+    kb.store(out, builtin("absolute_pos"), kb.emit(ops.PlaneElect(), T(BOOL)))
     ptx = compile_checked(kb.build(), arch).ptx
     assert instruction in ptx
     if arch == "sm_80":

@@ -21,8 +21,7 @@ from cubepy.ir import (
     walk,
 )
 from cubepy.ir.ops import branch
-
-from .kbuild import USER_FILE, KernelBuilder, T, lit, vector_add
+from tests.irbuild import USER_FILE, KernelBuilder, T, lit, vector_add
 
 
 def _run(pass_, definition):
@@ -62,7 +61,7 @@ def test_dead_code_removes_unread_pure_chains_to_a_fixed_point():
     x = kb.index(data, pos)
     y = kb.binary("mul", x, x)          # read only by z
     kb.unary("sqrt", y)                 # z: never read
-    kb.emit(ops.Metadata("len", data), T(U32))  # never read
+    kb.emit(ops.lookup("len")(data), T(U32))  # never read
     kb.store(data, pos, x)
     result = _run(dead_code, kb.build())
     assert _ops(result) == ["index", "index_assign"]
@@ -72,12 +71,12 @@ def test_dead_code_keeps_effects_and_values_read_in_nested_scopes():
     kb = KernelBuilder()
     data = kb.array(T(U32), "data")
     pos = builtin("absolute_pos")
-    n = kb.emit(ops.Metadata("len", data), T(U32))       # read by the branch condition below
+    n = kb.emit(ops.lookup("len")(data), T(U32))       # read by the branch condition below
     limit = kb.binary("add", n, lit(1, U32))              # read inside the loop
     acc = kb.mut(T(U32))
     kb.assign(acc, lit(0, U32))                           # MUT: always kept
-    kb.emit(ops.AtomicOp("add", data, pos, lit(1, U32)), T(U32))  # result unread, but an effect
-    kb.emit(ops.PlaneOp("sum", pos), T(U32))              # a collective: kept
+    kb.emit(ops.lookup("atomic_add")(data, pos, lit(1, U32)), T(U32))  # result unread, but an effect
+    kb.emit(ops.lookup("plane_sum")(pos), T(U32))              # a collective: kept
     with kb.if_(kb.compare("lt", pos, n)):
         with kb.range_loop(lit(0, U32), limit) as i:
             kb.binary("mul", i, i)                        # dead inside the loop
@@ -149,7 +148,7 @@ def test_fold_constants_leaves_half_precision_powi_and_runtime_values_alone():
     out = kb.array(T(F16), "out")
     pos = builtin("absolute_pos")
     kb.store(out, pos, kb.binary("add", lit(1.0, F16), lit(2.0, F16)))
-    kb.store(out, pos, kb.emit(ops.Binary("powi", lit(2.0, F16), lit(3, I32)), T(F16)))
+    kb.store(out, pos, kb.emit(ops.lookup("powi")(lit(2.0, F16), lit(3, I32)), T(F16)))
     kb.store(out, pos, kb.cast(kb.binary("add", pos, lit(1, U32)), T(F16)))
     result = _run(fold_constants, kb.build())
     assert _ops(result) == ["add", "index_assign", "powi", "index_assign", "add", "cast", "index_assign"]
@@ -158,7 +157,7 @@ def test_fold_constants_leaves_half_precision_powi_and_runtime_values_alone():
 def test_fold_constants_into_a_mutable_local_becomes_an_assign():
     kb = KernelBuilder()
     acc = kb.mut(T(I32))
-    kb.emit(ops.Binary("mul", lit(6, I32), lit(7, I32)), acc)
+    kb.emit(ops.lookup("mul")(lit(6, I32), lit(7, I32)), acc)
     kb.store(kb.array(T(I32), "out"), builtin("absolute_pos"), acc)
     first = _run(fold_constants, kb.build()).body.instructions[0]
     assert first.out.kind is VarKind.MUT and first.operation == ops.Assign(constant(42, T(I32)))

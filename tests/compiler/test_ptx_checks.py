@@ -11,16 +11,16 @@ import pytest
 from cubepy.compiler import ptxas
 from cubepy.compiler.compiled import compile_definition
 from cubepy.ir import F16, F32, U32, builtin, ops
+from tests.irbuild import USER_FILE, KernelBuilder, T, vector_add
 
 from .conftest import compile_checked, needs_ptxas
-from .kbuild import USER_FILE, KernelBuilder, T, vector_add
 
 
 def _instructions(ptx: str) -> list[str]:
     return [line.strip() for line in ptx.splitlines() if line.startswith("\t") and not line.strip().startswith(".")]
 
 
-# LLVM 22 types f32 registers as .b32 (ptx-lowering.md quirk 8; older LLVMs print .f32), and packs
+# LLVM 22 types f32 registers as .b32 (older LLVMs print .f32), and packs
 # four f16 into two 32-bit registers: either way one 16- or 8-byte access per unit.
 @pytest.mark.parametrize("elem, access", [(F32, r"v4\.(f32|b32)"), (F16, r"(v4\.(f16|b16)|v2\.b32|b64)")])
 def test_line4_copy_is_one_vector_load_and_store(elem, access):

@@ -11,9 +11,9 @@ from cubepy.compiler import ptxas, toolkit
 from cubepy.compiler.compiled import compile_definition
 from cubepy.errors import CompileError
 from cubepy.ir import F32
+from tests.irbuild import vector_add
 
 from .conftest import needs_ptxas
-from .kbuild import vector_add
 
 LOG = """\
 ptxas info    : 0 bytes gmem

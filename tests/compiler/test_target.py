@@ -15,11 +15,12 @@ from cubepy.compiler import llvm_types as lt
 from cubepy.compiler import lower, target
 from cubepy.compiler.compiled import compile_definition
 from cubepy.errors import CompileError
-from cubepy.ir import F32, builtin, verifier
+from cubepy.ir import F32, builtin
+from cubepy.ir.ops import OpRecord
 from cubepy.ir.ops.base import Operation
+from tests.irbuild import KernelBuilder, T, vector_add
 
 from .conftest import compile_checked, needs_ptxas
-from .kbuild import KernelBuilder, T, vector_add
 
 
 @pytest.mark.parametrize("name, sm, ptx", [("sm_90a", 90, "+ptx80"), ("sm_80", 80, "+ptx80"),
@@ -77,7 +78,7 @@ def test_an_exception_in_the_child_becomes_compile_error():
 class CallIntrinsic(Operation):
     """A test-only op: call one LLVM function with fixed arguments."""
 
-    NAME = "call_intrinsic"
+    RECORD = OpRecord("call_intrinsic", "test")  # not declared: only this test lowers it
     function: str = ""
     arguments: str = ""
 
@@ -91,11 +92,9 @@ def _lower_call(lw: lower.KernelLowering, inst) -> None:
 
 @pytest.fixture
 def call_intrinsic_op():
-    verifier.register_check(CallIntrinsic, lambda checker, inst, op: None)
-    lower.register_lowering(CallIntrinsic, _lower_call)
+    lower.LLVM.implements(CallIntrinsic)(_lower_call)
     yield
-    lower.LOWERINGS.pop(CallIntrinsic)
-    verifier._EXTRA_CHECKS.pop(CallIntrinsic)
+    lower.LLVM.implementations.pop(CallIntrinsic)
 
 
 def _kernel_calling(function: str, arguments: str = ""):
@@ -107,7 +106,7 @@ def _kernel_calling(function: str, arguments: str = ""):
 
 
 def test_cannot_select_becomes_compile_error(call_intrinsic_op):
-    """wgmma.wait_group exists only on sm_90a: on sm_90 instruction selection aborts (ptx-lowering.md §8)."""
+    """wgmma.wait_group exists only on sm_90a: on sm_90 LLVM's instruction selection aborts."""
     definition = _kernel_calling("llvm.nvvm.wgmma.wait_group.sync.aligned", "i64")
     with pytest.raises(CompileError, match="Cannot select") as info:
         compile_definition(definition, "sm_90", assemble=False)
@@ -139,13 +138,13 @@ def test_unknown_libdevice_function_is_rejected(call_intrinsic_op):
 
 
 def test_unknown_operation_names_the_instruction(call_intrinsic_op):
-    lower.LOWERINGS.pop(CallIntrinsic)
+    lower.LLVM.implementations.pop(CallIntrinsic)
     try:
-        with pytest.raises(CompileError, match="no LLVM lowering for operation CallIntrinsic") as info:
+        with pytest.raises(CompileError, match="op call_intrinsic is not supported by back end llvm") as info:
             compile_definition(_kernel_calling("x"), assemble=False)
         assert "user_kernels.py" in str(info.value)
     finally:
-        lower.register_lowering(CallIntrinsic, _lower_call)
+        lower.LLVM.implements(CallIntrinsic)(_lower_call)
 
 
 def test_importing_the_compiler_loads_no_llvm():

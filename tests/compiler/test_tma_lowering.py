@@ -1,4 +1,4 @@
-"""Every barrier and TMA form lowers to the PTX of ptx-lowering.md sections 2-6 and ptxas accepts it."""
+"""Every barrier and TMA form lowers to the expected PTX form and ptxas accepts it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,28 @@
-"""Kernels that carry their expected IR as ``# CHECK:`` comments (matched against the printed IR)."""
+"""Kernels that carry their expected IR as ``# CHECK:`` comments, matched by the ``filecheck`` package.
+
+``filecheck`` (a Python port of LLVM's FileCheck, in the ``test`` extra) reads the directives
+(``CHECK``, ``CHECK-NEXT``, ``CHECK-NOT``, ``{{regex}}``) from the kernel's own source file.
+"""
+
+import inspect
+import subprocess
+import sys
 
 import pytest
 
 import cubepy.frontend as cp
 from cubepy.frontend import ABSOLUTE_POS, UNIT_POS, Array, Line, SharedMemory, cube, f32, testing, u32
-from tests.frontend.filecheck import check, directives
+
+
+def check(function, ir: str, tmp_path) -> None:
+    """Run ``filecheck`` with ``function``'s source as the check file over the printed ``ir``."""
+    checks = tmp_path / "checks.py"
+    checks.write_text(inspect.getsource(getattr(function, "fn", function)))
+    printed = tmp_path / "ir.txt"
+    printed.write_text(ir)
+    result = subprocess.run([sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nIR:\n{ir}"
 
 
 @cube
@@ -66,11 +84,23 @@ def early_exit(out: Array[u32], n: u32):
     (reduction, (Array[f32], u32)),
     (tiled_sum, (Array[Line[f32, 4]], Array[f32])),
 ])
-def test_checks(function, specs):
+def test_checks(function, specs, tmp_path):
     expansion = testing.expand(function, *specs, checked=True)
-    check(expansion.ir, directives(function))
+    check(function, expansion.ir, tmp_path)
 
 
-def test_checks_through_a_kernel():
+def test_checks_through_a_kernel(tmp_path):
     expansion = testing.expand(early_exit, Array[u32], u32)
-    check(expansion.ir, directives(early_exit))
+    check(early_exit, expansion.ir, tmp_path)
+
+
+def test_a_wrong_check_fails(tmp_path):
+    @cube
+    def wrong(out: Array[f32], x: f32):
+        # CHECK: index_assign global[0], @absolute_pos, scalar[0] {checked=False}
+        # (the expansion is checked, so the IR says {checked=True}: this directive must not match)
+        out[ABSOLUTE_POS] = x
+
+    expansion = testing.expand(wrong, Array[f32], f32, checked=True)
+    with pytest.raises(AssertionError, match="filecheck failed"):
+        check(wrong, expansion.ir, tmp_path)

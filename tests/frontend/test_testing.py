@@ -1,4 +1,4 @@
-"""cubepy.testing.expand / expand_method: the inspection surface of API.md section 6."""
+"""cubepy.testing.expand / expand_method: the inspection surface of docs/reference/cubepy.md."""
 
 import pytest
 

@@ -4,28 +4,44 @@ from __future__ import annotations
 
 import textwrap
 
+import attrs
+
 from cubepy import ir
-from cubepy.ir import Scope, Variable, VarKind, constant, format_kernel, format_variable
+from cubepy.ir import Scope, Type, Variable, VarKind, constant, format_kernel, format_variable
 from cubepy.ir import ops as o
 from cubepy.ir.ops import branch as b
+from tests.irbuild import Ids, inst, kernel
+from tests.irbuild import param_buffer as buffer
 
-from .irbuild import BOOL, F32, U32, Ids, buffer, inst, kernel
+BOOL, F32, U32 = Type(ir.BOOL), Type(ir.F32), Type(ir.U32)
+
+
+def _placeholder(field, f: Variable, empty: Scope):
+    """A value of the field's kind: a variable, a scope, a tuple of either, or the field's default."""
+    if field.default is not attrs.NOTHING:
+        return field.default
+    kind = str(field.type)
+    if "Scope" in kind and "tuple" in kind:
+        return ((1, empty),)
+    if "Scope" in kind:
+        return empty
+    if "tuple" in kind:
+        return (f,)
+    if kind in ("bool", "'bool'"):
+        return False
+    if kind in ("int", "'int'"):
+        return 0
+    if kind in ("str", "'str'"):
+        return "a"
+    return f
 
 
 def _every_operation():
-    ids = Ids()
-    f, u, flag = constant(1.5, F32), constant(3, U32), constant(True, BOOL)
-    x = Variable(VarKind.GLOBAL, 0, F32)
-    line = Variable(VarKind.MUT, 99, ir.Type(ir.F32, 4))
+    """One instance of every declared operation (operands are placeholders: the printer only shows them)."""
+    f = constant(1.5, F32)
     empty = Scope()
-    return [
-        o.Unary("neg", f), o.Binary("add", f, f), o.Compare("lt", f, f), o.Fma(f, f, f), o.Clamp(f, f, f),
-        o.Select(flag, f, f), o.Cast(u), o.Bitcast(u), o.Assign(f), o.Index(x, u), o.IndexAssign(x, u, f),
-        o.ExtractLane(line, u), o.InsertLane(line, u, f), o.Metadata("len", x), o.AtomicOp("add", x, u, f),
-        o.AtomicCompareExchange(x, u, f, f), o.SyncCube(), o.SyncPlane(), o.SyncProxyShared(),
-        o.PlaneOp("sum", f), b.If(flag, empty), b.IfElse(flag, empty, empty), b.Switch(u, ((1, empty),), empty),
-        b.RangeLoop(ids.const(U32), u, u, u, False, empty), b.Loop(empty), b.Break(), b.Continue(), b.Return(),
-    ]
+    return [cls(**{field.name: _placeholder(field, f, empty) for field in attrs.fields(cls)})
+            for cls in o.all_operations()]
 
 
 def test_every_operation_prints_its_name():
@@ -37,8 +53,10 @@ def test_every_operation_prints_its_name():
 def test_names_are_stable_lowercase():
     names = [op.name for op in _every_operation()]
     assert all(n == n.lower() for n in names)
-    assert names[:3] == ["neg", "add", "lt"]
-    assert "atomic_add" in names and "plane_sum" in names and "index" in names
+    assert len(set(names)) == len(names)
+    for expected in ("neg", "add", "lt", "fma", "index", "atomic_add", "plane_sum", "sync_cube", "range_loop",
+                     "barrier_arrive_expect_tx", "tma_load_im2col", "tma_store", "cmma_execute", "cmma_load"):
+        assert expected in names
 
 
 def test_variable_forms():
@@ -55,8 +73,8 @@ def test_kernel_golden_text():
     n, cond, v = ids.const(U32), ids.const(BOOL), ids.const(F32)
     pos = ir.builtin("absolute_pos")
     body = [
-        inst(n, o.Metadata("len", x.var)),
-        inst(cond, o.Compare("lt", pos, n)),
+        inst(n, o.lookup("len")(x.var)),
+        inst(cond, o.lookup("lt")(pos, n)),
         inst(None, b.IfElse(cond, Scope((inst(v, o.Index(x.var, pos, checked=True)),)),
                             Scope((inst(None, b.Return()),)))),
     ]

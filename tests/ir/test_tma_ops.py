@@ -9,8 +9,9 @@ from cubepy.errors import VerifyError
 from cubepy.ir import Param, Type, Variable, VarKind, constant, format_kernel, verify
 from cubepy.ir import ops as o
 from cubepy.ir.ops.tma import TMA_RULES
+from tests.irbuild import Ids, inst, kernel
 
-from .irbuild import BOOL, F32, U32, Ids, inst, kernel
+BOOL, F32, U32 = Type(ir.BOOL), Type(ir.F32), Type(ir.U32)
 
 U64 = Type(ir.U64)
 I32 = Type(ir.I32)

@@ -9,9 +9,11 @@ from cubepy.errors import VerifyError
 from cubepy.ir import Scope, Type, Variable, VarKind, constant, verify
 from cubepy.ir import ops as o
 from cubepy.ir.ops import branch as b
-from cubepy.ir.verifier import RULES, register_check
+from cubepy.ir.verifier import RULES
+from tests.irbuild import Ids, inst, kernel
+from tests.irbuild import param_buffer as buffer
 
-from .irbuild import BOOL, F32, U32, Ids, buffer, inst, kernel
+BOOL, F32, U32 = Type(ir.BOOL), Type(ir.F32), Type(ir.U32)
 
 
 def _expect(rule: str, k) -> VerifyError:
@@ -27,8 +29,8 @@ def test_well_typed_kernel_passes():
     n, cond, v = ids.const(U32), ids.const(BOOL), ids.const(F32)
     pos = ir.builtin("absolute_pos")
     body = [
-        inst(n, o.Metadata("len", x.var)),
-        inst(cond, o.Compare("lt", pos, n)),
+        inst(n, o.lookup("len")(x.var)),
+        inst(cond, o.lookup("lt")(pos, n)),
         inst(None, b.If(cond, Scope((inst(v, o.Index(x.var, pos)),
                                      inst(None, o.IndexAssign(x.var, pos, v)))))),
     ]
@@ -37,36 +39,36 @@ def test_well_typed_kernel_passes():
 
 def test_error_names_source_line_and_instruction():
     ids = Ids()
-    err = _expect("type-mismatch", kernel([inst(ids.const(F32), o.Binary("add", constant(1.0, F32),
+    err = _expect("type-mismatch", kernel([inst(ids.const(F32), o.lookup("add")(constant(1.0, F32),
                                                                              constant(1, U32)))]))
     assert "kernel.py:7" in str(err)
     assert "add 1.0f32, 1u32" in str(err)
 
 
+def test_unknown_op_name():
+    with pytest.raises(KeyError, match="no IR operation named 'frobnicate'"):
+        o.lookup("frobnicate")
+
+
 def test_unknown_op():
-    ids = Ids()
-    _expect("unknown-op", kernel([inst(ids.const(F32), o.Unary("frobnicate", constant(1.0, F32)))]))
-
-
-def test_unknown_op_class():
     import attrs
 
     @attrs.frozen
     class Mystery(o.Operation):
-        NAME = "mystery"
+        """An operation class without a record."""
 
     _expect("unknown-op", kernel([inst(None, Mystery())]))
 
 
-def test_registered_extra_op_is_checked():
+def test_a_records_own_checks_run():
     import attrs
+
+    calls = []
 
     @attrs.frozen
     class Extra(o.Operation):
-        NAME = "extra"
+        RECORD = o.OpRecord("extra", "test", checks=(lambda checker, i, op: calls.append(op),))
 
-    calls = []
-    register_check(Extra, lambda checker, i, op: calls.append(op))
     verify(kernel([inst(None, Extra())]))
     assert calls == [Extra()]
 
@@ -74,15 +76,15 @@ def test_registered_extra_op_is_checked():
 def test_undefined_operand():
     ids = Ids()
     ghost = ids.const(F32)
-    _expect("undefined-operand", kernel([inst(ids.const(F32), o.Unary("neg", ghost))]))
+    _expect("undefined-operand", kernel([inst(ids.const(F32), o.lookup("neg")(ghost))]))
 
 
 def test_local_defined_in_branch_is_not_visible_after():
     ids = Ids()
     inner = ids.const(F32)
     body = [
-        inst(None, b.If(constant(True, BOOL), Scope((inst(inner, o.Unary("neg", constant(1.0, F32))),)))),
-        inst(ids.const(F32), o.Unary("neg", inner)),
+        inst(None, b.If(constant(True, BOOL), Scope((inst(inner, o.lookup("neg")(constant(1.0, F32))),)))),
+        inst(ids.const(F32), o.lookup("neg")(inner)),
     ]
     _expect("undefined-operand", kernel(body))
 
@@ -96,22 +98,22 @@ def test_const_reassigned():
 
 def test_bad_out():
     _expect("bad-out", kernel([inst(Variable(VarKind.CONSTANT, 0, F32, value=1.0),
-                                    o.Unary("neg", constant(1.0, F32)))]))
+                                    o.lookup("neg")(constant(1.0, F32)))]))
 
 
 def test_missing_out():
-    _expect("missing-out", kernel([inst(None, o.Binary("add", constant(1.0, F32), constant(1.0, F32)))]))
+    _expect("missing-out", kernel([inst(None, o.lookup("add")(constant(1.0, F32), constant(1.0, F32)))]))
 
 
 def test_type_mismatch():
     ids = Ids()
-    _expect("type-mismatch", kernel([inst(ids.const(U32), o.Binary("add", constant(1.0, F32),
+    _expect("type-mismatch", kernel([inst(ids.const(U32), o.lookup("add")(constant(1.0, F32),
                                                                       constant(1.0, F32)))]))
 
 
 def test_elem_kind():
     ids = Ids()
-    _expect("elem-kind", kernel([inst(ids.const(U32), o.Unary("sqrt", constant(4, U32)))]))
+    _expect("elem-kind", kernel([inst(ids.const(U32), o.lookup("sqrt")(constant(4, U32)))]))
 
 
 def test_not_memory():
@@ -152,9 +154,9 @@ def test_range_loop_index_is_visible_in_body_only():
     ids = Ids()
     i = ids.const(U32)
     loop = b.RangeLoop(i, constant(0, U32), constant(4, U32), constant(1, U32), False,
-                       Scope((inst(ids.const(U32), o.Binary("add", i, constant(1, U32))),)))
+                       Scope((inst(ids.const(U32), o.lookup("add")(i, constant(1, U32))),)))
     verify(kernel([inst(None, loop)]))
-    _expect("undefined-operand", kernel([inst(None, loop), inst(ids.const(U32), o.Unary("bitnot", i))]))
+    _expect("undefined-operand", kernel([inst(None, loop), inst(ids.const(U32), o.lookup("bitnot")(i))]))
 
 
 def test_type_equality_is_by_value():

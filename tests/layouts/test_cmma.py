@@ -8,7 +8,7 @@ from cubepy import UNIT_POS, Array, SharedMemory, bf16, cube, f16, f32, ir
 from cubepy.errors import VerifyError
 from cubepy.ir import Variable, VarKind, constant, verify
 from cubepy.ir import ops as o
-from tests.ir.irbuild import inst, kernel
+from tests.irbuild import inst, kernel
 
 Matrix, Ident, Layout = cp.cmma.Matrix, cp.cmma.MatrixIdent, cp.cmma.MatrixLayout
 KERNELS: dict = {}

@@ -9,9 +9,9 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime import cache
+from cubepy.runtime.client import ComputeClient
+from cubepy.runtime.interp.backend import InterpBackend
 
 from . import workloads
 
@@ -67,10 +67,6 @@ def _entries(cache_dir: Path) -> list[Path]:
 
 
 def test_processes_sharing_one_cache_folder(tmp_path):
-    try:
-        from cubepy.runtime import cache
-    except ImportError:
-        pytest.skip("no on-disk kernel cache (cubepy/runtime/cache.py) in this version")
     assert _run_workers(tmp_path, 4) == ["OK"] * 4
     entries = _entries(tmp_path)
     assert len(entries) == 4, entries  # saxpy and three block_sum specializations, one entry each

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import cubepy as cp
 from cubepy import testing_fuzz as fz
 from cubepy.compiler import ptxas
-from cubepy.runtime.interp import arith, numerics
+from cubepy.ir import numerics, ops, semantics
 
 EXAMPLES = int(os.environ.get("CUBEPY_FUZZ_EXAMPLES", "30"))
 UNITS = 8  # one cube of 8 units, two cubes launched: 16 items
@@ -60,7 +60,7 @@ def test_fuzzer_catches_a_planted_floor_division_bug(monkeypatch, tmp_path):
     With shrinking on, hypothesis reduces it to ``acc = (x // (x + x))`` over i8 with x = -127
     (x + x wraps to 2): the interp gave -63, numpy's floor division -64.
     """
-    monkeypatch.setitem(arith._INT_BINARY, "floordiv", numerics.int_div_trunc)
+    monkeypatch.setitem(semantics.INT_BINARY, ops.Floordiv, numerics.int_div_trunc)
     found: list[str] = []
 
     @settings(max_examples=max(EXAMPLES, 150), deadline=None, derandomize=True, database=None, phases=[Phase.generate],

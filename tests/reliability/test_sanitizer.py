@@ -1,7 +1,7 @@
 """Deliberately buggy kernels: the sanitizer flags each with the right kind, unit, index and line.
 
 Every kernel runs on ``cp.client("interp", sanitize=True)``; the correct twins at the end must pass
-without a report (no false alarms).
+without a report (no false alarms).  Every ``SanitizerKind`` has at least one buggy kernel here.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import cubepy as cp
-from cubepy import UNIT_POS, Array, cube, f32, u32
-from cubepy.errors import SanitizerError
-from cubepy.runtime.interp.sanitizer import KINDS
+from cubepy import CUBE_DIM, UNIT_POS, Array, TensorMap, cube, f32, u32
+from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError
 
 # -- buggy kernels ------------------------------------------------------------------------------
 
@@ -151,25 +150,72 @@ def shuffle_from_inactive_lane(out: Array[f32]):
         out[UNIT_POS] = cp.plane_shuffle(value, UNIT_POS + 1)  # BUG: odd lanes are inactive here
 
 
+@cube(launch=True)
+def cmma_in_half_of_each_plane(out: Array[f32]):
+    acc = cp.cmma.Matrix[f32].uninitialized(cp.cmma.MatrixIdent.ACCUMULATOR, 16, 16, 16)
+    if UNIT_POS % 32 < 16:
+        cp.cmma.fill(acc, 1.0)  # BUG: cmma is cooperative, units 16..31 of every plane skip it
+    cp.cmma.store(out, acc, 16, cp.cmma.MatrixLayout.ROW_MAJOR)
+
+
+@cube(launch=True)
+def barrier_never_initialised(out: Array[f32]):
+    bar = cp.Barrier.shared(CUBE_DIM, UNIT_POS == CUBE_DIM)  # no unit is elected to initialise it
+    bar.arrive_and_wait()  # BUG: used before barrier_init
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def two_arrivals_on_a_phase_of_one(out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    if UNIT_POS == 0:
+        bar.arrive_and_expect_tx(2, 0)  # BUG: the phase waits for one arrival
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def waits_for_one_unit_too_many(out: Array[f32]):
+    bar = cp.Barrier.shared(CUBE_DIM + 1, UNIT_POS == 0)
+    bar.arrive_and_wait()  # BUG: the phase needs one more arrival than the cube has units
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def tma_load_to_misaligned_shared(tmap: TensorMap[f32], out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    stage = cp.SharedMemory.aligned(f32, 512, 128)
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage.slice(16, 272), 0, 0)  # BUG: 64 bytes past a 128-byte boundary
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(0)
+    out[UNIT_POS] = stage[UNIT_POS]
+
+
+INPUT, TENSOR_MAP = "input buffer", "tensor map"
 BUGGY = [
-    # kernel, kind, needs an input buffer, what the message must name
-    (neighbour_read_without_sync, "data race", False, "index 1"),
-    (broadcast_without_sync, "data race", False, "index 0"),
-    (overwrite_before_others_read, "data race", False, "read"),
-    (two_units_write_different_values, "data race", False, "different values"),
-    (writes_in_two_branches, "data race", False, "index 0"),
-    (reduction_missing_barrier, "data race", False, "index"),
-    (plane_barrier_used_across_planes, "data race", False, "index 63"),
-    (read_never_written, "uninitialized read", False, "index 0"),
-    (read_past_the_written_part, "uninitialized read", False, "index 64"),
-    (divergent_barrier, "divergent barrier", False, "sync_cube"),
-    (barrier_in_divergent_loop, "divergent barrier", False, "sync_cube"),
-    (divergent_plane_barrier, "divergent barrier", False, "sync_plane"),
-    (global_write_past_end, "out-of-bounds", False, "index 64"),
-    (global_read_before_start, "out-of-bounds", True, "index 4294967295"),
-    (shared_write_past_end, "out-of-bounds", False, "index 32"),
-    (local_array_overrun, "out-of-bounds", False, "index 4"),
-    (shuffle_from_inactive_lane, "inactive plane lane", False, "inactive"),
+    # kernel, kind, extra first argument (None, INPUT or TENSOR_MAP), what the message must name
+    (neighbour_read_without_sync, SanitizerKind.DATA_RACE, None, "index 1"),
+    (broadcast_without_sync, SanitizerKind.DATA_RACE, None, "index 0"),
+    (overwrite_before_others_read, SanitizerKind.DATA_RACE, None, "read"),
+    (two_units_write_different_values, SanitizerKind.DATA_RACE, None, "different values"),
+    (writes_in_two_branches, SanitizerKind.DATA_RACE, None, "index 0"),
+    (reduction_missing_barrier, SanitizerKind.DATA_RACE, None, "index"),
+    (plane_barrier_used_across_planes, SanitizerKind.DATA_RACE, None, "index 63"),
+    (read_never_written, SanitizerKind.UNINITIALIZED_READ, None, "index 0"),
+    (read_past_the_written_part, SanitizerKind.UNINITIALIZED_READ, None, "index 64"),
+    (divergent_barrier, SanitizerKind.DIVERGENT_BARRIER, None, "sync_cube"),
+    (barrier_in_divergent_loop, SanitizerKind.DIVERGENT_BARRIER, None, "sync_cube"),
+    (divergent_plane_barrier, SanitizerKind.DIVERGENT_BARRIER, None, "sync_plane"),
+    (global_write_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "index 64"),
+    (global_read_before_start, SanitizerKind.OUT_OF_BOUNDS, INPUT, "index 4294967295"),
+    (shared_write_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "index 32"),
+    (local_array_overrun, SanitizerKind.OUT_OF_BOUNDS, None, "index 4"),
+    (shuffle_from_inactive_lane, SanitizerKind.INACTIVE_PLANE_LANE, None, "inactive"),
+    (cmma_in_half_of_each_plane, SanitizerKind.PARTIAL_PLANE, None, "unit (16, 0, 0)"),
+    (barrier_never_initialised, SanitizerKind.BARRIER_MISUSE, None, "before barrier_init"),
+    (two_arrivals_on_a_phase_of_one, SanitizerKind.BARRIER_OVERFLOW, None, "2 arrivals"),
+    (waits_for_one_unit_too_many, SanitizerKind.BARRIER_DEADLOCK, None, "1 of 65 arrivals pending"),
+    (tma_load_to_misaligned_shared, SanitizerKind.TMA_MISUSE, TENSOR_MAP, "rule 24"),
 ]
 
 
@@ -179,29 +225,52 @@ def _bug_line(kernel) -> int:
     return first + next(i for i, text in enumerate(lines) if "# BUG" in text)
 
 
-def _launch(kernel, needs_input: bool, client) -> None:
+def _launch(kernel, extra: str | None, client) -> None:
     out = client.create(np.zeros(64, dtype=np.uint32 if "atomic" in kernel.name else np.float32))
-    args = ([cp.ArrayArg(client.create(np.ones(64, np.float32)))] if needs_input else []) + [cp.ArrayArg(out)]
+    args = [cp.ArrayArg(out)]
+    if extra == INPUT:
+        args.insert(0, cp.ArrayArg(client.create(np.ones(64, np.float32))))
+    elif extra == TENSOR_MAP:
+        source = client.create(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))
+        args.insert(0, cp.TensorMapArg.tiled(cp.TensorArg(source), (16, 16)))
     launch = kernel.launch_unchecked if hasattr(kernel, "launch_unchecked") else kernel.launch
     launch(client, cp.CubeCount(2), cp.CubeDim(64), *args)
 
 
-@pytest.mark.parametrize(("kernel", "kind", "needs_input", "detail"), BUGGY, ids=[k.name for k, *_ in BUGGY])
-def test_buggy_kernel_is_flagged(kernel, kind, needs_input, detail):
-    assert kind in KINDS
+@pytest.mark.parametrize(("kernel", "kind", "extra", "detail"), BUGGY, ids=[k.name for k, *_ in BUGGY])
+def test_buggy_kernel_is_flagged(kernel, kind, extra, detail):
     with pytest.raises(SanitizerError) as info:
-        _launch(kernel, needs_input, cp.client("interp", sanitize=True))
+        _launch(kernel, extra, cp.client("interp", sanitize=True))
     message = str(info.value)
-    assert info.value.kind == kind, message
-    assert kind in message
+    assert info.value.kind is kind, message
+    assert message.split(": ", 1)[1].startswith(kind.value), message  # "file:line: <kind>: ..."
     assert detail in message
     assert "unit (" in message and "of cube (" in message
     assert f"test_sanitizer.py:{_bug_line(kernel)}" in message, message
 
 
+def test_every_kind_has_a_buggy_kernel():
+    assert {kind for _, kind, *_ in BUGGY} == set(SanitizerKind)
+
+
+def test_tma_misuse_is_also_a_tensor_map_error():
+    with pytest.raises(TensorMapError) as info:
+        _launch(tma_load_to_misaligned_shared, TENSOR_MAP, cp.client("interp"))
+    assert isinstance(info.value, SanitizerError) and info.value.kind is SanitizerKind.TMA_MISUSE
+
+
+def test_sanitizer_error_keeps_its_kind_through_pickle():
+    import pickle
+
+    with pytest.raises(SanitizerError) as info:
+        _launch(divergent_barrier, None, cp.client("interp", sanitize=True))
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert copy.kind is SanitizerKind.DIVERGENT_BARRIER and str(copy) == str(info.value)
+
+
 def test_race_report_names_both_units_and_both_lines():
     with pytest.raises(SanitizerError) as info:
-        _launch(broadcast_without_sync, False, cp.client("interp", sanitize=True))
+        _launch(broadcast_without_sync, None, cp.client("interp", sanitize=True))
     message = str(info.value)
     write_line = _bug_line(broadcast_without_sync) - 1
     assert f"test_sanitizer.py:{write_line}" in message  # the earlier write
@@ -210,7 +279,7 @@ def test_race_report_names_both_units_and_both_lines():
 
 @pytest.mark.races_by_design
 def test_sanitizer_off_lets_racy_kernels_run():
-    _launch(neighbour_read_without_sync, False, cp.client("interp"))
+    _launch(neighbour_read_without_sync, None, cp.client("interp"))
 
 
 # -- correct twins: no false alarms --------------------------------------------------------------
@@ -267,4 +336,4 @@ def shared_atomics_then_sync(out: Array[u32]):
 @pytest.mark.parametrize("kernel", [tree_reduction, same_value_flag_and_plane_exchange, double_buffered,
                                     shared_atomics_then_sync], ids=lambda k: k.name)
 def test_correct_kernel_has_no_report(kernel):
-    _launch(kernel, False, cp.client("interp", sanitize=True))
+    _launch(kernel, None, cp.client("interp", sanitize=True))

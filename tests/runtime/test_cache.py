@@ -15,7 +15,8 @@ import pytest
 import cubepy as cp
 from cubepy import config
 from cubepy.runtime import cache
-from cubepy.runtime.client import ComputeClient, InterpBackend
+from cubepy.runtime.client import ComputeClient
+from cubepy.runtime.interp.backend import InterpBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -39,7 +39,7 @@ def test_an_f32_launch_on_the_interp_runtime_does_not_load_ml_dtypes():
 def test_bf16_still_resolves_to_ml_dtypes_on_first_use():
     code = ("import numpy as np, cubepy as cp, ml_dtypes\n"
             "from cubepy.runtime.interp.values import numpy_dtype\n"
-            "from cubepy.runtime.tensormap import DTYPE_TABLE\n"
+            "from cubepy.runtime.tensormap import TMA_ELEM_TYPES\n"
             "assert cp.bf16.numpy == np.dtype(ml_dtypes.bfloat16)\n"
             "assert numpy_dtype(cp.bf16.ir) == np.dtype(ml_dtypes.bfloat16)\n"
             "assert cp.frontend.elem.to_elem(np.dtype(ml_dtypes.bfloat16)) is cp.bf16.ir\n"

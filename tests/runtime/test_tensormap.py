@@ -1,4 +1,4 @@
-"""TensorMapArg: driver-order fields, and one test per encoder rule 1-22 (tma-semantics.md section 4)."""
+"""TensorMapArg: driver-order fields, and one test per encoder rule 1-22 (docs/semantics/tma.md, "What the encoder checks")."""
 
 from __future__ import annotations
 

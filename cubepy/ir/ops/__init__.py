@@ -1,41 +1,23 @@
-"""IR operations, one module per family."""
+"""IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops.arith import (
-    BINARY_OPS,
-    COMPARE_OPS,
-    UNARY_OPS,
-    Assign,
-    Binary,
-    Bitcast,
-    Cast,
-    Clamp,
-    Compare,
-    Fma,
-    Select,
-    Unary,
-)
-from cubepy.ir.ops.base import NamedOperation, Operation
-from cubepy.ir.ops.memory import (
-    ATOMIC_OPS,
-    METADATA_KINDS,
-    AtomicCompareExchange,
-    AtomicOp,
-    ExtractLane,
-    Index,
-    IndexAssign,
-    InsertLane,
-    Metadata,
-)
-from cubepy.ir.ops.sync import PLANE_OPS, PlaneOp, SyncCube, SyncPlane, SyncProxyShared
+from cubepy.ir.ops import arith, branch, cmma, memory, plane, sync, tma
+from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
+from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
+from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
+from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
+from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ... PlaneShuffleDown)
+from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
+from cubepy.ir.ops.sync import SyncCube, SyncPlane, SyncProxyShared
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
 
-# isort: split
-# cmma registers verifier rules on import, which needs the families above loaded first.
-from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
-
 __all__ = [
-    "ATOMIC_OPS", "BINARY_OPS", "COMPARE_OPS", "METADATA_KINDS", "PLANE_OPS", "UNARY_OPS",
-    "Assign", "AtomicCompareExchange", "AtomicOp", "Binary", "Bitcast", "Cast", "Clamp", "Compare",
-    "ExtractLane", "Fma", "Index", "IndexAssign", "InsertLane", "Metadata", "NamedOperation",
-    "Operation", "PlaneOp", "Select", "SyncCube", "SyncPlane", "SyncProxyShared", "Unary",
+    "BRANCH_OPS", "GIVEN", "Break", "Check", "Checker", "Continue", "If", "IfElse", "Loop", "OpRecord", "OpTable",
+    "Operation", "RangeLoop", "Return", "Switch", "SyncCube", "SyncPlane", "SyncProxyShared", "all_operations",
+    "arith", "branch", "cmma", "declare", "lookup", "memory", "plane", "sync", "tma",
 ]
+__all__ += arith.__all__
+__all__ += cmma.__all__
+__all__ += memory.__all__
+__all__ += plane.__all__
+__all__ += tma.__all__

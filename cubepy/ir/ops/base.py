@@ -7,19 +7,30 @@ from typing import ClassVar
 
 import attrs
 
+from cubepy.ir.ops.record import GIVEN, OpRecord, ResultRule
+from cubepy.ir.types import ElemType, Type
 from cubepy.ir.variable import Variable
 
 
 @attrs.frozen
 class Operation:
-    """An operation; ``name`` is its stable lowercase name (``"add"``, ``"index"``, ``"if"``)."""
+    """An operation; its ``RECORD`` (see :mod:`cubepy.ir.ops.record`) says what it is."""
 
-    NAME: ClassVar[str] = "?"
+    RECORD: ClassVar[OpRecord]
 
     @property
     def name(self) -> str:
-        """The stable lowercase name of this operation."""
-        return self.NAME
+        """The stable lowercase name of this operation (``"add"``, ``"index"``, ``"plane_sum"``)."""
+        record = getattr(type(self), "RECORD", None)
+        return type(self).__name__ if record is None else record.name  # undeclared: named in errors
+
+    def result_type(self) -> Type | None:
+        """The type of the result by the record's rule; None without a result or when the result is given."""
+        rule = self.RECORD.result
+        if rule is None or rule is GIVEN:
+            return None
+        assert callable(rule)
+        return rule(self)
 
     def operands(self) -> Iterator[Variable]:
         """Every variable this operation reads, in field order."""
@@ -36,8 +47,6 @@ class Operation:
         """Non-variable fields shown in the text form (flags, modes)."""
         out: dict[str, object] = {}
         for field in attrs.fields(type(self)):
-            if field.name == "op":
-                continue
             value = getattr(self, field.name)
             if isinstance(value, Variable) or value is None or type(value).__name__ == "Scope":
                 continue
@@ -49,13 +58,40 @@ class Operation:
         return out
 
 
-@attrs.frozen
-class NamedOperation(Operation):
-    """An operation family whose members differ only by name (``op``)."""
+def same_as(field: str) -> ResultRule:
+    """Result rule: the type of operand ``field``."""
 
-    op: str
+    def rule(op: Operation) -> Type:
+        var: Variable = getattr(op, field)
+        return var.type
 
-    @property
-    def name(self) -> str:
-        """The member's stable lowercase name."""
-        return self.op
+    return rule
+
+
+def elem_of(field: str, elem: ElemType) -> ResultRule:
+    """Result rule: operand ``field``'s line of ``elem``."""
+
+    def rule(op: Operation) -> Type:
+        var: Variable = getattr(op, field)
+        return var.type.with_elem(elem)
+
+    return rule
+
+
+def fixed(ty: Type) -> ResultRule:
+    """Result rule: always ``ty``."""
+
+    def rule(op: Operation) -> Type:
+        return ty
+
+    return rule
+
+
+def scalar_of(field: str) -> ResultRule:
+    """Result rule: one lane of operand ``field``."""
+
+    def rule(op: Operation) -> Type:
+        var: Variable = getattr(op, field)
+        return var.type.scalar()
+
+    return rule

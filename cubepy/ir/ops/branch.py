@@ -2,37 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import attrs
 
 from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.record import OpRecord, declare
 from cubepy.ir.scope import Scope
 from cubepy.ir.variable import Variable
 
 
+@declare(OpRecord("if", "branch"))
 @attrs.frozen
 class If(Operation):
     """Run ``body`` when ``cond`` (a scalar bool) holds."""
-
-    NAME = "if"
     cond: Variable
     body: Scope
 
 
+@declare(OpRecord("if_else", "branch"))
 @attrs.frozen
 class IfElse(Operation):
     """Run ``then_body`` when ``cond`` holds, ``else_body`` otherwise."""
-
-    NAME = "if_else"
     cond: Variable
     then_body: Scope
     else_body: Scope
 
 
+@declare(OpRecord("switch", "branch"))
 @attrs.frozen
 class Switch(Operation):
     """Run the body of the case equal to ``value`` (an integer), or ``default``; no fall-through."""
-
-    NAME = "switch"
     value: Variable
     cases: tuple[tuple[int, Scope], ...]
     default: Scope
@@ -42,14 +42,13 @@ class Switch(Operation):
         return {}
 
 
+@declare(OpRecord("range_loop", "branch"))
 @attrs.frozen
 class RangeLoop(Operation):
     """for index in range(start, end, step) (``inclusive`` includes end); ``index`` is defined per iteration.
 
     A positive step runs while index < end (<= when inclusive), a negative one while index > end.
     """
-
-    NAME = "range_loop"
     index: Variable
     start: Variable
     end: Variable
@@ -57,38 +56,35 @@ class RangeLoop(Operation):
     inclusive: bool
     body: Scope
 
-    def operands(self):
+    def operands(self) -> Iterator[Variable]:
         """Start, end and step; the index is defined by the loop, not read."""
         yield from (self.start, self.end, self.step)
 
 
+@declare(OpRecord("loop", "branch"))
 @attrs.frozen
 class Loop(Operation):
     """Run ``body`` until a Break (or Return)."""
 
-    NAME = "loop"
     body: Scope
 
 
+@declare(OpRecord("break", "branch"))
 @attrs.frozen
 class Break(Operation):
     """Leave the innermost loop."""
 
-    NAME = "break"
 
-
+@declare(OpRecord("continue", "branch"))
 @attrs.frozen
 class Continue(Operation):
     """Go to the next iteration of the innermost loop."""
 
-    NAME = "continue"
 
-
+@declare(OpRecord("return", "branch"))
 @attrs.frozen
 class Return(Operation):
     """End the unit's execution of the kernel."""
-
-    NAME = "return"
 
 
 BRANCH_OPS = (If, IfElse, Switch, RangeLoop, Loop, Break, Continue, Return)

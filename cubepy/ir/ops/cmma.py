@@ -9,11 +9,17 @@ touch fragments through these operations).  ``ident`` says which operand it is: 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy.ir.ops.base import Operation
-from cubepy.ir.types import BF16, F16, F32, U32, Type
+from cubepy.ir.ops.record import Checker, OpRecord, declare
+from cubepy.ir.types import BF16, F16, F32, U32, ElemType, Type
 from cubepy.ir.variable import Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
 
 __all__ = ["CMMA_RULES", "CMMA_SHAPE", "CmmaCast", "CmmaExecute", "CmmaFill", "CmmaLoad", "CmmaStore",
            "fragment_length"]
@@ -27,7 +33,7 @@ ACCUMULATOR_ELEMS = (F32, F16)
 CMMA_RULES = ("not-fragment", "cmma-type", "cmma-layout")
 
 
-def fragment_length(ident: str, elem) -> int:
+def fragment_length(ident: str, elem: ElemType) -> int:
     """Elements one unit holds of a 16x16x16 fragment: what ``wmma`` keeps in registers."""
     if ident == "accumulator":
         return 8
@@ -38,7 +44,6 @@ def fragment_length(ident: str, elem) -> int:
 class CmmaFill(Operation):
     """Set every element of ``fragment`` to ``value``."""
 
-    NAME = "cmma_fill"
     fragment: Variable
     value: Variable
     ident: str = "accumulator"
@@ -48,7 +53,6 @@ class CmmaFill(Operation):
 class CmmaLoad(Operation):
     """Load ``fragment`` from ``memory[offset..]`` (items ``stride`` apart between rows/columns)."""
 
-    NAME = "cmma_load"
     fragment: Variable
     memory: Variable
     offset: Variable
@@ -61,7 +65,6 @@ class CmmaLoad(Operation):
 class CmmaExecute(Operation):
     """``d = a @ b + c`` for the plane (all its units take part)."""
 
-    NAME = "cmma_execute"
     a: Variable
     b: Variable
     c: Variable
@@ -74,7 +77,6 @@ class CmmaExecute(Operation):
 class CmmaStore(Operation):
     """Store the accumulator ``fragment`` to ``memory[offset..]``."""
 
-    NAME = "cmma_store"
     memory: Variable
     offset: Variable
     fragment: Variable
@@ -86,12 +88,11 @@ class CmmaStore(Operation):
 class CmmaCast(Operation):
     """``output = input`` converted element by element (accumulator fragments)."""
 
-    NAME = "cmma_cast"
     input: Variable
     output: Variable
 
 
-def _fragment(c, inst, var: Variable, ident: str) -> None:
+def _fragment(c: Checker, inst: Instruction, var: Variable, ident: str) -> None:
     if var.kind is not VarKind.LOCAL_ARRAY:
         c.fail("not-fragment", inst, f"{var!r} is a {var.kind.value}, expected a cmma fragment")
     elems = ACCUMULATOR_ELEMS if ident == "accumulator" else INPUT_ELEMS
@@ -102,24 +103,24 @@ def _fragment(c, inst, var: Variable, ident: str) -> None:
                f"holds {fragment_length(ident, var.elem)}")
 
 
-def _layout(c, inst, layout: str) -> None:
+def _layout(c: Checker, inst: Instruction, layout: str) -> None:
     if layout not in LAYOUTS:
         c.fail("cmma-layout", inst, f"layout {layout!r}; expected one of {LAYOUTS}")
 
 
-def _no_out(c, inst) -> None:
+def _no_out(c: Checker, inst: Instruction) -> None:
     if inst.out is not None:
         c.fail("bad-out", inst, f"{inst.op} has no result, got {inst.out!r}")
 
 
-def _memory(c, inst, var: Variable, fragment: Variable) -> None:
+def _memory(c: Checker, inst: Instruction, var: Variable, fragment: Variable) -> None:
     if var.kind not in (VarKind.SHARED, VarKind.GLOBAL):
         c.fail("not-fragment", inst, f"cmma memory {var!r} must be shared or global memory")
     if var.elem != fragment.elem or var.type.line != 1:
         c.fail("cmma-type", inst, f"memory of {var.type!r} with a fragment of {fragment.elem!r}")
 
 
-def _check_fill(c, inst, op: CmmaFill) -> None:
+def _check_fill(c: Checker, inst: Instruction, op: CmmaFill) -> None:
     _no_out(c, inst)
     if op.ident not in IDENTS:
         c.fail("not-fragment", inst, f"ident {op.ident!r}; expected one of {IDENTS}")
@@ -128,7 +129,7 @@ def _check_fill(c, inst, op: CmmaFill) -> None:
         c.fail("cmma-type", inst, f"fill value {op.value!r} for a fragment of {op.fragment.elem!r}")
 
 
-def _check_load(c, inst, op: CmmaLoad) -> None:
+def _check_load(c: Checker, inst: Instruction, op: CmmaLoad) -> None:
     _no_out(c, inst)
     if op.ident not in IDENTS:
         c.fail("not-fragment", inst, f"ident {op.ident!r}; expected one of {IDENTS}")
@@ -140,7 +141,7 @@ def _check_load(c, inst, op: CmmaLoad) -> None:
         c.fail("cmma-type", inst, f"stride {op.stride!r} must be u32")
 
 
-def _check_execute(c, inst, op: CmmaExecute) -> None:
+def _check_execute(c: Checker, inst: Instruction, op: CmmaExecute) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.a, "a")
     _fragment(c, inst, op.b, "b")
@@ -153,7 +154,7 @@ def _check_execute(c, inst, op: CmmaExecute) -> None:
     _layout(c, inst, op.b_layout)
 
 
-def _check_store(c, inst, op: CmmaStore) -> None:
+def _check_store(c: Checker, inst: Instruction, op: CmmaStore) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.fragment, "accumulator")
     _memory(c, inst, op.memory, op.fragment)
@@ -163,18 +164,17 @@ def _check_store(c, inst, op: CmmaStore) -> None:
         c.fail("cmma-type", inst, f"stride {op.stride!r} must be u32")
 
 
-def _check_cast(c, inst, op: CmmaCast) -> None:
+def _check_cast(c: Checker, inst: Instruction, op: CmmaCast) -> None:
     _no_out(c, inst)
     _fragment(c, inst, op.input, "accumulator")
     _fragment(c, inst, op.output, "accumulator")
 
 
-def _register() -> None:
-    from cubepy.ir.verifier import register_check
-
-    for op_type, check in {CmmaFill: _check_fill, CmmaLoad: _check_load, CmmaExecute: _check_execute,
-                           CmmaStore: _check_store, CmmaCast: _check_cast}.items():
-        register_check(op_type, check)
-
-
-_register()
+for _cls, _record in (
+    (CmmaFill, OpRecord("cmma_fill", "cmma", writes=("fragment",), checks=(_check_fill,))),
+    (CmmaLoad, OpRecord("cmma_load", "cmma", reads=("memory",), writes=("fragment",), checks=(_check_load,))),
+    (CmmaExecute, OpRecord("cmma_execute", "cmma", writes=("d",), checks=(_check_execute,))),
+    (CmmaStore, OpRecord("cmma_store", "cmma", writes=("memory",), checks=(_check_store,))),
+    (CmmaCast, OpRecord("cmma_cast", "cmma", writes=("output",), checks=(_check_cast,))),
+):
+    declare(_record)(_cls)

@@ -9,11 +9,17 @@ offsets are ``u16`` W first.  Group waits take a compile-time count (the PTX ins
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
-from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.base import Operation, fixed
+from cubepy.ir.ops.record import Checker, OpRecord, declare
 from cubepy.ir.types import BOOL, I32, U16, U32, U64, Type
 from cubepy.ir.variable import Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.ir.scope import Instruction
 
 __all__ = [
     "TMA_RULES", "BarrierArrive", "BarrierArriveExpectTx", "BarrierExpectTx", "BarrierInit", "BarrierWait",
@@ -35,7 +41,6 @@ TMA_RULES = ("not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-ope
 class BarrierInit(Operation):
     """The units where ``is_elected`` holds initialise ``barrier`` for ``arrival_count`` arrivals; then the cube syncs."""
 
-    NAME = "barrier_init"
     barrier: Variable
     arrival_count: Variable
     is_elected: Variable
@@ -45,7 +50,6 @@ class BarrierInit(Operation):
 class BarrierArrive(Operation):
     """out (token) = arrive once on ``barrier``."""
 
-    NAME = "barrier_arrive"
     barrier: Variable
 
 
@@ -53,7 +57,6 @@ class BarrierArrive(Operation):
 class BarrierArriveExpectTx(Operation):
     """out (token) = raise the expected transaction bytes by ``tx_bytes``, then arrive ``arrivals`` times."""
 
-    NAME = "barrier_arrive_expect_tx"
     barrier: Variable
     arrivals: Variable
     tx_bytes: Variable
@@ -63,7 +66,6 @@ class BarrierArriveExpectTx(Operation):
 class BarrierExpectTx(Operation):
     """Raise the expected transaction bytes of the current phase by ``tx_bytes`` (no arrival)."""
 
-    NAME = "barrier_expect_tx"
     barrier: Variable
     tx_bytes: Variable
 
@@ -72,7 +74,6 @@ class BarrierExpectTx(Operation):
 class BarrierWait(Operation):
     """Block until the phase that ``token`` was taken in has completed."""
 
-    NAME = "barrier_wait"
     barrier: Variable
     token: Variable
 
@@ -81,7 +82,6 @@ class BarrierWait(Operation):
 class BarrierWaitParity(Operation):
     """Block until the phase of parity ``phase`` (0 or 1) has completed."""
 
-    NAME = "barrier_wait_parity"
     barrier: Variable
     phase: Variable
 
@@ -90,7 +90,6 @@ class BarrierWaitParity(Operation):
 class TmaLoad(Operation):
     """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``."""
 
-    NAME = "tma_load"
     barrier: Variable
     tensor_map: Variable
     smem: Variable
@@ -104,7 +103,6 @@ class TmaLoad(Operation):
 class TmaLoadIm2col(Operation):
     """Im2col-mode copy at ``coords`` {c, w[, h[, d]], n} with filter ``offsets`` (W first) into ``smem[offset..]``."""
 
-    NAME = "tma_load_im2col"
     barrier: Variable
     tensor_map: Variable
     smem: Variable
@@ -119,7 +117,6 @@ class TmaLoadIm2col(Operation):
 class TmaStore(Operation):
     """Tile-mode copy of ``smem[offset..]`` to the box at ``coords`` (innermost first); joins the open bulk group."""
 
-    NAME = "tma_store"
     tensor_map: Variable
     smem: Variable
     offset: Variable
@@ -132,14 +129,12 @@ class TmaStore(Operation):
 class TmaGroupCommit(Operation):
     """Close the open bulk group of this unit's TMA stores."""
 
-    NAME = "tma_group_commit"
 
 
 @attrs.frozen
 class TmaGroupWait(Operation):
     """Wait until at most ``pending`` committed bulk groups of this unit are still writing global memory."""
 
-    NAME = "tma_group_wait"
     pending: int = -1
 
 
@@ -147,33 +142,32 @@ class TmaGroupWait(Operation):
 class TmaGroupWaitRead(Operation):
     """Wait until at most ``pending`` committed bulk groups still read their shared-memory source."""
 
-    NAME = "tma_group_wait_read"
     pending: int = -1
 
 
 # -- verifier rules ----------------------------------------------------------------------------------------
-def _barrier(c, inst, var: Variable) -> None:
+def _barrier(c: Checker, inst: Instruction, var: Variable) -> None:
     if var.kind is not VarKind.BARRIER:
         c.fail("not-barrier", inst, f"{var!r} is a {var.kind.value}, expected a barrier")
     if c.kernel is not None and var not in c.kernel.barriers:
         c.fail("not-barrier", inst, f"{var!r} is not declared in the kernel's barriers")
 
 
-def _typed(c, inst, what: str, var: Variable, expected: Type) -> None:
+def _typed(c: Checker, inst: Instruction, what: str, var: Variable, expected: Type) -> None:
     if var.type != expected:
         c.fail("tma-operand-type", inst, f"{what} {var!r} has type {var.type!r}, expected {expected!r}")
 
 
-def _no_out(c, inst) -> None:
+def _no_out(c: Checker, inst: Instruction) -> None:
     if inst.out is not None:
         c.fail("bad-out", inst, f"{inst.op} has no result, got {inst.out!r}")
 
 
-def _token_out(c, inst) -> None:
+def _token_out(c: Checker, inst: Instruction) -> None:
     _typed(c, inst, "token result", c.need_out(inst), TOKEN_TYPE)
 
 
-def _copy_operands(c, inst, op, ranks: range) -> None:
+def _copy_operands(c: Checker, inst: Instruction, op: TmaLoad | TmaLoadIm2col | TmaStore, ranks: range) -> None:
     if op.tensor_map.kind is not VarKind.TENSOR_MAP:
         c.fail("not-tensor-map", inst, f"{op.tensor_map!r} is a {op.tensor_map.kind.value}, expected a tensor map")
     if op.smem.kind is not VarKind.SHARED:
@@ -190,50 +184,50 @@ def _copy_operands(c, inst, op, ranks: range) -> None:
         _typed(c, inst, f"coordinate {k}", coord, COORD_TYPE)
 
 
-def _check_init(c, inst, op: BarrierInit) -> None:
+def _check_init(c: Checker, inst: Instruction, op: BarrierInit) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "arrival count", op.arrival_count, COUNT_TYPE)
     _typed(c, inst, "is_elected", op.is_elected, Type(BOOL))
 
 
-def _check_arrive(c, inst, op: BarrierArrive) -> None:
+def _check_arrive(c: Checker, inst: Instruction, op: BarrierArrive) -> None:
     _barrier(c, inst, op.barrier)
     _token_out(c, inst)
 
 
-def _check_arrive_expect_tx(c, inst, op: BarrierArriveExpectTx) -> None:
+def _check_arrive_expect_tx(c: Checker, inst: Instruction, op: BarrierArriveExpectTx) -> None:
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "arrival count", op.arrivals, COUNT_TYPE)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
     _token_out(c, inst)
 
 
-def _check_expect_tx(c, inst, op: BarrierExpectTx) -> None:
+def _check_expect_tx(c: Checker, inst: Instruction, op: BarrierExpectTx) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
 
 
-def _check_wait(c, inst, op: BarrierWait) -> None:
+def _check_wait(c: Checker, inst: Instruction, op: BarrierWait) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "token", op.token, TOKEN_TYPE)
 
 
-def _check_wait_parity(c, inst, op: BarrierWaitParity) -> None:
+def _check_wait_parity(c: Checker, inst: Instruction, op: BarrierWaitParity) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
 
 
-def _check_load(c, inst, op: TmaLoad) -> None:
+def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _copy_operands(c, inst, op, TILED_RANKS)
 
 
-def _check_load_im2col(c, inst, op: TmaLoadIm2col) -> None:
+def _check_load_im2col(c: Checker, inst: Instruction, op: TmaLoadIm2col) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _copy_operands(c, inst, op, IM2COL_RANKS)
@@ -243,28 +237,33 @@ def _check_load_im2col(c, inst, op: TmaLoadIm2col) -> None:
         _typed(c, inst, f"im2col offset {k}", offset, OFFSET_TYPE)
 
 
-def _check_store(c, inst, op: TmaStore) -> None:
+def _check_store(c: Checker, inst: Instruction, op: TmaStore) -> None:
     _no_out(c, inst)
     _copy_operands(c, inst, op, TILED_RANKS)
 
 
-def _check_group(c, inst, op) -> None:
+def _check_group(c: Checker, inst: Instruction, op: Operation) -> None:
     _no_out(c, inst)
     pending = getattr(op, "pending", 0)
     if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 63:
         c.fail("bad-immediate", inst, f"{op.name} needs a compile-time group count in [0, 63], got {pending!r}")
 
 
-def _register() -> None:
-    from cubepy.ir.verifier import register_check
-
-    for op_type, check in {
-        BarrierInit: _check_init, BarrierArrive: _check_arrive, BarrierArriveExpectTx: _check_arrive_expect_tx,
-        BarrierExpectTx: _check_expect_tx, BarrierWait: _check_wait, BarrierWaitParity: _check_wait_parity,
-        TmaLoad: _check_load, TmaLoadIm2col: _check_load_im2col, TmaStore: _check_store,
-        TmaGroupCommit: _check_group, TmaGroupWait: _check_group, TmaGroupWaitRead: _check_group,
-    }.items():
-        register_check(op_type, check)
-
-
-_register()
+_TOKEN = fixed(TOKEN_TYPE)
+for _cls, _record in (
+    (BarrierInit, OpRecord("barrier_init", "tma", checks=(_check_init,))),
+    (BarrierArrive, OpRecord("barrier_arrive", "tma", result=_TOKEN, checks=(_check_arrive,))),
+    (BarrierArriveExpectTx, OpRecord("barrier_arrive_expect_tx", "tma", result=_TOKEN,
+                                     checks=(_check_arrive_expect_tx,))),
+    (BarrierExpectTx, OpRecord("barrier_expect_tx", "tma", checks=(_check_expect_tx,))),
+    (BarrierWait, OpRecord("barrier_wait", "tma", checks=(_check_wait,))),
+    (BarrierWaitParity, OpRecord("barrier_wait_parity", "tma", checks=(_check_wait_parity,))),
+    (TmaLoad, OpRecord("tma_load", "tma", reads=("tensor_map",), writes=("smem",), checks=(_check_load,))),
+    (TmaLoadIm2col, OpRecord("tma_load_im2col", "tma", reads=("tensor_map",), writes=("smem",),
+                             checks=(_check_load_im2col,))),
+    (TmaStore, OpRecord("tma_store", "tma", reads=("smem",), writes=("tensor_map",), checks=(_check_store,))),
+    (TmaGroupCommit, OpRecord("tma_group_commit", "tma", checks=(_check_group,))),
+    (TmaGroupWait, OpRecord("tma_group_wait", "tma", checks=(_check_group,))),
+    (TmaGroupWaitRead, OpRecord("tma_group_wait_read", "tma", checks=(_check_group,))),
+):
+    declare(_record)(_cls)

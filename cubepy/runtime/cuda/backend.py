@@ -57,9 +57,11 @@ class CudaKernel:
 
 
 class CudaBackend:
-    """Kernels on one CUDA device; plugs into ``ComputeClient`` like ``InterpBackend``."""
+    """Kernels on one CUDA device: the cuda runtime's ``Backend`` (``cubepy.runtime.backend``)."""
 
     name = "cuda"
+    disk_cache_kind: str | None = None  # loaded modules live in the CUDA context, not on disk
+    disk_cache_target = "cuda"
 
     def __init__(self, device: CudaDevice, compile_fn: Callable[..., Any] | None = None) -> None:
         self.device = device
@@ -71,7 +73,9 @@ class CudaBackend:
         """Compile for this device and load the result: a ``CudaKernel`` ready to launch."""
         compile_fn = self._compile_fn
         if compile_fn is None:
-            from cubepy.compiler.compiled import compile_definition as compile_fn
+            from cubepy.compiler.compiled import compile_definition
+
+            compile_fn = compile_definition
         compiled = compile_fn(definition, self.device.info.target, assemble=True)
         final = getattr(compiled, "definition", None) or definition
         module, loaded_from = self._load(compiled)

@@ -21,7 +21,7 @@ from cubepy.runtime.handle import Handle, contiguous_strides
 
 
 class CudaClient(ComputeClient):
-    """A client of one CUDA device (API.md section 5), plus interop and event timing."""
+    """A client of one CUDA device (see docs/reference/cubepy.md), plus interop and event timing."""
 
     def __init__(self, device: CudaDevice, backend: CudaBackend | None = None) -> None:
         super().__init__("cuda", backend or CudaBackend(device), sanitize=False)
@@ -108,8 +108,10 @@ class CudaClient(ComputeClient):
         return f"CudaClient({self.device.info.name!r})"
 
 
-def make_cuda_client(device: CudaDevice, *, sanitize: bool = False) -> CudaClient:
+def make_cuda_client(device: CudaDevice | None, *, sanitize: bool = False) -> CudaClient:
     """A client of ``device``; the sanitizer is refused (it exists only on the CPU runtime)."""
     if sanitize:
         raise CubeError(SANITIZER_UNAVAILABLE)
+    if device is None:
+        raise CubeError("make_cuda_client needs a device (cubepy.runtime.cuda.device.get_device)")
     return CudaClient(device)

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from cubepy.compiler import abi
@@ -25,16 +24,6 @@ from cubepy.ir import KernelDefinition, Type
 POINTER_BYTES = 8
 INFO_ROLE = "info"
 BLOCK_ALIGN = abi.TENSOR_MAP_ALIGN  # the strictest alignment of any parameter
-
-# IR element name -> the numpy dtype of its bytes in parameter space (bool is one byte, 0 or 1).
-ELEM_NUMPY: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "bool": np.dtype(np.uint8), "usize": np.dtype(np.uint64),
-}
-
 
 @dataclass(frozen=True)
 class ParamSlot:
@@ -120,7 +109,7 @@ def scalar_bytes(value: Any, ty: Type, name: str = "scalar") -> bytes:
 
     A line takes ``ty.line`` values (a single value is splat to every lane); bool is one byte, 0 or 1.
     """
-    dtype = ELEM_NUMPY[ty.elem.name]
+    dtype = ty.elem.numpy
     try:
         if ty.elem.is_bool:
             lanes = np.asarray(value).astype(bool).astype(np.uint8).reshape(-1)

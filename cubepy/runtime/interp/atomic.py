@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.ir import Instruction, ops
+from cubepy.ir.numerics import as_unsigned
 from cubepy.runtime.interp.memory import MemoryRef, load, locate, sanitize_shared, store
-from cubepy.runtime.interp.numerics import as_unsigned
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask, is_uniform
 
@@ -107,19 +107,20 @@ def _write_old(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, con
     ctx.write(inst.out, result, mask)
 
 
-@implements(ops.AtomicOp)
+@implements(*ops.ATOMIC_OPS)
 def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = old memory[index]; memory[index] = old op value, serialized in lane order."""
     op: ops.AtomicOp = inst.operation
     ref = ctx.memory(op.memory)
-    what = f"atomic {op.op}"
-    if op.op == "load":
+    kind = op.name.removeprefix("atomic_")
+    what = f"atomic {kind}"
+    if kind == "load":
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
         if ctx.sanitizer is not None and ref.shared_offset is not None:
             sanitize_shared(ctx, inst, ref, idx, valid, mask, "atomic")
         ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
         return
-    if op.op == "store":
+    if kind == "store":
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
         value = ctx.read(op.value)
         if ctx.sanitizer is not None and ref.shared_offset is not None:
@@ -129,13 +130,13 @@ def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes, lane_idx, owner, _ = _active_lanes(ctx, inst, ref, ctx.read(op.index), mask, what)
     values = np.broadcast_to(ctx.read(op.value), (ctx.lanes,))[lanes]
     contention = _Contention(ref, lane_idx, owner)
-    if op.op == "exchange":
+    if kind == "exchange":
         old = _serial_apply(ref, contention, values, lambda _cur, new: new, _exchange_scan)
     else:
         ufuncs = _FLOAT_UFUNCS if op.memory.elem.is_float else _INT_UFUNCS
-        if op.op not in ufuncs:
-            raise TypeError(f"atomic {op.op} is not defined for {op.memory.elem!r}")
-        ufunc = ufuncs[op.op]
+        if kind not in ufuncs:
+            raise TypeError(f"atomic {kind} is not defined for {op.memory.elem!r}")
+        ufunc = ufuncs[kind]
         old = _serial_apply(ref, contention, values, ufunc, _ufunc_scan(ufunc))
     _write_old(ctx, inst, mask, lanes, contention, old)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
@@ -26,17 +27,18 @@ SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emu
 
 
 def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
-    """The planes that execute ``inst`` (a bool per plane); partial planes are a kernel bug."""
+    """The planes that execute ``inst`` (a bool per plane); a partial plane is a ``PARTIAL_PLANE`` bug."""
     if ctx.topology.units % PLANE_SIZE:
         ctx.fail(inst, f"cmma needs whole planes: the cube has {ctx.topology.units} units, not a multiple of "
-                 f"{PLANE_SIZE}", 0, kind="divergence")
+                 f"{PLANE_SIZE}", 0, kind=SanitizerKind.PARTIAL_PLANE)
     bits = mask.bits.reshape(-1, PLANE_SIZE)
     active = bits.any(axis=1)
     partial = active & ~bits.all(axis=1)
     if partial.any():
         plane = int(np.argmax(partial))
         lane = plane * PLANE_SIZE + int(np.argmin(bits[plane]))
-        ctx.fail(inst, "cmma is cooperative: every unit of the plane must execute it", lane, kind="divergence")
+        ctx.fail(inst, "cmma is cooperative: every unit of the plane must execute it", lane,
+                 kind=SanitizerKind.PARTIAL_PLANE)
     return active
 
 
@@ -69,7 +71,7 @@ def _addresses(ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable
     if bad.any():
         plane = int(np.argmax(bad))
         ctx.fail(inst, f"out-of-bounds cmma access of {ref.label}: offset {start[plane]}, stride {step[plane]} "
-                 f"(length {ref.length})", plane * PLANE_SIZE)
+                 f"(length {ref.length})", plane * PLANE_SIZE, kind=SanitizerKind.OUT_OF_BOUNDS)
     owner = None if ref.owner is None else ref.owner[::PLANE_SIZE]
     return np.where(active[:, None, None], index, 0), owner
 

@@ -13,28 +13,25 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import numpy as np
 
-from cubepy.errors import CubeError, LaunchError, SanitizerError
+from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
 from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import Handler, implements, lookup
+from cubepy.runtime.interp.registry import INTERP, Handler, implements
 from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
 from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, numpy_dtype
 
 MAX_LANES_PER_CHUNK = 1 << 16
 MAX_CHUNK_MEMORY_BYTES = 1 << 28  # shared arenas plus local arrays of one chunk
 PROGRAM_CACHE_SIZE = 64
-
-
-class InterpreterError(CubeError):
-    """The interp could not execute an instruction (unsupported IR, or a bug in the interp)."""
 
 
 class LaneCounter:
@@ -114,10 +111,10 @@ class Program:
         returns = False
         for position, inst in enumerate(scope.instructions):
             operation = inst.operation
-            handler = lookup(type(operation))
+            handler = INTERP.get(type(operation))
             if handler is None:
-                raise InterpreterError(f"{_where(inst)}the interp has no implementation of operation "
-                                       f"{type(operation).__name__} ({operation.name!r})\n  in instruction: {inst}")
+                raise InterpreterError(f"{_where(inst)}{INTERP.missing_message(type(operation))}"
+                                       f"\n  in instruction: {inst}")
             children = child_scopes(operation)
             for child in children:
                 self._compile(child)
@@ -186,6 +183,7 @@ class Launch:
         self.cube_count = cube_count
         self.bindings = bindings
         self.sanitize = sanitize
+        self.coverage = COVERAGE.get()  # a coverage Recorder, or None (the default: nothing recorded)
         self.globals: dict[int, MemoryRef] = {}
         for param in kernel.buffers:
             self.globals[param.slot] = global_ref(param.var, self._checked_buffer(param), param.name)
@@ -246,7 +244,10 @@ class Chunk:
         self.topology = Topology(kernel.cube_dim, launch.cube_count, first_cube, cubes)
         self.lanes = self.topology.lanes
         self.values = ValueStore(self.lanes, self.program.literals)
-        self.write = self.values.write  # the hottest call of every handler: skip one indirection
+        # ``ctx.write(var, value, mask)`` assigns ``value`` to local ``var`` on the lanes of ``mask``.  It is
+        # the value store's bound method itself, not a method of Chunk: the hottest call of every handler
+        # skips one indirection.
+        self.write: Callable[[Variable, np.ndarray | np.generic, Mask], None] = self.values.write
         self.no_lanes = np.zeros(self.lanes, dtype=bool)
         self.no_lanes.flags.writeable = False  # shared by every empty mask: never written
         self.returned = self.no_lanes
@@ -259,6 +260,7 @@ class Chunk:
         self.sanitizer: SharedSanitizer | None = None
         if launch.sanitize and self.program.shared_bytes:
             self.sanitizer = SharedSanitizer(cubes, self.program.shared_bytes, self.topology.units)
+        self.coverage = launch.coverage  # None (one attribute test per global access) unless recording
 
     # -- values ----------------------------------------------------------------------------
     def read(self, var: Variable) -> np.ndarray | np.generic:
@@ -281,10 +283,6 @@ class Chunk:
         if kind is VarKind.SCALAR:
             return self.launch.scalars[var.id]
         raise TypeError(f"{var!r} is a {kind.value}: it has no value to read")
-
-    def write(self, var: Variable, value: np.ndarray | np.generic, mask: Mask) -> None:
-        """Assign ``value`` to local ``var`` on the lanes of ``mask``."""
-        self.values.write(var, value, mask)
 
     # -- memories --------------------------------------------------------------------------
     def memory(self, var: Variable) -> MemoryRef:
@@ -328,15 +326,11 @@ class Chunk:
         """``unit (x, y, z) of cube (x, y, z)`` for a lane of this chunk."""
         return f"unit {self.topology.unit_pos_of(lane)} of cube {self.topology.cube_pos_of(lane)}"
 
-    def fail(self, inst: Instruction, message: str, lane: int, kind: str | None = None) -> NoReturn:
-        """Raise the ``SanitizerError`` of a kernel bug of ``kind`` (one of ``sanitizer.KINDS``) at ``inst`` on ``lane``."""
-        if kind is None:
-            kind = "kernel bug"  # callers that predate kinds: the message says what it is
-        elif not message.startswith(kind):
-            message = f"{kind}: {message}"  # every classified report starts with its kind
-        error = SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}")
-        error.kind = kind  # type: ignore[attr-defined]  # one of sanitizer.KINDS, for tests and tools
-        raise error
+    def fail(self, inst: Instruction, message: str, lane: int, kind: SanitizerKind) -> NoReturn:
+        """Raise the ``SanitizerError`` of a kernel bug of ``kind`` at ``inst`` on ``lane``."""
+        if not message.startswith(kind.value):
+            message = f"{kind.value}: {message}"  # every report starts with its kind
+        raise SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind)
 
     # -- control flow ----------------------------------------------------------------------
     def exited(self) -> np.ndarray:

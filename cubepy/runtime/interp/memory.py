@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, VarKind, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
@@ -127,7 +128,7 @@ def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Ma
 
 def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int) -> None:
     ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane,
-             kind="out-of-bounds")
+             kind=SanitizerKind.OUT_OF_BOUNDS)
 
 
 def sanitize_shared(ctx: Chunk, inst: Instruction, ref: MemoryRef, idx: Value, valid: Value, mask: Mask,
@@ -197,6 +198,8 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
+    if ctx.coverage is not None and ref.owner is None:
+        ctx.coverage.record(ctx, op.memory, idx, valid, mask, "read")
     ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
 
 
@@ -209,6 +212,8 @@ def index_assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     value = ctx.read(op.value)
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "write", value)
+    if ctx.coverage is not None and ref.owner is None:
+        ctx.coverage.record(ctx, op.memory, idx, valid, mask, "write")
     store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
 
 
@@ -219,12 +224,13 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
     if np.ndim(lane) == 0:
         if bad:
             ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)),
-                     kind="out-of-bounds")
+                     kind=SanitizerKind.OUT_OF_BOUNDS)
         return lane
     bad = bad & mask.bits
     if bad.any():
         unit = int(np.argmax(bad))
-        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     return np.clip(lane, 0, line - 1)
 
 
@@ -268,18 +274,18 @@ def insert_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ctx.values.set(target, new)
 
 
-@implements(ops.Metadata)
+@implements(*ops.METADATA_OPS)
 def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = len, buffer_len, rank, shape(dim) or stride(dim) of a buffer parameter, as u32."""
     op: ops.Metadata = inst.operation
     if op.memory.kind is not VarKind.GLOBAL:
         raise TypeError(f"metadata of {op.memory!r}: only buffer parameters carry metadata")
     binding = ctx.launch.bindings.buffers[op.memory.id]
-    if op.op in ("len", "buffer_len", "rank"):
-        value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.op]
+    if op.name in ("len", "buffer_len", "rank"):
+        value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.name]
         ctx.write(inst.out, np.uint32(value), mask)
         return
-    table = np.asarray(binding.shape if op.op == "shape" else binding.strides, dtype=np.int64)
+    table = np.asarray(binding.shape if op.name == "shape" else binding.strides, dtype=np.int64)
     dim = np.asarray(ctx.read(op.dim)).astype(np.int64)
     bad = (dim < 0) | (dim >= len(table))
     if np.ndim(dim) and not mask.full:
@@ -287,5 +293,6 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.op}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit, kind="out-of-bounds")
+        ctx.fail(inst, f"{op.name}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
+                 kind=SanitizerKind.OUT_OF_BOUNDS)
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

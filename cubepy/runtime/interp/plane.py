@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, full_lanes, numpy_dtype
@@ -114,13 +115,13 @@ def _source_lane(name: str, arg: np.ndarray) -> np.ndarray:
     return np.where((source < 0) | (source >= PLANE_SIZE), lane, source)
 
 
-@implements(ops.PlaneOp)
+@implements(*ops.PLANE_OPS)
 def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """A plane collective over the active units of every plane."""
     op: ops.PlaneOp = inst.operation
     layout = ctx.plane_layout()
     active = layout.active(mask.bits)
-    name = op.op
+    name = op.name.removeprefix("plane_")
     out_ty = inst.out.type
     if name == "elect":
         first = np.argmax(active, axis=1)
@@ -164,5 +165,5 @@ def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: n
         flat = np.zeros(bad.shape, dtype=np.int64)
         flat[plane, lane] = 1
         unit = int(np.argmax(layout.scatter(flat)))
-        ctx.fail(inst, f"plane {inst.operation.op} reads lane {int(source[plane, lane])} of its plane, "
-                 "which is inactive (undefined in CUDA)", unit, kind="inactive plane lane")
+        ctx.fail(inst, f"{inst.operation.name} reads lane {int(source[plane, lane])} of its plane, "
+                 "which is inactive (undefined in CUDA)", unit, kind=SanitizerKind.INACTIVE_PLANE_LANE)

@@ -15,9 +15,9 @@ with plain accesses.  Two writes of the same bytes race only when the values dif
 same-value writes, such as every unit storing the same flag, are not reported; CUDA's racecheck
 does the same).
 
-Each report is a ``SanitizerError`` whose ``kind`` attribute is one of ``KINDS`` and whose message
-names the kind, the unit(s) (unit and cube positions), the memory, index and byte, and the source
-line(s) of both accesses.
+Each report is a ``SanitizerError`` whose ``kind`` is a ``cubepy.errors.SanitizerKind`` and whose
+message names the kind, the unit(s) (unit and cube positions), the memory, index and byte, and the
+source line(s) of both accesses.
 
 Other op families that touch shared memory (TMA copies, cmma fragments) are *foreign*: unless their
 operation class is in ``SELF_REPORTING``, the executor counts every byte of each shared memory among
@@ -33,9 +33,10 @@ except ``report`` which works either way:
 - ``ctx.sanitizer.check_initialized(ctx, inst, cubes, start, nbytes, lane)``: a copy out of shared
   memory reads those bytes (reports ``uninitialized read``);
 - ``report(ctx, inst, kind, message, lane)`` (or ``ctx.fail(inst, message, lane, kind=kind)``): raise
-  a ``SanitizerError`` of ``kind`` naming the unit of ``lane`` and the source line.  Barriers should
-  use ``"barrier deadlock"`` (a wait on a phase that cannot complete), ``"barrier overflow"`` (more
-  arrivals than the phase expects) and ``"barrier misuse"`` (used before init, bad arrival count).
+  a ``SanitizerError`` of ``kind`` (a ``SanitizerKind``) naming the unit of ``lane`` and the source line.
+  The asynchronous barriers (``tma_exec``) report ``BARRIER_DEADLOCK`` (a wait on a phase that cannot
+  complete), ``BARRIER_OVERFLOW`` (more arrivals than the phase expects), ``BARRIER_MISUSE`` (used
+  before init, bad arrival count) and ``TMA_MISUSE`` (a copy that breaks a tensor-map rule).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.runtime.interp.values import PLANE_SIZE
 
 if TYPE_CHECKING:
@@ -52,16 +54,13 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
     from cubepy.runtime.interp.memory import MemoryRef
 
-KINDS = ("out-of-bounds", "data race", "uninitialized read", "divergent barrier", "inactive plane lane",
-         "barrier deadlock", "barrier overflow", "barrier misuse", "kernel bug")  # the last: unclassified
-
 SELF_REPORTING: set[type] = set()  # foreign op classes whose handlers call the hooks themselves
 
 NOBODY = -1   # no access of that kind since the last sync_cube
 SEVERAL = -2  # readers: more than one unit; writers: atomics of more than one unit
 
 
-def report(ctx: Chunk, inst: Instruction, kind: str, message: str, lane: int) -> NoReturn:
+def report(ctx: Chunk, inst: Instruction, kind: SanitizerKind, message: str, lane: int) -> NoReturn:
     """Raise the ``SanitizerError`` of ``kind`` found at ``inst`` by ``lane`` of the chunk."""
     ctx.fail(inst, message, lane, kind=kind)
 
@@ -124,7 +123,7 @@ class SharedSanitizer:
         region = self.written[cubes, start:start + nbytes]
         if not region.all():
             byte = start + int(np.argmax(~region.reshape(-1)) % max(nbytes, 1))
-            report(ctx, inst, "uninitialized read", f"a copy reads shared byte {byte} that no unit wrote", lane)
+            report(ctx, inst, SanitizerKind.UNINITIALIZED_READ, f"a copy reads shared byte {byte} that no unit wrote", lane)
 
     # -- plain and atomic accesses -------------------------------------------------------------
     def mark_access(self, ctx: Chunk, inst: Instruction, ref: MemoryRef, lanes: np.ndarray, idx: np.ndarray,
@@ -148,7 +147,7 @@ class SharedSanitizer:
         me = self._inst_id(inst)
         if kind == "read" and not self.written[rows, byte].all():
             bad = int(np.argmax(~self.written[rows, byte].all(axis=1)))
-            report(ctx, inst, "uninitialized read",
+            report(ctx, inst, SanitizerKind.UNINITIALIZED_READ,
                    f"{ref.label} index {int(idx[bad])} (shared byte {int(first[bad])}) is read but no unit "
                    "of this cube wrote it", int(lanes[bad]))
         # Against the last writer: reads and writes conflict with a plain write of another unit,
@@ -196,7 +195,7 @@ class SharedSanitizer:
         ctx.fail(inst, f"data race: {ref.label} index {int(idx[b])} (shared byte {int(first[b])}) is written "
                  f"with different values by {ctx.describe_lane(int(lanes[a]))} and by "
                  f"{ctx.describe_lane(int(lanes[b]))} in one store at {_where(inst)}", int(lanes[b]),
-                 kind="data race")
+                 kind=SanitizerKind.DATA_RACE)
 
     def _record(self, kind: str, rows: np.ndarray, byte: np.ndarray, units: np.ndarray, planes: np.ndarray,
                 epoch: np.ndarray, me: int) -> None:
@@ -249,7 +248,7 @@ class SharedSanitizer:
         ctx.fail(inst, f"data race: {what} of {ref.label} index {int(idx[row])} (shared byte "
                  f"{int(first[row]) + int(col)}); the earlier access was by {by} at "
                  f"{_where(self.instructions[int(other_inst[row, col])])} with no sync_cube between; "
-                 f"this access at {_where(inst)}", lane, kind="data race")
+                 f"this access at {_where(inst)}", lane, kind=SanitizerKind.DATA_RACE)
 
     def _inst_id(self, inst: Instruction) -> int:
         found = self._inst_ids.get(id(inst))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask
@@ -44,7 +45,7 @@ def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if found is not None:
         cube, unit = found
         ctx.fail(inst, f"divergent sync_cube: unit {unit} of this cube is live but does not reach this "
-                 "barrier", cube * units + int(np.argmax(here[cube])), kind="divergent barrier")
+                 "barrier", cube * units + int(np.argmax(here[cube])), kind=SanitizerKind.DIVERGENT_BARRIER)
 
 
 @implements(ops.SyncPlane)
@@ -64,7 +65,7 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         marker = np.zeros(here.shape, dtype=bool)
         marker[plane, int(np.argmax(here[plane]))] = True
         ctx.fail(inst, f"divergent sync_plane: lane {lane} of this plane is live but does not reach this "
-                 "barrier", int(np.argmax(layout.scatter(marker))), kind="divergent barrier")
+                 "barrier", int(np.argmax(layout.scatter(marker))), kind=SanitizerKind.DIVERGENT_BARRIER)
 
 
 @implements(ops.SyncProxyShared)

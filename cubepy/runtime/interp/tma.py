@@ -1,6 +1,6 @@
 """Exact numpy emulation of Hopper TMA bulk tensor copies (tile and im2col modes).
 
-Implements `shared/reference/tma-semantics.md` sections 1-2: which global elements land where, the
+Implements the TMA semantics of docs/semantics/tma.md (tiled and im2col modes): which global elements land where, the
 out-of-bounds fill, the 16-byte-chunk swizzle on absolute shared-memory addresses, the im2col pixel
 walk, and the instruction-time preconditions of section 4 (rules 23-28) that can be checked here.
 A tensor map is anything with the driver-order fields of `TensorMapArg`; coordinates are driver order
@@ -22,7 +22,9 @@ __all__ = [
     "fill_bytes",
     "im2col_load",
     "im2col_pixels",
+    "im2col_rows",
     "swizzle_addresses",
+    "tiled_box",
     "tiled_load",
     "tiled_store",
 ]
@@ -96,15 +98,8 @@ def im2col_load(tm: Any, coords: Sequence[int], offsets: Sequence[int], smem: np
     cpp, ppc, rank = tm.channels_per_pixel, tm.pixels_per_column, tm.rank
     nbytes = ppc * cpp * es
     _check_smem(tm, op, smem, dst, "dst", nbytes)
-    n, pix = im2col_pixels(tm, coords, offsets)
-
-    dims, strides = tm.global_dim, tm.global_strides
-    # Zero fill depends only on the tensor bounds, never on the pixel box (section 2.3, property 3).
-    row_ok = (n >= 0) & (n < dims[rank - 1])
-    for j in range(rank - 2):
-        row_ok &= (pix[j] >= 0) & (pix[j] < dims[1 + j])
-    ch = coords[0] + np.arange(cpp, dtype=np.int64)
-    ch_ok = (ch >= 0) & (ch < dims[0])
+    n, pix, row_ok, ch, ch_ok = _im2col_rows(tm, coords, offsets)
+    strides = tm.global_strides
     reach = [(pix[j][row_ok], strides[j]) for j in range(rank - 2)]
     reach += [(n[row_ok], strides[rank - 2]), (ch[ch_ok], es)]
     _check_reach(tm, op, reach if row_ok.any() and ch_ok.any() else None)
@@ -116,6 +111,27 @@ def im2col_load(tm: Any, coords: Sequence[int], offsets: Sequence[int], smem: np
     valid = (row_ok[:, None] & ch_ok[None, :]).ravel()
     _write_smem(smem, dst, _gather(tm, offs, valid), tm.swizzle)
     return nbytes
+
+
+def im2col_rows(tm: Any, coords: Sequence[int], offsets: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """What an im2col copy reads: per smem row the image `n`, pixel `pix` (S, ppc; W first) and whether it
+    is in the tensor, then the channels `ch` (cpp,) and whether each is; out-of-bounds rows/channels are filled.
+    """
+    op = f"tma_load_im2col_{len(coords)}d"
+    return _im2col_rows(tm, _check_instruction(tm, op, "im2col", coords), offsets)
+
+
+def _im2col_rows(tm: Any, coords: list[int], offsets: Sequence[int]) -> tuple[np.ndarray, ...]:
+    rank = tm.rank
+    n, pix = im2col_pixels(tm, coords, offsets)
+    dims = tm.global_dim
+    # Zero fill depends only on the tensor bounds, never on the pixel box (section 2.3, property 3).
+    row_ok = (n >= 0) & (n < dims[rank - 1])
+    for j in range(rank - 2):
+        row_ok &= (pix[j] >= 0) & (pix[j] < dims[1 + j])
+    ch = coords[0] + np.arange(tm.channels_per_pixel, dtype=np.int64)
+    ch_ok = (ch >= 0) & (ch < dims[0])
+    return n, pix, row_ok, ch, ch_ok
 
 
 def im2col_pixels(tm: Any, coords: Sequence[int], offsets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -240,18 +256,35 @@ def _check_reach(tm: Any, op: str, axes: list[tuple[np.ndarray, int]] | None) ->
 
 # -------------------------------------------------------------------- data movement
 
-def _tiled_elements(tm: Any, op: str, coords: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Byte offsets (0 where OOB) and in-bounds mask of every box element, dim 0 fastest (section 1.3)."""
-    rank, es = tm.rank, np.dtype(tm.dtype).itemsize
+def tiled_box(tm: Any, coords: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per box element in copy order (dim 0 fastest): its global coordinates, driver order, and whether
+    it is in bounds (else the element is the out-of-bounds fill); shapes (elements, rank) and (elements,)."""
+    coords = _check_instruction(tm, f"tma_load_{len(coords)}d", "tiled", coords)
+    axes = _tiled_axes(tm, coords)
+    grids = np.meshgrid(*[g for g, _ in reversed(axes)], indexing="ij")  # numpy order: dim 0 last
+    oks = np.meshgrid(*[ok for _, ok in reversed(axes)], indexing="ij")
+    where = np.stack([grid.ravel() for grid in reversed(grids)], axis=1)
+    return where, np.logical_and.reduce([ok.ravel() for ok in oks])
+
+
+def _tiled_axes(tm: Any, coords: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per dimension (driver order): the global indices the box walks and which are in bounds."""
     estr = list(tm.elem_strides)
     if tm.interleave == "none":
         estr[0] = 1  # the hardware ignores dimension 0's traversal stride
-    byte_strides = [es, *tm.global_strides]
     axes = []
-    for i in range(rank):
+    for i in range(tm.rank):
         count = -(-tm.box_dim[i] // estr[i])  # ceil: a partial last stride is still loaded
         g = coords[i] + np.arange(count, dtype=np.int64) * estr[i]
         axes.append((g, (g >= 0) & (g < tm.global_dim[i])))
+    return axes
+
+
+def _tiled_elements(tm: Any, op: str, coords: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Byte offsets (0 where OOB) and in-bounds mask of every box element, dim 0 fastest (section 1.3)."""
+    rank, es = tm.rank, np.dtype(tm.dtype).itemsize
+    byte_strides = [es, *tm.global_strides]
+    axes = _tiled_axes(tm, coords)
     any_valid = all(ok.any() for _, ok in axes)
     _check_reach(tm, op, [(g[ok], byte_strides[i]) for i, (g, ok) in enumerate(axes)] if any_valid else None)
     offs = np.zeros((1,) * rank, np.int64)

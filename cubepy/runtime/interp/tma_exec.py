@@ -1,6 +1,6 @@
 """Asynchronous barriers and TMA copies in the lockstep interp: handlers of ``cubepy.ir.ops.tma``.
 
-Model (``shared/reference/tma-semantics.md``; PTX ``mbarrier``):
+Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
 
 * Each barrier holds, per cube, its arrival count, the arrivals still pending in the current phase,
   a signed transaction count (bytes expected minus bytes delivered) and the number of completed
@@ -17,8 +17,11 @@ Model (``shared/reference/tma-semantics.md``; PTX ``mbarrier``):
   the wait nobody can arrive any more: a ``SanitizerError`` "deadlock".  When some live units are
   elsewhere (another branch), the interp cannot suspend this one: also a ``SanitizerError``, saying so.
 * Misuse (a destination that is not 128-byte aligned, a box larger than its shared slice, coordinates
-  out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` with the
-  source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
+  out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` (kind
+  ``TMA_MISUSE``) with the source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
+* Barrier bugs are ``SanitizerError`` of kind ``BARRIER_MISUSE`` (used before init, arrival count out
+  of range, two different counts), ``BARRIER_OVERFLOW`` (more arrivals than the phase waits for) or
+  ``BARRIER_DEADLOCK`` (a wait that cannot complete).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
-from cubepy.errors import SanitizerError, TensorMapError
+from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
 from cubepy.runtime.interp import sync, tma
 from cubepy.runtime.interp.registry import implements
@@ -38,10 +41,6 @@ if TYPE_CHECKING:
 
 MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1]
 _EXTENSION_KEY = "tma.barriers"
-
-
-class TmaMisuseError(SanitizerError, TensorMapError):
-    """A TMA copy or barrier used against its rules (tma-semantics.md rules 23-28), found while running."""
 
 
 class BarrierState:
@@ -100,7 +99,7 @@ def _initialized(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variab
     missing = ~state.initialized[cubes]
     if missing.any():
         ctx.fail(inst, f"{var!r} is used before barrier_init (no unit of this cube was elected to initialise "
-                 "it)", int(lanes[np.argmax(missing)]))
+                 "it)", int(lanes[np.argmax(missing)]), kind=SanitizerKind.BARRIER_MISUSE)
     return cubes
 
 
@@ -112,7 +111,7 @@ def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Varia
     if bad.any():
         lane = int(np.argmax(bad))
         ctx.fail(inst, f"arrival count {arrivals[lane]} on {var!r} is outside [1, {MAX_ARRIVAL_COUNT}]",
-                 int(lanes[lane]))
+                 int(lanes[lane]), kind=SanitizerKind.BARRIER_MISUSE)
     totals = np.zeros_like(state.pending)
     np.add.at(totals, cubes, arrivals)
     if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
@@ -127,7 +126,7 @@ def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Varia
     for k, (lane, cube) in enumerate(zip(lanes.tolist(), cubes.tolist())):
         if arrivals[k] > state.pending[cube]:
             ctx.fail(inst, f"{arrivals[k]} arrivals on {var!r} but its phase waits for only "
-                     f"{state.pending[cube]} more; {state.describe(cube)}", lane)
+                     f"{state.pending[cube]} more; {state.describe(cube)}", lane, kind=SanitizerKind.BARRIER_OVERFLOW)
         tokens[k] = state.phase[cube]
         state.tx[cube] += tx_bytes[k]
         state.pending[cube] -= arrivals[k]
@@ -147,17 +146,20 @@ def _wait(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lan
     here[lanes] = True
     elsewhere = ~ctx.returned[cube * units:(cube + 1) * units] & ~here[cube * units:(cube + 1) * units]
     if not elsewhere.any():
-        ctx.fail(inst, f"deadlock: wait on {var!r} can never complete: every live unit of the cube is waiting "
-                 f"and no copy is in flight; {state.describe(cube)}", lane)
+        ctx.fail(inst, f"wait on {var!r} can never complete: every live unit of the cube is waiting "
+                 f"and no copy is in flight; {state.describe(cube)}", lane, kind=SanitizerKind.BARRIER_DEADLOCK)
     absent = int(np.argmax(elsewhere))
     ctx.fail(inst, f"possible deadlock: wait on {var!r} is not complete ({state.describe(cube)}) and unit "
              f"{absent} of this cube is live but elsewhere; the lockstep interp runs branches one after "
-             "another and cannot suspend this wait until other units arrive", lane)
+             "another and cannot suspend this wait until other units arrive", lane,
+             kind=SanitizerKind.BARRIER_DEADLOCK)
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
     where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
-    raise TmaMisuseError(f"{where}{error}, by {ctx.describe_lane(lane)}\n  in instruction: {inst}") from error
+    kind = SanitizerKind.TMA_MISUSE
+    raise TmaMisuseError(f"{where}{kind.value}: {error}, by {ctx.describe_lane(lane)}\n  in instruction: {inst}",
+                         kind) from error
 
 
 def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> int:
@@ -199,10 +201,11 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     cubes = _cube_of(ctx, lanes)
     for lane, cube, count in zip(lanes[elected], cubes[elected], counts[elected]):
         if not 1 <= count <= MAX_ARRIVAL_COUNT:
-            ctx.fail(inst, f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]", int(lane))
+            ctx.fail(inst, f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]", int(lane),
+                     kind=SanitizerKind.BARRIER_MISUSE)
         if state.initialized[cube] and state.arrival_count[cube] != count and state.phase[cube] == 0:
             ctx.fail(inst, f"two units initialise {op.barrier!r} with different arrival counts "
-                     f"({state.arrival_count[cube]} and {count})", int(lane))
+                     f"({state.arrival_count[cube]} and {count})", int(lane), kind=SanitizerKind.BARRIER_MISUSE)
         state.initialized[cube] = True
         state.arrival_count[cube] = count
         state.pending[cube] = count
@@ -291,6 +294,8 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
             delivered = copy(tm, lane, arena[cube], dst)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
+        if ctx.coverage is not None:
+            ctx.coverage.record_copy(ctx, op, tm, lane, "read")
         state.tx[cube] -= delivered
     state.settle()
 
@@ -325,6 +330,8 @@ def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             tma.tiled_store(tm, _coords(ctx, op.coords, lane), arena[cube], src)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
+        if ctx.coverage is not None:
+            ctx.coverage.record_copy(ctx, op, tm, lane, "write")
 
 
 @implements(ops.TmaGroupCommit, ops.TmaGroupWait, ops.TmaGroupWaitRead)

@@ -16,28 +16,12 @@ from cubepy.ir.types import ElemType
 
 PLANE_SIZE = 32
 
-_NUMPY_DTYPES: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32),  # bf16 joins on first use (ml_dtypes)
-    "f64": np.dtype(np.float64), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "bool": np.dtype(np.bool_), "usize": np.dtype(np.uint64),
-}
-
 U32 = np.dtype(np.uint32)
 
 
 def numpy_dtype(elem: ElemType) -> np.dtype:
-    """The numpy dtype that stores ``elem`` (bf16 is ``ml_dtypes.bfloat16``, usize is uint64)."""
-    try:
-        return _NUMPY_DTYPES[elem.name]
-    except KeyError:
-        if elem.name != "bf16":
-            raise
-    import ml_dtypes  # imported on first bf16 use only: it takes ~1 s
-
-    dtype = _NUMPY_DTYPES["bf16"] = np.dtype(ml_dtypes.bfloat16)
-    return dtype
+    """The numpy dtype that stores ``elem``: ``elem.numpy``, kept as a name the interp's handlers import."""
+    return elem.numpy
 
 
 def wrap_int(value: int, elem: ElemType) -> int:

@@ -1,18 +1,12 @@
-"""Helpers shared by the ported CubeCL tests: skips for names outside API.md, CubeCL's approx compare."""
+"""Helpers shared by the ported CubeCL tests: CubeCL's approx compare."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import cubepy as cp
 
 F32_EPSILON = float(np.finfo(np.float32).eps)
-
-
-def requires(*names):
-    missing = [name for name in names if not hasattr(cp, name)]
-    return pytest.mark.skipif(bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing))
 
 
 def type_epsilon(elem):

@@ -63,7 +63,7 @@ def make_kernel_add_assign_array(F):
 @functools.cache
 def make_kernel_add_assign_vector(F):
     # Rust: `let mut vector = Vector::new(F::new(1.0));` with N the launch vector size.
-    # API.md has no constructor for a line of a given size, so the line is taken from the
+    # cubepy's public API has no constructor for a line of a given size, so the line is taken from the
     # output array (whose elements have that size) and every lane is set to 1.
     @cube(launch=True)
     def kernel_add_assign_vector(output: Array[Line[F]]):

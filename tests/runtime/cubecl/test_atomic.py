@@ -9,9 +9,9 @@ Instantiation as in ``mod.rs``: ``testgen_atomic_float!`` per FloatType (f16, bf
 ``testgen_atomic_int!`` per IntType (i8, i16, i32, i64), ``testgen_atomic_uint!`` per UintType
 (u8, u16, u32, u64). The Rust comptime enum parameters (``NumericAtomicOp``, ``IntAtomicOp``)
 are ``Comptime[str]`` parameters here, and their ``match`` is a comptime ``if``/``elif`` chain.
-Rust skips an operation the device does not support (``AtomicUsage`` features); API.md has no
+Rust skips an operation the device does not support (``AtomicUsage`` features); cubepy's public API has no
 capability query, so every operation is expected to work.
-Not ported: float atomics on vectors of 2 and 4 lanes (``Atomic<Vector<F, N>>``; API.md defines
+Not ported: float atomics on vectors of 2 and 4 lanes (``Atomic<Vector<F, N>>``; cubepy's public API defines
 ``cp.Atomic[T]`` for scalar element types only).
 """
 

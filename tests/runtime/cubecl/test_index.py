@@ -47,7 +47,7 @@ def make_kernel_assign(F):
 def test_assign_index(client, F):
     # Rust binds the first 3 elements of the 4-element buffer [0, 1, 123, 6]
     # (`handle.offset_end(size_of::<F>())`, `ArrayArg::from_raw_parts(handle_slice, 3)`).
-    # API.md has no sub-range of a handle, so the array is a 3-element buffer.
+    # cubepy's public API has no sub-range of a handle, so the array is a 3-element buffer.
     handle = client.create(as_type(F, 0.0, 1.0, 123.0))
 
     make_kernel_assign(F).launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(1), cp.ArrayArg(handle))

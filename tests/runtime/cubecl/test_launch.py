@@ -5,7 +5,7 @@ Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/launch.rs`` at c
 
 ``test_launch_with_generics`` runs per FloatType (f16, bf16, f32, f64), the others once.
 Not ported (see the report): dynamic cube counts, ``address_type = "dynamic"``, the resource-limit
-errors and ``test_launch_with_max_shared`` (all need device properties or APIs that API.md lacks).
+errors and ``test_launch_with_max_shared`` (all need device properties or APIs that cubepy's public API lacks).
 """
 
 import functools
@@ -104,7 +104,7 @@ def test_launch_without_generics(client):
 
 
 def test_launch_inplace(client):
-    # Rust: the output is `BufferArg::alias(0, 2)`, an alias of the first binding. API.md has no
+    # Rust: the output is `BufferArg::alias(0, 2)`, an alias of the first binding. cubepy's public API has no
     # alias argument; the equivalent is the same handle given to both parameters.
     handle = client.create(np.asarray([0.0, 1.0], dtype=np.float32))
 

@@ -5,7 +5,7 @@ Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/metadata.rs`` at
 kernels plus host-only ``Metadata::to_tiled`` tests).
 
 Rust runs every test twice, with ``AddressType::U32`` and ``U64`` (``address_type = "dynamic"``);
-API.md has no address type, so each runs once. Shapes and strides are given in elements, outermost
+cubepy's public API has no address type, so each runs once. Shapes and strides are given in elements, outermost
 first, as ``TensorArg::from_raw_parts(handle, strides, shape)``. ``terminate!()`` is ``return``.
 Not ported: ``test_buffer_len_offset`` (needs a sub-range of a handle).
 """

@@ -9,7 +9,7 @@ vectorization, for vector sizes 1, 2 and 4. ``test_plane_ballot`` is untyped.
 The expected values are computed with the loops of the Rust test. Rust reads
 ``plane_size_max`` from the device for ``shuffle`` and ``shuffle_down``; the other tests hardcode
 32, which is used everywhere here (the interp runtime's plane width).
-``plane_inclusive_prod`` / ``plane_exclusive_prod`` have no name in API.md; their tests are
+``plane_inclusive_prod`` / ``plane_exclusive_prod`` have no name in cubepy's public API; their tests are
 skipped while ``cubepy`` does not export them.
 """
 
@@ -21,7 +21,7 @@ import pytest
 import cubepy as cp
 from cubepy import UNIT_POS, Line, Tensor, cube, u32
 
-from .approx import assert_equals_approx, requires
+from .approx import assert_equals_approx
 
 FLOATS = [cp.f16, cp.bf16, cp.f32, cp.f64]
 VECTORIZATIONS = [1, 2, 4]
@@ -318,7 +318,6 @@ def test_plane_prod(client, F, vectorization):
     plane_operation(client, F, values, expected, make_kernel_prod(F), PLANE_SIZE, vectorization)
 
 
-@requires("plane_inclusive_prod")
 @pytest.mark.parametrize("vectorization", VECTORIZATIONS)
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_plane_inclusive_prod(client, F, vectorization):
@@ -327,7 +326,6 @@ def test_plane_inclusive_prod(client, F, vectorization):
     plane_operation(client, F, values, expected, make_kernel_inclusive_prod(F), PLANE_SIZE, vectorization)
 
 
-@requires("plane_exclusive_prod")
 @pytest.mark.parametrize("vectorization", VECTORIZATIONS)
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_plane_exclusive_prod(client, F, vectorization):

@@ -53,7 +53,7 @@ def make_slice_for(F):
             total = F(0.0)
 
             # Rust: `for item in &input[2..4] { sum += *item; }` (classic: `input.slice(2, 4)`).
-            # API.md does not define iterating a slice; index it in a range loop.
+            # cubepy's public API does not define iterating a slice; index it in a range loop.
             s = input.slice(2, 4)
             for i in range(0, s.len()):
                 total += s[i]

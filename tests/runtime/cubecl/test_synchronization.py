@@ -7,7 +7,7 @@ gives the same sizes on any device with at least 64 units per cube).
 
 ``testgen_sync_plane!`` is untyped (``F = f32``). ``terminate!()`` is ``return``; a scalar
 ``Shared::<F>::new()`` is a one-element ``SharedMemory``.
-Not ported: the ``workgroup_uniform_load*`` tests (no such intrinsic in API.md, and the Rust
+Not ported: the ``workgroup_uniform_load*`` tests (no such intrinsic in cubepy's public API, and the Rust
 intrinsic takes a reference to a shared-memory element).
 """
 

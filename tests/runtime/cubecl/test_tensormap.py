@@ -6,7 +6,7 @@ made by a factory.  ``Barrier::shared(CUBE_DIM, UNIT_POS == 0)`` is ``cp.Barrier
 ``SharedMemory::new_aligned(n, 1, 128)`` is ``cp.SharedMemory.aligned(F, n, 128)``; ``TiledArgs``
 and ``Im2colArgs`` are ``cp.TensorMapArg.tiled`` / ``.im2col`` (tile and corners outermost first).
 Not ported as written: ``test_tensormap_metadata`` reads ``shape(0)`` of the tensor maps inside the
-kernel, which API.md does not give ``TensorMap``; the port checks the kernel's tensor metadata with
+kernel, which cubepy's public API does not give ``TensorMap``; the port checks the kernel's tensor metadata with
 tensor maps bound in between, and the maps' shapes on the host.
 """
 

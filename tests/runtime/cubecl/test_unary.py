@@ -7,8 +7,8 @@ Source: tracel-ai/cubecl ``crates/cubecl-core/src/runtime_tests/unary.rs`` at co
 IntType (i8, i16, i32, i64). The expected values are the literal arrays of the Rust test, given
 as f32 literals and converted to the element type (``as_type!``).
 
-Operations API.md names (sin, cos, tan, tanh, sqrt, rsqrt, recip, abs, trunc) are used directly.
-The others have no name in API.md; their tests use the name written next to them (CubeCL's
+Operations cubepy's public API names (sin, cos, tan, tanh, sqrt, rsqrt, recip, abs, trunc) are used directly.
+The others have no name in cubepy's public API; their tests use the name written next to them (CubeCL's
 method name, ``expm1`` for ``exp_m1``) and are skipped while ``cubepy`` does not export it.
 """
 
@@ -27,11 +27,6 @@ INTS = [cp.i8, cp.i16, cp.i32, cp.i64]
 PI = float(np.float32(math.pi))  # core::f32::consts::PI
 NAN = float("nan")
 INF = float("inf")
-
-
-def requires(*names):
-    missing = [name for name in names if not hasattr(cp, name)]
-    return pytest.mark.skipif(bool(missing), reason="not in API.md: " + ", ".join("cp." + n for n in missing))
 
 
 def as_type(elem, *values):
@@ -133,7 +128,6 @@ def test_tan(client, F):
     )
 
 
-@requires("asin")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_asin(client, F):
     run_unary(
@@ -153,7 +147,6 @@ def test_asin(client, F):
     )
 
 
-@requires("acos")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_acos(client, F):
     run_unary(
@@ -173,7 +166,6 @@ def test_acos(client, F):
     )
 
 
-@requires("atan")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_atan(client, F):
     run_unary(
@@ -193,7 +185,6 @@ def test_atan(client, F):
     )
 
 
-@requires("sinh")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_sinh(client, F):
     run_unary(
@@ -213,7 +204,6 @@ def test_sinh(client, F):
     )
 
 
-@requires("cosh")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_cosh(client, F):
     run_unary(
@@ -252,7 +242,6 @@ def test_tanh(client, F):
     )
 
 
-@requires("asinh")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_asinh(client, F):
     run_unary(
@@ -272,7 +261,6 @@ def test_asinh(client, F):
     )
 
 
-@requires("acosh")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_acosh(client, F):
     run_unary(
@@ -283,7 +271,6 @@ def test_acosh(client, F):
     )
 
 
-@requires("atanh")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_atanh(client, F):
     run_unary(
@@ -317,7 +304,6 @@ def test_sqrt(client, F):
     )
 
 
-@requires("to_degrees")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_degrees(client, F):
     # f32 arithmetic on the PI constant, as in Rust (`PI / 2.`, `PI * 2.`, ...).
@@ -340,7 +326,6 @@ def test_degrees(client, F):
     )
 
 
-@requires("to_radians")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_radians(client, F):
     pi = np.float32(PI)
@@ -361,7 +346,6 @@ def test_radians(client, F):
     )
 
 
-@requires("magnitude")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_magnitude(client, F):
     run_unary(
@@ -377,7 +361,6 @@ def test_magnitude(client, F):
     )
 
 
-@requires("vector_sum")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_vector_sum(client, F):
     run_unary(
@@ -401,7 +384,7 @@ def test_abs(client, F):
 
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_inverse_sqrt(client, F):
-    # Rust: `Vector::inverse_sqrt`; API.md: `rsqrt`.
+    # Rust: `Vector::inverse_sqrt`; cubepy's public API: `rsqrt`.
     run_unary(
         client,
         F,
@@ -419,7 +402,6 @@ def test_recip(client, F):
     run_unary(client, F, cp.recip, same_three([1.0, 2.0, 4.0, 0.5], [1.0, 0.5, 0.25, 2.0]))
 
 
-@requires("normalize")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_normalize(client, F):
     run_unary(
@@ -478,7 +460,6 @@ def run_unary_fixed(client, In, Out, func, cases):
         np.testing.assert_array_equal(client.read(output_handle), expected)
 
 
-@requires("is_nan")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_is_nan(client, F):
     run_unary_fixed(
@@ -494,7 +475,6 @@ def test_is_nan(client, F):
     )
 
 
-@requires("is_inf")
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_is_inf(client, F):
     run_unary_fixed(
@@ -534,7 +514,6 @@ def make_expm1_kernel():
     return test_function
 
 
-@requires("expm1")
 def test_expm1_f32(client):
     values = np.asarray([0.0, 1.0e-7, 10.0, -1.0e-7], dtype=np.float32)
     # Rust computes the expectation with f32::exp_m1 on the host.
@@ -605,7 +584,6 @@ def make_vector_sum_int_kernel(Int):
     return test_function
 
 
-@requires("vector_sum")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_vector_sum_int(client, Int):
     kernel = make_vector_sum_int_kernel(Int)
@@ -640,7 +618,6 @@ def norm_lead(Int, value):
     return value + (Int.size - 1) * 8
 
 
-@requires("count_ones")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_count_ones(client, Int):
     run_unary_fixed(
@@ -656,7 +633,6 @@ def test_count_ones(client, Int):
     )
 
 
-@requires("reverse_bits")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_reverse_bits(client, Int):
     four = as_int(Int, 0b1110_0010, 0b1000_0000, 0b1111_1111, 0b1100_0001)
@@ -679,7 +655,6 @@ def test_reverse_bits(client, Int):
     )
 
 
-@requires("leading_zeros")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_leading_zeros(client, Int):
     run_unary_fixed(
@@ -707,7 +682,6 @@ def test_leading_zeros(client, Int):
     )
 
 
-@requires("trailing_zeros")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_trailing_zeros(client, Int):
     bits = Int.size * 8
@@ -724,7 +698,6 @@ def test_trailing_zeros(client, Int):
     )
 
 
-@requires("find_first_set")
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)
 def test_find_first_set(client, Int):
     run_unary_fixed(

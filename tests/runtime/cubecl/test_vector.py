@@ -10,7 +10,7 @@ the line size of the launch argument; ``vector.extract(i)`` / ``vector.insert(i,
 sizes are those of a 128-bit load width (CubeCL's CUDA value): 1, 2, 4, ... up to 16 bytes.
 Not ported: ``test_vector_index`` (builds a ``Vector::<F, N>::new(..)`` whose size comes from the
 launch alone, with a scalar output array) and ``test_shared_memory`` (a ``Shared`` slice of
-vectors): API.md has no way to spell a line of a given size outside an argument.
+vectors): cubepy's public API has no way to spell a line of a given size outside an argument.
 """
 
 import functools

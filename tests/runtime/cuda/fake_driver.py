@@ -22,7 +22,6 @@ from cubepy.compiler import abi
 from cubepy.ir import KernelDefinition
 from cubepy.runtime import interp
 from cubepy.runtime.bindings import Bindings, BufferBinding
-from cubepy.runtime.cuda.params import ELEM_NUMPY
 from cubepy.runtime.handle import Handle
 
 ERROR_CODES = {
@@ -292,7 +291,7 @@ class InterpLauncher:
                 buffer_params.append((param, address))
             elif param.role == "scalar":
                 ty = param.var.type
-                dtype = ELEM_NUMPY[ty.elem.name]
+                dtype = ty.elem.numpy
                 raw = ctypes.string_at(pointer, ty.elem.size * ty.line)
                 record.param_bytes.append(raw)
                 lanes = np.frombuffer(raw, dtype=dtype)
@@ -317,7 +316,7 @@ def _info_words(address: int, memory: np.ndarray) -> int:
 
 def _binding_from_info(driver: FakeDriver, param, address: int, info: np.ndarray, slot: int) -> BufferBinding:
     ty = param.var.type
-    dtype = ELEM_NUMPY[ty.elem.name]
+    dtype = ty.elem.numpy
     base, memory = driver.allocation_of(address)
     start = address - base
     assert start % dtype.itemsize == 0, f"buffer {slot} starts mid-element"

@@ -222,7 +222,7 @@ def test_fma_rounds_once():
     b = Builder()
     out = b.buffer(F32)
     x = c(1 + 2**-12, F32)
-    b.store(out, c(0), b.emit(b.const(F32), ops.Fma(x, x, c(-1.0, F32))))
+    b.store(out, c(0), b.emit(ops.Fma(x, x, c(-1.0, F32)), F32))
     (result,) = launch(b.kernel((1, 1, 1)), 1, [np.zeros(1, np.float32)])
     assert result[0] == np.float32(2**-11 + 2**-24)
 
@@ -231,10 +231,10 @@ def test_select_clamp_and_line_broadcast():
     b = Builder()
     out = b.buffer(line(F32, 4))
     pos = b.cast(bi("unit_pos"), F32)
-    clamped = b.emit(b.const(F32), ops.Clamp(pos, c(2.0, F32), c(5.0, F32)))
+    clamped = b.emit(ops.Clamp(pos, c(2.0, F32), c(5.0, F32)), F32)
     as_line = b.cast(clamped, line(F32, 4))  # a scalar broadcast into a line
     odd = b.compare("eq", b.binary("mod", bi("unit_pos"), c(2)), c(1))
-    chosen = b.emit(b.const(line(F32, 4)), ops.Select(odd, as_line, c(-1.0, line(F32, 4))))
+    chosen = b.emit(ops.Select(odd, as_line, c(-1.0, line(F32, 4))), line(F32, 4))
     b.store(out, bi("unit_pos"), chosen)
     (result,) = launch(b.kernel((8, 1, 1)), 1, [np.zeros(32, np.float32)], line_sizes={0: 4})
     lanes = np.arange(8)
@@ -246,8 +246,8 @@ def test_bitcast_between_types_and_lines():
     b = Builder()
     src, as_u32, halves = b.buffer(F32), b.buffer(U32), b.buffer(line(F16, 2))
     value = b.load(src, bi("unit_pos"))
-    b.store(as_u32, bi("unit_pos"), b.emit(b.const(U32), ops.Bitcast(value)))
-    b.store(halves, bi("unit_pos"), b.emit(b.const(line(F16, 2)), ops.Bitcast(value)))
+    b.store(as_u32, bi("unit_pos"), b.emit(ops.Bitcast(value), U32))
+    b.store(halves, bi("unit_pos"), b.emit(ops.Bitcast(value), line(F16, 2)))
     data = np.array([1.0, -2.5, np.inf, 3.25], dtype=np.float32)
     _, bits, pairs = launch(b.kernel((4, 1, 1)), 1, [data, np.zeros(4, np.uint32), np.zeros(8, np.float16)],
                             line_sizes={2: 2})
@@ -299,7 +299,7 @@ def _python_reference(name: str, a: int, b: int, dtype) -> int:
 @given(data=st.data(), dtype=st.sampled_from(INT_TYPES),
        name=st.sampled_from(["floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr"]))
 def test_integer_kernels_match_python(data, dtype, name):
-    from cubepy.runtime.interp import numerics
+    from cubepy.ir import numerics
 
     info = np.iinfo(dtype)
     values = st.integers(int(info.min), int(info.max))

@@ -116,7 +116,7 @@ def test_compare_exchange_serial_semantics(monkeypatch, rounds):
     counter, olds = b.buffer(U32), b.buffer(U32)
     cmp = b.binary("mod", bi("unit_pos"), c(4))
     new = b.binary("add", cmp, c(1))
-    old = b.emit(b.const(U32), ops.AtomicCompareExchange(counter, c(0), cmp, new))
+    old = b.emit(ops.AtomicCompareExchange(counter, c(0), cmp, new), U32)
     b.store(olds, bi("unit_pos"), old)
     got_counter, got_olds = launch(b.kernel((units, 1, 1)), 1, [np.zeros(1, np.uint32), np.zeros(units, np.uint32)])
     current, expected = 0, []
@@ -131,7 +131,7 @@ def test_compare_exchange_serial_semantics(monkeypatch, rounds):
 def test_float_compare_exchange_compares_bits():
     b = Builder()
     counter, olds = b.buffer(F32), b.buffer(F32)
-    old = b.emit(b.const(F32), ops.AtomicCompareExchange(counter, c(0), c(-0.0, F32), c(5.0, F32)))
+    old = b.emit(ops.AtomicCompareExchange(counter, c(0), c(-0.0, F32), c(5.0, F32)), F32)
     b.store(olds, c(0), old)
     got_counter, got_olds = launch(b.kernel((1, 1, 1)), 1, [np.zeros(1, np.float32), np.zeros(1, np.float32)])
     assert got_counter[0] == 0.0 and got_olds[0] == 0.0  # +0.0 and -0.0 differ bitwise

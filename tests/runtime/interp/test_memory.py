@@ -135,10 +135,10 @@ def test_extract_and_insert_lane():
     pos = bi("unit_pos")
     value = b.mut(ty, b.load(x, pos))
     lane = b.binary("mod", pos, c(4))
-    b.store(firsts, pos, b.emit(b.const(I32), ops.ExtractLane(value, lane)))
-    b.emit(None, ops.InsertLane(value, lane, c(-1, I32)))
+    b.store(firsts, pos, b.emit(ops.ExtractLane(value, lane), I32))
+    b.emit(ops.InsertLane(value, lane, c(-1, I32)))
     with b.if_(b.compare("eq", pos, c(0))):
-        b.emit(None, ops.InsertLane(value, c(3), c(-9, I32)))
+        b.emit(ops.InsertLane(value, c(3), c(-9, I32)))
     b.store(out, pos, value)
     data = np.arange(32, dtype=np.int32)
     _, result, first = launch(b.kernel((8, 1, 1)), 1, [data, np.zeros(32, np.int32), np.zeros(8, np.int32)],

@@ -170,7 +170,7 @@ def _run_move(op, data, uniform_arg, arg_of, sanitize=False):
 
 
 def test_sanitizer_reports_reads_of_inactive_lanes(data):
-    with pytest.raises(SanitizerError, match="plane shuffle reads lane 3 of its plane, which is inactive"):
+    with pytest.raises(SanitizerError, match="plane_shuffle reads lane 3 of its plane, which is inactive"):
         _run_move("shuffle", data, c(3), lambda u: 3, sanitize=True)
     # Reading only active lanes is fine under the sanitizer.
     _run_move("shuffle", data, c(4), lambda u: 4, sanitize=True)

@@ -55,5 +55,5 @@ def test_barrier_reached_by_no_unit_of_a_cube_is_fine():
     b = Builder()
     with b.if_(b.compare("eq", bi("cube_pos"), c(0))):
         b.sync_cube()
-        b.emit(None, ops.SyncProxyShared())
+        b.emit(ops.SyncProxyShared())
     launch(b.kernel((64, 1, 1)), 3, sanitize=True)

@@ -1,7 +1,7 @@
 """The numpy TMA emulation against hardware-checked cases, the spec's worked examples and loop references.
 
 Expected values come from tracel-ai/cubecl `runtime_tests/tensormap.rs` (asserted on GPUs), from
-`tma-semantics.md` sections 1.4 and 2.6, or from the simple loops below (sections 1.5, 2.3 and 2.4).
+the TMA semantics (docs/semantics/tma.md: the swizzle formula and a hand-worked im2col example), or from the simple loops below.
 Coordinates passed to the emulator are driver order (innermost first).
 """
 

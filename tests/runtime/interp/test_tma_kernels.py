@@ -1,6 +1,6 @@
 """TMA and barriers inside kernels: loads, stores, im2col walks, swizzles, phases and misuse.
 
-Every expected buffer is computed here from the semantics (tma-semantics.md sections 1-2) by plain
+Every expected buffer is computed here from the semantics (docs/semantics/tma.md) by plain
 indexing of the source tensor, never through ``cubepy.runtime.interp.tma``.  Every kernel launched
 is also compiled and assembled by ptxas (tests/conftest.py).
 """
@@ -158,7 +158,7 @@ def conv_im2col_rows(x: np.ndarray, filt, pad, stride, dil, tap, m0: int, rows: 
 
 
 def _conv_map(handle, *, cpp, ppc, pad, filt, dil, stride):
-    """An im2col map for a convolution (tma-semantics.md 2.4), parameters outermost first."""
+    """An im2col map for a convolution (docs/semantics/tma.md, "Im2col mode"), parameters outermost first."""
     lower = [-p for p in pad]
     upper = [p - d * (f - 1) for p, d, f in zip(pad, dil, filt)]
     return cp.TensorMapArg.im2col(cp.TensorArg(handle), channels_per_pixel=cpp, pixels_per_column=ppc,
@@ -288,7 +288,7 @@ def test_im2col_stride_2_rows_follow_the_spec_example(client):
     out = client.empty((72,), np.float32)
     im2col_4d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 0, -1, -1, 0, 0, 0, 72)
     rows = client.read(out).reshape(9, 8)
-    # tma-semantics.md 2.6: (-1,-1)0, (-1,1)0, (-1,3)0, (1,-1)0, (1,1), (1,3), (3,-1)0, (3,1), (3,3)
+    # worked by hand: (-1,-1)0, (-1,1)0, (-1,3)0, (1,-1)0, (1,1), (1,3), (3,-1)0, (3,1), (3,3)
     for row, pix in enumerate([None, None, None, None, (1, 1), (1, 3), None, (3, 1), (3, 3)]):
         np.testing.assert_array_equal(rows[row], 0 if pix is None else x[0, pix[0], pix[1]])
 

@@ -14,14 +14,16 @@ Choices that PTX leaves to us (the LLVM back end is told the same):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-Value = np.ndarray | np.generic
+Value = Any  # a numpy array or scalar
 
-_UNSIGNED_OF = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_UNSIGNED_OF: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
-def as_unsigned(value: Value) -> np.ndarray:
+def as_unsigned(value: Value) -> Value:
     """The bits of an integer value viewed as the unsigned type of the same width."""
     array = np.asarray(value)
     return array.view(_UNSIGNED_OF[array.dtype.itemsize])
@@ -110,7 +112,7 @@ def float_to_int(x: Value, dtype: np.dtype) -> Value:
     return result
 
 
-def convert(x: Value, src: np.dtype, dst: np.dtype) -> Value:
+def convert(x: Value, src: np.dtype[Any], dst: np.dtype[Any]) -> Value:
     """Numeric conversion with GPU semantics (saturating float->int, bool as 0/1, single rounding)."""
     if src == dst:
         return x
@@ -199,7 +201,7 @@ _ERF_Q = (2.56852019228982242e00, 1.87295284992346725e00, 5.27905102951428412e-1
 _INV_SQRT_PI = 5.6418958354775628695e-1
 
 
-def erf(x: Value) -> np.ndarray:
+def erf(x: Value) -> Value:
     """The error function in f64 (Cody's three-range rational approximation)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.minimum(np.abs(x), 32.0)  # erfc(32) underflows f64: beyond it erf is exactly +-1

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cubepy.runtime.interp.fma import fma
+from cubepy.ir.fma import fma
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 # (numpy dtype, precision in bits incl. the hidden one, smallest normal exponent, largest exponent)

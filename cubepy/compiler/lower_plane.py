@@ -1,0 +1,195 @@
+"""Lowering of plane (warp) collectives.
+
+Plane collectives honor the active mask (``activemask``), as CUDA's ``__reduce_*_sync`` do:
+
+* when all 32 lanes are active, reductions are butterfly shuffles (``shfl.sync.bfly``) and scans
+  Hillis-Steele shuffles (``shfl.sync.up``);
+* otherwise every active lane walks the set bits of the mask and combines the values it reads with
+  ``shfl.sync.idx`` (the same trip count on every active lane, so the shuffles stay converged).
+
+f16/bf16 reductions and scans accumulate in f32 and round once at the end.
+
+Values of any type are shuffled as 32-bit words (64-bit values as two).
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower import KernelLowering, as_u32, lowers
+from cubepy.compiler.lower_arith import binary, map_lanes
+from cubepy.compiler.lower_sync import sreg
+from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
+
+FULL_MASK = ir.Constant(lt.I32, -1)
+_SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
+
+
+def active_mask(lw: KernelLowering) -> ir.Value:
+    """The lanes of this plane executing now (``activemask.b32``)."""
+    return lw.call("llvm.nvvm.activemask", lt.I32, [], name_hint="active_mask")
+
+
+def _shuffle_word(lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+    clamp = ir.Constant(lt.I32, _SHUFFLE_CLAMP[mode])
+    return lw.call(f"llvm.nvvm.shfl.sync.{mode}.i32", lt.I32, [mask, word, arg, clamp])
+
+
+def _shuffle_scalar(lw: KernelLowering, mode: str, value: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+    b = lw.builder
+    llty = value.type
+    bits = llty.width if isinstance(llty, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32,
+                                                             "double": 64}[str(llty)]
+    int_t = ir.IntType(bits)
+    as_int = value if isinstance(llty, ir.IntType) else b.bitcast(value, int_t)
+    if bits <= 32:
+        word = b.zext(as_int, lt.I32) if bits < 32 else as_int
+        moved = _shuffle_word(lw, mode, word, arg, mask)
+        result = b.trunc(moved, int_t) if bits < 32 else moved
+    else:
+        low = _shuffle_word(lw, mode, b.trunc(as_int, lt.I32), arg, mask)
+        high = _shuffle_word(lw, mode, b.trunc(b.lshr(as_int, ir.Constant(lt.I64, 32)), lt.I32), arg, mask)
+        result = b.or_(b.zext(low, lt.I64), b.shl(b.zext(high, lt.I64), ir.Constant(lt.I64, 32)))
+    return result if isinstance(llty, ir.IntType) else b.bitcast(result, llty)
+
+
+def shuffle(lw: KernelLowering, mode: str, value: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+    """``shfl.sync.<mode>`` of a value of any register type (lines lane by lane)."""
+    return map_lanes(lw, lambda v: _shuffle_scalar(lw, mode, v, arg, mask), [value], value.type)
+
+
+# -- reductions and scans -------------------------------------------------------------------------------
+_REDUCE_BINARY = {"sum": "add", "prod": "mul", "min": "min", "max": "max"}
+
+
+def _combine(lw: KernelLowering, kind: str, a: ir.Value, c: ir.Value, elem: ElemType) -> ir.Value:
+    if elem.is_bool:  # sum/max of bools is "any", prod/min is "all"
+        return lw.builder.or_(a, c) if kind in ("sum", "max") else lw.builder.and_(a, c)
+    return binary(lw, _REDUCE_BINARY[kind], a, c, Type(elem))
+
+
+def _identity(kind: str, elem: ElemType, llty: ir.Type) -> ir.Constant:
+    if elem.is_bool:
+        return lt.splat(llty, int(kind in ("prod", "min")))
+    if kind == "sum":
+        return lt.splat(llty, 0.0 if elem.is_float else 0)
+    if kind == "prod":
+        return lt.splat(llty, 1.0 if elem.is_float else 1)
+    if elem.is_float:
+        return lt.splat(llty, math.inf if kind == "min" else -math.inf)
+    if elem.kind == "uint":
+        return lt.splat(llty, -1 if kind == "min" else 0)
+    top = (1 << (elem.bits - 1)) - 1
+    return lt.splat(llty, top if kind == "min" else -top - 1)
+
+
+def plane_collective(lw: KernelLowering, kind: str, scan: str | None, value: ir.Value, elem: ElemType) -> ir.Value:
+    """Reduce (``scan=None``) or scan (``"inclusive"``/``"exclusive"``) ``value`` over the active lanes."""
+    b = lw.builder
+    mask = active_mask(lw)
+    identity = _identity(kind, elem, value.type)
+    lane = lw.builtins.get("unit_pos_plane") or _laneid(lw)
+    full, partial, join = lw.new_block("plane.full"), lw.new_block("plane.partial"), lw.new_block("plane.join")
+    b.cbranch(b.icmp_unsigned("==", mask, FULL_MASK), full, partial)
+
+    b.position_at_end(full)
+    acc = value
+    if scan is None:
+        for offset in (16, 8, 4, 2, 1):
+            acc = _combine(lw, kind, acc, shuffle(lw, "bfly", acc, ir.Constant(lt.I32, offset), FULL_MASK), elem)
+    else:
+        for offset in (1, 2, 4, 8, 16):
+            below = shuffle(lw, "up", acc, ir.Constant(lt.I32, offset), FULL_MASK)
+            has_source = b.icmp_unsigned(">=", lane, ir.Constant(lt.I32, offset))
+            acc = b.select(has_source, _combine(lw, kind, acc, below, elem), acc)
+        if scan == "exclusive":
+            shifted = shuffle(lw, "up", acc, ir.Constant(lt.I32, 1), FULL_MASK)
+            acc = b.select(b.icmp_unsigned("==", lane, ir.Constant(lt.I32, 0)), identity, shifted)
+    full_result, full_end = acc, b.block
+    b.branch(join)
+
+    # Partial mask: walk the set bits of the mask; every active lane runs the same iterations.
+    b.position_at_end(partial)
+    header, body = lw.new_block("plane.walk"), lw.new_block("plane.step")
+    b.branch(header)
+    b.position_at_end(header)
+    remaining = b.phi(lt.I32, name="remaining")
+    partial_acc = b.phi(value.type, name="partial")
+    remaining.add_incoming(mask, partial)
+    partial_acc.add_incoming(identity, partial)
+    b.cbranch(b.icmp_unsigned("!=", remaining, ir.Constant(lt.I32, 0)), body, join)
+    b.position_at_end(body)
+    source = lw.call("llvm.cttz.i32", lt.I32, [remaining, ir.Constant(lt.I1, 1)])
+    combined = _combine(lw, kind, partial_acc, shuffle(lw, "idx", value, source, mask), elem)
+    if scan is not None:
+        include = b.icmp_unsigned("<" if scan == "exclusive" else "<=", source, lane)
+        combined = b.select(include, combined, partial_acc)
+    partial_acc.add_incoming(combined, b.block)
+    remaining.add_incoming(b.and_(remaining, b.sub(remaining, ir.Constant(lt.I32, 1))), b.block)
+    b.branch(header)
+
+    b.position_at_end(join)
+    result = b.phi(value.type)
+    result.add_incoming(full_result, full_end)
+    result.add_incoming(partial_acc, header)
+    return result
+
+
+def _laneid(lw: KernelLowering) -> ir.Value:
+    return sreg(lw, "laneid")
+
+
+# -- votes and moves -------------------------------------------------------------------------------------
+_MOVE_MODE = {"broadcast": "idx", "shuffle": "idx", "shuffle_xor": "bfly", "shuffle_up": "up",
+              "shuffle_down": "down"}
+
+
+def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
+    ret = lt.I32 if kind == "ballot" else lt.I1
+    return lw.call(f"llvm.nvvm.vote.{kind}.sync", ret, [mask, predicate])
+
+
+def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
+    """plane_<op>: reductions, scans, votes, elect and moves."""
+    op = inst.operation
+    assert isinstance(op, ops.PlaneOp)
+    b = lw.builder
+    kind = op.name.removeprefix("plane_")
+    if kind == "elect":
+        mask = active_mask(lw)
+        if lw.sm >= 90:
+            elected = b.extract_value(lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]),
+                                              [mask]), 1)
+        else:  # the lowest active lane
+            first = lw.call("llvm.cttz.i32", lt.I32, [mask, ir.Constant(lt.I1, 1)])
+            elected = b.icmp_unsigned("==", _laneid(lw), first)
+        lw.define(inst.out, elected)
+        return
+    assert op.value is not None
+    value = lw.value(op.value)
+    elem = op.value.elem
+    if kind in ("all", "any"):
+        mask = active_mask(lw)
+        lw.define(inst.out, map_lanes(lw, lambda p: _vote(lw, kind, p, mask), [value], value.type))
+    elif kind == "ballot":
+        bits = _vote(lw, "ballot", value, active_mask(lw))
+        if inst.out.type.is_line:
+            vec_t = lt.item_type(inst.out.type)
+            bits = b.insert_element(lt.splat(vec_t, 0), bits, ir.Constant(lt.I32, 0))
+        lw.define(inst.out, bits)
+    elif kind in _MOVE_MODE:
+        arg = as_u32(lw, lw.value(op.arg), op.arg)
+        lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, active_mask(lw)))
+    else:  # sum, max, ..., inclusive_sum, exclusive_prod, ...
+        scan, _, reduce_kind = kind.rpartition("_")
+        if elem in (F16, BF16):  # accumulate in f32 and round once, as the CPU runtime does
+            wide_t = ir.VectorType(lt.F32_TYPE, value.type.count) if op.value.type.is_line else lt.F32_TYPE
+            result = plane_collective(lw, reduce_kind, scan or None, b.fpext(value, wide_t), F32)
+            lw.define(inst.out, b.fptrunc(result, value.type))
+        else:
+            lw.define(inst.out, plane_collective(lw, reduce_kind, scan or None, value, elem))
+
+lowers(*ops.PLANE_OPS)(lower_plane)

@@ -1,0 +1,90 @@
+"""The interp back end: ``ComputeClient`` runs kernels by executing their IR with numpy (``cp.client("interp")``)."""
+
+from __future__ import annotations
+
+from cubepy.errors import LaunchError
+from cubepy.runtime.backend import MAX_SHARED_BYTES
+from cubepy.runtime.bindings import Bindings
+
+
+class InterpBackend:
+    """The CPU runtime: runs the IR itself, lockstep over the grid, with numpy."""
+
+    name = "interp"
+    disk_cache_target = "interp"
+
+    @property
+    def disk_cache_kind(self) -> str | None:
+        """``interp``: its artifact (a post-pass KernelDefinition) pickles, so it is cached on disk; None for a
+        subclass with its own ``prepare`` (its artifacts are not this one's)."""
+        return "interp" if type(self).prepare is InterpBackend.prepare else None
+
+    def prepare(self, definition):
+        """Run the IR passes; the result is what ``run`` executes."""
+        from cubepy.compiler.passes import run_passes
+
+        definition, _ = run_passes(definition)
+        return definition
+
+    def __init__(self) -> None:
+        self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
+        self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+    def _written_slots(self, definition) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Buffer and tensor-map slots a kernel may write, the only ones a failed launch must restore.
+
+        Read from the operations' records: the buffers and tensor maps named by an operand that the
+        record lists as written.
+        """
+        cached = self._writes.get(id(definition))
+        if cached is not None and cached[0] is definition:
+            return cached[1]
+        from cubepy.ir import VarKind, walk
+
+        buffers: set[int] = set()
+        maps: set[int] = set()
+        for inst in walk(definition.body):
+            operation = inst.operation
+            for field in operation.RECORD.writes:
+                var = getattr(operation, field)
+                if var.kind is VarKind.GLOBAL:
+                    buffers.add(var.id)
+                elif var.kind is VarKind.TENSOR_MAP:
+                    maps.add(var.id)
+        slots = (tuple(sorted(buffers)), tuple(sorted(maps)))
+        if len(self._writes) > 4096:
+            self._writes.clear()
+        self._writes[id(definition)] = (definition, slots)
+        return slots
+
+    def check_launch(self, definition, cube_count) -> None:
+        """Reject launches the hardware would refuse (shared memory over the limit)."""
+        if self._fits.get(id(definition)) is definition:
+            return
+        shared = sum(v.length * v.type.size for v in definition.shared_memories)
+        if shared > MAX_SHARED_BYTES:
+            raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
+                              f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+        if len(self._fits) > 4096:
+            self._fits.clear()
+        self._fits[id(definition)] = definition
+
+    def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
+        """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
+        from cubepy.runtime import interp
+
+        written_buffers, written_maps = self._written_slots(definition)
+        storages = {}
+        for slot in written_buffers:
+            storage = bindings.buffers[slot].handle.storage
+            storages[id(storage)] = storage
+        for slot in written_maps:
+            storage = bindings.tensor_maps[slot].handle.storage
+            storages[id(storage)] = storage
+        snapshots = [(storage, storage.copy()) for storage in storages.values()]
+        try:
+            interp.run(definition, cube_count, bindings, sanitize=sanitize)
+        except BaseException:
+            for storage, saved in snapshots:
+                storage[...] = saved
+            raise

@@ -16,8 +16,47 @@ import cubepy as cp  # noqa: E402
 
 @pytest.fixture
 def client():
-    """The client the runtime tests use: interp, or ``CUBEPY_TEST_RUNTIME`` (the device check sets cuda)."""
-    return cp.client(os.environ.get("CUBEPY_TEST_RUNTIME", "interp"))
+    """The client the runtime tests use: interp, or ``CUBEPY_TEST_RUNTIME`` (the device check sets cuda;
+    ``differential`` runs every launch on interp and cpu and compares, see tests/runtime/cpu/differential.py)."""
+    name = os.environ.get("CUBEPY_TEST_RUNTIME", "interp")
+    if name == "differential":
+        return _differential_client()
+    return cp.client(name)
+
+
+_DIFFERENTIAL: list = []
+
+
+def _differential_client():
+    from tests.runtime.cpu.differential import DifferentialReport, differential_client
+
+    if not _DIFFERENTIAL:
+        report = DifferentialReport()
+        _DIFFERENTIAL.extend([report, differential_client(report)])
+    return _DIFFERENTIAL[1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a runtime that declines an operation (``op X is not supported by back end cpu: why``), the test is
+    skipped with that reason rather than failed: the runtime says what it cannot run, and why."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or call.when != "call":
+        return
+    from cubepy.errors import CompileError
+
+    message = str(call.excinfo.value)
+    if call.excinfo.errisinstance(CompileError) and "is not supported by back end cpu" in message:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, "Skipped: " + message.splitlines()[0])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Write the differential report where ``CUBEPY_DIFFERENTIAL_REPORT`` says."""
+    path = os.environ.get("CUBEPY_DIFFERENTIAL_REPORT")
+    if _DIFFERENTIAL and path:
+        _DIFFERENTIAL[0].write(path)
 
 
 def pytest_configure(config):

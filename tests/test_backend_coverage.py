@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from cubepy.compiler.lower import LLVM
+from cubepy.compiler.targets.host import CPU
 from cubepy.ir.ops import OpRecord, OpTable, all_operations
 from cubepy.runtime.interp.registry import INTERP
 
-BACKENDS = {"interp": INTERP, "llvm": LLVM}
+BACKENDS = {"interp": INTERP, "llvm": LLVM, "cpu": CPU}
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))

@@ -22,12 +22,13 @@ block's start (the header is there), which is why 0 means "none".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from cubepy.errors import LaunchError
-from cubepy.ir import KernelDefinition, ops, walk
+from cubepy.ir import KernelDefinition, Type, ops, walk
 
 WORDS_PER_BUFFER = 3
 BUFFER_LEN_WORD = 0
@@ -36,6 +37,8 @@ EXTENDED_WORD = 2
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
 _U32_MAX = 2**32 - 1
+POINTER_BYTES = 8
+INFO_ROLE = "info"
 
 
 class BufferMetadata(Protocol):
@@ -105,3 +108,76 @@ def _u32(value: int, slot: int, what: str) -> int:
     if not 0 <= value <= _U32_MAX:
         raise LaunchError(f"buffer {slot}: {what} = {value} does not fit the u32 info ABI")
     return value
+
+
+# -- the parameter block: where each entry parameter sits (PTX .param space; the cpu runtime reads the same block)
+@dataclass(frozen=True)
+class ParamSlot:
+    """One entry parameter: its role, index within its kind, and place in parameter space."""
+
+    name: str
+    role: str        # "array" | "tensor" | "scalar" | "tensor_map" | "info"
+    kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps)
+    size: int
+    align: int
+    offset: int
+    type: Type | None = None  # the item type of a scalar
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Every entry parameter of a kernel, in order, and the size of the whole parameter space."""
+
+    slots: tuple[ParamSlot, ...]
+    total_bytes: int
+
+
+def _round_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def scalar_size_align(ty: Type) -> tuple[int, int]:
+    """Bytes and alignment of a scalar parameter: an element is natural; a line is an LLVM vector.
+
+    LLVM aligns a vector to its size rounded up to a power of two and pads it to that alignment, so
+    ``f32x3`` takes 16 bytes aligned 16 and ``u8x3`` 4 bytes aligned 4 (as NVPTX declares them).
+    """
+    size = ty.elem.size * ty.line
+    if ty.line == 1:
+        return size, size
+    align = 1 << (size - 1).bit_length()
+    return align, align
+
+
+def _round_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def param_layout(definition: KernelDefinition) -> ParamLayout:
+    """The parameter-space layout of ``definition``'s entry, the trailing info pointer included."""
+    slots: list[ParamSlot] = []
+    counters = {"buffer": 0, "scalar": 0, "tensor_map": 0}
+    offset = 0
+
+    def place(name: str, role: str, kind: str, size: int, align: int, ty: Type | None = None) -> None:
+        nonlocal offset
+        offset = _round_up(offset, align)
+        slots.append(ParamSlot(name, role, counters[kind], size, align, offset, ty))
+        counters[kind] += 1
+        offset += size
+
+    for param in definition.params:
+        if param.role in ("array", "tensor"):
+            place(param.name, param.role, "buffer", POINTER_BYTES, POINTER_BYTES)
+        elif param.role == "scalar":
+            size, align = scalar_size_align(param.var.type)
+            place(param.name, "scalar", "scalar", size, align, param.var.type)
+        elif param.role == "tensor_map":
+            place(param.name, "tensor_map", "tensor_map", TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
+        else:
+            raise LaunchError(f"kernel {definition.name}: parameter {param.name!r} has unknown role {param.role!r}")
+    offset = _round_up(offset, POINTER_BYTES)
+    slots.append(ParamSlot(INFO_ROLE, INFO_ROLE, 0, POINTER_BYTES, POINTER_BYTES, offset))
+    return ParamLayout(tuple(slots), offset + POINTER_BYTES)
+
+

@@ -23,10 +23,10 @@ from collections.abc import Callable
 import attrs
 import llvmlite.ir as ir
 
-from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.debuginfo import DebugInfo, first_location
-from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
+from cubepy.compiler.targets import TargetLayer
+from cubepy.compiler.targets.nvptx import NvptxTarget
 from cubepy.errors import CompileError, CubeError
 from cubepy.ir import Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
 from cubepy.ir.ops import OpTable
@@ -72,13 +72,14 @@ class Loop:
 class KernelLowering:
     """Lowers one kernel; the op-family modules call back into it for values, memories and intrinsics."""
 
-    def __init__(self, definition: KernelDefinition, sm: int = 90) -> None:
+    def __init__(self, definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> None:
         self.definition = definition
         self.sm = sm
+        self.target = target if target is not None else NvptxTarget(sm)
         self.name = entry_name(definition.name)
         self.module = ir.Module(name=self.name)
-        self.module.triple = TRIPLE
-        self.module.data_layout = DATA_LAYOUT
+        self.module.triple = self.target.triple
+        self.module.data_layout = self.target.data_layout
         self.consts: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}
         self.params: dict[tuple[VarKind, int], ir.Value] = {}
@@ -93,33 +94,11 @@ class KernelLowering:
         self.builder = ir.IRBuilder(self.function.append_basic_block("body"))
         first = first_location(definition)
         self.debug = DebugInfo(self.module, self.function, definition, first) if first is not None else None
+        self.target.prologue(self)
 
     # -- the entry function -------------------------------------------------------------------
     def _declare_entry(self) -> ir.Function:
-        arg_types: list[ir.Type] = []
-        for param in self.definition.params:
-            if param.role in ("array", "tensor"):
-                arg_types.append(lt.GLOBAL_PTR)
-            elif param.role == "scalar":
-                arg_types.append(lt.item_type(param.var.type, memory=True))
-            else:
-                arg_types.append(lt.GENERIC_PTR)
-        arg_types.append(lt.GLOBAL_PTR)  # the info buffer, always last
-        fnty = ir.FunctionType(lt.VOID, arg_types)
-        function = ir.Function(self.module, fnty, self.name)
-        function.calling_convention = "ptx_kernel"
-        x, y, z = self.definition.cube_dim
-        # The kernel is specialized for its cube_dim: launching it with another one fails loudly.
-        function.attributes = lt.RawFunctionAttributes([f'"nvvm.reqntid"="{x},{y},{z}"'])
-        for param, arg in zip(self.definition.params, function.args):
-            arg.name = _safe_name(param.name)
-            if param.role == "tensor_map":
-                arg.attributes = lt.RawArgumentAttributes([
-                    f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}",
-                    '"nvvm.grid_constant"'])
-            self.params[(param.var.kind, param.var.id)] = arg
-        function.args[-1].name = "info"
-        return function
+        return self.target.declare_entry(self)
 
     def lower(self) -> LoweredModule:
         """Lower the whole kernel and return the module."""
@@ -128,26 +107,14 @@ class KernelLowering:
         self._read_builtins()
         self.lower_scope(self.definition.body)
         if not self.builder.block.is_terminated:
-            self.builder.ret_void()
+            self.target.emit_return(self)
+        self.target.finish(self)
         self.alloca_builder.branch(self.function.blocks[1])
         return LoweredModule(self.module, self.name, frozenset(self.libdevice), self.dynamic_shared_bytes)
 
     def _declare_memories(self) -> None:
         self.dynamic_shared_bytes = 0
-        offsets, total = self._shared_layout()
-        if total > STATIC_SHARED_LIMIT:
-            self._declare_dynamic_shared(offsets, total)
-        for var in self.definition.shared_memories:
-            self.shared_memory(var)
-        for var in self.definition.barriers:
-            gv = ir.GlobalVariable(self.module, lt.I64, f"barrier{var.id}", addrspace=3)
-            gv.type = lt.SHARED_PTR
-            gv.linkage = "internal"
-            gv.initializer = ir.Constant(lt.I64, ir.Undefined)
-            gv.align = 8
-            self.memories[(VarKind.BARRIER, var.id)] = gv
-        for var in self.definition.local_arrays:
-            self.local_array(var)
+        self.target.declare_memories(self)
 
     def _shared_alignment(self, var: Variable) -> int:
         return max(var.alignment or 1, SHARED_MIN_ALIGN, lt.item_align(var.type))
@@ -300,7 +267,7 @@ class KernelLowering:
 
     def info_word(self, index: ir.Value) -> ir.Value:
         """``info[index]`` (u32): buffer metadata, invariant for the whole launch."""
-        ptr = self.builder.gep(self.function.args[-1], [index], source_etype=lt.I32)
+        ptr = self.builder.gep(self.target.info_pointer(self), [index], source_etype=lt.I32)
         word = self.builder.load(ptr, typ=lt.I32, align=4)
         word.set_metadata("invariant.load", self.module.add_metadata([]))
         return word
@@ -318,10 +285,13 @@ class KernelLowering:
         fn = self.declare(name, ret, [a.type for a in args])
         return self.builder.call(fn, args, name=name_hint)
 
+    def call_in(self, builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call ``name`` at another builder's position (a target's entry or epilogue blocks)."""
+        return builder.call(self.declare(name, ret, [a.type for a in args]), args)
+
     def call_libdevice(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         """Call libdevice's ``name`` (``__nv_expf``); it is linked in and inlined later."""
-        self.libdevice.add(name)
-        return self.call(name, ret, args)
+        return self.target.math_call(self, name, ret, args)
 
     # -- blocks and scopes ---------------------------------------------------------------------------
     def new_block(self, hint: str) -> ir.Block:
@@ -349,6 +319,9 @@ class KernelLowering:
             self.builder.debug_metadata = self.debug.location(inst.loc)
         lowering = LLVM.get(type(inst.operation))
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
+        reason = self.target.unsupported_reason(inst.operation)
+        if reason is not None:
+            raise CompileError(f"{where}op {inst.op} is not supported by back end {self.target.name}: {reason}")
         if lowering is None:
             raise CompileError(f"{where}kernel {self.definition.name}: {LLVM.missing_message(type(inst.operation))}"
                                f"\n  in instruction: {inst}")
@@ -367,9 +340,9 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
 
 
-def lower_kernel(definition: KernelDefinition, sm: int = 90) -> LoweredModule:
-    """Lower a verified kernel to an LLVM module for ``sm_<sm>``."""
-    return KernelLowering(definition, sm).lower()
+def lower_kernel(definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> LoweredModule:
+    """Lower a verified kernel to an LLVM module for ``sm_<sm>`` (or for ``target``, such as the host)."""
+    return KernelLowering(definition, sm, target).lower()
 
 
 def unsigned_index(lowering: KernelLowering, value: ir.Value, var: Variable) -> ir.Value:

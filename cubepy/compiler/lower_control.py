@@ -140,7 +140,7 @@ def lower_continue(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_return(lw: KernelLowering, inst: Instruction) -> None:
     """End this unit's execution."""
-    lw.builder.ret_void()
+    lw.target.emit_return(lw)
     lw.start_dead_block()
 
 

@@ -25,17 +25,15 @@ from cubepy.compiler.lower_sync import sreg
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 FULL_MASK = ir.Constant(lt.I32, -1)
-_SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
 
 
 def active_mask(lw: KernelLowering) -> ir.Value:
     """The lanes of this plane executing now (``activemask.b32``)."""
-    return lw.call("llvm.nvvm.activemask", lt.I32, [], name_hint="active_mask")
+    return lw.target.active_mask(lw)
 
 
 def _shuffle_word(lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
-    clamp = ir.Constant(lt.I32, _SHUFFLE_CLAMP[mode])
-    return lw.call(f"llvm.nvvm.shfl.sync.{mode}.i32", lt.I32, [mask, word, arg, clamp])
+    return lw.target.shuffle_word(lw, mode, word, arg, mask)
 
 
 def _shuffle_scalar(lw: KernelLowering, mode: str, value: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
@@ -148,8 +146,7 @@ _MOVE_MODE = {"broadcast": "idx", "shuffle": "idx", "shuffle_xor": "bfly", "shuf
 
 
 def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
-    ret = lt.I32 if kind == "ballot" else lt.I1
-    return lw.call(f"llvm.nvvm.vote.{kind}.sync", ret, [mask, predicate])
+    return lw.target.vote(lw, kind, predicate, mask)
 
 
 def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
@@ -159,14 +156,7 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     b = lw.builder
     kind = op.name.removeprefix("plane_")
     if kind == "elect":
-        mask = active_mask(lw)
-        if lw.sm >= 90:
-            elected = b.extract_value(lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]),
-                                              [mask]), 1)
-        else:  # the lowest active lane
-            first = lw.call("llvm.cttz.i32", lt.I32, [mask, ir.Constant(lt.I1, 1)])
-            elected = b.icmp_unsigned("==", _laneid(lw), first)
-        lw.define(inst.out, elected)
+        lw.define(inst.out, lw.target.elect(lw, active_mask(lw)))
         return
     assert op.value is not None
     value = lw.value(op.value)

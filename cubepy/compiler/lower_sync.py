@@ -22,8 +22,8 @@ _SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
 
 # -- builtins -------------------------------------------------------------------------------------------
 def sreg(lw: KernelLowering, name: str) -> ir.Value:
-    """Read the PTX special register ``%name`` (``tid.x``, ``laneid``) as i32."""
-    return lw.call(f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [], name_hint=name.replace(".", "_"))
+    """Read the PTX special register ``%name`` (``tid.x``, ``laneid``) as i32 (the target provides it)."""
+    return lw.target.special_register(lw, name)
 
 
 def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
@@ -84,17 +84,17 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
 # -- barriers -------------------------------------------------------------------------------------------
 def lower_sync_cube(lw: KernelLowering, inst: Instruction) -> None:
     """bar.sync 0: every unit of the cube, with shared-memory visibility."""
-    lw.call("llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [ir.Constant(lt.I32, 0)])
+    lw.target.sync_cube(lw)
 
 
 def lower_sync_plane(lw: KernelLowering, inst: Instruction) -> None:
     """bar.warp.sync over the whole plane."""
-    lw.call("llvm.nvvm.bar.warp.sync", lt.VOID, [FULL_MASK])
+    lw.target.sync_plane(lw)
 
 
 def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:
     """fence.proxy.async.shared::cta: generic-proxy shared writes become visible to TMA."""
-    lw.call("llvm.nvvm.fence.proxy.async.shared_cta", lt.VOID, [])
+    lw.target.fence_proxy_shared(lw)
 
 
 # -- shuffles -------------------------------------------------------------------------------------------

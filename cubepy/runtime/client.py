@@ -222,6 +222,18 @@ def _interp_client(sanitize: bool) -> ComputeClient:
     return ComputeClient("interp", InterpBackend(), sanitize=sanitize)
 
 
+def _cpu_unavailable_reason() -> str | None:
+    from cubepy.runtime import cpu
+
+    return cpu.host_unavailable_reason()
+
+
+def _cpu_client(sanitize: bool) -> ComputeClient:
+    from cubepy.runtime import cpu
+
+    return cpu.make_client(sanitize=sanitize)
+
+
 def _cuda_unavailable_reason() -> str | None:
     from cubepy.runtime import cuda
 
@@ -246,13 +258,15 @@ class Runtime:
 RUNTIMES: dict[str, Runtime] = {
     "interp": Runtime(lambda: None, _interp_client),
     "cuda": Runtime(_cuda_unavailable_reason, _cuda_client),
+    "cpu": Runtime(_cpu_unavailable_reason, _cpu_client),
 }
 
 _clients: dict[tuple[str, bool], ComputeClient] = {}
 
 
 def runtimes() -> list[str]:
-    """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver."""
+    """Names of the runtimes usable here: ``interp`` always, ``cuda`` with a GPU and driver, ``cpu`` where
+    llvmlite targets this machine."""
     return [name for name, runtime in RUNTIMES.items() if runtime.unavailable_reason() is None]
 
 

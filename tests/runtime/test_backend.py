@@ -9,6 +9,7 @@ from cubepy.errors import CubeError
 from cubepy.runtime import client as client_module
 from cubepy.runtime.backend import Backend
 from cubepy.runtime.client import RUNTIMES, Runtime, unavailable_reason
+from cubepy.runtime.cpu.backend import CpuBackend
 from cubepy.runtime.cuda.backend import CudaBackend
 from cubepy.runtime.interp.backend import InterpBackend
 
@@ -20,7 +21,7 @@ def test_the_protocol_declares_exactly_these_members():
     assert declared == MEMBERS
 
 
-@pytest.mark.parametrize("backend", [InterpBackend, CudaBackend])
+@pytest.mark.parametrize("backend", [InterpBackend, CudaBackend, CpuBackend])
 def test_each_back_end_has_every_protocol_member(backend):
     missing = {m for m in MEMBERS if not hasattr(backend, m)}
     assert not missing
@@ -29,6 +30,7 @@ def test_each_back_end_has_every_protocol_member(backend):
 def test_back_ends_name_their_runtime_and_cache_kind():
     assert (InterpBackend.name, InterpBackend().disk_cache_kind) == ("interp", "interp")
     assert (CudaBackend.name, CudaBackend.disk_cache_kind) == ("cuda", None)
+    assert (CpuBackend.name, CpuBackend.disk_cache_kind) == ("cpu", "cpu")
 
 
 def test_the_registry_lists_interp_then_cuda_and_interp_is_always_usable():

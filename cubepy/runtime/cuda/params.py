@@ -18,33 +18,18 @@ from typing import Any
 import numpy as np
 
 from cubepy.compiler import abi
+from cubepy.compiler.abi import (  # noqa: F401  (the layout is the compiler ABI's; re-exported here)
+    INFO_ROLE,
+    POINTER_BYTES,
+    ParamLayout,
+    ParamSlot,
+    param_layout,
+    scalar_size_align,
+)
 from cubepy.errors import LaunchError
-from cubepy.ir import KernelDefinition, Type
+from cubepy.ir import Type
 
-POINTER_BYTES = 8
-INFO_ROLE = "info"
 BLOCK_ALIGN = abi.TENSOR_MAP_ALIGN  # the strictest alignment of any parameter
-
-@dataclass(frozen=True)
-class ParamSlot:
-    """One entry parameter: its role, index within its kind, and place in parameter space."""
-
-    name: str
-    role: str        # "array" | "tensor" | "scalar" | "tensor_map" | "info"
-    kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps)
-    size: int
-    align: int
-    offset: int
-    type: Type | None = None  # the item type of a scalar
-
-
-@dataclass(frozen=True)
-class ParamLayout:
-    """Every entry parameter of a kernel, in order, and the size of the whole parameter space."""
-
-    slots: tuple[ParamSlot, ...]
-    total_bytes: int
-
 
 @dataclass(frozen=True)
 class PackedParams:
@@ -57,51 +42,6 @@ class PackedParams:
     def address(self) -> int:
         """The ``kernelParams`` argument of ``cuLaunchKernel``: the address of the pointer array."""
         return int(self.pointers.ctypes.data)
-
-
-def scalar_size_align(ty: Type) -> tuple[int, int]:
-    """Bytes and alignment of a scalar parameter: an element is natural; a line is an LLVM vector.
-
-    LLVM aligns a vector to its size rounded up to a power of two and pads it to that alignment, so
-    ``f32x3`` takes 16 bytes aligned 16 and ``u8x3`` 4 bytes aligned 4 (as NVPTX declares them).
-    """
-    size = ty.elem.size * ty.line
-    if ty.line == 1:
-        return size, size
-    align = 1 << (size - 1).bit_length()
-    return align, align
-
-
-def _round_up(value: int, align: int) -> int:
-    return -(-value // align) * align
-
-
-def param_layout(definition: KernelDefinition) -> ParamLayout:
-    """The parameter-space layout of ``definition``'s entry, the trailing info pointer included."""
-    slots: list[ParamSlot] = []
-    counters = {"buffer": 0, "scalar": 0, "tensor_map": 0}
-    offset = 0
-
-    def place(name: str, role: str, kind: str, size: int, align: int, ty: Type | None = None) -> None:
-        nonlocal offset
-        offset = _round_up(offset, align)
-        slots.append(ParamSlot(name, role, counters[kind], size, align, offset, ty))
-        counters[kind] += 1
-        offset += size
-
-    for param in definition.params:
-        if param.role in ("array", "tensor"):
-            place(param.name, param.role, "buffer", POINTER_BYTES, POINTER_BYTES)
-        elif param.role == "scalar":
-            size, align = scalar_size_align(param.var.type)
-            place(param.name, "scalar", "scalar", size, align, param.var.type)
-        elif param.role == "tensor_map":
-            place(param.name, "tensor_map", "tensor_map", abi.TENSOR_MAP_BYTES, abi.TENSOR_MAP_ALIGN)
-        else:
-            raise LaunchError(f"kernel {definition.name}: parameter {param.name!r} has unknown role {param.role!r}")
-    offset = _round_up(offset, POINTER_BYTES)
-    slots.append(ParamSlot(INFO_ROLE, INFO_ROLE, 0, POINTER_BYTES, POINTER_BYTES, offset))
-    return ParamLayout(tuple(slots), offset + POINTER_BYTES)
 
 
 def scalar_bytes(value: Any, ty: Type, name: str = "scalar") -> bytes:

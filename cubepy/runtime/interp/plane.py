@@ -77,6 +77,42 @@ _REDUCE = {"sum": np.add, "prod": np.multiply, "inclusive_sum": np.add, "exclusi
            "inclusive_prod": np.multiply, "exclusive_prod": np.multiply}
 
 
+def _float_in_gpu_order(name: str, masked: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """A float sum/prod reduction or scan associated exactly as the PTX lowering does, so results are bit-equal.
+
+    A whole active plane: butterfly reduction (partners ``lane ^ 16, 8, 4, 2, 1``) or a Hillis-Steele scan
+    (offsets 1, 2, 4, 8, 16); a partial one: left to right over the active lanes, from the identity.
+    """
+    ufunc = _REDUCE[name]
+    lanes = masked.shape[1]
+    sequential = ufunc.accumulate(masked, axis=1)
+    if name in ("sum", "prod"):
+        sequential = np.broadcast_to(sequential[:, -1:], masked.shape)
+    full = active.reshape(active.shape[0], active.shape[1], -1).all(axis=(1, 2)) if lanes == 32 else \
+        np.zeros(masked.shape[0], dtype=bool)
+    if not full.any():
+        result = sequential
+    else:
+        acc = masked.copy()
+        index = np.arange(32)
+        if name in ("sum", "prod"):
+            for offset in (16, 8, 4, 2, 1):
+                acc = ufunc(acc, acc[:, index ^ offset])
+        else:
+            for offset in (1, 2, 4, 8, 16):
+                below = np.concatenate([acc[:, :offset], acc[:, :32 - offset]], axis=1)
+                stepped = ufunc(acc, below)
+                acc = np.concatenate([acc[:, :offset], stepped[:, offset:]], axis=1)
+        shape = (-1,) + (1,) * (masked.ndim - 1)
+        result = np.where(full.reshape(shape), acc, sequential)
+    if name.startswith("exclusive"):
+        shifted = np.empty_like(result)
+        shifted[:, 0] = _identity(name, masked.dtype)
+        shifted[:, 1:] = result[:, :-1]
+        return shifted
+    return result
+
+
 def _reduce(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
     """A reduction or scan over axis 1 of ``values`` counting only ``active`` units."""
     dtype = values.dtype
@@ -88,6 +124,8 @@ def _reduce(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
         ufunc = (np.fmin if name == "min" else np.fmax) if compute.kind == "f" else \
             (np.minimum if name == "min" else np.maximum)
         result = np.broadcast_to(ufunc.reduce(masked, axis=1)[:, None], values.shape)
+    elif compute.kind == "f":
+        result = _float_in_gpu_order(name, masked, active)
     elif name in ("sum", "prod"):
         result = np.broadcast_to(_REDUCE[name].reduce(masked, axis=1, dtype=compute)[:, None], values.shape)
     else:

@@ -1,0 +1,131 @@
+"""Compiling a kernel for the host CPU: the one lowering with ``HostTarget``, O3, object code.
+
+As for PTX, everything that can hit an ``LLVM ERROR`` (O3, coroutine splitting, emission) runs in a
+forked child (``target.run_isolated``); the parent only parses and verifies (which raise).  The result,
+``HostKernel``, holds relocatable object code for this machine's CPU: the cpu runtime loads it into
+MCJIT, and the disk cache keeps it (keyed by ``host_target_name()``, so another CPU never loads it).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+
+import attrs
+
+from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
+from cubepy.compiler.passes import run_passes
+from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, run_isolated
+from cubepy.compiler.targets.host import DRIVER_NAME, PLANE, HostTarget
+from cubepy.errors import CompileError
+from cubepy.ir import KernelDefinition, verify
+
+# C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
+# Every libdevice function the lowering calls has a C library twin (rhypot is composed from hypot).
+_LIBM = ({*LIBDEVICE_FUNCTIONS.values(), "fmod", "pow", "hypot"} - {"rhypot"})
+HOST_SYMBOLS = frozenset({"aligned_alloc", "free"} | {name + suffix for name in _LIBM for suffix in ("", "f")})
+
+
+@attrs.frozen
+class HostKernel:
+    """A kernel compiled for the host: object code and what the runtime needs to run it."""
+
+    name: str
+    definition: KernelDefinition
+    target: str                 # host_target_name() it was built for
+    object_code: bytes
+    coroutine: bool             # units suspend at barriers / plane operations
+    units: int                  # units per cube
+    padded_units: int           # units rounded up to whole planes (per-unit arrays' length)
+    shared_bytes: int           # the cube's shared block
+    llvm: str
+    llvm_opt: str
+    timings: dict
+
+
+@functools.cache
+def _host_machine_spec() -> tuple[str, str, str]:
+    llvm = binding()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def host_target_name() -> str:
+    """``<triple>/<cpu>``: the machine object code is built for (part of the disk-cache key)."""
+    triple, cpu, _ = _host_machine_spec()
+    return f"{triple}/{cpu}"
+
+
+def host_unavailable_reason() -> str | None:
+    """Why llvmlite cannot compile for this machine, or None when it can."""
+    try:
+        triple, _, _ = _host_machine_spec()
+        binding().Target.from_triple(triple)
+    except Exception as error:  # noqa: BLE001 - any failure means no host back end
+        return f"llvmlite cannot target this machine: {error}"
+    return None
+
+
+def host_machine():
+    """An O3 target machine for this process's CPU (JIT code model)."""
+    llvm = binding()
+    triple, cpu, features = _host_machine_spec()
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+
+
+def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostKernel:
+    """Verify, run the IR passes, lower for the host and build object code (the LLVM work in a child)."""
+    from cubepy.compiler.lower import lower_kernel
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    verify(definition)
+    definition, _ = run_passes(definition)
+    timings["passes"] = time.perf_counter() - start
+    start = time.perf_counter()
+    machine = host_machine()
+    target = HostTarget(machine.triple, str(machine.target_data), definition)
+    lowered = lower_kernel(definition, 0, target)
+    text = str(lowered.module)
+    timings["lower"] = time.perf_counter() - start
+    name = lowered.entry_name
+    with _LLVM_LOCK:
+        llvm = binding()
+        try:
+            module = llvm.parse_assembly(text)
+            module.verify()
+        except RuntimeError as error:
+            raise CompileError(f"kernel {name}: LLVM rejected the lowered host IR: {error}") from error
+        for function in module.functions:
+            if function.is_declaration and not function.name.startswith("llvm.") \
+                    and function.name not in HOST_SYMBOLS:
+                raise CompileError(f"kernel {name}: host code calls unknown external function {function.name!r}")
+
+    def work() -> bytes:
+        stage: dict[str, float] = {}
+        began = time.perf_counter()
+        tm = host_machine()
+        builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        builder.getModulePassManager().run(module, builder)
+        optimized = str(module)
+        stage["o3"] = time.perf_counter() - began
+        began = time.perf_counter()
+        obj = tm.emit_object(module)
+        stage["emit"] = time.perf_counter() - began
+        return _pack([json.dumps(stage), optimized, obj.hex()])
+
+    start = time.perf_counter()
+    payload = run_isolated(work, name) if isolate else work()
+    stage_text, optimized, obj_hex = _unpack(payload)
+    timings["llvm_opt+emit"] = time.perf_counter() - start
+    timings.update({f"child_{k}": v for k, v in json.loads(stage_text).items()})
+    if DRIVER_NAME not in optimized:
+        raise CompileError(f"kernel {name}: the host driver {DRIVER_NAME} was optimized away")
+    x, y, z = definition.cube_dim
+    units = x * y * z
+    return HostKernel(name=name, definition=definition, target=host_target_name(),
+                      object_code=bytes.fromhex(obj_hex), coroutine=target.coroutine, units=units,
+                      padded_units=-(-units // PLANE) * PLANE, shared_bytes=target.shared_bytes,
+                      llvm=text, llvm_opt=optimized, timings=timings)

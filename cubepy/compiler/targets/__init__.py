@@ -1,0 +1,75 @@
+"""The target layer: what the one LLVM lowering emits differently for the GPU (NVPTX) and the host CPU.
+
+``cubepy.compiler.lower`` and its op-family modules lower every IR operation the same way for every
+target; where an operation needs something only a target can provide (which unit and cube am I, a
+barrier, a plane shuffle, the math library, where shared memory lives, how a unit ends) they call the
+``TargetLayer`` of the ``KernelLowering``.  ``nvptx.NvptxTarget`` emits PTX special registers, ``bar.sync``,
+``shfl.sync`` and libdevice calls; ``host.HostTarget`` emits the same operations for the cpu runtime
+(units as LLVM coroutines that suspend at barriers and plane collectives, the C math library).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import llvmlite.ir as ir
+
+    from cubepy.compiler.lower import KernelLowering
+    from cubepy.ir import Operation
+
+
+class TargetLayer(Protocol):
+    """What differs between targets; every method emits at ``lw.builder``'s position."""
+
+    name: str
+    triple: str
+    data_layout: str
+
+    def declare_entry(self, lw: KernelLowering) -> ir.Function:
+        """Create the entry function and bind ``lw.params`` for every kernel parameter and the info buffer."""
+
+    def prologue(self, lw: KernelLowering) -> None:
+        """Emit what must precede the kernel body in the entry block (after the entry exists)."""
+
+    def declare_memories(self, lw: KernelLowering) -> None:
+        """Place every shared memory, barrier and local array of the kernel into ``lw.memories``."""
+
+    def info_pointer(self, lw: KernelLowering) -> ir.Value:
+        """The pointer to the u32 info buffer."""
+
+    def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
+        """A PTX-style special register as i32: ``tid.x``, ``ctaid.y``, ``nctaid.z``, ``laneid``."""
+
+    def sync_cube(self, lw: KernelLowering) -> None:
+        """Wait until every unit of the cube arrives; shared memory written before is visible after."""
+
+    def sync_plane(self, lw: KernelLowering) -> None:
+        """Reconverge the plane; shared memory written by its units before is visible after."""
+
+    def fence_proxy_shared(self, lw: KernelLowering) -> None:
+        """Make generic shared-memory writes visible to the TMA unit."""
+
+    def active_mask(self, lw: KernelLowering) -> ir.Value:
+        """The i32 mask of the plane's units executing this point together."""
+
+    def shuffle_word(self, lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+        """``shfl.sync.<mode>`` (``idx``, ``up``, ``down``, ``bfly``) of one i32 word among ``mask``'s units."""
+
+    def vote(self, lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
+        """``vote.sync.<kind>`` (``all``, ``any`` -> i1; ``ballot`` -> i32) over ``mask``'s units."""
+
+    def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
+        """True (i1) on exactly one unit of ``mask``."""
+
+    def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call the math library's ``name`` (libdevice's spelling, ``__nv_expf``)."""
+
+    def emit_return(self, lw: KernelLowering) -> None:
+        """End this unit's execution (terminates the current block)."""
+
+    def finish(self, lw: KernelLowering) -> None:
+        """Complete the function once the body is lowered."""
+
+    def unsupported_reason(self, operation: Operation) -> str | None:
+        """Why this target cannot run ``operation`` (None: it can)."""

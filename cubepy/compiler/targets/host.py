@@ -1,0 +1,356 @@
+"""The host target layer: the same lowering, compiled for the CPU this process runs on (the cpu runtime).
+
+Execution model.  A kernel's body becomes ``<name>.unit(ptr params, ptr cube, i32 unit)``: one unit of one
+cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compiler.abi.param_layout``);
+``cube`` is the per-cube context below; ``unit`` the linear unit index (``tid.x + tid.y*X + tid.z*X*Y``), then ``ctaid.x/y/z``.
+
+* A kernel without ``sync_cube``, ``sync_plane`` or plane operations is a plain function; the driver
+  calls it for every unit in a loop (inlined, so LLVM may vectorize across units).
+* Otherwise the unit is an LLVM switched-resume coroutine.  ``sync_cube`` suspends with state
+  ``AT_BARRIER``; each plane primitive (``activemask``, one shuffle, one vote, ``sync_plane``) publishes
+  its 32-bit word, records its *site* (a number increasing in program order) and suspends with state
+  ``AT_PLANE``.  The driver ``cubepy_run_cubes`` resumes every runnable unit once, then, per plane,
+  releases the waiting units at the lowest site (the units that are together there form the active
+  mask, as the lockstep interp's masks do: a then-branch runs before its else-branch, a loop body before
+  the code after the loop), copying their published words to the snapshot they read partners from;
+  when no plane is waiting it releases the barrier.  A unit that returns ends in the final suspend.
+* Shared memories and mbarriers live at fixed offsets in the cube's shared block (``cube.shared``).
+* Math: the C library (``expf``, ``pow``, ...), which MCJIT resolves in this process.
+
+TMA, mbarriers and tensor-core fragments are not supported by this target yet (``unsupported_reason``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import abi
+from cubepy.compiler import llvm_types as lt
+from cubepy.ir import VarKind, ops, walk
+from cubepy.ir.ops import OpTable
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+    from cubepy.ir import KernelDefinition, Operation
+
+# The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
+CTX_SHARED, CTX_STATE, CTX_SITE, CTX_MASK, CTX_PUBLISH, CTX_SNAPSHOT, CTX_HANDLES = 0, 8, 16, 24, 32, 40, 48
+CTX_CTAID, CTX_NCTAID = 56, 68
+CTX_BYTES = 80
+RUNNABLE, AT_BARRIER, AT_PLANE, DONE = 0, 1, 2, 3
+DRIVER_NAME = "cubepy_run_cubes"
+PLANE = 32
+SHARED_ALIGN = 64
+FRAME_ALIGN = 64
+
+_TMA_REASON = ("TMA copies are not emulated by the compiled host code yet (the interp runs them; "
+               "use cp.client('interp'))")
+_MBARRIER_REASON = "mbarriers are not emulated by the compiled host code yet (the interp runs them)"
+_CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
+UNSUPPORTED: dict[type, str] = {
+    **{op: _TMA_REASON for op in (ops.TmaLoad, ops.TmaLoadIm2col, ops.TmaStore, ops.TmaGroupCommit,
+                                  ops.TmaGroupWait, ops.TmaGroupWaitRead)},
+    **{op: _MBARRIER_REASON for op in (ops.BarrierInit, ops.BarrierArrive, ops.BarrierArriveExpectTx,
+                                       ops.BarrierExpectTx, ops.BarrierWait, ops.BarrierWaitParity)},
+    **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
+}
+
+
+class HostOpTable(OpTable):
+    """The cpu back end's coverage: every operation the one LLVM lowering implements, minus ``UNSUPPORTED``.
+
+    Filled on first use from the LLVM table, so the completeness test walks the cpu back end too.
+    """
+
+    def load(self) -> OpTable:
+        """Copy the LLVM lowering's implementations and declare the host's unsupported operations (once)."""
+        if not self._loaded:
+            self._loaded = True
+            from cubepy.compiler.lower import LLVM
+
+            for cls, implementation in LLVM.load().implementations.items():
+                if cls in UNSUPPORTED:
+                    self.unsupported(cls, reason=UNSUPPORTED[cls])
+                else:
+                    self.implementations[cls] = implementation
+            for cls, reason in LLVM.unsupported_reasons.items():
+                self.unsupported_reasons.setdefault(cls, reason)
+        return self
+
+
+CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
+# libdevice spelling -> C library symbol (the f32 forms end in "f"); powi and rhypot are composed.
+_LIBM_RENAMES = {"__nv_powif": None, "__nv_powi": None, "__nv_rhypotf": None, "__nv_rhypot": None}
+class TokenType(ir.Type):
+    """LLVM's ``token`` type (llvmlite has none): what ``llvm.coro.id`` returns."""
+
+    def _to_string(self) -> str:
+        return "token"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenType)
+
+    def __hash__(self) -> int:
+        return hash("token")
+
+
+TOKEN = TokenType()
+TOKEN_NONE = ir.FormattedConstant(TOKEN, "none")
+I8 = ir.IntType(8)
+I64 = lt.I64
+I32 = lt.I32
+PTR = lt.GENERIC_PTR
+
+
+def _invariant(load: ir.Value) -> ir.Value:
+    """Mark a load of launch-constant memory (parameter block, context pointers): LLVM may hoist it out of loops
+    even past stores to buffers that could, for all it knows, alias the block."""
+    load.set_metadata("invariant.load", load.parent.parent.module.add_metadata([]))
+    return load
+
+
+def needs_coroutines(definition: KernelDefinition) -> bool:
+    """Whether some unit may have to wait for others (a barrier or a plane operation)."""
+    return any(isinstance(inst.operation, (ops.SyncCube, ops.SyncPlane, ops.PlaneOp)) for inst in walk(definition.body))
+
+
+def shared_layout(definition: KernelDefinition, lw: KernelLowering) -> tuple[dict[tuple[VarKind, int], int], int]:
+    """Byte offset of every shared memory and mbarrier in the cube's shared block, and the block's size."""
+    offsets, end = lw._shared_layout()
+    placed = {(VarKind.SHARED, var_id): offset for var_id, offset in offsets.items()}
+    for var in definition.barriers:
+        end = -(-end // 8) * 8
+        placed[(VarKind.BARRIER, var.id)] = end
+        end += 8
+    return placed, end
+
+
+class HostTarget:
+    """Lowers for the host CPU (``triple``/``data_layout`` of llvmlite's default target machine)."""
+
+    name = "cpu"
+
+    def __init__(self, triple: str, data_layout: str, definition: KernelDefinition) -> None:
+        self.triple = triple
+        self.data_layout = data_layout
+        self.coroutine = needs_coroutines(definition)
+        self.shared_bytes = 0
+        self._site = 0
+        self._ret_block: ir.Block | None = None
+
+    # -- entry, parameters, context ------------------------------------------------------------
+    def declare_entry(self, lw: KernelLowering) -> ir.Function:
+        """``ptr|void <name>.unit(ptr params, ptr cube, i32 unit)``, internal: the driver calls it."""
+        ret = PTR if self.coroutine else lt.VOID
+        # ctaid comes as arguments (not from the context): LLVM then knows it cannot change inside a cube.
+        function = ir.Function(lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32]), f"{lw.name}.unit")
+        function.linkage = "internal"
+        for arg, name in zip(function.args, ("params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z")):
+            arg.name = name
+        function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
+        return function
+
+    def _ctx_load(self, b: ir.IRBuilder, offset: int, ty: ir.Type, name: str) -> ir.Value:
+        ptr = b.gep(b.function.args[1], [ir.Constant(I64, offset)], source_etype=I8)
+        return _invariant(b.load(ptr, typ=ty, name=name))
+
+    def prologue(self, lw: KernelLowering) -> None:
+        """Read every parameter from the block, the cube context, and start the coroutine."""
+        b = lw.alloca_builder
+        fn = lw.function
+        params, unit = fn.args[0], fn.args[2]
+        by_name = {(p.var.kind, p.var.id): p for p in lw.definition.params}
+        keys = list(by_name)
+        for slot, key in zip(abi.param_layout(lw.definition).slots, [*keys, None]):
+            where = b.gep(params, [ir.Constant(I64, slot.offset)], source_etype=I8)
+            if slot.role == abi.INFO_ROLE:
+                self.info = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name="info"))
+            elif slot.role in ("array", "tensor"):
+                lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
+            elif slot.role == "scalar":
+                lw.params[key] = _invariant(b.load(where, typ=lt.item_type(slot.type, memory=True), align=slot.align,
+                                                   name=f"scalar{slot.kind_index}"))
+            else:
+                lw.params[key] = where
+        self.unit = unit
+        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
+        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
+        self.shared = b.addrspacecast(self._ctx_load(b, CTX_SHARED, PTR, "shared_block"), lt.SHARED_PTR)
+        if not self.coroutine:
+            return
+        unit64 = b.zext(unit, I64)
+        self.state = b.gep(self._ctx_load(b, CTX_STATE, PTR, "states"), [unit64], source_etype=I32)
+        self.site = b.gep(self._ctx_load(b, CTX_SITE, PTR, "sites"), [unit64], source_etype=I32)
+        self.mask = b.gep(self._ctx_load(b, CTX_MASK, PTR, "masks"), [unit64], source_etype=I32)
+        self.publish = b.gep(self._ctx_load(b, CTX_PUBLISH, PTR, "published"), [unit64], source_etype=I64)
+        self.snapshot = self._ctx_load(b, CTX_SNAPSHOT, PTR, "snapshot")
+        self.coro_id = lw.call_in(b, "llvm.coro.id", TOKEN, [ir.Constant(I32, 0), ir.Constant(PTR, None),
+                                                              ir.Constant(PTR, None), ir.Constant(PTR, None)])
+        size = lw.call_in(b, "llvm.coro.size.i64", I64, [])
+        # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
+        rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
+        memory = lw.call_in(b, "aligned_alloc", PTR, [ir.Constant(I64, FRAME_ALIGN), rounded])
+        self.handle = lw.call_in(b, "llvm.coro.begin", PTR, [self.coro_id, memory])
+        self._ret_block = fn.append_basic_block("coro.ret")
+        self._cleanup_block = fn.append_basic_block("coro.cleanup")
+        self._final_block = fn.append_basic_block("coro.final")
+
+    def declare_memories(self, lw: KernelLowering) -> None:
+        """Shared memories and mbarriers at their offsets in the cube's shared block; local arrays as allocas."""
+        placed, self.shared_bytes = shared_layout(lw.definition, lw)
+        b = lw.alloca_builder
+        for key, offset in placed.items():
+            lw.memories[key] = b.gep(self.shared, [ir.Constant(I64, offset)], source_etype=I8,
+                                     name=f"{key[0].value}{key[1]}")
+        for var in lw.definition.local_arrays:
+            lw.local_array(var)
+
+    def info_pointer(self, lw: KernelLowering) -> ir.Value:
+        """The info pointer read from the parameter block."""
+        return self.info
+
+    def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
+        """``tid`` from the unit index and the static cube_dim; ``ctaid``/``nctaid`` from the cube context."""
+        b = lw.builder
+        x, y, _ = lw.definition.cube_dim
+        base, _, axis = name.partition(".")
+        if name == "laneid":
+            return self.lane
+        if base == "tid":
+            if axis == "x":
+                return b.urem(self.unit, ir.Constant(I32, x)) if x > 1 else ir.Constant(I32, 0)
+            if axis == "y":
+                return b.urem(b.udiv(self.unit, ir.Constant(I32, x)), ir.Constant(I32, y))
+            return b.udiv(self.unit, ir.Constant(I32, x * y))
+        if base == "ctaid":
+            return lw.function.args[3 + "xyz".index(axis)]
+        return self._ctx_load(b, CTX_NCTAID + 4 * "xyz".index(axis), I32, name.replace(".", "_"))
+
+    # -- suspension points ---------------------------------------------------------------------------
+    def _suspend(self, lw: KernelLowering, state: int) -> None:
+        b = lw.builder
+        self._site += 1
+        b.store(ir.Constant(I32, self._site), self.site)
+        b.store(ir.Constant(I32, state), self.state)
+        result = lw.call("llvm.coro.suspend", I8, [TOKEN_NONE, ir.Constant(lt.I1, 0)])
+        resume = lw.new_block("resumed")
+        switch = b.switch(result, self._ret_block)
+        switch.add_case(ir.Constant(I8, 0), resume)
+        switch.add_case(ir.Constant(I8, 1), self._cleanup_block)
+        b.position_at_end(resume)
+
+    def sync_cube(self, lw: KernelLowering) -> None:
+        """Suspend until every unit of the cube that has not returned waits at a barrier."""
+        self._suspend(lw, AT_BARRIER)
+
+    def sync_plane(self, lw: KernelLowering) -> None:
+        """Suspend as a plane collective: the plane's units resume together."""
+        self._suspend(lw, AT_PLANE)
+
+    def fence_proxy_shared(self, lw: KernelLowering) -> None:
+        """Nothing: there is no separate TMA proxy on the host."""
+
+    def active_mask(self, lw: KernelLowering) -> ir.Value:
+        """Suspend; the driver writes the mask of the plane's units released together."""
+        self._suspend(lw, AT_PLANE)
+        return lw.builder.load(self.mask, typ=I32, name="active_mask")
+
+    def _exchange(self, lw: KernelLowering, word: ir.Value) -> None:
+        lw.builder.store(lw.builder.zext(word, I64), self.publish)
+        self._suspend(lw, AT_PLANE)
+
+    def _partner(self, lw: KernelLowering, lane: ir.Value) -> ir.Value:
+        b = lw.builder
+        index = b.zext(b.add(self.plane_base, lane), I64)
+        return b.trunc(b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64), I32)
+
+    def shuffle_word(self, lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+        """PTX ``shfl.sync`` source-lane rules over the snapshot; a source outside ``mask`` yields the own word."""
+        b = lw.builder
+        self._exchange(lw, word)
+        lane = self.lane
+        if mode == "idx":
+            source, valid = b.and_(arg, ir.Constant(I32, PLANE - 1)), ir.Constant(lt.I1, 1)
+        elif mode == "up":
+            source = b.sub(lane, arg)
+            valid = b.icmp_unsigned(">=", lane, arg)
+        elif mode == "down":
+            source = b.add(lane, arg)
+            valid = b.icmp_unsigned("<", source, ir.Constant(I32, PLANE))
+        else:  # bfly
+            source = b.xor(lane, arg)
+            valid = b.icmp_unsigned("<", source, ir.Constant(I32, PLANE))
+        source = b.select(valid, source, lane)
+        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE - 1))), lt.I1)
+        source = b.select(in_mask, source, lane)
+        own = b.load(self.publish, typ=I64)
+        moved = self._partner(lw, source)
+        return b.select(b.icmp_unsigned("==", source, lane), b.trunc(own, I32), moved)
+
+    def vote(self, lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
+        """The ballot of ``mask``'s published predicates; all/any from it."""
+        b = lw.builder
+        self._exchange(lw, b.zext(predicate, I32))
+        ballot = ir.Constant(I32, 0)
+        for lane in range(PLANE):
+            bit = b.icmp_unsigned("!=", self._partner(lw, ir.Constant(I32, lane)), ir.Constant(I32, 0))
+            ballot = b.or_(ballot, b.shl(b.zext(bit, I32), ir.Constant(I32, lane)))
+        ballot = b.and_(ballot, mask)
+        if kind == "ballot":
+            return ballot
+        if kind == "all":
+            return b.icmp_unsigned("==", ballot, mask)
+        return b.icmp_unsigned("!=", ballot, ir.Constant(I32, 0))
+
+    def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
+        """The lowest unit of ``mask``."""
+        first = lw.call("llvm.cttz.i32", I32, [mask, ir.Constant(lt.I1, 1)])
+        return lw.builder.icmp_unsigned("==", self.lane, first)
+
+    # -- math -----------------------------------------------------------------------------------------
+    def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """The C library function for libdevice's ``name`` (``__nv_expf`` -> ``expf``)."""
+        b = lw.builder
+        single = ret == lt.F32_TYPE
+        if name in ("__nv_powif", "__nv_powi"):  # exact for |n| < 2**24 (f32) / 2**53 (f64)
+            exponent = b.sitofp(args[1], ret)
+            return lw.call("powf" if single else "pow", ret, [args[0], exponent])
+        if name in ("__nv_rhypotf", "__nv_rhypot"):
+            return b.fdiv(ir.Constant(ret, 1.0), lw.call("hypotf" if single else "hypot", ret, args))
+        return lw.call(name.removeprefix("__nv_"), ret, args)
+
+    # -- the end of a unit ---------------------------------------------------------------------------
+    def emit_return(self, lw: KernelLowering) -> None:
+        """Plain: ``ret``; coroutine: go to the final suspend."""
+        if self.coroutine:
+            lw.builder.branch(self._final_block)
+        else:
+            lw.builder.ret_void()
+
+    def finish(self, lw: KernelLowering) -> None:
+        """The coroutine's final suspend, cleanup and return blocks, then the cube driver."""
+        if self.coroutine:
+            none = TOKEN_NONE
+            b = ir.IRBuilder(self._final_block)
+            b.store(ir.Constant(I32, DONE), self.state)
+            final = lw.call_in(b, "llvm.coro.suspend", I8, [none, ir.Constant(lt.I1, 1)])
+            switch = b.switch(final, self._ret_block)
+            switch.add_case(ir.Constant(I8, 0), self._cleanup_block)
+            switch.add_case(ir.Constant(I8, 1), self._cleanup_block)
+            b = ir.IRBuilder(self._cleanup_block)
+            memory = lw.call_in(b, "llvm.coro.free", PTR, [self.coro_id, self.handle])
+            lw.call_in(b, "free", lt.VOID, [memory])
+            b.branch(self._ret_block)
+            b = ir.IRBuilder(self._ret_block)
+            lw.call_in(b, "llvm.coro.end", lt.VOID, [self.handle, ir.Constant(lt.I1, 0), none])
+            b.ret(self.handle)
+        from cubepy.compiler.targets.host_driver import emit_driver
+
+        emit_driver(lw.module, lw.function, lw.definition, self.coroutine)
+
+    def unsupported_reason(self, operation: Operation) -> str | None:
+        """TMA, mbarriers and cmma are not compiled for the host yet."""
+        cls = type(operation)
+        return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

@@ -1,0 +1,204 @@
+"""The host target's cube driver: ``cubepy_run_cubes(params, cube, first, last)`` runs cubes ``[first, last)``.
+
+For each linear cube index it writes ``ctaid`` into the cube context and runs every unit: in a plain
+loop when the kernel has no suspension points, else as the round-robin coroutine scheduler described in
+``cubepy.compiler.targets.host``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.targets.host import (
+    AT_BARRIER,
+    AT_PLANE,
+    CTX_CTAID,
+    CTX_HANDLES,
+    CTX_MASK,
+    CTX_NCTAID,
+    CTX_PUBLISH,
+    CTX_SITE,
+    CTX_SNAPSHOT,
+    CTX_STATE,
+    DRIVER_NAME,
+    PLANE,
+    RUNNABLE,
+)
+from cubepy.ir import KernelDefinition
+
+I1, I8, I32, I64, PTR = lt.I1, ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
+
+
+def _const(value: int, ty: ir.Type = I32) -> ir.Constant:
+    return ir.Constant(ty, value)
+
+
+class _Emitter:
+    """Structured loops and ifs over an IRBuilder, with loop counters in entry-block allocas."""
+
+    def __init__(self, function: ir.Function) -> None:
+        self.function = function
+        self.entry = ir.IRBuilder(function.append_basic_block("entry"))
+        self.b = ir.IRBuilder(function.append_basic_block("start"))
+        self.count = 0
+
+    def block(self, hint: str) -> ir.Block:
+        self.count += 1
+        return self.function.append_basic_block(f"{hint}{self.count}")
+
+    def var(self, ty: ir.Type, init: ir.Value, name: str) -> ir.Value:
+        slot = self.entry.alloca(ty, name=name)
+        slot.type = PTR
+        self.b.store(init, slot)
+        return slot
+
+    def load(self, slot: ir.Value, ty: ir.Type = I32) -> ir.Value:
+        return self.b.load(slot, typ=ty)
+
+    def loop(self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], None]) -> None:
+        b = self.b
+        counter = self.var(I32, start, "i")
+        head, step, done = self.block("loop"), self.block("body"), self.block("after")
+        b.branch(head)
+        b.position_at_end(head)
+        index = self.load(counter)
+        b.cbranch(b.icmp_signed("<", index, stop), step, done)
+        b.position_at_end(step)
+        body(index)
+        b.store(b.add(self.load(counter), _const(1)), counter)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def when(self, condition: ir.Value, body: Callable[[], None]) -> None:
+        b = self.b
+        then, done = self.block("then"), self.block("endif")
+        b.cbranch(condition, then, done)
+        b.position_at_end(then)
+        body()
+        b.branch(done)
+        b.position_at_end(done)
+
+    def element(self, base: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
+        return self.b.gep(base, [self.b.zext(index, I64)], source_etype=ty)
+
+
+def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefinition, coroutine: bool) -> ir.Function:
+    """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``."""
+    fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
+    params, cube, first, last = fn.args
+    e = _Emitter(fn)
+    b = e.b
+    x, y, z = definition.cube_dim
+    units = x * y * z
+
+    def ctx(offset: int) -> ir.Value:
+        return b.gep(cube, [_const(offset, I64)], source_etype=I8)
+
+    nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + 4), typ=I32)
+    arrays = {}
+    if coroutine:
+        for name, offset in (("state", CTX_STATE), ("site", CTX_SITE), ("mask", CTX_MASK),
+                             ("publish", CTX_PUBLISH), ("snapshot", CTX_SNAPSHOT), ("handles", CTX_HANDLES)):
+            arrays[name] = b.load(ctx(offset), typ=PTR, name=name)
+
+    def run_cube(linear: ir.Value) -> None:
+        ctaid = [b.urem(linear, nx), b.urem(b.udiv(linear, nx), ny), b.udiv(linear, b.mul(nx, ny))]
+        for axis, value in enumerate(ctaid):
+            b.store(value, ctx(CTX_CTAID + 4 * axis))
+        if not coroutine:
+            e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
+            return
+        _schedule(e, unit, params, cube, arrays, units, ctaid)
+
+    e.loop(first, last, run_cube)
+    b.ret_void()
+    e.entry.branch(fn.blocks[1])
+    return fn
+
+
+def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int,
+              ctaid: list[ir.Value]) -> None:
+    b = e.b
+    state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
+    publish, snapshot, handles = arrays["publish"], arrays["snapshot"], arrays["handles"]
+
+    def state_of(u: ir.Value) -> ir.Value:
+        return b.load(e.element(state, u, I32), typ=I32)
+
+    def start(u: ir.Value) -> None:
+        b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
+
+    e.loop(_const(0), _const(units), start)
+    head, after = e.block("schedule"), e.block("scheduled")
+    b.branch(head)
+    b.position_at_end(head)
+
+    def resume(u: ir.Value) -> None:
+        def go() -> None:
+            handle = b.load(e.element(handles, u, PTR), typ=PTR)
+            b.call(unit.module.globals.get("llvm.coro.resume") or ir.Function(
+                unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.resume"), [handle])
+        e.when(b.icmp_unsigned("==", state_of(u), _const(RUNNABLE)), go)
+
+    e.loop(_const(0), _const(units), resume)
+    progress = e.var(I1, _const(0, I1), "progress")
+    planes = -(-units // PLANE)
+
+    def release_plane(plane: ir.Value) -> None:
+        base = b.mul(plane, _const(PLANE))
+        end = b.select(b.icmp_signed("<", b.add(base, _const(PLANE)), _const(units)),
+                       b.add(base, _const(PLANE)), _const(units))
+        lowest = e.var(I32, _const(-1), "lowest")  # unsigned max: no unit waiting
+
+        def find(u: ir.Value) -> None:
+            waiting = b.icmp_unsigned("==", state_of(u), _const(AT_PLANE))
+            at = b.load(e.element(site, u, I32), typ=I32)
+            e.when(b.and_(waiting, b.icmp_unsigned("<", at, e.load(lowest))), lambda: b.store(at, lowest))
+
+        e.loop(base, end, find)
+        together = e.var(I32, _const(0), "together")
+
+        def member(u: ir.Value) -> ir.Value:
+            waiting = b.icmp_unsigned("==", state_of(u), _const(AT_PLANE))
+            return b.and_(waiting, b.icmp_unsigned("==", b.load(e.element(site, u, I32), typ=I32), e.load(lowest)))
+
+        def collect(u: ir.Value) -> None:
+            bit = b.shl(_const(1), b.sub(u, base))
+            e.when(member(u), lambda: b.store(b.or_(e.load(together), bit), together))
+
+        def release(u: ir.Value) -> None:
+            def go() -> None:
+                word = b.load(e.element(publish, u, I64), typ=I64)
+                b.store(word, e.element(snapshot, u, I64))
+                b.store(e.load(together), e.element(mask, u, I32))
+                b.store(_const(RUNNABLE), e.element(state, u, I32))
+                b.store(_const(1, I1), progress)
+            e.when(member(u), go)
+
+        def found() -> None:
+            e.loop(base, end, collect)
+            e.loop(base, end, release)
+
+        e.when(b.icmp_unsigned("!=", e.load(lowest), _const(-1)), found)
+
+    e.loop(_const(0), _const(planes), release_plane)
+    barrier = e.block("barrier")
+    b.cbranch(e.load(progress, I1), head, barrier)
+    b.position_at_end(barrier)
+    released = e.var(I1, _const(0, I1), "released")
+
+    def release_barrier(u: ir.Value) -> None:
+        def go() -> None:
+            b.store(_const(RUNNABLE), e.element(state, u, I32))
+            b.store(_const(1, I1), released)
+        e.when(b.icmp_unsigned("==", state_of(u), _const(AT_BARRIER)), go)
+
+    e.loop(_const(0), _const(units), release_barrier)
+    b.cbranch(e.load(released, I1), head, after)
+    b.position_at_end(after)
+    destroy = unit.module.globals.get("llvm.coro.destroy") or ir.Function(
+        unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.destroy")
+    e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))

@@ -1,0 +1,142 @@
+"""The NVPTX target layer: PTX special registers, ``bar.sync``, ``shfl.sync``/``vote.sync``, libdevice.
+
+The entry is a ``ptx_kernel`` whose parameters follow ``cubepy.compiler.abi``; shared memories are
+``addrspace(3)`` globals (or offsets into one dynamic array above 48 KiB); mbarriers ``i64`` globals.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import abi
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
+from cubepy.ir import VarKind
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+    from cubepy.ir import Operation
+
+_SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
+
+
+class NvptxTarget:
+    """Lowers for an NVIDIA GPU of compute capability ``sm`` (PTX, assembled by ptxas)."""
+
+    name = "cuda"
+    triple = TRIPLE
+    data_layout = DATA_LAYOUT
+
+    def __init__(self, sm: int = 90) -> None:
+        self.sm = sm
+
+    def declare_entry(self, lw: KernelLowering) -> ir.Function:
+        """The ``ptx_kernel`` entry: one parameter per kernel parameter, then the info pointer."""
+        arg_types: list[ir.Type] = []
+        for param in lw.definition.params:
+            if param.role in ("array", "tensor"):
+                arg_types.append(lt.GLOBAL_PTR)
+            elif param.role == "scalar":
+                arg_types.append(lt.item_type(param.var.type, memory=True))
+            else:
+                arg_types.append(lt.GENERIC_PTR)
+        arg_types.append(lt.GLOBAL_PTR)  # the info buffer, always last
+        fnty = ir.FunctionType(lt.VOID, arg_types)
+        function = ir.Function(lw.module, fnty, lw.name)
+        function.calling_convention = "ptx_kernel"
+        x, y, z = lw.definition.cube_dim
+        # The kernel is specialized for its cube_dim: launching it with another one fails loudly.
+        function.attributes = lt.RawFunctionAttributes([f'"nvvm.reqntid"="{x},{y},{z}"'])
+        from cubepy.compiler.lower import _safe_name
+
+        for param, arg in zip(lw.definition.params, function.args):
+            arg.name = _safe_name(param.name)
+            if param.role == "tensor_map":
+                arg.attributes = lt.RawArgumentAttributes([
+                    f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}",
+                    '"nvvm.grid_constant"'])
+            lw.params[(param.var.kind, param.var.id)] = arg
+        function.args[-1].name = "info"
+        return function
+
+    def prologue(self, lw: KernelLowering) -> None:
+        """Nothing: a PTX kernel's entry needs no setup."""
+
+    def declare_memories(self, lw: KernelLowering) -> None:
+        """Shared memories as ``addrspace(3)`` globals (one dynamic array above 48 KiB), mbarriers as i64 globals."""
+        from cubepy.compiler.lower import STATIC_SHARED_LIMIT
+
+        offsets, total = lw._shared_layout()
+        if total > STATIC_SHARED_LIMIT:
+            lw._declare_dynamic_shared(offsets, total)
+        for var in lw.definition.shared_memories:
+            lw.shared_memory(var)
+        for var in lw.definition.barriers:
+            gv = ir.GlobalVariable(lw.module, lt.I64, f"barrier{var.id}", addrspace=3)
+            gv.type = lt.SHARED_PTR
+            gv.linkage = "internal"
+            gv.initializer = ir.Constant(lt.I64, ir.Undefined)
+            gv.align = 8
+            lw.memories[(VarKind.BARRIER, var.id)] = gv
+        for var in lw.definition.local_arrays:
+            lw.local_array(var)
+
+    def info_pointer(self, lw: KernelLowering) -> ir.Value:
+        """The entry's last parameter."""
+        return lw.function.args[-1]
+
+    def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
+        """``llvm.nvvm.read.ptx.sreg.<name>``."""
+        return lw.call(f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [], name_hint=name.replace(".", "_"))
+
+    def sync_cube(self, lw: KernelLowering) -> None:
+        """bar.sync 0: every unit of the cube, with shared-memory visibility."""
+        lw.call("llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [ir.Constant(lt.I32, 0)])
+
+    def sync_plane(self, lw: KernelLowering) -> None:
+        """bar.warp.sync over the whole plane."""
+        lw.call("llvm.nvvm.bar.warp.sync", lt.VOID, [ir.Constant(lt.I32, -1)])
+
+    def fence_proxy_shared(self, lw: KernelLowering) -> None:
+        """fence.proxy.async.shared::cta."""
+        lw.call("llvm.nvvm.fence.proxy.async.shared_cta", lt.VOID, [])
+
+    def active_mask(self, lw: KernelLowering) -> ir.Value:
+        """``activemask.b32``."""
+        return lw.call("llvm.nvvm.activemask", lt.I32, [], name_hint="active_mask")
+
+    def shuffle_word(self, lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
+        """``shfl.sync.<mode>.b32`` with the whole plane as one segment."""
+        clamp = ir.Constant(lt.I32, _SHUFFLE_CLAMP[mode])
+        return lw.call(f"llvm.nvvm.shfl.sync.{mode}.i32", lt.I32, [mask, word, arg, clamp])
+
+    def vote(self, lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
+        """``vote.sync.<kind>``."""
+        ret = lt.I32 if kind == "ballot" else lt.I1
+        return lw.call(f"llvm.nvvm.vote.{kind}.sync", ret, [mask, predicate])
+
+    def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
+        """``elect.sync`` on sm_90+, else the lowest active lane."""
+        if self.sm >= 90:
+            return lw.builder.extract_value(
+                lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]), [mask]), 1)
+        first = lw.call("llvm.cttz.i32", lt.I32, [mask, ir.Constant(lt.I1, 1)])
+        return lw.builder.icmp_unsigned("==", self.special_register(lw, "laneid"), first)
+
+    def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call libdevice's ``name``; it is linked in and inlined after lowering."""
+        lw.libdevice.add(name)
+        return lw.call(name, ret, args)
+
+    def emit_return(self, lw: KernelLowering) -> None:
+        """``ret``: the unit exits."""
+        lw.builder.ret_void()
+
+    def finish(self, lw: KernelLowering) -> None:
+        """Nothing to add."""
+
+    def unsupported_reason(self, operation: Operation) -> str | None:
+        """Every operation has a PTX lowering."""
+        return None

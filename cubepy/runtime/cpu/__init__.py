@@ -1,0 +1,24 @@
+"""The cpu runtime: kernels compiled for the host by the same LLVM lowering as PTX (``cp.client("cpu")``).
+
+| module | what it does |
+|---|---|
+| ``loader`` | object code -> an MCJIT engine and the ctypes entry ``cubepy_run_cubes`` |
+| ``backend`` | ``CpuBackend``: compile (``cubepy.compiler.host``), launch checks, pack parameters, run cubes on threads |
+
+The execution model (units as coroutines, planes of 32, barriers) is described in
+``cubepy.compiler.targets.host``.
+"""
+
+from __future__ import annotations
+
+from cubepy.compiler.host import host_unavailable_reason
+
+__all__ = ["host_unavailable_reason", "make_client"]
+
+
+def make_client(*, sanitize: bool = False):
+    """The ``ComputeClient`` of the cpu runtime."""
+    from cubepy.runtime.client import ComputeClient
+    from cubepy.runtime.cpu.backend import CpuBackend
+
+    return ComputeClient("cpu", CpuBackend(), sanitize=sanitize)

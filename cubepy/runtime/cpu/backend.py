@@ -1,0 +1,153 @@
+"""``CpuBackend``: compile for the host, pack the cuda runtime's parameter block, run cubes on every core."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from cubepy.compiler import abi
+from cubepy.compiler.host import HostKernel, compile_host, host_target_name
+from cubepy.compiler.targets.host import (
+    CTX_BYTES,
+    CTX_HANDLES,
+    CTX_MASK,
+    CTX_NCTAID,
+    CTX_PUBLISH,
+    CTX_SHARED,
+    CTX_SITE,
+    CTX_SNAPSHOT,
+    CTX_STATE,
+    SHARED_ALIGN,
+)
+from cubepy.errors import CubeError, LaunchError
+from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.cpu import loader
+from cubepy.runtime.cuda import params as kparams
+
+SANITIZER_ON_INTERP = ("the sanitizer runs on the interp runtime only: use cp.client('interp', sanitize=True) "
+                       "(the cpu runtime reports nothing but the kernel's results)")
+MAX_SHARED_BYTES = 227 * 1024
+MAX_CUBES = 2**31 - 1
+CUBES_PER_TASK_MIN = 1
+
+
+class _Workspace:
+    """One worker's cube context: the shared block and the per-unit scheduler arrays, reused cube after cube."""
+
+    def __init__(self, kernel: HostKernel, counts: tuple[int, int, int]) -> None:
+        padded = kernel.padded_units
+        self.shared = _aligned_zeros(max(kernel.shared_bytes, 1), SHARED_ALIGN)
+        self.state = np.zeros(padded, np.int32)
+        self.site = np.zeros(padded, np.int32)
+        self.mask = np.zeros(padded, np.int32)
+        self.publish = np.zeros(padded, np.int64)
+        self.snapshot = np.zeros(padded, np.int64)
+        self.handles = np.zeros(padded, np.uint64)
+        self.ctx = np.zeros(CTX_BYTES, np.uint8)
+        words = self.ctx.view(np.uint64)
+        for offset, array in ((CTX_SHARED, self.shared), (CTX_STATE, self.state), (CTX_SITE, self.site),
+                              (CTX_MASK, self.mask), (CTX_PUBLISH, self.publish), (CTX_SNAPSHOT, self.snapshot),
+                              (CTX_HANDLES, self.handles)):
+            words[offset // 8] = array.ctypes.data
+        self.ctx[CTX_NCTAID:CTX_NCTAID + 12].view(np.uint32)[:] = counts
+
+    @property
+    def address(self) -> int:
+        """The ``cube`` argument of ``cubepy_run_cubes``."""
+        return int(self.ctx.ctypes.data)
+
+
+class CpuBackend:
+    """The compiled CPU runtime's back end (``ComputeClient`` calls prepare, check_launch and run)."""
+
+    name = "cpu"
+    disk_cache_kind = "cpu"
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or os.cpu_count() or 1
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._extended: dict[int, tuple[HostKernel, list[bool], abi.ParamLayout]] = {}
+
+    @property
+    def disk_cache_target(self) -> str:
+        """The machine the object code is for: another CPU never loads it from the disk cache."""
+        return host_target_name()
+
+    def prepare(self, definition) -> HostKernel:
+        """Compile for the host (unsupported operations raise CompileError naming them)."""
+        return compile_host(definition)
+
+    def check_launch(self, kernel: HostKernel, cube_count: tuple[int, int, int]) -> None:
+        """Reject launches the GPU would refuse: too much shared memory, too many cubes for the driver's i32."""
+        if kernel.shared_bytes > MAX_SHARED_BYTES:
+            raise LaunchError(f"kernel {kernel.name} needs {kernel.shared_bytes} bytes of shared memory; a cube has "
+                              f"at most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+        if int(np.prod(cube_count)) > MAX_CUBES:
+            raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
+
+    def _abi(self, kernel: HostKernel) -> tuple[list[bool], abi.ParamLayout]:
+        found = self._extended.get(id(kernel))
+        if found is None or found[0] is not kernel:
+            found = (kernel, abi.extended_flags(kernel.definition), abi.param_layout(kernel.definition))
+            self._extended[id(kernel)] = found
+        return found[1], found[2]
+
+    def run(self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, *,
+            sanitize: bool) -> None:
+        """Pack the parameter block (as the cuda runtime does) and run every cube; returns when all finished."""
+        if sanitize:
+            raise CubeError(SANITIZER_ON_INTERP)
+        extended, layout = self._abi(kernel)
+        if len(bindings.buffers) != len(extended):
+            raise LaunchError(f"kernel {kernel.name} takes {len(extended)} buffer(s) but "
+                              f"{len(bindings.buffers)} were bound")
+        addresses = [int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize
+                     for b in bindings.buffers]
+        info = abi.pack_info(bindings.buffers, extended)
+        maps = [bytes(abi.TENSOR_MAP_BYTES) for _ in bindings.tensor_maps]  # only TMA ops read them: unsupported
+        packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, int(info.ctypes.data))
+        run = loader.entry(kernel)
+        total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
+        params = int(packed.block.ctypes.data)
+        workers = min(self.threads, total)
+        if workers <= 1 or total * kernel.units < 4096:
+            space = _Workspace(kernel, cube_count)  # must outlive the call: the compiled code uses its arrays
+            run(params, space.address, 0, total)
+            del space, packed, info
+            return
+        tasks = min(total, workers * 4)
+        bounds = [total * t // tasks for t in range(tasks + 1)]
+        spaces = [_Workspace(kernel, cube_count) for _ in range(workers)]
+        free = list(spaces)
+        free_lock = threading.Lock()
+
+        def chunk(first: int, last: int) -> None:
+            with free_lock:
+                space = free.pop()
+            try:
+                run(params, space.address, first, last)  # ctypes releases the GIL for the call
+            finally:
+                with free_lock:
+                    free.append(space)
+
+        pool = self._executor()
+        futures = [pool.submit(chunk, bounds[t], bounds[t + 1]) for t in range(tasks) if bounds[t] < bounds[t + 1]]
+        for future in futures:
+            future.result()
+        del packed, info
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="cubepy-cpu")
+            return self._pool
+
+
+def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:
+    raw = np.zeros(nbytes + align, dtype=np.uint8)
+    start = (-int(raw.ctypes.data)) % align
+    return raw[start:start + nbytes]

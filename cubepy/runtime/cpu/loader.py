@@ -1,0 +1,34 @@
+"""Loading host object code: one MCJIT engine per kernel (every object defines ``cubepy_run_cubes``)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from cubepy.compiler.host import HostKernel, host_machine
+from cubepy.compiler.target import _LLVM_LOCK, binding
+from cubepy.compiler.targets.host import DRIVER_NAME
+from cubepy.runtime.cpu.symbols import ensure_resolvable
+
+RunCubes = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
+_loaded: dict[int, tuple[HostKernel, object, object]] = {}
+_lock = threading.Lock()
+
+
+def entry(kernel: HostKernel):
+    """The kernel's ``cubepy_run_cubes(params, cube, first, last)`` as a ctypes function (GIL released)."""
+    found = _loaded.get(id(kernel))
+    if found is not None and found[0] is kernel:
+        return found[2]
+    with _lock, _LLVM_LOCK:
+        ensure_resolvable(kernel.name, kernel.object_code)
+        llvm = binding()
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
+        # The object file refers to these bytes without copying them: both stay alive with the engine.
+        code = bytes(kernel.object_code)
+        obj = llvm.ObjectFileRef.from_data(code)
+        engine.add_object_file(obj)
+        engine.finalize_object()
+        function = RunCubes(engine.get_function_address(DRIVER_NAME))
+        _loaded[id(kernel)] = (kernel, (engine, obj, code), function)
+    return function

@@ -1,0 +1,172 @@
+"""The compiled cpu runtime against numpy: indexing, planes, barriers, atomics, divergence, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import ABSOLUTE_POS, CUBE_POS, UNIT_POS, Array, cube, f32, u32
+from cubepy.errors import CompileError, CubeError
+
+
+@pytest.fixture
+def cpu():
+    return cp.client("cpu")
+
+
+def test_runtimes_lists_cpu():
+    assert "cpu" in cp.runtimes()
+
+
+@cube(launch=True)
+def vector_add(a: Array[f32], b: Array[f32], out: Array[f32]):
+    i = ABSOLUTE_POS
+    if i < out.len():
+        out[i] = a[i] + b[i]
+
+
+def test_vector_add_over_many_cubes_uses_threads_and_matches_numpy(cpu):
+    n = 100_003
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ha, hb, ho = cpu.create(a), cpu.create(b), cpu.empty(n, f32)
+    vector_add.launch(cpu, cp.CubeCount((n + 255) // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(hb),
+                      cp.ArrayArg(ho))
+    np.testing.assert_array_equal(cpu.read(ho), a + b)
+
+
+@cube(launch=True)
+def plane_sums(x: Array[u32], out: Array[u32]):
+    out[ABSOLUTE_POS] = cp.plane_sum(x[ABSOLUTE_POS])
+
+
+def test_plane_sum_is_per_32_units(cpu):
+    x = np.arange(128, dtype=np.uint32)
+    hx, ho = cpu.create(x), cpu.zeros(128, u32)
+    plane_sums.launch(cpu, cp.CubeCount(2), cp.CubeDim(64), cp.ArrayArg(hx), cp.ArrayArg(ho))
+    expected = np.repeat(x.reshape(4, 32).sum(axis=1), 32)
+    np.testing.assert_array_equal(cpu.read(ho), expected)
+
+
+@cube(launch=True)
+def divergent_plane_sum(x: Array[u32], out: Array[u32]):
+    if UNIT_POS % 2 == 0:
+        out[UNIT_POS] = cp.plane_sum(x[UNIT_POS])
+    else:
+        out[UNIT_POS] = cp.plane_max(x[UNIT_POS])
+
+
+def test_plane_ops_in_divergent_branches_see_only_their_units(cpu):
+    x = np.arange(32, dtype=np.uint32) * 3
+    hx, ho = cpu.create(x), cpu.zeros(32, u32)
+    divergent_plane_sum.launch(cpu, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(hx), cp.ArrayArg(ho))
+    expected = np.where(np.arange(32) % 2 == 0, x[0::2].sum(), x[1::2].max())
+    np.testing.assert_array_equal(cpu.read(ho), expected)
+
+
+@cube(launch=True)
+def reverse_in_shared(x: Array[f32], out: Array[f32]):
+    tile = cp.SharedMemory[f32](256)
+    tile[UNIT_POS] = x[CUBE_POS * 256 + UNIT_POS]
+    cp.sync_cube()
+    out[CUBE_POS * 256 + UNIT_POS] = tile[255 - UNIT_POS]
+
+
+def test_sync_cube_orders_shared_memory_between_units(cpu):
+    x = np.arange(1024, dtype=np.float32)
+    hx, ho = cpu.create(x), cpu.zeros(1024, f32)
+    reverse_in_shared.launch(cpu, cp.CubeCount(4), cp.CubeDim(256), cp.ArrayArg(hx), cp.ArrayArg(ho))
+    np.testing.assert_array_equal(cpu.read(ho), x.reshape(4, 256)[:, ::-1].reshape(-1))
+
+
+@cube(launch=True)
+def count_odd(x: Array[u32], total: Array[cp.Atomic[u32]]):
+    if x[ABSOLUTE_POS] % 2 == 1:
+        total[0].fetch_add(u32(1))
+
+
+def test_atomics_across_cubes_on_threads(cpu):
+    x = np.arange(4096 * 8, dtype=np.uint32)
+    hx, ht = cpu.create(x), cpu.zeros(1, u32)
+    count_odd.launch(cpu, cp.CubeCount(256), cp.CubeDim(128), cp.ArrayArg(hx), cp.ArrayArg(ht))
+    assert int(cpu.read(ht)[0]) == x.size // 2
+
+
+@cube(launch=True)
+def early_exit_loop(limits: Array[u32], out: Array[u32]):
+    acc = u32(0)
+    i = u32(0)
+    while True:
+        if i >= limits[UNIT_POS]:
+            break
+        acc += i
+        i += 1
+    if UNIT_POS == 3:
+        return
+    cp.sync_cube()
+    out[UNIT_POS] = acc
+
+
+def test_divergent_break_and_return(cpu):
+    limits = np.array([0, 1, 5, 9, 2, 7, 3, 4], dtype=np.uint32)
+    hl, ho = cpu.create(limits), cpu.zeros(8, u32)
+    early_exit_loop.launch(cpu, cp.CubeCount(1), cp.CubeDim(8), cp.ArrayArg(hl), cp.ArrayArg(ho))
+    expected = np.array([int(n) * (int(n) - 1) // 2 for n in limits], dtype=np.uint32)
+    expected[3] = 0
+    np.testing.assert_array_equal(cpu.read(ho), expected)
+
+
+@cube(launch=True)
+def read_past_end(x: Array[f32], out: Array[f32]):
+    out[UNIT_POS] = x[UNIT_POS + 30]
+
+
+def test_checked_out_of_bounds_reads_zero_and_writes_nothing(cpu):
+    x = np.arange(32, dtype=np.float32)
+    hx, ho = cpu.create(x), cpu.zeros(4, f32)
+    read_past_end.launch(cpu, cp.CubeCount(1), cp.CubeDim(8), cp.ArrayArg(hx), cp.ArrayArg(ho))
+    np.testing.assert_array_equal(cpu.read(ho), [30, 31, 0, 0])
+
+
+@cube(launch=True)
+def with_barrier_object(out: Array[f32]):
+    barrier = cp.Barrier.shared(cp.CUBE_DIM, UNIT_POS == 0)
+    barrier.wait(barrier.arrive())
+    out[UNIT_POS] = f32(1)
+
+
+def test_unsupported_op_names_itself_and_back_end(cpu):
+    ho = cpu.zeros(32, f32)
+    with pytest.raises(CompileError, match="is not supported by back end cpu"):
+        with_barrier_object.launch(cpu, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho))
+    np.testing.assert_array_equal(cpu.read(ho), np.zeros(32, np.float32))
+
+
+def test_sanitizer_stays_on_interp():
+    sanitizing = cp.client("cpu", sanitize=True)
+    ho = sanitizing.zeros(4, f32)
+    with pytest.raises(CubeError, match="interp"):
+        read_past_end.launch(sanitizing, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(sanitizing.create(
+            np.zeros(4, np.float32))), cp.ArrayArg(ho))
+
+
+def test_disk_cache_keeps_the_object_code(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import numpy as np, cubepy as cp\n"
+              "from tests.runtime.cpu.test_cpu_runtime import vector_add\n"
+              "c = cp.client('cpu'); a = c.create(np.ones(300, np.float32)); o = c.empty(300, cp.f32)\n"
+              "vector_add.launch(c, cp.CubeCount(2), cp.CubeDim(256), cp.ArrayArg(a), cp.ArrayArg(a), cp.ArrayArg(o))\n"
+              "assert (c.read(o) == 2).all()\n")
+    env = dict(os.environ, CUBEPY_CACHE_DIR=str(tmp_path), CUBEPY_DEBUG="1")
+    root = Path(__file__).resolve().parents[3]
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert "compiled vector_add" in runs[0].stderr
+    assert "loaded from disk vector_add" in runs[1].stderr
+    assert list((tmp_path / "cpu").rglob("*.pkl"))

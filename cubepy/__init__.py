@@ -6,9 +6,9 @@ compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  The API refe
 """
 
 from cubepy import frontend as _frontend
+from cubepy import testing
 from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
 from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
-from cubepy.frontend import testing
 from cubepy.runtime.args import ArrayArg, CubeCount, CubeDim, ScalarArg, TensorArg
 from cubepy.runtime.client import ComputeClient, client, runtimes
 from cubepy.runtime.handle import Handle

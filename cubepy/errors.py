@@ -6,6 +6,8 @@ constraint), ``SanitizerError`` (the CPU runtime found a memory or synchronizati
 stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); the CPU runtime adds
 ``InterpreterError`` (it cannot execute an instruction) and ``TmaMisuseError`` (both a
 ``SanitizerError`` and a ``TensorMapError``).  ``SanitizerError.kind`` is a ``SanitizerKind``.
+``NotAKernelError`` (also an ``AttributeError``) says that a cube function needs ``@cube(launch=True)``
+to be launched or compiled.
 ``ArmExit`` is not an error: the frontend's signal that a runtime ``break``/``continue``/``return``
 ended a branch body; it never leaves the expansion.
 """
@@ -50,6 +52,10 @@ class ExpandError(CubeError):
 
 class LaunchError(CubeError):
     """Bad launch arguments (arity, dtype, line size, cube dim, shared memory); nothing was written."""
+
+
+class NotAKernelError(CubeError, AttributeError):
+    """A kernel's method (``launch``, ``launch_unchecked``, ``compile``) used on a plain ``@cube`` function."""
 
 
 class TensorMapError(CubeError):

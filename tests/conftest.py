@@ -1,4 +1,8 @@
-"""Shared fixtures: the CPU client every runtime test uses, and skips for optional parts."""
+"""Shared fixtures: an isolated kernel cache, ptxas on every launched kernel, and skips for optional parts.
+
+The ``client`` fixture and the ``races_by_design``/``cubepy_sanitize`` markers come from cubepy's pytest plugin
+(``cubepy.testing.plugin``): the interp client of a test has the sanitizer on unless the test says otherwise.
+"""
 
 from __future__ import annotations
 
@@ -8,32 +12,39 @@ import tempfile
 
 import pytest
 
-# Each test session gets an empty on-disk kernel cache of its own, never the user's (set before cubepy reads it).
-os.environ.setdefault("CUBEPY_CACHE_DIR", tempfile.mkdtemp(prefix="cubepy-test-cache-"))
+# Each test session gets an empty on-disk kernel cache of its own, never the user's (set before cubepy reads it,
+# even over a CUBEPY_CACHE_DIR of the user's: a warm cache would skip the builds the tests watch), removed at exit.
+_CACHE_DIR = tempfile.mkdtemp(prefix="cubepy-test-cache-")
+os.environ["CUBEPY_CACHE_DIR"] = _CACHE_DIR
 
 import cubepy as cp  # noqa: E402
 
+# Loaded here too so the suite runs from a checkout whose cubepy is not installed (no entry point); the entry
+# point has the same name, so pytest loads the plugin once either way.
+pytest_plugins = ["cubepy.testing.plugin", "pytester"]
 
-@pytest.fixture
-def client():
-    """The client the runtime tests use: interp, or ``CUBEPY_TEST_RUNTIME`` (the device check sets cuda;
-    ``differential`` runs every launch on interp and cpu and compares, see tests/runtime/cpu/differential.py)."""
-    name = os.environ.get("CUBEPY_TEST_RUNTIME", "interp")
-    if name == "differential":
-        return _differential_client()
-    return cp.client(name)
-
+# The suite's tests run on the interp unless CUBEPY_TEST_RUNTIME or --cubepy-runtimes names others (the device
+# check sets cuda; `--cubepy-runtimes=interp,cpu` runs every client test on both).  "differential" runs each
+# launch on interp and cpu and compares them (tests/runtime/cpu/differential.py, run by the slow differential
+# test); the plugin then selects the interp and the fixture below wraps it.
+_DIFFERENTIAL_RUN = os.environ.get("CUBEPY_TEST_RUNTIME") == "differential"
+if _DIFFERENTIAL_RUN:
+    os.environ["CUBEPY_TEST_RUNTIME"] = "interp"
+os.environ.setdefault("CUBEPY_TEST_RUNTIME", "interp")
 
 _DIFFERENTIAL: list = []
 
+if _DIFFERENTIAL_RUN:
 
-def _differential_client():
-    from tests.runtime.cpu.differential import DifferentialReport, differential_client
+    @pytest.fixture
+    def client():
+        """Every launch runs on interp and on cpu, and their buffers are compared."""
+        from tests.runtime.cpu.differential import DifferentialReport, differential_client
 
-    if not _DIFFERENTIAL:
-        report = DifferentialReport()
-        _DIFFERENTIAL.extend([report, differential_client(report)])
-    return _DIFFERENTIAL[1]
+        if not _DIFFERENTIAL:
+            report = DifferentialReport()
+            _DIFFERENTIAL.extend([report, differential_client(report)])
+        return _DIFFERENTIAL[1]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,19 +70,14 @@ def pytest_sessionfinish(session, exitstatus):
         _DIFFERENTIAL[0].write(path)
 
 
-def pytest_configure(config):
-    """Register the marker of tests whose kernels race on purpose (the sanitizer would report them)."""
-    config.addinivalue_line("markers", "races_by_design: the kernel has a data race CUDA allows and the test "
-                            "tolerates; skipped when CUBEPY_SANITIZE is set")
+def pytest_unconfigure(config):
+    """Remove the session's kernel cache."""
+    if os.environ.get("CUBEPY_CACHE_DIR") == _CACHE_DIR:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked ``ptxas`` when no ptxas is installed, and ``races_by_design`` under the sanitizer."""
-    if os.environ.get("CUBEPY_SANITIZE", "0") not in ("", "0"):
-        racy = pytest.mark.skip(reason="races on purpose; CUBEPY_SANITIZE would rightly report it")
-        for item in items:
-            if "races_by_design" in item.keywords:
-                item.add_marker(racy)
+    """Skip tests marked ``ptxas`` when no ptxas is installed."""
     if shutil.which("ptxas") is None:
         from cubepy.compiler import ptxas
 

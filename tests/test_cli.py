@@ -62,3 +62,23 @@ def test_bad_setting_is_named(tmp_path):
                             text=True, env=env, timeout=300)
     assert result.returncode != 0
     assert "CUBEPY_RUNTIME='metal'" in result.stderr
+
+
+def test_python_dash_m_cubepy_is_the_cubepy_command(tmp_path):
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-m", "cubepy", "compile", str(ROOT / "examples/vector_add.py") +
+                             ":vector_add", "--emit", "ir"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "kernel vector_add cube_dim=(256, 1, 1) checked" in result.stdout
+    usage = subprocess.run([sys.executable, "-m", "cubepy", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                           env=env, timeout=300)
+    script = subprocess.run([sys.executable, "-m", "cubepy.cli", "--help"], cwd=tmp_path, capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: cubepy ")
+    assert usage.stdout == script.stdout  # the same command as the `cubepy` script (cubepy.cli:main)
+    missing = subprocess.run([sys.executable, "-m", "cubepy"], cwd=tmp_path, capture_output=True, text=True,
+                             env=env, timeout=300)
+    assert missing.returncode == 2 and "the following arguments are required: command" in missing.stderr

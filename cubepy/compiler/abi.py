@@ -149,10 +149,6 @@ def scalar_size_align(ty: Type) -> tuple[int, int]:
     return align, align
 
 
-def _round_up(value: int, align: int) -> int:
-    return -(-value // align) * align
-
-
 def param_layout(definition: KernelDefinition) -> ParamLayout:
     """The parameter-space layout of ``definition``'s entry, the trailing info pointer included."""
     slots: list[ParamSlot] = []

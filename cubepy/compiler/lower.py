@@ -41,7 +41,7 @@ Lowering = Callable[["KernelLowering", Instruction], None]
 # The LLVM back end's implementations, keyed by operation class; each family module registers its own
 # with ``@lowers(OpClass, ...)`` and the table imports them on first use.
 LLVM = OpTable("llvm", modules=tuple(f"cubepy.compiler.lower_{family}" for family in (
-    "arith", "memory", "control", "sync", "plane", "tma", "cmma")))
+    "arith", "memory", "control", "sync", "plane", "tma", "cmma", "print")))
 lowers = LLVM.implements
 
 

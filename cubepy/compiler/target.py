@@ -96,6 +96,10 @@ def check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str] = 
         return _check_module(text, kernel_name, libdevice_calls)
 
 
+# Functions the CUDA driver provides to every module (ptxas leaves them to the linker): debug_print's vprintf.
+DEVICE_RUNTIME_FUNCTIONS = frozenset({"vprintf"})
+
+
 def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
     llvm = binding()
     try:
@@ -120,7 +124,7 @@ def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
         elif name.startswith("__nv_"):
             if not libdevice.provides(lib, name):
                 raise CompileError(f"kernel {kernel_name}: libdevice has no function {name!r}")
-        else:
+        elif name not in DEVICE_RUNTIME_FUNCTIONS:
             raise CompileError(f"kernel {kernel_name}: call to unresolved external function {name!r}")
     return module
 

@@ -18,7 +18,7 @@
 Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 """
 
-from cubepy.frontend import cmma, hooks, testing
+from cubepy.frontend import cmma, hooks
 from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
@@ -133,6 +133,7 @@ from cubepy.frontend.intrinsics import (
 )
 from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
+from cubepy.frontend.printing import debug_print
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
 from cubepy.frontend.tma import (
@@ -175,9 +176,9 @@ __all__ = [
     "cmma",
     # math and markers
     *_intrinsics.RECORD_FUNCTIONS, "abs", "powf", "min", "max", "clamp", "fma", "select", "is_nan", "is_inf", "bitcast",
-    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll",
+    "div_trunc", "rem_trunc", "comptime", "runtime", "unroll", "debug_print",
     "atan2", "hypot", "rhypot", "count_ones", "reverse_bits", "leading_zeros", "trailing_zeros",
     "find_first_set", "mul_hi", "vector_sum", "dot", "magnitude", "normalize",
     # expansion internals users may need (intrinsic authors, tests)
-    "ExpandElement", "ExpansionState", "KernelBuilder", "ScopeBuilder", "hooks", "testing",
-]
+    "ExpandElement", "ExpansionState", "KernelBuilder", "ScopeBuilder", "hooks",
+]  # (`testing` is not exported: `cubepy.testing`, the package with the pytest plugin, re-exports it)

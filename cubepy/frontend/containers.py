@@ -3,8 +3,8 @@
 Annotations (``Array[f32]``, ``Tensor[Line[f16]]``, ``Array[Atomic[u32]]``) are ``BufferType``
 objects that also implement the launch protocol (``compilation_arg``, ``register``, ``expand``).
 Inside kernels a memory is a ``MemoryExpand``: indexing gives u32-indexed ``Index`` instructions,
-checked on global buffers when the kernel was launched with ``launch`` (never on shared or local
-memory); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
+marked checked here on global buffers when the kernel was launched with ``launch`` (the ``checked_io``
+pass then checks shared and local memories of such a kernel too); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
 offset, length) that adds its offset to every index.
 """
 
@@ -16,6 +16,7 @@ from cubepy import ir
 from cubepy.errors import LaunchError
 from cubepy.frontend import operations, source
 from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
+from cubepy.frontend.mutability import fail_needs_comptime
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type, VarKind
@@ -94,6 +95,8 @@ class BufferType:
         line = getattr(arg, "line_size", None)
         if handle is None or line is None:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
+        if line != 1:
+            _check_divides(arg, handle, line)
         cached = self._accepted.get((handle.dtype, line))
         if cached is not None:
             return cached
@@ -396,12 +399,30 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
         fixed = operations.comptime_value(line_size)
     count = operations.comptime_value(length) if operations.is_comptime(length) else None
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-        source.fail(f"a shared/local memory length must be a comptime positive int, got {length!r}")
+        message = f"a shared/local memory length must be a comptime positive int, got {length!r}"
+        if count is None:
+            fail_needs_comptime(length, message)
+        source.fail(message)
     if alignment is not None and (alignment <= 0 or alignment & (alignment - 1)):
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
     var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
     return MemoryExpand(var, atomic)
+
+
+def _check_divides(arg, handle, line: int) -> None:
+    """A line size must divide the elements a buffer argument covers, or its last elements are out of reach."""
+    counts = [("buffer", handle.size)]
+    if len(getattr(arg, "shape", ())) > 1 or tuple(getattr(arg, "shape", ())) != (handle.size,):
+        view = 1
+        for dim in arg.shape:
+            view *= dim
+        counts.append(("view (shape " + "x".join(map(str, arg.shape)) + ")", view))
+    for what, count in counts:
+        if count % line:
+            raise LaunchError(f"a {what} of {count} elements is passed with line_size={line}, which does not "
+                              f"divide it: the last {count % line} element(s) would never be read or written; "
+                              f"use a line size that divides {count}, or pad the buffer to a multiple of {line}")
 
 
 class _MemoryFactory:
@@ -420,7 +441,12 @@ class _MemoryFactory:
 
 
 class SharedMemory:
-    """``SharedMemory[T](n)``: ``n`` items per cube, shared by its units (never bounds-checked)."""
+    """``SharedMemory[T](n)``: ``n`` items per cube, shared by its units.
+
+    Indexing follows the launch mode, as for buffers: under ``launch`` an out-of-bounds read gives 0 and an
+    out-of-bounds write is dropped; under ``launch_unchecked`` it is raw (undefined on a GPU, a
+    ``SanitizerError`` on the CPU runtime).  The sanitizer reports both.
+    """
 
     def __class_getitem__(cls, item) -> _MemoryFactory:
         return _MemoryFactory(VarKind.SHARED, item)

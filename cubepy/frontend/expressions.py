@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import operator
 
+import attrs
+
 from cubepy import ir
 from cubepy.frontend import mutability, operations
 from cubepy.frontend.flow import _classify
@@ -55,6 +57,8 @@ def _keep(scratch: ScopeBuilder) -> None:
     assert parent is not None, "a scratch scope always has a parent"
     state = scratch.state
     for inst in scratch.instructions:
+        if isinstance(inst.operation, irops.Index):  # a checked read, now run where Python would not run it
+            inst = attrs.evolve(inst, operation=attrs.evolve(inst.operation, speculative=True))
         parent.instructions.append(inst)
         if inst.out is not None and state.defined_in.get((inst.out.kind, inst.out.id)) is scratch:
             state.defined_in[(inst.out.kind, inst.out.id)] = parent

@@ -149,7 +149,8 @@ class _Region:
             elif name not in self.live:
                 kind = "dead"
             elif mutability.can_be_mutable(value):
-                value = mutability.into_mut(value, muts)
+                before, value = value, mutability.into_mut(value, muts)
+                mutability.record_promotion(name, before, value, self.WHAT, self.loc)
                 kind = "mutable"
             else:
                 kind = "frozen"
@@ -490,13 +491,13 @@ def ret(value=None):
         if entry.kind in ("arm", "loop"):
             runtime = True
         elif entry.kind in ("kernel", "function"):
+            if entry.kind == "kernel" and value is not None:
+                source.fail("a kernel cannot return a value; write results into an output parameter")
             if not runtime:
                 return value
             if entry.kind == "function":
                 source.fail("`return` inside runtime control flow of a cube function is not supported; assign "
                             "the result to a variable and return it at the end of the function")
-            if value is not None:
-                source.fail("a kernel cannot return a value")
             state.current.append(branch.Return())
             raise ArmExit()
     return value

@@ -1,6 +1,6 @@
 """``@cube``: cube functions and methods, and how their rewritten twins are compiled.
 
-The source is read and rewritten on first expansion (``inspect.getsource``), compiled with the
+The source is read and rewritten on first expansion (``source.function_source``), compiled with the
 user's file name and original line numbers, and run with the original function's globals and
 closure cells (closures over plain values are comptime; over cube functions and types they work as
 calls).  Methods get the CubeCL-style twin ``__expand_<name>(scope, this, *args)`` set on their class
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import types
 
-from cubepy.errors import CubeError
+from cubepy.errors import CubeError, NotAKernelError
 from cubepy.frontend import source, syntax
 from cubepy.frontend.mutability import check_bound
 from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
@@ -24,11 +23,7 @@ from cubepy.frontend.state import ScopeBuilder, active_state
 
 def parse_function(fn) -> tuple[ast.FunctionDef, str]:
     """The function's definition node with the file's real line numbers and columns, and its file name."""
-    try:
-        lines, first_line = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as exc:
-        raise CubeError(f"cannot read the source of {fn.__qualname__!r}: @cube needs a function defined in a "
-                        "file (not in an interactive session or through exec)") from exc
+    lines, first_line = source.function_source(fn)
     text = "".join(lines)
     indent = len(lines[0]) - len(lines[0].lstrip())
     if indent:
@@ -196,8 +191,19 @@ class CubeFunction:
         setattr(owner, f"__expand_{name}", twin)
         setattr(owner, f"_{owner.__name__.lstrip('_')}__expand_{name}", twin)
 
+    def __getattr__(self, name: str):
+        # Only reached for attributes a cube function lacks: say how to get a kernel's.
+        if name in _KERNEL_ATTRIBUTES and type(self) is CubeFunction:
+            raise NotAKernelError(f"{self.fn.__qualname__!r} is a cube function, not a kernel, so it has no "
+                                  f".{name}: decorate it with @cube(launch=True) (or launch_unchecked=True for "
+                                  f".launch_unchecked) to launch or compile it")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         return f"<cube function {self.fn.__qualname__}>"
+
+
+_KERNEL_ATTRIBUTES = frozenset({"launch", "launch_unchecked", "compile"})
 
 
 class BoundCubeFunction:

@@ -21,6 +21,8 @@ import uuid
 
 import numpy as np
 
+from cubepy.errors import ExpandError
+from cubepy.frontend import source
 from cubepy.frontend.function import BoundCubeFunction, CubeFunction
 
 _PROCESS_TOKEN = uuid.uuid4().hex
@@ -62,8 +64,8 @@ class _Hasher:
             return
         self.seen.add(id(fn))
         try:
-            text = inspect.getsource(fn)
-        except (OSError, TypeError):
+            text = "".join(source.function_source(fn)[0])
+        except ExpandError:
             self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
             return
         self.update("fn", fn.__module__, fn.__qualname__, text)

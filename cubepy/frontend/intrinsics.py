@@ -14,7 +14,7 @@ from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
 from cubepy.frontend.flow import Unroll
-from cubepy.frontend.mutability import check_bound
+from cubepy.frontend.mutability import check_bound, fail_needs_comptime
 from cubepy.frontend.state import active_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import ops as irops
@@ -193,7 +193,7 @@ def comptime(value):
     """Assert that ``value`` is known at expansion time and return its Python value."""
     check_bound(value)
     if isinstance(value, ExpandBase) and not operations.is_comptime(value):
-        source.fail("cp.comptime: expected a comptime value, got a runtime value")
+        fail_needs_comptime(value, "cp.comptime: expected a comptime value, got a runtime value")
     return operations.comptime_value(value)
 
 

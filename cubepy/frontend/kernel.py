@@ -21,7 +21,7 @@ import inspect
 import attrs
 
 from cubepy import ir
-from cubepy.errors import CubeError, LaunchError
+from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import hooks, source
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
@@ -200,7 +200,10 @@ class Kernel(CubeFunction):
         if not self.allow_checked:
             raise CubeError(f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
                             "launch_unchecked, or add launch=True")
-        return client.launch(self, cube_count, cube_dim, args, checked=True)
+        try:
+            return client.launch(self, cube_count, cube_dim, args, checked=True)
+        except _USER_ERRORS as exc:
+            raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     @property
     def launch_unchecked(self):
@@ -211,7 +214,10 @@ class Kernel(CubeFunction):
         return self._launch_unchecked
 
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
-        return client.launch(self, cube_count, cube_dim, args, checked=False)
+        try:
+            return client.launch(self, cube_count, cube_dim, args, checked=False)
+        except _USER_ERRORS as exc:
+            raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False,
                 contract: bool | None = None):
@@ -246,6 +252,11 @@ class Kernel(CubeFunction):
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}>"
+
+
+# Errors of the user's kernel or arguments: their tracebacks keep the user's frames only (an interp or
+# compiler bug, any other exception, keeps cubepy's frames).
+_USER_ERRORS = (SanitizerError, LaunchError, TensorMapError, ExpandError)
 
 
 def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):

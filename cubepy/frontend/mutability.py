@@ -14,6 +14,9 @@ expansion then runs again with the hinted type.  ``Unbound`` marks a name that h
 
 from __future__ import annotations
 
+import linecache
+from typing import NoReturn
+
 import numpy as np
 
 from cubepy import ir
@@ -56,6 +59,58 @@ for _dunder in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruedi
                 "round", "floor", "ceil", "trunc"):
     setattr(Unbound, f"__{_dunder}__", _poisoned)
 Unbound.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+class Promotion:
+    """How a comptime value became a mutable runtime local, so a later comptime-only use can say where."""
+
+    __slots__ = ("name", "value", "construct", "construct_loc", "assigned_loc")
+
+    def __init__(self, name: str, value, construct: str, construct_loc: ir.SourceLoc | None) -> None:
+        self.name = name
+        self.value = value                  # the comptime value it held before the construct
+        self.construct = construct          # "if" or "loop"
+        self.construct_loc = construct_loc
+        self.assigned_loc: ir.SourceLoc | None = None  # its first assignment inside the construct
+
+
+def is_comptime_number(value) -> bool:
+    """A Python number or an IR constant: a value known while expanding."""
+    if isinstance(value, ExpandBase):
+        return value.expand_element().var.kind is VarKind.CONSTANT
+    return operations.is_number(value)
+
+
+def record_promotion(name: str, before, after, construct: str, loc: ir.SourceLoc | None) -> None:
+    """Remember that the comptime ``before`` became the mutable ``after`` at a runtime ``construct``."""
+    if isinstance(after, ExpandElement) and after.var.kind is VarKind.MUT and is_comptime_number(before):
+        shown = before.expand_element().var.value if isinstance(before, ExpandBase) else before
+        require_state().promotions[after.var.id] = Promotion(name, shown, construct, loc)
+
+
+def fail_needs_comptime(value, message: str) -> NoReturn:
+    """Raise ``message`` (a comptime value was needed); for a promoted comptime value, at the line that made it runtime."""
+    state = require_state()
+    promotion = None
+    if isinstance(value, ExpandBase):
+        promotion = state.promotions.get(value.expand_element().var.id)
+    if promotion is None:
+        source.fail(message)
+    use = state.location()
+    used_at = ""
+    if use is not None:
+        text = linecache.getline(use.file, use.line).strip()
+        used_at = f" (used at {use.file}:{use.line}" + (f": `{text}`)" if text else ")")
+    runtime = f"the runtime {promotion.construct} at line {promotion.construct_loc.line}" \
+        if promotion.construct_loc is not None else f"a runtime {promotion.construct}"
+    loc: ir.SourceLoc | None
+    if promotion.assigned_loc is not None:
+        how, loc = f"this assignment under {runtime}", promotion.assigned_loc
+    else:
+        how, loc = f"{runtime}, which assigns it,", promotion.construct_loc
+    source.fail(f"{message}{used_at}. '{promotion.name}' held the comptime value {promotion.value!r} until {how} "
+                "made it a mutable runtime variable; keep a value that must stay comptime out of runtime control "
+                "flow, or give the runtime value another name", loc)
 
 
 def check_bound(value) -> None:
@@ -191,6 +246,9 @@ def assign_into(target, value, what: str = "assignment") -> None:
     if isinstance(target, ExpandElement):
         if target.var.kind is not VarKind.MUT:
             source.fail(f"{what}: the target is not a mutable variable")
+        promotion = require_state().promotions.get(target.var.id)
+        if promotion is not None and promotion.assigned_loc is None:
+            promotion.assigned_loc = require_state().location()
         current_scope().append(irops.Assign(_convert_to_mut(value, target, what)), target.var)
     elif isinstance(target, tuple):
         if not isinstance(value, tuple) or len(value) != len(target):

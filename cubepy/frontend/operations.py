@@ -59,7 +59,9 @@ def comptime_value(value):
         element = value.expand_element()
         if element.var.kind is VarKind.CONSTANT:
             return element.var.value
-        source.fail("expected a comptime value, got a runtime value")
+        from cubepy.frontend.mutability import fail_needs_comptime
+
+        fail_needs_comptime(element, "expected a comptime value, got a runtime value")
     return value
 
 

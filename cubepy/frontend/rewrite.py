@@ -270,6 +270,14 @@ class _Expressions(ast.NodeTransformer):
         operands = [node.left, *node.comparators]
         return _located(_helper("compare_chain", _const(ops), *(_lambda(o) for o in operands)), node)
 
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)  # rewrites the children in place
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            # A device print (cp.debug_print), decided at expansion: `print` may name the user's own function.
+            call = ast.Call(func=_attr(HELPERS, "kernel_print"), args=[node.func, *node.args], keywords=node.keywords)
+            return _located(call, node)
+        return node
+
     def generic_visit(self, node: ast.AST) -> ast.AST:
         self.rewriter.check_supported(node)
         return super().generic_visit(node)

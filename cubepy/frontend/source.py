@@ -8,8 +8,10 @@ the frontend, so messages always point at the user's file and line.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
+import re
 import sys
 import types
 from typing import NoReturn
@@ -30,6 +32,51 @@ def register_user_code(code: types.CodeType, qualname: str) -> None:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             register_user_code(const, qualname)
+
+
+def function_source(fn: types.FunctionType) -> tuple[list[str], int]:
+    """The source lines of ``fn`` and the number of the first, wherever Python kept them.
+
+    A file, or ``linecache`` (IPython and Jupyter keep every cell there; ``exec`` of text registered there
+    under the name given to ``compile``), or the command line of ``python -c``.  Otherwise an
+    ``ExpandError`` saying how to give cubepy the source.
+    """
+    try:
+        return inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        pass
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise ExpandError(f"cannot read the source of {fn!r}: it is not a Python function")
+    if _register_command_line_source(code):
+        try:
+            return inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            pass
+    raise ExpandError(
+        f"cannot read the source of {fn.__qualname__!r}: @cube rewrites a function from its source text, and "
+        f"Python kept none for {code.co_filename} (code run through exec() or typed at a plain interactive "
+        "prompt). Define the kernel in a .py file and import it, or in IPython/Jupyter (they keep each cell's "
+        "source), or register the text before running it: `linecache.cache[name] = (len(text), None, "
+        "text.splitlines(True), name)`, then `exec(compile(text, name, 'exec'))` with a unique name such as "
+        "'<kernels-1>'", code.co_filename, code.co_firstlineno)
+
+
+def _register_command_line_source(code: types.CodeType) -> bool:
+    """Put the text of ``python -c TEXT`` in ``linecache`` (Python 3.13 does the same) when ``code`` is from it."""
+    argv = getattr(sys, "orig_argv", [])
+    if code.co_filename != "<string>" or "-c" not in argv[:-1] or "<string>" in linecache.cache:
+        return False
+    text = argv[argv.index("-c") + 1]
+    lines = text.splitlines(True)
+    first = code.co_firstlineno
+    # Only when the line the code object starts at is its def (or a decorator of it): exec() of other text
+    # under the same default name must not be matched against the command line.
+    block = "".join(lines[first - 1:first + 20]) if 0 < first <= len(lines) else ""
+    if not re.match(rf"\s*(@[^\n]*\n\s*)*(async\s+)?def\s+{re.escape(code.co_name)}\b", block):
+        return False
+    linecache.cache["<string>"] = (len(text), None, lines, "<string>")
+    return True
 
 
 def user_frame() -> types.FrameType | None:

@@ -14,12 +14,15 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from cubepy import ir
 from cubepy.errors import CubeError
 from cubepy.frontend import source
 from cubepy.ir import Instruction, SourceLoc, Type, Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.frontend.mutability import Promotion
 
 _local = threading.local()
 
@@ -99,6 +102,8 @@ class ExpansionState:
         self.weak_hints_in: dict[int, ir.ElemType] = dict(weak_hints or {})
         self.weak_hints_out: dict[int, ir.ElemType] = {}
         self._weak_ordinal = itertools.count()
+        # Mutable locals that started as comptime numbers (by MUT id), for errors at comptime-only uses.
+        self.promotions: dict[int, Promotion] = {}
         self.root = ScopeBuilder(self, None)
         self.current = self.root
 

@@ -15,6 +15,7 @@ from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.expressions import and_, compare_chain, ifexp, not_, or_  # noqa: F401  (for generated code)
 from cubepy.frontend.flow import brk, cont, for_, for_range, if_, ret, while_  # noqa: F401
 from cubepy.frontend.mutability import FrameVars, Unbound, assign, check_bound, let  # noqa: F401
+from cubepy.frontend.printing import kernel_print  # noqa: F401
 from cubepy.frontend.state import require_state
 from cubepy.frontend.values import ExpandBase
 

@@ -97,8 +97,10 @@ class ExpandBase:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT and element.elem.is_int:
             return int(element.var.value)
-        source.fail("a runtime value is used where Python needs a plain int (for example a bound of "
-                    "cp.unroll(range(...)), a list index or a shared-memory size); these must be comptime")
+        from cubepy.frontend.mutability import fail_needs_comptime
+
+        fail_needs_comptime(element, "a runtime value is used where Python needs a plain int (for example a bound "
+                            "of cp.unroll(range(...)), a list index or a shared-memory size); these must be comptime")
 
     def __int__(self) -> int:
         return self.__index__()
@@ -107,7 +109,9 @@ class ExpandBase:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT:
             return float(element.var.value)
-        source.fail("a runtime value is used where Python needs a plain float; it must be comptime")
+        from cubepy.frontend.mutability import fail_needs_comptime
+
+        fail_needs_comptime(element, "a runtime value is used where Python needs a plain float; it must be comptime")
 
     def __iter__(self):
         source.fail("cannot iterate over a runtime value; loop with `for i in range(n)` and index it")

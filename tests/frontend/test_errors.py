@@ -275,13 +275,83 @@ def test_value_return_inside_runtime_control_flow():
 
 @cube(launch=True)
 def kernel_returns_value(a: Array[u32]):
-    return a[0]
+    a[1] = a[0]
+    return a[0]  # <-
 
 
 def test_kernel_cannot_return_a_value():
-    with pytest.raises(ExpandError, match="a kernel cannot return a value") as info:
-        testing.expand(kernel_returns_value, Array[u32])
-    assert info.value.filename == __file__
+    expect_error(kernel_returns_value, Array[u32], match="a kernel cannot return a value")
+
+
+@cube(launch=True)
+def kernel_returns_value_in_a_runtime_branch(a: Array[u32]):
+    if a[0] > 1:
+        return a[0]  # <-
+    a[1] = u32(0)
+
+
+def test_kernel_cannot_return_a_value_under_runtime_control_flow():
+    expect_error(kernel_returns_value_in_a_runtime_branch, Array[u32], match="a kernel cannot return a value")
+
+
+@cube
+def comptime_made_runtime_then_unrolled(a: Array[f32], flag: u32):
+    n = 4
+    if flag > 0:
+        n = 8  # <-
+    for i in cp.unroll(range(n)):
+        a[i] = f32(i)
+
+
+def test_comptime_made_runtime_is_reported_at_the_assignment_and_the_use():
+    error = expect_error(comptime_made_runtime_then_unrolled, Array[f32], u32, match="needs a plain int")
+    use = marked_line(comptime_made_runtime_then_unrolled) + 1
+    assert f"(used at {__file__}:{use}: `for i in cp.unroll(range(n)):`)" in error.message
+    assert (f"'n' held the comptime value 4 until this assignment under the runtime if at line {use - 2} made it "
+            "a mutable runtime variable") in error.message
+    assert error.source_line.strip() == "n = 8  # <-"
+
+
+@cube
+def comptime_made_runtime_in_a_loop_then_sized(a: Array[f32], count: u32):
+    size = 16
+    for _ in range(count):
+        size = size * 2  # <-
+    tile = cp.SharedMemory[f32](size)
+    tile[0] = a[0]
+
+
+def test_comptime_made_runtime_by_a_loop_is_reported_at_the_assignment():
+    error = expect_error(comptime_made_runtime_in_a_loop_then_sized, Array[f32], u32,
+                         match="shared/local memory length must be a comptime positive int")
+    assert "'size' held the comptime value 16 until this assignment under the runtime loop at line" in error.message
+
+
+@cube
+def runtime_value_needed_comptime(a: Array[f32], count: u32):
+    for i in cp.unroll(range(count)):  # <-
+        a[i] = f32(0)
+
+
+def test_a_plain_runtime_value_is_reported_at_its_use():
+    error = expect_error(runtime_value_needed_comptime, Array[f32], u32, match="needs a plain int")
+    assert "held the comptime value" not in error.message
+
+
+@cube
+def not_a_kernel(a: Array[f32]):
+    a[0] = f32(1)
+
+
+@pytest.mark.parametrize("attribute", ["launch", "launch_unchecked", "compile"])
+def test_a_cube_function_says_how_to_become_a_kernel(attribute):
+    from cubepy.errors import NotAKernelError
+
+    with pytest.raises(NotAKernelError, match=fr"'not_a_kernel' is a cube function, not a kernel, so it has no "
+                       fr"\.{attribute}: decorate it with @cube\(launch=True\)"):
+        getattr(not_a_kernel, attribute)
+    assert not hasattr(not_a_kernel, attribute)  # still an AttributeError
+    assert isinstance(NotAKernelError("x"), CubeError)
 
 
 @cube

@@ -39,11 +39,6 @@ def inputs(shape, dtype, seed):
     return values.astype(cp.bf16.numpy if dtype == "bfloat16" else dtype)
 
 
-@pytest.fixture(scope="module")
-def client():
-    return cp.client("interp")
-
-
 def test_reference_matches_direct_loops():
     problem = problem_of(SHAPES[1])
     x, w = inputs(problem.x_shape, np.float32, 0), inputs(problem.w_shape, np.float32, 1)

@@ -5,7 +5,7 @@ They live in their own module so that expanding them (at launch) is what fails, 
 # ruff: noqa
 
 import cubepy as cp
-from cubepy import UNIT_POS, Array, Comptime, cube, f32, u32
+from cubepy import ABSOLUTE_POS, UNIT_POS, Array, Comptime, Line, cube, f32, u32
 
 COUNTER = 0
 
@@ -179,3 +179,9 @@ def scales(a: Array[f32], factor: f32, out: Array[f32], mode: Comptime[int]):
 def writes_past_the_end(out: Array[f32]):
     out[cp.ABSOLUTE_POS] = f32(7)
     out[cp.ABSOLUTE_POS + 1] = f32(9)  # the last unit writes one past the end
+
+
+@cube(launch=True)
+def doubles_lines(out: Array[Line[f32]]):
+    if ABSOLUTE_POS < out.len():
+        out[ABSOLUTE_POS] = out[ABSOLUTE_POS] * f32(2)

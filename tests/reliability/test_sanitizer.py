@@ -7,6 +7,7 @@ without a report (no false alarms).  Every ``SanitizerKind`` has at least one bu
 from __future__ import annotations
 
 import inspect
+import os
 
 import numpy as np
 import pytest
@@ -144,6 +145,25 @@ def local_array_overrun(out: Array[f32]):
 
 
 @cube(launch=True)
+def checked_read_past_end(inp: Array[f32], out: Array[f32]):
+    out[UNIT_POS] = inp[UNIT_POS + 1]  # BUG: checked mode reads 0 for the last unit instead of failing
+
+
+@cube(launch=True)
+def checked_write_past_end(out: Array[f32]):
+    out[UNIT_POS + 1] = f32(1)  # BUG: checked mode drops the last unit's write
+
+
+@cube(launch=True)
+def checked_shared_read_past_end(out: Array[f32]):
+    tile = cp.SharedMemory[f32](32)
+    if UNIT_POS < 32:
+        tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    out[UNIT_POS] = tile[UNIT_POS]  # BUG: 64 units, 32 slots; checked mode reads 0 past the end
+
+
+@cube(launch=True)
 def shuffle_from_inactive_lane(out: Array[f32]):
     value = f32(UNIT_POS)
     if UNIT_POS % 2 == 0:
@@ -216,6 +236,12 @@ BUGGY = [
     (two_arrivals_on_a_phase_of_one, SanitizerKind.BARRIER_OVERFLOW, None, "2 arrivals"),
     (waits_for_one_unit_too_many, SanitizerKind.BARRIER_DEADLOCK, None, "1 of 65 arrivals pending"),
     (tma_load_to_misaligned_shared, SanitizerKind.TMA_MISUSE, TENSOR_MAP, "rule 24"),
+    (checked_read_past_end, SanitizerKind.OUT_OF_BOUNDS, INPUT, "read of global buffer 0 (inp) at index 64 "
+     "(length 64) in checked mode (without the sanitizer the read gives 0)"),
+    (checked_write_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "write of global buffer 0 (out) at index 64 "
+     "(length 64) in checked mode (without the sanitizer the write is dropped)"),
+    (checked_shared_read_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "read of shared memory 0 at index 32 "
+     "(length 32) in checked mode"),
 ]
 
 
@@ -333,7 +359,51 @@ def shared_atomics_then_sync(out: Array[u32]):
     out[UNIT_POS] = counter[0].load()
 
 
+@cube(launch=True)
+def guarded_reads(inp: Array[f32], out: Array[f32]):
+    # Checked reads on the right of `and` and in a ternary run eagerly on every lane (they cannot fault);
+    # where the guard is false they are out of bounds, which is not a bug.
+    next_positive = UNIT_POS + 1 < inp.len() and inp[UNIT_POS + 1] > f32(0)
+    nxt = inp[UNIT_POS + 1] if UNIT_POS + 1 < inp.len() else f32(0)
+    out[UNIT_POS] = cp.select(next_positive, nxt, f32(-1))
+
+
 @pytest.mark.parametrize("kernel", [tree_reduction, same_value_flag_and_plane_exchange, double_buffered,
-                                    shared_atomics_then_sync], ids=lambda k: k.name)
+                                    shared_atomics_then_sync, guarded_reads], ids=lambda k: k.name)
 def test_correct_kernel_has_no_report(kernel):
-    _launch(kernel, None, cp.client("interp", sanitize=True))
+    _launch(kernel, INPUT if kernel is guarded_reads else None, cp.client("interp", sanitize=True))
+
+
+def test_guarded_reads_are_hoisted_and_compute_the_guarded_values():
+    ops = cp.testing.expand(guarded_reads, Array[f32], Array[f32], checked=True).ops
+    assert "if" not in ops and "if_else" not in ops  # both guards kept the reads eager (no branch)
+    client = cp.client("interp", sanitize=True)
+    out = client.zeros((64,), np.float32)
+    guarded_reads.launch(client, 1, 64, cp.ArrayArg(client.create(np.ones(64, np.float32))), cp.ArrayArg(out))
+    np.testing.assert_array_equal(client.read(out), [1.0] * 63 + [-1.0])
+
+
+def test_without_the_sanitizer_checked_mode_reads_zero_and_drops_writes():
+    client = cp.client("interp")
+    inp = client.create(np.arange(1, 65, dtype=np.float32))
+    out = client.create(np.full(64, 7, np.float32))
+    checked_read_past_end.launch(client, 1, 64, cp.ArrayArg(inp), cp.ArrayArg(out))
+    np.testing.assert_array_equal(client.read(out), list(range(2, 65)) + [0.0])
+    written = client.zeros((64,), np.float32)
+    checked_write_past_end.launch(client, 1, 64, cp.ArrayArg(written))
+    np.testing.assert_array_equal(client.read(written), [0.0] + [1.0] * 63)
+
+
+def test_a_report_keeps_only_the_users_frames_and_the_launch_call():
+    client = cp.client("interp", sanitize=True)
+    with pytest.raises(SanitizerError) as info:
+        neighbour_read_without_sync.launch(client, cp.CubeCount(1), cp.CubeDim(64),
+                                           cp.ArrayArg(client.zeros((64,), np.float32)))
+    frames = []
+    tb = info.tb
+    while tb is not None:
+        frames.append((os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    # This test, then the entry point it called: no interpreter frames.
+    assert frames == [("test_sanitizer.py", "test_a_report_keeps_only_the_users_frames_and_the_launch_call"),
+                      ("kernel.py", "launch")]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import llvmlite.ir as ir
 
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Operation
+    from cubepy.ir.ops import Operation
 
 
 class TargetLayer(Protocol):

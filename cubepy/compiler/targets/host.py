@@ -33,7 +33,8 @@ from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import KernelDefinition, Operation
+    from cubepy.ir import KernelDefinition
+    from cubepy.ir.ops import Operation
 
 # The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
 CTX_SHARED, CTX_STATE, CTX_SITE, CTX_MASK, CTX_PUBLISH, CTX_SNAPSHOT, CTX_HANDLES = 0, 8, 16, 24, 32, 40, 48
@@ -55,6 +56,8 @@ UNSUPPORTED: dict[type, str] = {
     **{op: _MBARRIER_REASON for op in (ops.BarrierInit, ops.BarrierArrive, ops.BarrierArriveExpectTx,
                                        ops.BarrierExpectTx, ops.BarrierWait, ops.BarrierWaitParity)},
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
+    # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
+    ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }
 
 
@@ -168,11 +171,14 @@ class HostTarget:
             if slot.role == abi.INFO_ROLE:
                 self.info = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name="info"))
             elif slot.role in ("array", "tensor"):
+                assert key is not None
                 lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
             elif slot.role == "scalar":
+                assert key is not None and slot.type is not None
                 lw.params[key] = _invariant(b.load(where, typ=lt.item_type(slot.type, memory=True), align=slot.align,
                                                    name=f"scalar{slot.kind_index}"))
             else:
+                assert key is not None
                 lw.params[key] = where
         self.unit = unit
         self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")

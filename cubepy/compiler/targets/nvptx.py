@@ -17,7 +17,7 @@ from cubepy.ir import VarKind
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Operation
+    from cubepy.ir.ops import Operation
 
 _SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
 

@@ -1,10 +1,11 @@
 """IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops import arith, branch, cmma, memory, plane, sync, tma
+from cubepy.ir.ops import arith, branch, cmma, debug, memory, plane, sync, tma
 from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
 from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
+from cubepy.ir.ops.debug import DebugPrint
 from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
 from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ... PlaneShuffleDown)
 from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
@@ -12,9 +13,10 @@ from cubepy.ir.ops.sync import SyncCube, SyncPlane, SyncProxyShared
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
 
 __all__ = [
-    "BRANCH_OPS", "GIVEN", "Break", "Check", "Checker", "Continue", "If", "IfElse", "Loop", "OpRecord", "OpTable",
+    "BRANCH_OPS", "GIVEN", "Break", "Check", "Checker", "Continue", "DebugPrint", "If", "IfElse", "Loop", "OpRecord",
+    "OpTable",
     "Operation", "RangeLoop", "Return", "Switch", "SyncCube", "SyncPlane", "SyncProxyShared", "all_operations",
-    "arith", "branch", "cmma", "declare", "lookup", "memory", "plane", "sync", "tma",
+    "arith", "branch", "cmma", "debug", "declare", "lookup", "memory", "plane", "sync", "tma",
 ]
 __all__ += arith.__all__
 __all__ += cmma.__all__

@@ -30,11 +30,17 @@ def _indexed(c: Checker, inst: Instruction, op: Operation) -> None:
                   doc="memory[index]."))
 @attrs.frozen
 class Index(Operation):
-    """out = memory[index]; ``checked`` reads give 0 out of bounds (launch), unchecked ones are raw."""
+    """out = memory[index]; ``checked`` reads give 0 out of bounds (launch), unchecked ones are raw.
+
+    ``speculative``: the frontend hoisted this checked read out of a short-circuit (``i < n and a[i] > 0``),
+    so it also runs on lanes Python would not have evaluated it on; out of bounds there is not a bug (the
+    interp's sanitizer does not report it).  Code generation ignores it.
+    """
 
     memory: Variable
     index: Variable
     checked: bool = False
+    speculative: bool = False
 
 
 def _check_store(c: Checker, inst: Instruction, op: Operation) -> None:

@@ -122,7 +122,7 @@ def all_operations() -> tuple[type[Operation], ...]:
     return tuple(_REGISTRY.values())
 
 
-FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma")
+FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "debug")
 
 
 def _load_families() -> None:

@@ -2,7 +2,7 @@
 
 ``run(kernel, cube_count, bindings, *, sanitize=False)`` is the entry point.  Execution is lockstep
 SIMT (see ``executor``); each IR op family has its handler module (``arith``, ``memory``,
-``atomic``, ``plane``, ``sync``) registered in ``registry``.
+``atomic``, ``plane``, ``sync``, ``printing``...) registered in ``registry``.
 """
 
 from cubepy.runtime.interp import arith, atomic, cmma, memory, plane, sync, tma_exec  # noqa: F401  (register handlers)

@@ -8,7 +8,8 @@ Every memory is an array of *items* (lines of ``L`` elements):
 - a LOCAL_ARRAY is ``(lanes, length[, L])``, one row per lane.
 
 An unchecked access out of bounds on an active lane raises ``SanitizerError``; a checked read out of
-bounds gives 0 and a checked write is dropped.  When several lanes store to one item in one
+bounds gives 0 and a checked write is dropped, unless the sanitizer is on: then it is reported too (an
+``out-of-bounds`` ``SanitizerError``), since checked mode hides the bug rather than fixing it.  When several lanes store to one item in one
 instruction, the highest lane wins (numpy's fancy assignment applies values in lane order).
 """
 
@@ -98,36 +99,43 @@ def local_ref(var: Variable, lanes: int) -> MemoryRef:
 
 
 def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Mask, checked: bool,
-           access: str) -> tuple[Value, Value]:
+           access: str, speculative: bool = False) -> tuple[Value, Value]:
     """A safe item index per lane (0 where invalid or inactive) and whether each lane was in bounds.
 
-    The second result is True when every lane is in bounds.  Unchecked out-of-bounds accesses on an
-    active lane raise ``SanitizerError``.
+    The second result is True when every lane is in bounds.  Out-of-bounds accesses on an active lane
+    raise ``SanitizerError`` when unchecked, or checked under the sanitizer (unless ``speculative``: a read
+    the frontend hoisted out of a short-circuit, out of bounds only where Python would not have run it).
     """
     idx = np.asarray(index)
     if idx.dtype != np.int64:
         idx = idx.astype(np.int64)  # u64 indices >= 2**63 turn negative: out of bounds either way
     length = ref.length
+    report = not checked or (ctx.launch.sanitize and not speculative)
     if idx.ndim == 0:
         in_bounds = 0 <= int(idx) < length
-        if not in_bounds and not checked:
-            _out_of_bounds(ctx, inst, ref, access, int(idx), int(np.argmax(mask.bits)))
+        if not in_bounds and report:
+            _out_of_bounds(ctx, inst, ref, access, int(idx), int(np.argmax(mask.bits)), checked)
         return (idx if in_bounds else np.int64(0)), in_bounds
     if not mask.full:
         idx = np.where(mask.bits, idx, 0)
     if length and idx.min() >= 0 and idx.max() < length:
         return idx, True
     valid = (idx >= 0) & (idx < length)
-    if not checked:
+    if report:
         bad = ~valid & mask.bits
         if bad.any():
             lane = int(np.argmax(bad))
-            _out_of_bounds(ctx, inst, ref, access, int(idx[lane]), lane)
+            _out_of_bounds(ctx, inst, ref, access, int(idx[lane]), lane, checked)
     return np.where(valid, idx, 0), valid
 
 
-def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int) -> None:
-    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length})", lane,
+def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int,
+                   checked: bool) -> None:
+    hidden = ""
+    if checked:
+        hidden = (" in checked mode (without the sanitizer the read gives 0)" if access == "read" else
+                  " in checked mode (without the sanitizer the write is dropped)")
+    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length}){hidden}", lane,
              kind=SanitizerKind.OUT_OF_BOUNDS)
 
 
@@ -195,7 +203,7 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = memory[index]; checked reads give 0 out of bounds."""
     op: ops.Index = inst.operation
     ref = ctx.memory(op.memory)
-    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
+    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read", op.speculative)
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
     if ctx.coverage is not None and ref.owner is None:

@@ -22,5 +22,5 @@ if TYPE_CHECKING:
 Handler = Callable[["Chunk", "Instruction", "Mask"], None]
 
 INTERP = OpTable("interp", modules=tuple(f"cubepy.runtime.interp.{family}" for family in (
-    "executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma")))
+    "executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma", "printing")))
 implements = INTERP.implements

@@ -170,3 +170,14 @@ def test_disk_cache_keeps_the_object_code(tmp_path):
     assert "compiled vector_add" in runs[0].stderr
     assert "loaded from disk vector_add" in runs[1].stderr
     assert list((tmp_path / "cpu").rglob("*.pkl"))
+
+
+def test_debug_print_is_refused_with_its_reason():
+    @cube(launch=True)
+    def show(a: Array[f32]):
+        cp.debug_print("x=%f", a[ABSOLUTE_POS])
+
+    client = cp.client("cpu")
+    data = client.create(np.ones(2, np.float32))
+    with pytest.raises(cp.CubeError, match="op debug_print is not supported by back end cpu: .*vprintf"):
+        show.launch(client, cp.CubeCount(1), cp.CubeDim(2), cp.ArrayArg(data))

@@ -56,6 +56,7 @@ def run_different_rank(client, F, shapes, strides):
     )
 
 
+@pytest.mark.cubepy_sanitize(False)  # CubeCL's test: the checked launch drops the extra units' accesses on purpose
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_kernel_different_rank_first_biggest(client, F):
     run_different_rank(
@@ -66,6 +67,7 @@ def test_kernel_different_rank_first_biggest(client, F):
     )
 
 
+@pytest.mark.cubepy_sanitize(False)  # CubeCL's test: the checked launch drops the extra units' accesses on purpose
 @pytest.mark.parametrize("F", FLOATS, ids=lambda t: t.name)
 def test_kernel_different_rank_last_biggest(client, F):
     run_different_rank(

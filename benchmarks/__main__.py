@@ -36,12 +36,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BYTECODE = True  # workers keep Python's bytecode cache (``--no-bytecode`` measures without it)
-WARMUP_MODULES = ("cubepy", "cubepy.compiler.compiled", "cubepy.compiler.lower", "cubepy.runtime.interp",
-                  "cubepy.runtime.cache", "benchmarks.compile_bench", "benchmarks.interp_throughput",
-                  "benchmarks.peers", "examples.tma_roundtrip")
+WARMUP_MODULES = (
+    "cubepy",
+    "cubepy.compiler.compiled",
+    "cubepy.compiler.lower",
+    "cubepy.runtime.interp",
+    "cubepy.runtime.cache",
+    "benchmarks.compile_bench",
+    "benchmarks.interp_throughput",
+    "benchmarks.peers",
+    "examples.tma_roundtrip",
+)
 SECTIONS = ("import", "cold_compile", "warm_launch", "disk_cache", "interp")
-TARGETS = {"cold_compile": 1 / 3, "warm_launch_us": 5.0, "disk_cache": 0.05, "interp_triton_add": 10.0,
-           "interp_triton_matmul": 1.0, "interp_numba": 1000.0, "import_ms": 150.0}
+TARGETS = {
+    "cold_compile": 1 / 3,
+    "warm_launch_us": 5.0,
+    "disk_cache": 0.05,
+    "interp_triton_add": 10.0,
+    "interp_triton_matmul": 1.0,
+    "interp_numba": 1000.0,
+    "import_ms": 150.0,
+}
 
 
 # ----------------------------------------------------------------------------------------------- plumbing
@@ -63,7 +78,7 @@ def run_worker(task: str, args: dict | None = None, env: dict | None = None, tim
         return {"skipped": f"timed out after {timeout:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("BENCH-RESULT "):
-            return json.loads(line[len("BENCH-RESULT "):])
+            return json.loads(line[len("BENCH-RESULT ") :])
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     return {"skipped": f"worker failed (rc {proc.returncode}): {tail[0][:300]}"}
 
@@ -109,14 +124,17 @@ def warm_bytecode() -> None:
         return
     code = "import importlib\nfor m in %r:\n    try:\n        importlib.import_module(m)\n    except Exception:\n        pass\n"
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="", PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-c", code % (WARMUP_MODULES,)], env=env, cwd=ROOT, capture_output=True,
-                   timeout=600)
+    subprocess.run(
+        [sys.executable, "-c", code % (WARMUP_MODULES,)], env=env, cwd=ROOT, capture_output=True, timeout=600
+    )
 
 
 def section_import(runs: int) -> dict:
     run_worker("import", {})  # not counted: settles the bytecode cache and the page cache
-    out = {"cubepy": median_of("import", {}, runs),
-           "cubepy (no bytecode cache)": median_of("import", {}, runs, env_fn=lambda: {"PYTHONDONTWRITEBYTECODE": "1"})}
+    out = {
+        "cubepy": median_of("import", {}, runs),
+        "cubepy (no bytecode cache)": median_of("import", {}, runs, env_fn=lambda: {"PYTHONDONTWRITEBYTECODE": "1"}),
+    }
     for peer, module in (("triton", "triton"), ("numba-cuda", "numba.cuda")):
         reason = _peer_available(module.split(".")[0])
         out[peer] = {"skipped": reason} if reason else median_of("import_peer", {"module": module}, max(1, runs // 2))
@@ -129,18 +147,35 @@ def section_cold_compile(runs: int) -> dict:
     out: dict = {}
     triton_reason = _peer_available("triton")
     for name in compile_bench.cubepy_cases():
-        row = {"cubepy": median_of("cold_cubepy", {"kernel": name}, runs,
-                                   env_fn=lambda: {"CUBEPY_CACHE_DIR": _fresh_dir("cubepy-bench-cold-")})}
+        row = {
+            "cubepy": median_of(
+                "cold_cubepy",
+                {"kernel": name},
+                runs,
+                env_fn=lambda: {"CUBEPY_CACHE_DIR": _fresh_dir("cubepy-bench-cold-")},
+            )
+        }
         if triton_reason:
             row["triton"] = {"skipped": triton_reason}
         else:
-            row["triton"] = median_of("cold_triton", {"kernel": name}, runs,
-                                      env_fn=lambda: {"TRITON_CACHE_DIR": _fresh_dir("triton-bench-cold-")})
+            row["triton"] = median_of(
+                "cold_triton",
+                {"kernel": name},
+                runs,
+                env_fn=lambda: {"TRITON_CACHE_DIR": _fresh_dir("triton-bench-cold-")},
+            )
         if name == "vector_add":
             numba_reason = _peer_available("numba_cuda")
-            row["numba-cuda"] = ({"skipped": numba_reason} if numba_reason else
-                                 median_of("cold_numba", {}, max(1, runs // 2) if runs > 2 else runs,
-                                           env_fn=lambda: {"NUMBA_CACHE_DIR": _fresh_dir("numba-bench-cold-")}))
+            row["numba-cuda"] = (
+                {"skipped": numba_reason}
+                if numba_reason
+                else median_of(
+                    "cold_numba",
+                    {},
+                    max(1, runs // 2) if runs > 2 else runs,
+                    env_fn=lambda: {"NUMBA_CACHE_DIR": _fresh_dir("numba-bench-cold-")},
+                )
+            )
         out[name] = row
     return out
 
@@ -154,8 +189,10 @@ def section_warm_launch(quick: bool) -> dict:
 def section_disk_cache(runs: int) -> dict:
     """Cold (empty cache) against warm-disk fresh processes, for kernel.compile and the first interp launch."""
     out: dict = {}
-    for kind, task, kernels in (("compile", "disk_compile", ("vector_add", "matmul", "softmax")),
-                                ("first launch (interp)", "disk_launch", ("vector_add", "matmul", "softmax_rows"))):
+    for kind, task, kernels in (
+        ("compile", "disk_compile", ("vector_add", "matmul", "softmax")),
+        ("first launch (interp)", "disk_launch", ("vector_add", "matmul", "softmax_rows")),
+    ):
         for name in kernels:
             args = {"kernel": name}
             cold = median_of(task, args, runs, env_fn=lambda: {"CUBEPY_CACHE_DIR": _fresh_dir("cubepy-bench-disk-")})
@@ -181,14 +218,20 @@ def section_interp(runs: int, quick: bool) -> dict:
     peer_repeats = 1 if quick else 3
     for name in ("vector_add", "softmax_rows", "matmul"):
         row: dict = {"cubepy": cube[name]}
-        row["triton-interp"] = ({"skipped": triton_reason} if triton_reason else
-                                run_worker("triton_interp", {"case": name, "repeats": peer_repeats},
-                                           {"TRITON_INTERPRET": "1"}))
+        row["triton-interp"] = (
+            {"skipped": triton_reason}
+            if triton_reason
+            else run_worker("triton_interp", {"case": name, "repeats": peer_repeats}, {"TRITON_INTERPRET": "1"})
+        )
         if name == "matmul" and not triton_reason:
             row["triton-interp (128x128x64 blocks)"] = run_worker(
-                "triton_interp", {"case": "matmul_tutorial_blocks", "repeats": peer_repeats}, {"TRITON_INTERPRET": "1"})
-        row["numba-sim"] = ({"skipped": numba_reason} if numba_reason else
-                            run_worker("numba_sim", {"case": name, "repeats": 1}, {"NUMBA_ENABLE_CUDASIM": "1"}))
+                "triton_interp", {"case": "matmul_tutorial_blocks", "repeats": peer_repeats}, {"TRITON_INTERPRET": "1"}
+            )
+        row["numba-sim"] = (
+            {"skipped": numba_reason}
+            if numba_reason
+            else run_worker("numba_sim", {"case": name, "repeats": 1}, {"NUMBA_ENABLE_CUDASIM": "1"})
+        )
         out[name] = row
     return out
 
@@ -231,18 +274,33 @@ def report(results: dict) -> list[str]:
         if result and "skipped" in result:
             skips.append(f"{where}: {result['skipped']}")
 
-    print(f"cubepy benchmarks  ({results['meta']['python']}, {results['meta']['machine']}, "
-          f"runs per figure: {results['meta']['runs']}; ratio = cubepy / peer, lower is better for cubepy)")
+    print(
+        f"cubepy benchmarks  ({results['meta']['python']}, {results['meta']['machine']}, "
+        f"runs per figure: {results['meta']['runs']}; ratio = cubepy / peer, lower is better for cubepy)"
+    )
     sec = results.get("import")
     if sec:
         c = sec["cubepy"]
-        rows = [("import cubepy", _cell(c), f"<= {TARGETS['import_ms']:.0f} ms",
-                 "met" if "s" in c and c["s"] * 1e3 <= TARGETS["import_ms"] else "MISSED",
-                 f"ml_dtypes loaded: {c.get('ml_dtypes_loaded')}, llvmlite loaded: {c.get('llvmlite_loaded')}")]
+        rows = [
+            (
+                "import cubepy",
+                _cell(c),
+                f"<= {TARGETS['import_ms']:.0f} ms",
+                "met" if "s" in c and c["s"] * 1e3 <= TARGETS["import_ms"] else "MISSED",
+                f"ml_dtypes loaded: {c.get('ml_dtypes_loaded')}, llvmlite loaded: {c.get('llvmlite_loaded')}",
+            )
+        ]
         nob = sec.get("cubepy (no bytecode cache)")
         if nob:
-            rows.append(("import cubepy, no bytecode cache", _cell(nob), "", "",
-                         "every fresh process compiles cubepy's sources (PYTHONDONTWRITEBYTECODE=1)"))
+            rows.append(
+                (
+                    "import cubepy, no bytecode cache",
+                    _cell(nob),
+                    "",
+                    "",
+                    "every fresh process compiles cubepy's sources (PYTHONDONTWRITEBYTECODE=1)",
+                )
+            )
         for peer in ("triton", "numba-cuda"):
             note_skip(f"import {peer}", sec[peer])
             rows.append((f"import {peer} (reference)", _cell(sec[peer]), "", "", ""))
@@ -260,12 +318,24 @@ def report(results: dict) -> list[str]:
             if n is not None:
                 note_skip(f"cold compile {name} numba-cuda", n)
             rows.append((name, _cell(c), _cell(t), ratio, met, _cell(n) if n is not None else "-", _ratio(c, n)))
-        _print_table("cold compile to an sm_90a cubin (fresh process, empty cache, after import; median)",
-                     ("kernel", "cubepy", "triton", "c/t", "<=1/3", "numba-cuda", "c/n"), rows)
-        print("  cubepy stages (median ms): " + "; ".join(
-            f"{name}: " + " ".join(f"{k}={v * 1e3:.1f}" for k, v in row["cubepy"].get("stages", {}).items()
-                                   if not k.startswith("child_"))
-            for name, row in sec.items() if "stages" in row["cubepy"]))
+        _print_table(
+            "cold compile to an sm_90a cubin (fresh process, empty cache, after import; median)",
+            ("kernel", "cubepy", "triton", "c/t", "<=1/3", "numba-cuda", "c/n"),
+            rows,
+        )
+        print(
+            "  cubepy stages (median ms): "
+            + "; ".join(
+                f"{name}: "
+                + " ".join(
+                    f"{k}={v * 1e3:.1f}"
+                    for k, v in row["cubepy"].get("stages", {}).items()
+                    if not k.startswith("child_")
+                )
+                for name, row in sec.items()
+                if "stages" in row["cubepy"]
+            )
+        )
     sec = results.get("warm_launch")
     if sec:
         rows = []
@@ -275,8 +345,11 @@ def report(results: dict) -> list[str]:
             target = f"<= {TARGETS['warm_launch_us']:.0f} us" if name.startswith("4 args, prebuilt") else ""
             met = ("met" if r["median_s"] * 1e6 <= TARGETS["warm_launch_us"] else "MISSED") if target else ""
             rows.append((name, _ms(r["median_s"]), _ms(r["min_s"]), target, met))
-        _print_table("warm launch host path (cached kernel, execution stubbed; median of batch means)",
-                     ("case", "median", "min", "target", ""), rows)
+        _print_table(
+            "warm launch host path (cached kernel, execution stubbed; median of batch means)",
+            ("case", "median", "min", "target", ""),
+            rows,
+        )
     sec = results.get("disk_cache")
     if sec:
         rows = []
@@ -291,8 +364,11 @@ def report(results: dict) -> list[str]:
             if "skipped" not in hit and not hit.get("disk_hit", True):
                 met = "(not a disk hit)"
             rows.append((name, _cell(cold), _cell(hit), _ratio(hit, cold), ratio, met))
-        _print_table("on-disk cache: fresh process, empty cache vs kernel found on disk (median)",
-                     ("case", "cold (same path)", "disk hit", "hit/cold", "hit/cold compile to cubin", "<5%"), rows)
+        _print_table(
+            "on-disk cache: fresh process, empty cache vs kernel found on disk (median)",
+            ("case", "cold (same path)", "disk hit", "hit/cold", "hit/cold compile to cubin", "<5%"),
+            rows,
+        )
     sec = results.get("interp")
     if sec:
         rows = []
@@ -303,10 +379,22 @@ def report(results: dict) -> list[str]:
                     continue
                 note_skip(f"interp {name} {peer}", result)
                 speedup = "-" if "skipped" in result or not result.get("s") else f"{result['s'] / c['s']:.1f}x"
-                rows.append((name, _ms(c["s"]), peer, _cell(result), _ratio(c, result), speedup,
-                             result.get("note", result.get("measured_size", ""))))
-        _print_table("interp runtime, one launch (median) vs peers' CPU modes (~ = extrapolated from a smaller size)",
-                     ("case", "cubepy", "peer", "peer time", "c/p", "cubepy speedup", "peer setup"), rows)
+                rows.append(
+                    (
+                        name,
+                        _ms(c["s"]),
+                        peer,
+                        _cell(result),
+                        _ratio(c, result),
+                        speedup,
+                        result.get("note", result.get("measured_size", "")),
+                    )
+                )
+        _print_table(
+            "interp runtime, one launch (median) vs peers' CPU modes (~ = extrapolated from a smaller size)",
+            ("case", "cubepy", "peer", "peer time", "c/p", "cubepy speedup", "peer setup"),
+            rows,
+        )
         print("  targets: >= 10x Triton's interpreter on vector add, >= 1x on the matmul, >= 1000x numba's simulator")
     if skips:
         print("\nskipped:")
@@ -316,24 +404,36 @@ def report(results: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", help="write every figure (and every sample) to this file")
     parser.add_argument("--quick", action="store_true", help="fewer runs per figure (3 instead of 5), smaller batches")
     parser.add_argument("--runs", type=int, help="runs per figure (default 5, or 3 with --quick)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
-    parser.add_argument("--no-bytecode", action="store_true",
-                        help="run the fresh processes without Python's bytecode cache (PYTHONDONTWRITEBYTECODE=1)")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="run the fresh processes without Python's bytecode cache (PYTHONDONTWRITEBYTECODE=1)",
+    )
     args = parser.parse_args(argv)
     global BYTECODE
     BYTECODE = not args.no_bytecode
     warm_bytecode()
     runs = args.runs or (3 if args.quick else 5)
     sections = args.only or SECTIONS
-    results: dict = {"meta": {"python": platform.python_version(), "machine": platform.machine(), "runs": runs,
-                              "bytecode_cache": BYTECODE, "cpus": os.cpu_count(),
-                              "quick": args.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "targets": TARGETS}}
+    results: dict = {
+        "meta": {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "runs": runs,
+            "bytecode_cache": BYTECODE,
+            "cpus": os.cpu_count(),
+            "quick": args.quick,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "targets": TARGETS,
+        }
+    }
     start = time.perf_counter()
     if "import" in sections:
         results["import"] = section_import(runs)

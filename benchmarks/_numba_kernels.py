@@ -13,6 +13,7 @@ def add(x, y, out):
     if i < out.size:
         out[i] = x[i] + y[i]
 
+
 @cuda.jit
 def softmax_rows(x, out):
     # One block of 32 threads per row, strided over the columns; the block reductions go through
@@ -40,6 +41,7 @@ def softmax_rows(x, out):
         total += part[i]
     for c in range(tid, cols, 32):
         out[row, c] = math.exp(x[row, c] - row_max) / total
+
 
 @cuda.jit
 def matmul(a, b, c):

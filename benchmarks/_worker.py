@@ -38,8 +38,11 @@ def task_import(_args: dict) -> dict:
     import cubepy  # noqa: F401
 
     took = time.perf_counter() - start
-    return {"s": took, "ml_dtypes_loaded": "ml_dtypes" in sys.modules,
-            "llvmlite_loaded": any(m.startswith("llvmlite") for m in sys.modules)}
+    return {
+        "s": took,
+        "ml_dtypes_loaded": "ml_dtypes" in sys.modules,
+        "llvmlite_loaded": any(m.startswith("llvmlite") for m in sys.modules),
+    }
 
 
 def task_import_peer(args: dict) -> dict:
@@ -64,8 +67,12 @@ def task_cold_cubepy(args: dict) -> dict:
     from benchmarks import compile_bench
 
     result = compile_bench.cubepy_sample(args["kernel"])
-    return {"stages": result["stages"], "s": result["stages"]["total"], "cubin": result["cubin"],
-            "ptxas_status": result["ptxas_status"]}
+    return {
+        "stages": result["stages"],
+        "s": result["stages"]["total"],
+        "cubin": result["cubin"],
+        "ptxas_status": result["ptxas_status"],
+    }
 
 
 def task_cold_triton(args: dict) -> dict:
@@ -100,13 +107,18 @@ def task_cold_numba(args: dict) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         src = Path(folder) / "k.ptx"
         src.write_text(ptx)
-        subprocess.run([str(tool), "-arch=sm_90", "-o", str(Path(folder) / "k.cubin"), str(src)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [str(tool), "-arch=sm_90", "-o", str(Path(folder) / "k.cubin"), str(src)], check=True, capture_output=True
+        )
     end = time.perf_counter()
     import numba_cuda
 
-    return {"s": end - start, "compile_ptx_s": compiled - start, "ptxas_s": end - compiled,
-            "version": getattr(numba_cuda, "__version__", "?")}
+    return {
+        "s": end - start,
+        "compile_ptx_s": compiled - start,
+        "ptxas_s": end - compiled,
+        "version": getattr(numba_cuda, "__version__", "?"),
+    }
 
 
 # ----------------------------------------------------------------------------------------------- disk cache
@@ -164,8 +176,13 @@ def task_disk_launch(args: dict) -> dict:
         start = time.perf_counter()
         launch()
         warm.append(time.perf_counter() - start)
-    return {"s": max(first - statistics.median(warm), 0.0), "first_launch_s": first,
-            "warm_launch_s": statistics.median(warm), "stats": dict(client.stats), "disk_hit": any(found)}
+    return {
+        "s": max(first - statistics.median(warm), 0.0),
+        "first_launch_s": first,
+        "warm_launch_s": statistics.median(warm),
+        "stats": dict(client.stats),
+        "disk_hit": any(found),
+    }
 
 
 # ----------------------------------------------------------------------------------------------- interp peers
@@ -185,7 +202,7 @@ def task_numba_sim(args: dict) -> dict:
     return peers.numba_sim(args["case"], args["repeats"])
 
 
-TASKS = {name[len("task_"):]: fn for name, fn in globals().items() if name.startswith("task_")}
+TASKS = {name[len("task_") :]: fn for name, fn in globals().items() if name.startswith("task_")}
 
 
 def main(argv: list[str]) -> int:
@@ -193,7 +210,9 @@ def main(argv: list[str]) -> int:
     try:
         result = TASKS[task](json.loads(raw))
     except Exception as exc:  # reported as a skip with the reason, never a crash of the whole benchmark
-        result = {"skipped": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"}
+        result = {
+            "skipped": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"
+        }
     result.setdefault("pid", os.getpid())
     _emit(result)
     return 0

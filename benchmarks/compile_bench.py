@@ -106,10 +106,24 @@ def _triton_kernels():
         tl.store(output_ptr + offsets, x + y, mask=mask)
 
     @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,  # noqa: N803
-                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                      BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,  # noqa: N803
-                      BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr):  # noqa: N803
+    def matmul_kernel(
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        M,
+        N,
+        K,  # noqa: N803
+        stride_am,
+        stride_ak,
+        stride_bk,
+        stride_bn,
+        stride_cm,
+        stride_cn,
+        BLOCK_SIZE_M: tl.constexpr,
+        BLOCK_SIZE_N: tl.constexpr,  # noqa: N803
+        BLOCK_SIZE_K: tl.constexpr,
+        GROUP_SIZE_M: tl.constexpr,
+    ):  # noqa: N803
         pid = tl.program_id(axis=0)
         num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
         num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
@@ -139,8 +153,7 @@ def _triton_kernels():
         tl.store(c_ptrs, c, mask=c_mask)
 
     @triton.jit
-    def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
-                       BLOCK_SIZE: tl.constexpr):  # noqa: N803
+    def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):  # noqa: N803
         row_idx = tl.program_id(0)
         row_start_ptr = input_ptr + row_idx * input_row_stride
         col_offsets = tl.arange(0, BLOCK_SIZE)
@@ -171,8 +184,13 @@ def _triton_kernels():
         tile = src.load([y, x])
         dst.store([y, x], tile * scale + 1.0)
 
-    return {"vector_add": add_kernel, "matmul": matmul_kernel, "softmax": softmax_kernel,
-            "plane_sum": plane_sum_kernel, "tma_roundtrip": tma_roundtrip_kernel}
+    return {
+        "vector_add": add_kernel,
+        "matmul": matmul_kernel,
+        "softmax": softmax_kernel,
+        "plane_sum": plane_sum_kernel,
+        "tma_roundtrip": tma_roundtrip_kernel,
+    }
 
 
 def _triton_specs(kernels: dict, matmul_dtype: str) -> dict:
@@ -183,30 +201,73 @@ def _triton_specs(kernels: dict, matmul_dtype: str) -> dict:
     """
     block = 1024  # next_pow2(cols) for 1000 < cols <= 1024
     return {
-        "vector_add": (kernels["vector_add"],
-                       {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32",
-                        "BLOCK_SIZE": "constexpr"},
-                       {"BLOCK_SIZE": 1024}, (0, 1, 2, 3), {"num_warps": 4}),
-        "matmul": (kernels["matmul"],
-                   {"a_ptr": f"*{matmul_dtype}", "b_ptr": f"*{matmul_dtype}", "c_ptr": f"*{matmul_dtype}",
-                    "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32", "stride_ak": "i32",
-                    "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "i32",
-                    "BLOCK_SIZE_M": "constexpr", "BLOCK_SIZE_N": "constexpr", "BLOCK_SIZE_K": "constexpr",
-                    "GROUP_SIZE_M": "constexpr"},
-                   {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8},
-                   (0, 1, 2, 3, 4, 5, 6, 8, 10), {"num_warps": 4, "num_stages": 3}),
-        "softmax": (kernels["softmax"],
-                    {"output_ptr": "*fp32", "input_ptr": "*fp32", "input_row_stride": "i32",
-                     "output_row_stride": "i32", "n_cols": "i32", "BLOCK_SIZE": "constexpr"},
-                    {"BLOCK_SIZE": block}, (0, 1, 2, 3, 4), {"num_warps": 4}),
-        "plane_sum": (kernels["plane_sum"],
-                      {"data_ptr": "*fp32", "partial_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr",
-                       "PLANE": "constexpr"},
-                      {"BLOCK": 256, "PLANE": 32}, (0, 1, 2), {"num_warps": 8}),
-        "tma_roundtrip": (kernels["tma_roundtrip"],
-                          {"src_ptr": "*fp32", "dst_ptr": "*fp32", "M": "i32", "N": "i32", "scale": "fp32",
-                           "ROWS": "constexpr", "COLS": "constexpr"},
-                          {"ROWS": 16, "COLS": 32}, (0, 1, 3), {"num_warps": 4}),
+        "vector_add": (
+            kernels["vector_add"],
+            {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32", "BLOCK_SIZE": "constexpr"},
+            {"BLOCK_SIZE": 1024},
+            (0, 1, 2, 3),
+            {"num_warps": 4},
+        ),
+        "matmul": (
+            kernels["matmul"],
+            {
+                "a_ptr": f"*{matmul_dtype}",
+                "b_ptr": f"*{matmul_dtype}",
+                "c_ptr": f"*{matmul_dtype}",
+                "M": "i32",
+                "N": "i32",
+                "K": "i32",
+                "stride_am": "i32",
+                "stride_ak": "i32",
+                "stride_bk": "i32",
+                "stride_bn": "i32",
+                "stride_cm": "i32",
+                "stride_cn": "i32",
+                "BLOCK_SIZE_M": "constexpr",
+                "BLOCK_SIZE_N": "constexpr",
+                "BLOCK_SIZE_K": "constexpr",
+                "GROUP_SIZE_M": "constexpr",
+            },
+            {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8},
+            (0, 1, 2, 3, 4, 5, 6, 8, 10),
+            {"num_warps": 4, "num_stages": 3},
+        ),
+        "softmax": (
+            kernels["softmax"],
+            {
+                "output_ptr": "*fp32",
+                "input_ptr": "*fp32",
+                "input_row_stride": "i32",
+                "output_row_stride": "i32",
+                "n_cols": "i32",
+                "BLOCK_SIZE": "constexpr",
+            },
+            {"BLOCK_SIZE": block},
+            (0, 1, 2, 3, 4),
+            {"num_warps": 4},
+        ),
+        "plane_sum": (
+            kernels["plane_sum"],
+            {"data_ptr": "*fp32", "partial_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr", "PLANE": "constexpr"},
+            {"BLOCK": 256, "PLANE": 32},
+            (0, 1, 2),
+            {"num_warps": 8},
+        ),
+        "tma_roundtrip": (
+            kernels["tma_roundtrip"],
+            {
+                "src_ptr": "*fp32",
+                "dst_ptr": "*fp32",
+                "M": "i32",
+                "N": "i32",
+                "scale": "fp32",
+                "ROWS": "constexpr",
+                "COLS": "constexpr",
+            },
+            {"ROWS": 16, "COLS": 32},
+            (0, 1, 3),
+            {"num_warps": 4},
+        ),
     }
 
 
@@ -241,6 +302,7 @@ def bench_triton(repeats: int, matmul_dtype: str) -> dict:
     """Triton's first compile in the process, then ``repeats`` cold samples per kernel; or a skip reason."""
     try:
         import triton
+
         kernels = _triton_kernels()
     except Exception as exc:  # not installed, or it cannot import here
         return {"skipped": f"triton unavailable: {type(exc).__name__}: {exc}"}
@@ -249,8 +311,11 @@ def bench_triton(repeats: int, matmul_dtype: str) -> dict:
         first = _triton_sample(specs[KERNELS[0]])
     except Exception as exc:  # e.g. a build without the NVIDIA backend or ptxas
         return {"skipped": f"triton {triton.__version__} cannot compile for sm_90 here: {type(exc).__name__}: {exc}"}
-    out: dict = {"version": triton.__version__, "matmul_dtype": matmul_dtype,
-                 "first_in_process": {"kernel": KERNELS[0], "total_s": first}}
+    out: dict = {
+        "version": triton.__version__,
+        "matmul_dtype": matmul_dtype,
+        "first_in_process": {"kernel": KERNELS[0], "total_s": first},
+    }
     for name in KERNELS:
         samples = [_triton_sample(specs[name]) for _ in range(repeats)]
         out[name] = {"median_s": statistics.median(samples), "samples_s": samples}
@@ -268,17 +333,24 @@ def report(results: dict) -> None:
     """Print the comparison table and the per-stage breakdown."""
     cube, tri = results["cubepy"], results["triton"]
     skipped = tri.get("skipped")
-    print(f"compile to cubin, target {TARGET} / GPUTarget('cuda', 90, 32); medians of {results['repeats']} "
-          f"cold samples, ms")
-    print(f"cubepy first in process ({cube['first_in_process']['kernel']}, pays llvmlite load): "
-          f"{cube['first_in_process']['total_s'] * 1e3:.1f} ms  [{_fmt_stages(cube['first_in_process']['stages'])}]")
+    print(
+        f"compile to cubin, target {TARGET} / GPUTarget('cuda', 90, 32); medians of {results['repeats']} "
+        f"cold samples, ms"
+    )
+    print(
+        f"cubepy first in process ({cube['first_in_process']['kernel']}, pays llvmlite load): "
+        f"{cube['first_in_process']['total_s'] * 1e3:.1f} ms  [{_fmt_stages(cube['first_in_process']['stages'])}]"
+    )
     if skipped:
         print(f"triton: SKIPPED ({skipped})")
     else:
-        print(f"triton {tri['version']} first in process ({tri['first_in_process']['kernel']}, pays its setup): "
-              f"{tri['first_in_process']['total_s'] * 1e3:.1f} ms")
-        print(f"triton matmul inputs: {tri['matmul_dtype']} (fp32 accumulate), BLOCK 128x128x64, "
-              "num_warps=4 num_stages=3")
+        print(
+            f"triton {tri['version']} first in process ({tri['first_in_process']['kernel']}, pays its setup): "
+            f"{tri['first_in_process']['total_s'] * 1e3:.1f} ms"
+        )
+        print(
+            f"triton matmul inputs: {tri['matmul_dtype']} (fp32 accumulate), BLOCK 128x128x64, num_warps=4 num_stages=3"
+        )
     print()
     header = f"{'kernel':12s} {'cubepy first':>13s} {'cubepy med':>11s} {'triton med':>11s} {'ratio c/t':>10s}"
     print(header)
@@ -307,12 +379,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5, help="cold samples per kernel (median reported)")
     parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument("--triton-matmul-dtype", default="fp16", choices=("fp16", "fp32"),
-                        help="input dtype of Triton's matmul (the tutorial uses fp16; cubepy's is fp32)")
+    parser.add_argument(
+        "--triton-matmul-dtype",
+        default="fp16",
+        choices=("fp16", "fp32"),
+        help="input dtype of Triton's matmul (the tutorial uses fp16; cubepy's is fp32)",
+    )
     args = parser.parse_args(argv)
-    results = {"target": TARGET, "repeats": args.repeats,
-               "cubepy": bench_cubepy(args.repeats),
-               "triton": bench_triton(args.repeats, args.triton_matmul_dtype)}
+    results = {
+        "target": TARGET,
+        "repeats": args.repeats,
+        "cubepy": bench_cubepy(args.repeats),
+        "triton": bench_triton(args.repeats, args.triton_matmul_dtype),
+    }
     report(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -54,15 +54,28 @@ def _workloads(client):
         return e / e.sum(axis=1, keepdims=True)
 
     return {
-        "vector add 2^20": (lambda: vector_add.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256),
-                                                      cp.ArrayArg(ha), cp.ArrayArg(hb), cp.ArrayArg(ho)),
-                            lambda: np.add(a, b)),
-        "matmul 256^3": (lambda: matmul.launch(client, cp.CubeCount(size // tile, size // tile), cp.CubeDim(tile, tile),
-                                               cp.TensorArg(hma), cp.TensorArg(hmb), cp.TensorArg(hmc), tile),
-                         lambda: ma @ mb),
-        "softmax 1024x1024": (lambda: softmax_rows.launch(client, cp.CubeCount(1024), cp.CubeDim(32),
-                                                          cp.TensorArg(hx), cp.TensorArg(hs)),
-                              softmax_numpy),
+        "vector add 2^20": (
+            lambda: vector_add.launch(
+                client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(hb), cp.ArrayArg(ho)
+            ),
+            lambda: np.add(a, b),
+        ),
+        "matmul 256^3": (
+            lambda: matmul.launch(
+                client,
+                cp.CubeCount(size // tile, size // tile),
+                cp.CubeDim(tile, tile),
+                cp.TensorArg(hma),
+                cp.TensorArg(hmb),
+                cp.TensorArg(hmc),
+                tile,
+            ),
+            lambda: ma @ mb,
+        ),
+        "softmax 1024x1024": (
+            lambda: softmax_rows.launch(client, cp.CubeCount(1024), cp.CubeDim(32), cp.TensorArg(hx), cp.TensorArg(hs)),
+            softmax_numpy,
+        ),
     }
 
 
@@ -75,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     cpu, interp = cp.client("cpu"), cp.client("interp")
     cpu_work, interp_work = _workloads(cpu), _workloads(interp)
     print(f"cores: {os.cpu_count()}; medians of {args.repeats} warm launches, ms")
-    print(f"{'workload':<20}{'numpy':>10}{'interp':>12}{'cpu':>10}{'cpu compile':>13}{'cpu/numpy':>11}"
-          f"{'interp/cpu':>12}")
+    print(
+        f"{'workload':<20}{'numpy':>10}{'interp':>12}{'cpu':>10}{'cpu compile':>13}{'cpu/numpy':>11}{'interp/cpu':>12}"
+    )
     for name, (launch_cpu, numpy_fn) in cpu_work.items():
         start = time.perf_counter()
         launch_cpu()
@@ -85,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         interp_work[name][0]()  # compile + warm
         interp_ms = _median_ms(interp_work[name][0], max(1, args.repeats // 2))
         numpy_ms = _median_ms(numpy_fn, args.repeats)
-        print(f"{name:<20}{numpy_ms:>10.2f}{interp_ms:>12.1f}{cpu_ms:>10.2f}{first - cpu_ms:>13.0f}"
-              f"{cpu_ms / numpy_ms:>11.2f}{interp_ms / cpu_ms:>12.1f}")
+        print(
+            f"{name:<20}{numpy_ms:>10.2f}{interp_ms:>12.1f}{cpu_ms:>10.2f}{first - cpu_ms:>13.0f}"
+            f"{cpu_ms / numpy_ms:>11.2f}{interp_ms / cpu_ms:>12.1f}"
+        )
     return 0
 
 

@@ -38,8 +38,11 @@ def _launch_stats(client, launch, repeats: int) -> dict:
     with interp.counting() as counter:
         launch()
     seconds = _median_time(launch, repeats)
-    return {"median_s": seconds, "lane_instructions": counter.lane_instructions,
-            "lane_instructions_per_s": counter.lane_instructions / seconds}
+    return {
+        "median_s": seconds,
+        "lane_instructions": counter.lane_instructions,
+        "lane_instructions_per_s": counter.lane_instructions / seconds,
+    }
 
 
 def bench_vector_add(client, n: int = 1 << 20, repeats: int = 5) -> dict:
@@ -49,8 +52,9 @@ def bench_vector_add(client, n: int = 1 << 20, repeats: int = 5) -> dict:
     out = client.empty((n,), np.float32)
 
     def launch():
-        vector_add.vector_add.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(x),
-                                     cp.ArrayArg(y), cp.ArrayArg(out))
+        vector_add.vector_add.launch(
+            client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(x), cp.ArrayArg(y), cp.ArrayArg(out)
+        )
 
     stats = _launch_stats(client, launch, repeats)
     assert np.all(client.read(out) == 2.0)
@@ -66,8 +70,9 @@ def bench_matmul(client, size: int = 256, tile: int = 16, repeats: int = 3) -> d
     cubes = cp.CubeCount(size // tile, size // tile)
 
     def launch():
-        matmul_tiled.matmul.launch(client, cubes, cp.CubeDim(tile, tile), cp.TensorArg(ha), cp.TensorArg(hb),
-                                   cp.TensorArg(hc), tile)
+        matmul_tiled.matmul.launch(
+            client, cubes, cp.CubeDim(tile, tile), cp.TensorArg(ha), cp.TensorArg(hb), cp.TensorArg(hc), tile
+        )
 
     stats = _launch_stats(client, launch, repeats)
     assert np.allclose(client.read(hc), a @ b, atol=1e-3)
@@ -85,7 +90,11 @@ def launchers(client, small: bool = False) -> dict:
     rows, cols = (8, 64) if small else (peers.SOFTMAX_ROWS, peers.SOFTMAX_COLS)
     size, tile = (32 if small else peers.MATMUL_N), peers.MATMUL_TILE
     rng = np.random.default_rng(0)
-    x, y, out = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty((n,), np.float32)
+    x, y, out = (
+        client.create(np.ones(n, np.float32)),
+        client.create(np.ones(n, np.float32)),
+        client.empty((n,), np.float32),
+    )
     sx = client.create(rng.standard_normal((rows, cols)).astype(np.float32))
     so = client.empty((rows, cols), np.float32)
     ha = client.create(rng.standard_normal((size, size)).astype(np.float32))
@@ -93,15 +102,24 @@ def launchers(client, small: bool = False) -> dict:
     hc = client.zeros((size, size), np.float32)
     planes = client.zeros((n // 32,), np.float32)
     return {
-        "vector_add": lambda: vector_add.vector_add.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256),
-                                                           cp.ArrayArg(x), cp.ArrayArg(y), cp.ArrayArg(out)),
-        "softmax_rows": lambda: softmax.softmax_rows.launch(client, cp.CubeCount(rows), cp.CubeDim(32),
-                                                            cp.TensorArg(sx), cp.TensorArg(so)),
-        "matmul": lambda: matmul_tiled.matmul.launch(client, cp.CubeCount(size // tile, size // tile),
-                                                     cp.CubeDim(tile, tile), cp.TensorArg(ha), cp.TensorArg(hb),
-                                                     cp.TensorArg(hc), tile),
-        "plane_sum": lambda: reduce_sum.plane_sum_kernel.launch(client, cp.CubeCount(n // 256), cp.CubeDim(256),
-                                                                cp.ArrayArg(x), cp.ArrayArg(planes)),
+        "vector_add": lambda: vector_add.vector_add.launch(
+            client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(x), cp.ArrayArg(y), cp.ArrayArg(out)
+        ),
+        "softmax_rows": lambda: softmax.softmax_rows.launch(
+            client, cp.CubeCount(rows), cp.CubeDim(32), cp.TensorArg(sx), cp.TensorArg(so)
+        ),
+        "matmul": lambda: matmul_tiled.matmul.launch(
+            client,
+            cp.CubeCount(size // tile, size // tile),
+            cp.CubeDim(tile, tile),
+            cp.TensorArg(ha),
+            cp.TensorArg(hb),
+            cp.TensorArg(hc),
+            tile,
+        ),
+        "plane_sum": lambda: reduce_sum.plane_sum_kernel.launch(
+            client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(x), cp.ArrayArg(planes)
+        ),
     }
 
 
@@ -134,13 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     client = cp.client("interp")
-    results = {"vector_add_2^20": bench_vector_add(client), "matmul_256^3": bench_matmul(client),
-               "expand": bench_expand()}
+    results = {
+        "vector_add_2^20": bench_vector_add(client),
+        "matmul_256^3": bench_matmul(client),
+        "expand": bench_expand(),
+    }
     print(f"{'case':24s} {'median':>10s} {'lane-instr':>12s} {'lane-instr/s':>14s}")
     for name in ("vector_add_2^20", "matmul_256^3"):
         r = results[name]
-        print(f"{name:24s} {r['median_s'] * 1e3:8.1f}ms {r['lane_instructions']:12d} "
-              f"{r['lane_instructions_per_s']:14.3e}")
+        print(
+            f"{name:24s} {r['median_s'] * 1e3:8.1f}ms {r['lane_instructions']:12d} {r['lane_instructions_per_s']:14.3e}"
+        )
     for name, r in results["expand"].items():
         print(f"{'expand ' + name:24s} {r['median_s'] * 1e3:8.2f}ms")
     if args.json:

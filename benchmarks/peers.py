@@ -123,6 +123,7 @@ def triton_interp(case: str, repeats: int) -> dict:
         def check():
             e = np.exp(x - x.max(axis=1, keepdims=True))
             return bool(np.allclose(out, e / e.sum(axis=1, keepdims=True), atol=1e-5))
+
         note = "one program per row (the tutorial's fused softmax)"
     elif case in ("matmul", "matmul_tutorial_blocks"):
         n, tile = MATMUL_N, MATMUL_TILE
@@ -134,8 +135,9 @@ def triton_interp(case: str, repeats: int) -> dict:
 
         def launch():
             grid = ((n // bm) * (n // bn),)
-            kernels["matmul"][grid](ta, tb, tc, n, n, n, n, 1, n, 1, n, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn,
-                                    BLOCK_SIZE_K=bk, GROUP_SIZE_M=8)
+            kernels["matmul"][grid](
+                ta, tb, tc, n, n, n, n, 1, n, 1, n, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8
+            )
 
         check = lambda: bool(np.allclose(c, a @ b, atol=1e-2))  # noqa: E731
         note = f"tutorial matmul, fp32, {bm}x{bn}x{bk} blocks" + (" (cubepy's tiles)" if case == "matmul" else "")
@@ -198,5 +200,12 @@ def numba_sim(case: str, repeats: int) -> dict:
     else:
         return {"skipped": f"unknown case {case}"}
     median, samples = _median(launch, repeats)
-    return {"s": median * scale, "measured_s": median, "measured_size": shape, "scale": scale,
-            "correct": check(), "extrapolated": True, "version": getattr(numba_cuda, "__version__", "?")}
+    return {
+        "s": median * scale,
+        "measured_s": median,
+        "measured_size": shape,
+        "scale": scale,
+        "correct": check(),
+        "extrapolated": True,
+        "version": getattr(numba_cuda, "__version__", "?"),
+    }

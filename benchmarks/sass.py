@@ -72,10 +72,12 @@ def sass_of(cubin: bytes, entry: str, cuobjdump: str) -> Sass:
     with tempfile.TemporaryDirectory(prefix="cubepy-sass-") as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
-        usage = subprocess.run([cuobjdump, "--dump-resource-usage", str(path)], capture_output=True, text=True,
-                               check=True).stdout
-        sass = subprocess.run([cuobjdump, "-sass", "-fun", entry, str(path)], capture_output=True, text=True,
-                              check=True).stdout
+        usage = subprocess.run(
+            [cuobjdump, "--dump-resource-usage", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+        sass = subprocess.run(
+            [cuobjdump, "-sass", "-fun", entry, str(path)], capture_output=True, text=True, check=True
+        ).stdout
     found = {m[0]: m for m in _RESOURCE.findall(usage)}
     _, reg, stack, shared, local = found.get(entry) or next(iter(found.values()))
     return Sass(int(reg), int(shared), int(stack), int(local), *_count(sass))
@@ -105,8 +107,12 @@ def compile_cuda(source: Path, nvcc: str) -> bytes:
     """``nvcc -arch=sm_90a -O3 -cubin`` of one twin."""
     with tempfile.TemporaryDirectory(prefix="cubepy-nvcc-") as tmp:
         out = Path(tmp) / "k.cubin"
-        subprocess.run([nvcc, *NVCC_FLAGS, f"-I{CUDA_DIR}", str(source), "-o", str(out)], check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            [nvcc, *NVCC_FLAGS, f"-I{CUDA_DIR}", str(source), "-o", str(out)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return out.read_bytes()
 
 
@@ -117,6 +123,7 @@ def missing_tools() -> str | None:
     if find_cuda_tool("cuobjdump") is None:
         return "cuobjdump not found: pip install nvidia-cuda-cuobjdump (the bench extra)"
     from cubepy.compiler import ptxas
+
     if not ptxas.available():
         return ptxas.unavailable_reason()
     return None
@@ -135,8 +142,15 @@ def compare(only: tuple[str, ...] = (), contract: bool | None = None) -> list[di
         compiled = case.compile(**options)
         mine = sass_of(compiled.cubin, compiled.name, cuobjdump)
         theirs = sass_of(compile_cuda(CUDA_DIR / case.cuda_file, nvcc), case.cuda_entry, cuobjdump)
-        rows.append({"name": case.name, "checked": case.checked, "cubepy": asdict(mine), "nvcc": asdict(theirs),
-                     "ratio": mine.instructions / theirs.instructions})
+        rows.append(
+            {
+                "name": case.name,
+                "checked": case.checked,
+                "cubepy": asdict(mine),
+                "nvcc": asdict(theirs),
+                "ratio": mine.instructions / theirs.instructions,
+            }
+        )
     return rows
 
 
@@ -147,17 +161,23 @@ def geometric_mean(values: list[float]) -> float:
 
 def format_table(rows: list[dict]) -> str:
     """The side-by-side table as Markdown."""
-    lines = ["| kernel | regs cubepy / nvcc | smem | spill/local | SASS cubepy / nvcc | ratio | "
-             "hot loops cubepy / nvcc |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| kernel | regs cubepy / nvcc | smem | spill/local | SASS cubepy / nvcc | ratio | hot loops cubepy / nvcc |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         a, b = row["cubepy"], row["nvcc"]
         loops = f"{_loops(a['loops'])} / {_loops(b['loops'])}"
-        lines.append(f"| {row['name']}{' (checked)' if row['checked'] and 'checked' not in row['name'] else ''} | "
-                     f"{a['registers']} / {b['registers']} | {a['shared']} / {b['shared']} | "
-                     f"{a['local']}+{a['stack']} / {b['local']}+{b['stack']} | {a['instructions']} / "
-                     f"{b['instructions']} | {row['ratio']:.2f} | {loops} |")
-    lines.append(f"\nGeometric mean of the SASS ratio cubepy/nvcc over {len(rows)} kernels: "
-                 f"**{geometric_mean([r['ratio'] for r in rows]):.3f}**")
+        lines.append(
+            f"| {row['name']}{' (checked)' if row['checked'] and 'checked' not in row['name'] else ''} | "
+            f"{a['registers']} / {b['registers']} | {a['shared']} / {b['shared']} | "
+            f"{a['local']}+{a['stack']} / {b['local']}+{b['stack']} | {a['instructions']} / "
+            f"{b['instructions']} | {row['ratio']:.2f} | {loops} |"
+        )
+    lines.append(
+        f"\nGeometric mean of the SASS ratio cubepy/nvcc over {len(rows)} kernels: "
+        f"**{geometric_mean([r['ratio'] for r in rows]):.3f}**"
+    )
     return "\n".join(lines)
 
 
@@ -167,8 +187,11 @@ def _loops(sizes: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table (and write it as JSON with ``--json``)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sass", description=inspect.getdoc(sys.modules[__name__]),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sass",
+        description=inspect.getdoc(sys.modules[__name__]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--only", action="append", default=[], help="substring of a case name (repeatable)")
     parser.add_argument("--no-contract", action="store_true", help="compile cubepy's side with contract=False")
     parser.add_argument("--json", help="also write the rows as JSON here")

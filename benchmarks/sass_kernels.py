@@ -178,6 +178,7 @@ class Case:
 def _compile(kernel, cube_dim, args, unchecked: bool):
     def build(**options):
         return kernel.compile(cp.CubeDim(*cube_dim), *args(), unchecked=unchecked, **options)
+
     return build
 
 
@@ -213,8 +214,10 @@ def _tma_roundtrip():
         client = _client()
         src, dst = client.zeros((40, 72), np.float32), client.zeros((40, 72), np.float32)
         maps = [cp.TensorMapArg.tiled(cp.TensorArg(h), (example.ROWS, example.COLS)) for h in (src, dst)]
-        return example.tma_roundtrip.compile(cp.CubeDim(128), *maps, cp.ScalarArg(2.0, f32), example.ROWS,
-                                             example.COLS, **options)
+        return example.tma_roundtrip.compile(
+            cp.CubeDim(128), *maps, cp.ScalarArg(2.0, f32), example.ROWS, example.COLS, **options
+        )
+
     return build
 
 
@@ -225,11 +228,13 @@ def _wgrad():
         from cubepy_layouts.conv.tma_wgrad import wgrad_tma_launch
 
         client = _client()
-        problem = ConvolutionProblem.conv2d((3, 9, 11, 16), (16, 3, 3, 16), stride=(2, 1), padding=(1, 2),
-                                            dilation=(1, 2))
+        problem = ConvolutionProblem.conv2d(
+            (3, 9, 11, 16), (16, 3, 3, 16), stride=(2, 1), padding=(1, 2), dilation=(1, 2)
+        )
         x, dy = client.zeros(problem.x_shape, np.float16), client.zeros(problem.out_shape, np.float16)
         launch = wgrad_tma_launch(x, dy, client.zeros(problem.w_shape, np.float32), problem)
         return tma_gemm_kernel(launch.elem).compile(launch.cube_dim, *launch.args, **options)
+
     return build
 
 
@@ -238,24 +243,51 @@ def _rows(cols=1000):
 
 
 CASES: tuple[Case, ...] = (
-    Case("vector add Line[f32]x4", _compile(vector_add_lines, (256,), _vector_add_args, True),
-         "vector_add.cu", "vector_add_lines"),
+    Case(
+        "vector add Line[f32]x4",
+        _compile(vector_add_lines, (256,), _vector_add_args, True),
+        "vector_add.cu",
+        "vector_add_lines",
+    ),
     Case("saxpy f32", _compile(saxpy, (256,), _saxpy_args, True), "saxpy.cu", "saxpy"),
     Case("SGEMM 16x16 unchecked", _compile(sgemm, (16, 16), _sgemm_args, True), "sgemm.cu", "sgemm16"),
-    Case("SGEMM 16x16 checked", _compile(sgemm, (16, 16), _sgemm_args, False), "sgemm.cu", "sgemm16",
-         checked=True),
-    Case("row sum (plane_sum)", _compile(row_sum, (256,), lambda: (_ten((64, 1000)), _arr((64,)), 256), True),
-         "row_sum.cu", "row_sum"),
+    Case("SGEMM 16x16 checked", _compile(sgemm, (16, 16), _sgemm_args, False), "sgemm.cu", "sgemm16", checked=True),
+    Case(
+        "row sum (plane_sum)",
+        _compile(row_sum, (256,), lambda: (_ten((64, 1000)), _arr((64,)), 256), True),
+        "row_sum.cu",
+        "row_sum",
+    ),
     Case("softmax (plane per row)", _compile(softmax, (32,), _rows(), True), "softmax.cu", "softmax"),
-    Case("layer norm (plane per row)",
-         _compile(layer_norm, (32,), lambda: (_ten((64, 1000)), _arr((1000,)), _arr((1000,)), _ten((64, 1000)),
-                                              cp.ScalarArg(1e-5, f32)), True),
-         "layer_norm.cu", "layer_norm"),
-    Case("transpose 32x32 smem", _compile(transpose, (32, 8), lambda: (_ten((100, 70)), _ten((70, 100)), 32, 8),
-                                          True), "transpose.cu", "transpose32"),
+    Case(
+        "layer norm (plane per row)",
+        _compile(
+            layer_norm,
+            (32,),
+            lambda: (_ten((64, 1000)), _arr((1000,)), _arr((1000,)), _ten((64, 1000)), cp.ScalarArg(1e-5, f32)),
+            True,
+        ),
+        "layer_norm.cu",
+        "layer_norm",
+    ),
+    Case(
+        "transpose 32x32 smem",
+        _compile(transpose, (32, 8), lambda: (_ten((100, 70)), _ten((70, 100)), 32, 8), True),
+        "transpose.cu",
+        "transpose32",
+    ),
     Case("TMA 2-D round trip", _tma_roundtrip(), "tma_roundtrip.cu", "tma_roundtrip", checked=True),
-    Case("wmma 16x16x16 f16", _compile(wmma_tile, (32,), lambda: (_arr((256,), np.float16), _arr((256,), np.float16),
-                                                                  _arr((256,)), _arr((256,))), False),
-         "wmma_tile.cu", "wmma_tile", checked=True),
+    Case(
+        "wmma 16x16x16 f16",
+        _compile(
+            wmma_tile,
+            (32,),
+            lambda: (_arr((256,), np.float16), _arr((256,), np.float16), _arr((256,)), _arr((256,))),
+            False,
+        ),
+        "wmma_tile.cu",
+        "wmma_tile",
+        checked=True,
+    ),
     Case("TMA conv wgrad (f16)", _wgrad(), "conv_wgrad_tma.cu", "conv_wgrad_tma", checked=True),
 )

@@ -39,9 +39,24 @@ def add4(x: cp.Array[f32], y: cp.Array[f32], out: cp.Array[f32], n: u32):
 
 
 @cp.cube(launch=True)
-def axpy16(x0: cp.Array[f32], x1: cp.Array[f32], x2: cp.Array[f32], x3: cp.Array[f32], x4: cp.Array[f32],
-           x5: cp.Array[f32], x6: cp.Array[f32], x7: cp.Array[f32], out: cp.Array[f32], a0: f32, a1: f32, a2: f32,
-           a3: f32, n: u32, base: u32, tile: cp.Comptime[int]):
+def axpy16(
+    x0: cp.Array[f32],
+    x1: cp.Array[f32],
+    x2: cp.Array[f32],
+    x3: cp.Array[f32],
+    x4: cp.Array[f32],
+    x5: cp.Array[f32],
+    x6: cp.Array[f32],
+    x7: cp.Array[f32],
+    out: cp.Array[f32],
+    a0: f32,
+    a1: f32,
+    a2: f32,
+    a3: f32,
+    n: u32,
+    base: u32,
+    tile: cp.Comptime[int],
+):
     i = cp.ABSOLUTE_POS
     if i < n:
         s = a0 * x0[i] + a1 * x1[i] + a2 * x2[i] + a3 * x3[i]
@@ -68,11 +83,13 @@ def bench(quick: bool = False) -> dict:
     args16 = tuple(cp.ArrayArg(h) for h in handles) + (1.0, 2.0, 3.0, 4.0, n, 0, 16)
     cases = {
         "4 args, prebuilt args": lambda: add4.launch(client, count, dim, *args4),
-        "4 args, args built per launch": lambda: add4.launch(client, count, dim, cp.ArrayArg(handles[0]),
-                                                             cp.ArrayArg(handles[1]), cp.ArrayArg(handles[2]), n),
+        "4 args, args built per launch": lambda: add4.launch(
+            client, count, dim, cp.ArrayArg(handles[0]), cp.ArrayArg(handles[1]), cp.ArrayArg(handles[2]), n
+        ),
         "16 args, prebuilt args": lambda: axpy16.launch(client, count, dim, *args16),
         "16 args, args built per launch": lambda: axpy16.launch(
-            client, count, dim, *(cp.ArrayArg(h) for h in handles), 1.0, 2.0, 3.0, 4.0, n, 0, 16),
+            client, count, dim, *(cp.ArrayArg(h) for h in handles), 1.0, 2.0, 3.0, 4.0, n, 0, 16
+        ),
     }
     batch, batches = (200, 25) if quick else (200, 101)  # many short batches: a robust median on a shared machine
     out = {}
@@ -80,8 +97,7 @@ def bench(quick: bool = False) -> dict:
         fn()  # compile (cached from here on)
         fn()
         samples = _batches(fn, batch, batches)
-        out[name] = {"median_s": statistics.median(samples), "min_s": min(samples), "batch": batch,
-                     "batches": batches}
+        out[name] = {"median_s": statistics.median(samples), "min_s": min(samples), "batch": batch, "batches": batches}
     out["_stats"] = dict(client.stats)
     return out
 

@@ -21,8 +21,9 @@ def _compile_hook(definition, target):
     from cubepy import config
     from cubepy.compiler.compiled import compile_definition
 
-    return compile_definition(definition, target, dump=config.get("CUBEPY_DUMP"),
-                              dump_dir=config.get("CUBEPY_DUMP_DIR"))
+    return compile_definition(
+        definition, target, dump=config.get("CUBEPY_DUMP"), dump_dir=config.get("CUBEPY_DUMP_DIR")
+    )
 
 
 _frontend.hooks.COMPILE = _compile_hook
@@ -43,12 +44,30 @@ def coverage(client):
 
     return Coverage(client)
 
+
 # `import cubepy.runtime...` above bound the subpackage to the name `runtime`; the public `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
 runtime = _frontend.runtime
 
 __all__ = list(_frontend.__all__) + [
-    "ArrayArg", "CompileError", "ComputeClient", "CubeCount", "CubeDim", "CubeError", "ExpandError", "Handle",
-    "LaunchError", "SanitizerError", "ScalarArg", "TensorArg", "TensorMapArg", "TensorMapError", "VerifyError",
-    "client", "coverage", "runtimes", "show", "testing",
+    "ArrayArg",
+    "CompileError",
+    "ComputeClient",
+    "CubeCount",
+    "CubeDim",
+    "CubeError",
+    "ExpandError",
+    "Handle",
+    "LaunchError",
+    "SanitizerError",
+    "ScalarArg",
+    "TensorArg",
+    "TensorMapArg",
+    "TensorMapError",
+    "VerifyError",
+    "client",
+    "coverage",
+    "runtimes",
+    "show",
+    "testing",
 ]

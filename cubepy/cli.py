@@ -66,8 +66,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     comptime = dict(item.split("=", 1) for item in args.comptime)
     comptime = {k: _parse_value(v) for k, v in comptime.items()}
     dims = tuple(int(d) for d in args.cube_dim.split(","))
-    compiled = kernel.compile(cp.CubeDim(*dims), *default_compilation_args(kernel, comptime),
-                              target=args.target, unchecked=args.unchecked)
+    compiled = kernel.compile(
+        cp.CubeDim(*dims), *default_compilation_args(kernel, comptime), target=args.target, unchecked=args.unchecked
+    )
     for stage in args.emit:
         if stage == "ir":
             print(compiled.ir)
@@ -149,8 +150,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return conv_demo.main(client, args)
     examples_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(cp.__file__))), "examples")
     if not os.path.isdir(examples_dir):
-        raise SystemExit("cubepy demo: the examples/ folder is not next to the package; run it from a checkout "
-                         "installed with `pip install -e .`")
+        raise SystemExit(
+            "cubepy demo: the examples/ folder is not next to the package; run it from a checkout "
+            "installed with `pip install -e .`"
+        )
     sys.path.insert(0, os.path.dirname(examples_dir))
     from examples import matmul_tiled, reduce_sum, softmax, vector_add
 
@@ -185,16 +188,27 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--emit", nargs="+", default=["ptx"], choices=["ir", "llvm", "ptx", "resources"])
     comp.add_argument("--target", default="sm_90a")
     comp.add_argument("--cube-dim", default="256", help="x[,y[,z]]")
-    comp.add_argument("--comptime", action="append", default=[], metavar="NAME=VALUE",
-                      help="value of a Comptime parameter (JSON or a string)")
+    comp.add_argument(
+        "--comptime",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of a Comptime parameter (JSON or a string)",
+    )
     comp.add_argument("--unchecked", action="store_true", help="compile the launch_unchecked variant")
-    show = sub.add_parser("show", help="draw a layout, view, tensor map copy or swizzle mode named by FILE.py:NAME",
-                          description="NAME is a layout's Launch value, a View, a TensorMapArg, a swizzle mode "
-                          "('32B', '64B', '128B'), or a zero-argument function returning one, or returning "
-                          "(object, {keyword arguments of show}) such as (tensor_map, {'coords': (0, 8)}).")
+    show = sub.add_parser(
+        "show",
+        help="draw a layout, view, tensor map copy or swizzle mode named by FILE.py:NAME",
+        description="NAME is a layout's Launch value, a View, a TensorMapArg, a swizzle mode "
+        "('32B', '64B', '128B'), or a zero-argument function returning one, or returning "
+        "(object, {keyword arguments of show}) such as (tensor_map, {'coords': (0, 8)}).",
+    )
     show.add_argument("name", help="FILE.py:NAME or module:NAME")
-    show.add_argument("--out", default=None, help="write PATH (.svg or .png, needs matplotlib; .txt: plain text) "
-                      "instead of printing to the terminal")
+    show.add_argument(
+        "--out",
+        default=None,
+        help="write PATH (.svg or .png, needs matplotlib; .txt: plain text) instead of printing to the terminal",
+    )
     sub.add_parser("info", help="versions, ptxas, runtimes, cache dir and settings")
     args = parser.parse_args(argv)
     handler = {"demo": cmd_demo, "compile": cmd_compile, "show": cmd_show, "info": cmd_info}[args.command]

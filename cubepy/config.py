@@ -67,18 +67,32 @@ def _default_cache_dir() -> str:
     return os.path.join(base, "cubepy")
 
 
-KNOBS: dict[str, Knob] = {k.env: k for k in (
-    Knob("CUBEPY_RUNTIME", _runtime, "interp", "runtime of cp.client() with no name: interp or cuda"),
-    Knob("CUBEPY_TARGET", _target, "sm_90a", "default GPU target of kernel.compile and the cuda runtime"),
-    Knob("CUBEPY_DUMP", _dump, frozenset(), "comma list of stages to write for every compiled kernel: "
-         "ir, passes, llvm, ptx, resources"),
-    Knob("CUBEPY_DUMP_DIR", str, "cubepy_dump", "where CUBEPY_DUMP writes (one folder per kernel)"),
-    Knob("CUBEPY_CACHE_DIR", str, None, "on-disk kernel cache (default: $XDG_CACHE_HOME/cubepy or ~/.cache/cubepy)"),
-    Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
-    Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
-    Knob("CUBEPY_CONTRACT", _bool, True, "fuse one-use a*b+c into fma (one rounding), as nvcc's --fmad=true; "
-         "0 keeps every mul and add (a kernel's or compile's contract= wins)"),
-)}
+KNOBS: dict[str, Knob] = {
+    k.env: k
+    for k in (
+        Knob("CUBEPY_RUNTIME", _runtime, "interp", "runtime of cp.client() with no name: interp or cuda"),
+        Knob("CUBEPY_TARGET", _target, "sm_90a", "default GPU target of kernel.compile and the cuda runtime"),
+        Knob(
+            "CUBEPY_DUMP",
+            _dump,
+            frozenset(),
+            "comma list of stages to write for every compiled kernel: ir, passes, llvm, ptx, resources",
+        ),
+        Knob("CUBEPY_DUMP_DIR", str, "cubepy_dump", "where CUBEPY_DUMP writes (one folder per kernel)"),
+        Knob(
+            "CUBEPY_CACHE_DIR", str, None, "on-disk kernel cache (default: $XDG_CACHE_HOME/cubepy or ~/.cache/cubepy)"
+        ),
+        Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
+        Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
+        Knob(
+            "CUBEPY_CONTRACT",
+            _bool,
+            True,
+            "fuse one-use a*b+c into fma (one rounding), as nvcc's --fmad=true; "
+            "0 keeps every mul and add (a kernel's or compile's contract= wins)",
+        ),
+    )
+}
 
 _overrides: dict[str, object] = {}
 

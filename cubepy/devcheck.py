@@ -50,6 +50,7 @@ _DETAIL_CHARS = 1500
 
 # ---------------------------------------------------------------------------------------- discovery
 
+
 def discover_suites(root: Path = ROOT) -> list[dict[str, Any]]:
     """Test files that take the ``client`` fixture (so run on either runtime), grouped by folder."""
     tests = root / "tests"
@@ -80,10 +81,14 @@ def discover_examples(root: Path = ROOT) -> list[str]:
 
 # ---------------------------------------------------------------------------------------- environment
 
+
 def environment() -> dict[str, Any]:
     """Python, platform and the versions of every package the check depends on."""
-    env: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
-                           "platform": platform.platform()}
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+    }
     for package in ("numpy", "llvmlite", "ml_dtypes", "cuda-bindings", "torch", "pytest", "pytest-xdist"):
         try:
             env[package] = importlib.metadata.version(package)
@@ -113,18 +118,36 @@ def device_report() -> dict[str, Any]:
     from cubepy.runtime.cuda.device import get_device
 
     info = get_device(0).info
-    return {"name": info.name, "compute_capability": list(info.compute_capability), "target": info.target,
-            "driver_version": info.driver_version_text, "total_memory_gib": round(info.total_memory / 2**30, 1),
-            "multiprocessors": info.multiprocessors,
-            "max_shared_per_block_optin": info.max_shared_per_block_optin}
+    return {
+        "name": info.name,
+        "compute_capability": list(info.compute_capability),
+        "target": info.target,
+        "driver_version": info.driver_version_text,
+        "total_memory_gib": round(info.total_memory / 2**30, 1),
+        "multiprocessors": info.multiprocessors,
+        "max_shared_per_block_optin": info.max_shared_per_block_optin,
+    }
 
 
 # ---------------------------------------------------------------------------------------- pytest phase
 
+
 def pytest_command(files: list[str], junit: Path, *, marker: str, jobs: int) -> list[str]:
     """The pytest command line for one run (the project's ``addopts`` replaced: we pick the markers)."""
-    command = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-               "-m", marker, f"--junitxml={junit}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *files,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-m",
+        marker,
+        f"--junitxml={junit}",
+    ]
     if jobs > 1 and importlib.util.find_spec("xdist") is not None:
         command += ["-n", str(jobs)]
     return command
@@ -145,8 +168,11 @@ def parse_junit(path: Path) -> dict[str, dict[str, Any]]:
                 message = (child.get("message") or "") + "\n" + (child.text or "")
             elif child.tag == "skipped" and outcome == "passed":
                 outcome, message = "skipped", child.get("message") or ""
-        cases[name] = {"outcome": outcome, "message": message.strip()[:_DETAIL_CHARS],
-                       "seconds": float(case.get("time") or 0.0)}
+        cases[name] = {
+            "outcome": outcome,
+            "message": message.strip()[:_DETAIL_CHARS],
+            "seconds": float(case.get("time") or 0.0),
+        }
     return cases
 
 
@@ -156,10 +182,14 @@ def compare_pytest(suite: str, interp: dict[str, dict], cuda: dict[str, dict], t
     cases = []
     for name in sorted(set(interp) | set(cuda)):
         on_cpu, on_gpu = interp.get(name), cuda.get(name)
-        case: dict[str, Any] = {"suite": suite, "name": name,
-                                "tma": any(name.startswith(module) for module in tma_modules),
-                                "interp": on_cpu and on_cpu["outcome"], "cuda": on_gpu and on_gpu["outcome"],
-                                "seconds": {"interp": on_cpu and on_cpu["seconds"], "cuda": on_gpu and on_gpu["seconds"]}}
+        case: dict[str, Any] = {
+            "suite": suite,
+            "name": name,
+            "tma": any(name.startswith(module) for module in tma_modules),
+            "interp": on_cpu and on_cpu["outcome"],
+            "cuda": on_gpu and on_gpu["outcome"],
+            "seconds": {"interp": on_cpu and on_cpu["seconds"], "cuda": on_gpu and on_gpu["seconds"]},
+        }
         if on_gpu is None:
             case.update(status="error", detail="not run on cuda (collection failed or the run timed out)")
         elif on_gpu["outcome"] == "passed":
@@ -184,8 +214,17 @@ def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Pa
         junit = workdir / f"{label}.xml"
         log = open(workdir / f"{label}.log", "w")  # noqa: SIM115  (closed once the run ends, below)
         env = dict(base_env, CUBEPY_TEST_RUNTIME=runtime)
-        runs[label] = (subprocess.Popen(pytest_command(paths, junit, marker=marker, jobs=jobs), cwd=ROOT, env=env,
-                                        stdout=log, stderr=subprocess.STDOUT), junit, log)
+        runs[label] = (
+            subprocess.Popen(
+                pytest_command(paths, junit, marker=marker, jobs=jobs),
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            ),
+            junit,
+            log,
+        )
 
     if files:
         start("interp", files, "interp", "not slow and not gpu")
@@ -207,15 +246,25 @@ def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Pa
     results = {label: parse_junit(junit) for label, (_, junit, _) in runs.items()}
     for suite in suites:
         prefix = suite["name"].replace("/", ".")
-        cases += compare_pytest(suite["name"], _starting_with(results.get("interp", {}), prefix),
-                                _starting_with(results.get("cuda", {}), prefix), suite["tma_files"])
+        cases += compare_pytest(
+            suite["name"],
+            _starting_with(results.get("interp", {}), prefix),
+            _starting_with(results.get("cuda", {}), prefix),
+            suite["tma_files"],
+        )
     gpu_tests = results.get("cuda_gpu_tests", {})
     cases += compare_pytest("tests/runtime/cuda (gpu)", {}, gpu_tests, [])
     for label, note in notes.items():
         if note.get("timed_out") or not results.get(label):  # a run that reported nothing must not pass silently
-            cases.append({"suite": "pytest", "name": f"pytest run '{label}'", "status": "error",
-                          "detail": ("timed out (raise --budget); " if note.get("timed_out") else "no results; ")
-                          + note["log_tail"]})
+            cases.append(
+                {
+                    "suite": "pytest",
+                    "name": f"pytest run '{label}'",
+                    "status": "error",
+                    "detail": ("timed out (raise --budget); " if note.get("timed_out") else "no results; ")
+                    + note["log_tail"],
+                }
+            )
     return cases, notes
 
 
@@ -224,6 +273,7 @@ def _starting_with(outcomes: dict[str, dict], prefix: str) -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------------------------------- in-process phases
+
 
 def examples_phase() -> list[dict]:
     """Every example's ``run(client)`` on interp then cuda, their reported errors compared."""
@@ -280,14 +330,21 @@ def wgrad_phase() -> list[dict]:
     except ImportError:
         return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip", "detail": "torch not installed"}]
     if not torch.cuda.is_available():
-        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip",
-                 "detail": "torch has no CUDA device"}]
+        return [
+            {"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip", "detail": "torch has no CUDA device"}
+        ]
     try:
         conv = importlib.import_module("cubepy_layouts.conv")
         conv.conv2d_wgrad, conv.ConvolutionProblem  # noqa: B018  (both must exist)
     except (ImportError, AttributeError) as exc:
-        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip",
-                 "detail": f"cubepy_layouts.conv.conv2d_wgrad is not available: {exc}"}]
+        return [
+            {
+                "suite": "wgrad",
+                "name": "conv2d_wgrad vs torch",
+                "status": "skip",
+                "detail": f"cubepy_layouts.conv.conv2d_wgrad is not available: {exc}",
+            }
+        ]
     from cubepy.runtime.client import client as get_client
 
     client = get_client("cuda")
@@ -302,8 +359,9 @@ def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> l
     import numpy as np
 
     n, h, w, c_in, c_out, kh, kw, stride, pad = spec
-    problem = conv.ConvolutionProblem.conv2d((n, h, w, c_in), (c_out, kh, kw, c_in),
-                                             stride=(stride, stride), padding=(pad, pad))
+    problem = conv.ConvolutionProblem.conv2d(
+        (n, h, w, c_in), (c_out, kh, kw, c_in), stride=(stride, stride), padding=(pad, pad)
+    )
     _, oh, ow, _ = problem.out_shape
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, h, w, c_in)).astype(np.float16)
@@ -312,15 +370,24 @@ def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> l
     xt = torch.from_numpy(x).cuda().permute(0, 3, 1, 2)
     dyt = torch.from_numpy(dy).cuda().permute(0, 3, 1, 2)
     weight_shape = (c_out, c_in, kh, kw)
-    ref = torch.nn.grad.conv2d_weight(xt.float(), weight_shape, dyt.float(), stride=stride,
-                                      padding=pad).permute(0, 2, 3, 1).cpu().numpy()
-    torch_ms = _torch_time_ms(torch, lambda: torch.nn.grad.conv2d_weight(xt, weight_shape, dyt, stride=stride,
-                                                                         padding=pad))
+    ref = (
+        torch.nn.grad.conv2d_weight(xt.float(), weight_shape, dyt.float(), stride=stride, padding=pad)
+        .permute(0, 2, 3, 1)
+        .cpu()
+        .numpy()
+    )
+    torch_ms = _torch_time_ms(
+        torch, lambda: torch.nn.grad.conv2d_weight(xt, weight_shape, dyt, stride=stride, padding=pad)
+    )
     hx, hdy = client.create(x), client.create(dy)
     cases = []
     for tma in (True, False):
-        case: dict[str, Any] = {"suite": "wgrad", "tma": tma, "torch_f16_ms": round(torch_ms, 4),
-                                "name": f"conv2d_wgrad tma={tma} x={x.shape} w={weight_shape} s={stride} p={pad}"}
+        case: dict[str, Any] = {
+            "suite": "wgrad",
+            "tma": tma,
+            "torch_f16_ms": round(torch_ms, 4),
+            "name": f"conv2d_wgrad tma={tma} x={x.shape} w={weight_shape} s={stride} p={pad}",
+        }
 
         def work(tma: bool = tma) -> Any:
             return conv.conv2d_wgrad(client, hx, hdy, problem, tma=tma)
@@ -329,8 +396,13 @@ def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> l
             got = client.read(_result_handle(work())).astype(np.float32).reshape(ref.shape)
             error = float(np.max(np.abs(got - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
             best = min(client.time_ms(work, repeat=10))
-            case.update(relative_error=error, cubepy_ms=round(best, 4), cubepy_tflops=round(flops / best / 1e9, 2),
-                        torch_tflops=round(flops / torch_ms / 1e9, 2), status="pass" if error < 2e-2 else "fail")
+            case.update(
+                relative_error=error,
+                cubepy_ms=round(best, 4),
+                cubepy_tflops=round(flops / best / 1e9, 2),
+                torch_tflops=round(flops / torch_ms / 1e9, 2),
+                status="pass" if error < 2e-2 else "fail",
+            )
             if error >= 2e-2:
                 case["detail"] = f"relative error {error:.3g} against torch.nn.grad.conv2d_weight (limit 2e-2)"
         except Exception as exc:
@@ -365,17 +437,25 @@ def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict
     output = workdir / f"{name}.json"
     command = [sys.executable, "-m", "cubepy.devcheck", "--phase", name, "--phase-output", str(output)]
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                              timeout=max(deadline - time.monotonic(), 1))
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=max(deadline - time.monotonic(), 1)
+        )
     except subprocess.TimeoutExpired:
         return [{"suite": name, "name": name, "status": "error", "detail": "timed out (raise --budget)"}]
     if output.exists():
         return json.loads(output.read_text())
-    return [{"suite": name, "name": name, "status": "error",
-             "detail": f"the phase exited with {done.returncode}:\n{(done.stdout + done.stderr)[-_DETAIL_CHARS:]}"}]
+    return [
+        {
+            "suite": name,
+            "name": name,
+            "status": "error",
+            "detail": f"the phase exited with {done.returncode}:\n{(done.stdout + done.stderr)[-_DETAIL_CHARS:]}",
+        }
+    ]
 
 
 # ---------------------------------------------------------------------------------------- the report
+
 
 def summarize(cases: list[dict]) -> dict[str, int]:
     """How many cases ended in each status."""
@@ -396,16 +476,23 @@ def write_report(report: dict, path: Path) -> None:
 def print_summary(report: dict) -> None:
     """A short human summary: device, counts, and every case that did not pass."""
     device = report.get("device") or {}
-    print(f"cubepy devcheck: {report['status']}" + (f" on {device.get('name')} (driver {device.get('driver_version')})"
-                                                    if device else ""))
+    print(
+        f"cubepy devcheck: {report['status']}"
+        + (f" on {device.get('name')} (driver {device.get('driver_version')})" if device else "")
+    )
     for case in report.get("cases", []):
         if case["status"] not in ("pass", "skip"):
             detail = (case.get("detail") or "").strip().splitlines()
-            print(f"  {case['status']:>9}  {case['suite']}: {case['name']}" + (f"  -- {detail[0][:160]}" if detail else ""))
+            print(
+                f"  {case['status']:>9}  {case['suite']}: {case['name']}"
+                + (f"  -- {detail[0][:160]}" if detail else "")
+            )
     for case in report.get("cases", []):
         if case.get("suite") == "wgrad" and "cubepy_ms" in case:
-            print(f"  wgrad {case['name']}: cubepy {case['cubepy_ms']} ms ({case['cubepy_tflops']} TFLOP/s), "
-                  f"torch f16 {case['torch_f16_ms']} ms")
+            print(
+                f"  wgrad {case['name']}: cubepy {case['cubepy_ms']} ms ({case['cubepy_tflops']} TFLOP/s), "
+                f"torch f16 {case['torch_f16_ms']} ms"
+            )
     print(f"  summary: {report.get('summary', {})}; {report.get('duration_s', 0):.0f} s; report: {report['path']}")
 
 
@@ -425,15 +512,25 @@ def main(argv: list[str] | None = None) -> int:
         write_report(PHASES[args.phase](), Path(args.phase_output))  # type: ignore[arg-type]
         return 0
     if args.list:
-        print(json.dumps({"pytest_suites": discover_suites(), "examples": discover_examples(),
-                          "wgrad_problems": WGRAD_PROBLEMS}, indent=2))
+        print(
+            json.dumps(
+                {"pytest_suites": discover_suites(), "examples": discover_examples(), "wgrad_problems": WGRAD_PROBLEMS},
+                indent=2,
+            )
+        )
         return 0
 
     started = time.monotonic()
     deadline = started + args.budget
     path = Path(args.report).resolve()
-    report: dict[str, Any] = {"cubepy_devcheck": 1, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                              "path": str(path), "environment": environment(), "device": None, "cases": []}
+    report: dict[str, Any] = {
+        "cubepy_devcheck": 1,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "path": str(path),
+        "environment": environment(),
+        "device": None,
+        "cases": [],
+    }
     from cubepy.runtime import cuda
 
     reason = cuda.unavailable_reason()

@@ -24,8 +24,14 @@ class CubeError(Exception):
 class ExpandError(CubeError):
     """Kernel code that cannot be expanded; carries the user's file and line."""
 
-    def __init__(self, message: str, filename: str | None = None, lineno: int | None = None,
-                 col: int | None = None, source_line: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        filename: str | None = None,
+        lineno: int | None = None,
+        col: int | None = None,
+        source_line: str | None = None,
+    ) -> None:
         self.message = message
         self.filename = filename
         self.lineno = lineno

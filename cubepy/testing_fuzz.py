@@ -47,25 +47,71 @@ LINES = (1, 2, 4)
 TOLERANCE = {"f16": 1e-2, "bf16": 4e-2, "f32": 1e-5, "f64": 1e-12}  # relative, for inexact results
 
 _BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64, "usize": 64}
-INT_BINARY = ("add", "floordiv", "mod", "shr", "shl", "sub", "mul", "div_trunc", "rem_trunc", "bitand", "bitor",
-              "bitxor", "min", "max")
+INT_BINARY = (
+    "add",
+    "floordiv",
+    "mod",
+    "shr",
+    "shl",
+    "sub",
+    "mul",
+    "div_trunc",
+    "rem_trunc",
+    "bitand",
+    "bitor",
+    "bitxor",
+    "min",
+    "max",
+)
 FLOAT_BINARY = ("add", "sub", "mul", "div", "min", "max")
 FLOAT_UNARY_EXACT = ("neg", "abs", "floor", "ceil", "trunc", "sqrt", "recip", "round")
 FLOAT_UNARY_INEXACT = ("exp", "sin", "cos", "tanh", "erf", "log1p", "rsqrt")
 INT_UNARY = ("bitnot", "abs", "neg")  # abs and neg only for signed types
-TERNARY = ("clamp", "fma")            # fma only for floats (and inexact: one rounding or two)
+TERNARY = ("clamp", "fma")  # fma only for floats (and inexact: one rounding or two)
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "bitand": "&",
-          "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>", "eq": "==", "ne": "!=", "lt": "<",
-          "le": "<=", "gt": ">", "ge": ">="}
-_CALL = {"min": "cp.min", "max": "cp.max", "div_trunc": "cp.div_trunc", "rem_trunc": "cp.rem_trunc",
-         "abs": "cp.abs", "floor": "cp.floor", "ceil": "cp.ceil", "trunc": "cp.trunc", "exp": "cp.exp",
-         "sin": "cp.sin", "cos": "cp.cos", "tanh": "cp.tanh", "recip": "cp.recip", "round": "cp.round",
-         "erf": "cp.erf", "clamp": "cp.clamp", "fma": "cp.fma"}
+_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "bitand": "&",
+    "bitor": "|",
+    "bitxor": "^",
+    "shl": "<<",
+    "shr": ">>",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
+_CALL = {
+    "min": "cp.min",
+    "max": "cp.max",
+    "div_trunc": "cp.div_trunc",
+    "rem_trunc": "cp.rem_trunc",
+    "abs": "cp.abs",
+    "floor": "cp.floor",
+    "ceil": "cp.ceil",
+    "trunc": "cp.trunc",
+    "exp": "cp.exp",
+    "sin": "cp.sin",
+    "cos": "cp.cos",
+    "tanh": "cp.tanh",
+    "recip": "cp.recip",
+    "round": "cp.round",
+    "erf": "cp.erf",
+    "clamp": "cp.clamp",
+    "fma": "cp.fma",
+}
 _ABS_ARGUMENT = {"sqrt": "cp.sqrt", "log1p": "cp.log1p", "rsqrt": "cp.rsqrt"}  # of |x|: stay in the domain
 
 
 # -- expression trees ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Node:
@@ -211,12 +257,15 @@ def render(node: Node, line: int) -> str:
 
 # -- the numpy reference ------------------------------------------------------------------------
 
+
 def _wrap(values: np.ndarray, elem: str) -> np.ndarray:
     """Python ints (object array) reduced into ``elem``'s range, as ``elem``'s dtype."""
     bits = _BITS[elem]
     mask = (1 << bits) - 1
-    wrapped = [(int(v) & mask) - ((1 << bits) if elem in SIGNED and (int(v) & mask) >> (bits - 1) else 0)
-               for v in values.reshape(-1)]
+    wrapped = [
+        (int(v) & mask) - ((1 << bits) if elem in SIGNED and (int(v) & mask) >> (bits - 1) else 0)
+        for v in values.reshape(-1)
+    ]
     return np.array(wrapped, dtype=object).reshape(values.shape).astype(numpy_dtype_of(elem))
 
 
@@ -234,14 +283,16 @@ def _convert(values: np.ndarray, src: str, dst: str) -> np.ndarray:
     if _is_float(dst):
         if _is_float(src):
             return values.astype(np.float64).astype(dtype)
-        return np.array([float(int(v)) for v in values.reshape(-1)], dtype=np.float64).reshape(values.shape) \
-            .astype(dtype)
+        return (
+            np.array([float(int(v)) for v in values.reshape(-1)], dtype=np.float64).reshape(values.shape).astype(dtype)
+        )
     if _is_float(src):
         info = np.iinfo(dtype)
         out = []
         for v in values.astype(np.float64).reshape(-1):
-            out.append(0 if math.isnan(v) else info.max if v >= info.max else info.min if v <= info.min
-                       else math.trunc(v))
+            out.append(
+                0 if math.isnan(v) else info.max if v >= info.max else info.min if v <= info.min else math.trunc(v)
+            )
         return np.array(out, dtype=object).reshape(values.shape).astype(dtype)
     return _wrap(values.astype(object), dst)
 
@@ -261,8 +312,11 @@ def _int_binary(op: str, a: np.ndarray, b: np.ndarray, elem: str) -> np.ndarray:
             else:
                 r = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
         elif op in ("mod", "rem_trunc"):
-            r = x if y == 0 else (x % y if op == "mod" else x - y * (abs(x) // abs(y) * (1 if (x < 0) == (y < 0)
-                                                                                       else -1)))
+            r = (
+                x
+                if y == 0
+                else (x % y if op == "mod" else x - y * (abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)))
+            )
         elif op in ("shl", "shr"):
             amount = y & ((1 << bits) - 1)
             if amount >= bits:
@@ -270,8 +324,16 @@ def _int_binary(op: str, a: np.ndarray, b: np.ndarray, elem: str) -> np.ndarray:
             else:
                 r = x << amount if op == "shl" else x >> amount
         else:
-            r = {"add": x + y, "sub": x - y, "mul": x * y, "bitand": x & y, "bitor": x | y, "bitxor": x ^ y,
-                 "min": min(x, y), "max": max(x, y)}[op]
+            r = {
+                "add": x + y,
+                "sub": x - y,
+                "mul": x * y,
+                "bitand": x & y,
+                "bitor": x | y,
+                "bitxor": x ^ y,
+                "min": min(x, y),
+                "max": max(x, y),
+            }[op]
         out.append(r)
     return _wrap(np.array(out, dtype=object).reshape(a.shape), elem)
 
@@ -279,12 +341,30 @@ def _int_binary(op: str, a: np.ndarray, b: np.ndarray, elem: str) -> np.ndarray:
 def _float_op(op: str, args: list[np.ndarray], elem: str) -> np.ndarray:
     wide = [np.asarray(v).astype(np.float64) for v in args]
     fns: dict[str, Callable[..., np.ndarray]] = {
-        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "min": np.fmin,
-        "max": np.fmax, "neg": np.negative, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
-        "trunc": np.trunc, "sqrt": lambda v: np.sqrt(np.abs(v)), "exp": np.exp, "sin": np.sin, "cos": np.cos,
-        "tanh": np.tanh, "recip": lambda v: 1.0 / v, "round": np.rint, "erf": _erf,
-        "log1p": lambda v: np.log1p(np.abs(v)), "rsqrt": lambda v: 1.0 / np.sqrt(np.abs(v)),
-        "clamp": lambda v, lo, hi: np.fmin(np.fmax(v, lo), hi), "fma": lambda a, b, c: a * b + c}
+        "add": np.add,
+        "sub": np.subtract,
+        "mul": np.multiply,
+        "div": np.true_divide,
+        "min": np.fmin,
+        "max": np.fmax,
+        "neg": np.negative,
+        "abs": np.abs,
+        "floor": np.floor,
+        "ceil": np.ceil,
+        "trunc": np.trunc,
+        "sqrt": lambda v: np.sqrt(np.abs(v)),
+        "exp": np.exp,
+        "sin": np.sin,
+        "cos": np.cos,
+        "tanh": np.tanh,
+        "recip": lambda v: 1.0 / v,
+        "round": np.rint,
+        "erf": _erf,
+        "log1p": lambda v: np.log1p(np.abs(v)),
+        "rsqrt": lambda v: 1.0 / np.sqrt(np.abs(v)),
+        "clamp": lambda v, lo, hi: np.fmin(np.fmax(v, lo), hi),
+        "fma": lambda a, b, c: a * b + c,
+    }
     return fns[op](*wide).astype(numpy_dtype_of(elem))
 
 
@@ -308,8 +388,14 @@ def evaluate(node: Node, env: dict[str, np.ndarray]) -> np.ndarray:
         return np.where(c, a, b)
     args = [evaluate(arg, env) for arg in node.args]
     if k == "cmp":
-        fn = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-              "ge": np.greater_equal}[node.op]
+        fn = {
+            "eq": np.equal,
+            "ne": np.not_equal,
+            "lt": np.less,
+            "le": np.less_equal,
+            "gt": np.greater,
+            "ge": np.greater_equal,
+        }[node.op]
         return fn(*args)
     elem = node.elem
     if k == "un" and node.op == "is_nan":
@@ -328,6 +414,7 @@ def evaluate(node: Node, env: dict[str, np.ndarray]) -> np.ndarray:
 
 # -- whole kernels ------------------------------------------------------------------------------
 
+
 @dataclass
 class FuzzCase:
     """One generated kernel: its expression trees, control flow, and what it is launched with."""
@@ -335,9 +422,9 @@ class FuzzCase:
     elem: str
     line: int
     main: Node
-    alternative: Node | None = None      # picked when the comptime flag is false
-    runtime_branch: Node | None = None   # replaces the value on even positions
-    loop_body: Node | None = None        # acc = acc + body, ``trips`` times
+    alternative: Node | None = None  # picked when the comptime flag is false
+    runtime_branch: Node | None = None  # replaces the value on even positions
+    loop_body: Node | None = None  # acc = acc + body, ``trips`` times
     loop_unrolled: bool = False
     trips: int = 0
     flag: bool = True
@@ -350,12 +437,18 @@ class FuzzCase:
         """The kernel's Python source (a module defining ``fuzz_kernel``)."""
         ty = "boolean" if self.elem == "bool" else self.elem
         arr = f"Array[Line[cp.{ty}]]" if self.line > 1 else f"Array[cp.{ty}]"
-        lines = ["import cubepy as cp", "from cubepy import ABSOLUTE_POS, Array, Comptime, Line, boolean, cube", "",
-                 "",
-                 "@cube(launch=True)",
-                 f"def fuzz_kernel(a: {arr}, b: {arr}, out: {arr}, trips: cp.u32, flag: Comptime[bool]):",
-                 "    i = ABSOLUTE_POS", "    x = a[i]", "    y = b[i]",
-                 f"    acc = {render(self.main, self.line)}"]
+        lines = [
+            "import cubepy as cp",
+            "from cubepy import ABSOLUTE_POS, Array, Comptime, Line, boolean, cube",
+            "",
+            "",
+            "@cube(launch=True)",
+            f"def fuzz_kernel(a: {arr}, b: {arr}, out: {arr}, trips: cp.u32, flag: Comptime[bool]):",
+            "    i = ABSOLUTE_POS",
+            "    x = a[i]",
+            "    y = b[i]",
+            f"    acc = {render(self.main, self.line)}",
+        ]
         if self.alternative is not None:
             lines += ["    if not flag:", f"        acc = {render(self.alternative, self.line)}"]
         if self.runtime_branch is not None:
@@ -426,19 +519,23 @@ def inputs(case: FuzzCase, count: int) -> tuple[np.ndarray, np.ndarray]:
         return rng.random(shape) < 0.5, rng.random(shape) < 0.5
     if _is_float(case.elem):
         edges = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.5, 7.0])
+
         def one() -> np.ndarray:
             values = rng.uniform(-8, 8, shape)
             pick = rng.random(shape) < 0.3
             return np.where(pick, rng.choice(edges, shape), values).astype(dtype)
+
         return one(), one()
     info = np.iinfo(dtype)
     edges = np.array([0, 1, 2, 3, info.max, info.min, info.max - 1, info.min + 1, 7, 8], dtype=object)
     if case.elem in SIGNED:
         edges = np.concatenate([edges, np.array([-1, -2, -8], dtype=object)])
+
     def one_int() -> np.ndarray:
         small = rng.integers(max(info.min, -40), min(info.max, 40), shape, endpoint=True).astype(object)
         pick = rng.random(shape) < 0.3
         return np.where(pick, rng.choice(edges, shape), small).astype(dtype)
+
     return one_int(), one_int()
 
 
@@ -482,5 +579,7 @@ def _float_mismatch(case: FuzzCase, got: np.ndarray, want: np.ndarray) -> str | 
 
 def _describe(case: FuzzCase, got: np.ndarray, want: np.ndarray, ok: np.ndarray) -> str:
     where = np.argwhere(~ok)[0]
-    return (f"element {tuple(int(i) for i in where)}: interp gave {got[tuple(where)]!r}, numpy "
-            f"{want[tuple(where)]!r}\n{case.source}")
+    return (
+        f"element {tuple(int(i) for i in where)}: interp gave {got[tuple(where)]!r}, numpy "
+        f"{want[tuple(where)]!r}\n{case.source}"
+    )

@@ -17,18 +17,20 @@ import cubepy as cp
 from cubepy_layouts.conv import ConvolutionProblem, TmaGemmConfig, conv2d_wgrad, wgrad_launch, wgrad_tma_launch
 from cubepy_layouts.conv.reference import conv2d_wgrad_reference
 
-X_SHAPE = (2, 14, 14, 32)   # N, H, W, C_in
-W_SHAPE = (32, 3, 3, 32)    # C_out, KH, KW, C_in
+X_SHAPE = (2, 14, 14, 32)  # N, H, W, C_in
+W_SHAPE = (32, 3, 3, 32)  # C_out, KH, KW, C_in
 STRIDE, PADDING, DILATION = (1, 1), (1, 1), (1, 1)
-TOLERANCE = 2e-2             # f16 inputs, f32 accumulation over K = 392 products
+TOLERANCE = 2e-2  # f16 inputs, f32 accumulation over K = 392 products
 
 
 def _report(compiled) -> str:
     res = compiled.resources
     if res is None:
         return "ptxas not available: no resource report"
-    return (f"registers {res.registers}, shared {res.shared_bytes} B, spills {res.spill_store_bytes} B stored / "
-            f"{res.spill_load_bytes} B loaded, stack {res.stack_bytes} B, barriers {res.barriers}")
+    return (
+        f"registers {res.registers}, shared {res.shared_bytes} B, spills {res.spill_store_bytes} B stored / "
+        f"{res.spill_load_bytes} B loaded, stack {res.stack_bytes} B, barriers {res.barriers}"
+    )
 
 
 def main(client, args) -> int:
@@ -41,11 +43,15 @@ def main(client, args) -> int:
     config = TmaGemmConfig()
     m, n, k = problem.gemm("wgrad")
     print(f"cubepy demo: conv2d weight-gradient through TMA + tensor cores on runtime '{client.name}'")
-    print(f"  x {problem.x_shape} f16, dy {problem.out_shape} f16 -> dw {problem.w_shape} f32 "
-          f"(stride {problem.stride}, padding {problem.padding}, dilation {problem.dilation})")
+    print(
+        f"  x {problem.x_shape} f16, dy {problem.out_shape} f16 -> dw {problem.w_shape} f32 "
+        f"(stride {problem.stride}, padding {problem.padding}, dilation {problem.dilation})"
+    )
     print(f"  GEMM M = C_out = {m}, N = KH*KW*C_in = {n}, K = N*OH*OW = {k}")
-    print(f"  tiles {config.tile_m}x{config.tile_n}x{config.tile_k} (cmma 16x16x16, one plane per tile), "
-          f"{config.stages} stages")
+    print(
+        f"  tiles {config.tile_m}x{config.tile_n}x{config.tile_k} (cmma 16x16x16, one plane per tile), "
+        f"{config.stages} stages"
+    )
 
     expected = conv2d_wgrad_reference(x.astype(np.float32), dy.astype(np.float32), problem)
     failures = 0
@@ -59,8 +65,10 @@ def main(client, args) -> int:
         error = float(np.max(np.abs(dw - expected)))
         ok = error < TOLERANCE
         failures += not ok
-        print(f"  {name:5s} path: {warm * 1e3:8.1f} ms warm ({cold * 1e3:.1f} ms first, incl. expansion), "
-              f"max |error| {error:.2e}  {'ok' if ok else 'MISMATCH'}")
+        print(
+            f"  {name:5s} path: {warm * 1e3:8.1f} ms warm ({cold * 1e3:.1f} ms first, incl. expansion), "
+            f"max |error| {error:.2e}  {'ok' if ok else 'MISMATCH'}"
+        )
 
     os.makedirs(args.out, exist_ok=True)
     dw = client.zeros(problem.w_shape, np.float32)

@@ -78,7 +78,7 @@ class CompositeLayout(Layout):
             raise TypeError(f"{type(self).__name__} takes {names}, got {len(values)} values")
         for name, value in zip(names, values):
             setattr(self, name, value)
-        for name in names[len(values):]:
+        for name in names[len(values) :]:
             setattr(self, name, self.default_option(name))
 
     def default_option(self, name: str):
@@ -100,8 +100,9 @@ class CompositeLayout(Layout):
 
         Launch.__name__ = Launch.__qualname__ = f"{cls.__name__}Launch"
         cls.Launch = cls.RuntimeArg = Launch
-        cls.CompilationArg = attrs.make_class(f"{cls.__name__}CompilationArg",
-                                              {name: attrs.field() for name in names}, frozen=True)
+        cls.CompilationArg = attrs.make_class(
+            f"{cls.__name__}CompilationArg", {name: attrs.field() for name in names}, frozen=True
+        )
         cls.CompilationArg.__launch_type__ = cls
 
     @classmethod
@@ -110,14 +111,14 @@ class CompositeLayout(Layout):
         if not isinstance(runtime_arg, cls.Launch):
             raise cp.LaunchError(f"expected {cls.__name__}.Launch(...), got {type(runtime_arg).__name__}")
         values = list(runtime_arg.values)
-        parts = [PartArg(layout_type_of(v), layout_type_of(v).compilation_arg(v)) for v in values[:len(cls.PARTS)]]
-        options = values[len(cls.PARTS):]
+        parts = [PartArg(layout_type_of(v), layout_type_of(v).compilation_arg(v)) for v in values[: len(cls.PARTS)]]
+        options = values[len(cls.PARTS) :]
         return cls.CompilationArg(*parts, *options)
 
     @classmethod
     def register(cls, runtime_arg, bindings) -> None:
         """Bind each part's runtime fields, in part order."""
-        for value in runtime_arg.values[:len(cls.PARTS)]:
+        for value in runtime_arg.values[: len(cls.PARTS)]:
             layout_type_of(value).register(value, bindings)
 
     @classmethod

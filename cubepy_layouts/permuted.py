@@ -66,7 +66,8 @@ class PermutedLayout(Layout):
     def from_shape_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> PermutedLayout.Launch:
         """The runtime argument for a tensor of ``shape`` with element ``strides`` (numpy order)."""
         if not 1 <= len(shape) <= MAX_RANK or len(strides) != len(shape):
-            raise cp.LaunchError(f"PermutedLayout takes 1..{MAX_RANK} dims with one stride each, "
-                                 f"got shape {shape} and strides {strides}")
+            raise cp.LaunchError(
+                f"PermutedLayout takes 1..{MAX_RANK} dims with one stride each, got shape {shape} and strides {strides}"
+            )
         pad = MAX_RANK - len(shape)
         return PermutedLayout.Launch(*shape, *(1,) * pad, *strides, *(0,) * pad, len(shape))

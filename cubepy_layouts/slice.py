@@ -75,6 +75,7 @@ class SliceLayout(Layout):
     @classmethod
     def expand(cls, comp_arg: SliceCompilationArg, builder) -> SliceLayout:
         """Declare ``2 * rank`` u32 scalars and build the layout from them."""
+
         def scalar(name: str):
             with builder.naming(name):
                 return cp.ExpandElement(builder.register("scalar", cp.ir.Type(u32.ir)), builder.state)

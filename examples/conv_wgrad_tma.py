@@ -16,8 +16,7 @@ from cubepy_layouts.conv import ConvolutionProblem, conv2d_wgrad, wgrad_tma_laun
 from cubepy_layouts.conv.reference import conv2d_wgrad_reference
 
 
-def run(client, x_shape=(3, 9, 11, 16), w_shape=(16, 3, 3, 16), stride=(2, 1), padding=(1, 2),
-        dilation=(1, 2)) -> dict:
+def run(client, x_shape=(3, 9, 11, 16), w_shape=(16, 3, 3, 16), stride=(2, 1), padding=(1, 2), dilation=(1, 2)) -> dict:
     """dw through TMA (f16 inputs, f32 result) and through the plain path; max errors against numpy."""
     problem = ConvolutionProblem.conv2d(x_shape, w_shape, stride=stride, padding=padding, dilation=dilation)
     rng = np.random.default_rng(5)
@@ -29,8 +28,9 @@ def run(client, x_shape=(3, 9, 11, 16), w_shape=(16, 3, 3, 16), stride=(2, 1), p
     for path, tma in (("tma", True), ("plain", False)):
         dw = client.read(conv2d_wgrad(client, hx, hdy, problem, tma=tma))
         # f16 inputs are exact in f32, so only the f32 summation order differs from the float64 reference.
-        errors[f"conv2d_wgrad ({path}) max error / scale"] = float(np.max(np.abs(dw - expected))
-                                                                   / np.max(np.abs(expected)))
+        errors[f"conv2d_wgrad ({path}) max error / scale"] = float(
+            np.max(np.abs(dw - expected)) / np.max(np.abs(expected))
+        )
     return errors
 
 
@@ -39,8 +39,7 @@ def main() -> None:
     client = cp.client()
     for what, err in run(client).items():
         print(f"{what}: {err:.2e}")
-    problem = ConvolutionProblem.conv2d((3, 9, 11, 16), (16, 3, 3, 16), stride=(2, 1), padding=(1, 2),
-                                        dilation=(1, 2))
+    problem = ConvolutionProblem.conv2d((3, 9, 11, 16), (16, 3, 3, 16), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
     x, dy = client.zeros(problem.x_shape, np.float16), client.zeros(problem.out_shape, np.float16)
     compiled = wgrad_tma_launch(x, dy, client.zeros(problem.w_shape, np.float32), problem).compile()
     print(f"TMA kernel for sm_90a: {compiled.resources}")

@@ -36,7 +36,14 @@ def run(client, m: int = 64, k: int = 64, n: int = 64, tile: int = 16) -> dict:
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     ha, hb, hc = client.create(a), client.create(b), client.zeros((m, n), np.float32)
-    matmul.launch(client, cp.CubeCount((n + tile - 1) // tile, (m + tile - 1) // tile), cp.CubeDim(tile, tile),
-                  cp.TensorArg(ha), cp.TensorArg(hb), cp.TensorArg(hc), tile)
+    matmul.launch(
+        client,
+        cp.CubeCount((n + tile - 1) // tile, (m + tile - 1) // tile),
+        cp.CubeDim(tile, tile),
+        cp.TensorArg(ha),
+        cp.TensorArg(hb),
+        cp.TensorArg(hc),
+        tile,
+    )
     err = float(np.max(np.abs(client.read(hc) - a.astype(np.float64) @ b)))
     return {"matmul max error": err}

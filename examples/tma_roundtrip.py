@@ -45,9 +45,16 @@ def run(client, m: int = 40, n: int = 72, scale: float = 2.0) -> dict:
     """Transform a random m x n matrix and compare with numpy."""
     a = np.random.default_rng(4).standard_normal((m, n)).astype(np.float32)
     src, dst = client.create(a), client.zeros((m, n), np.float32)
-    tma_roundtrip.launch(client, cp.CubeCount(-(-n // COLS), -(-m // ROWS)), cp.CubeDim(128),
-                         cp.TensorMapArg.tiled(cp.TensorArg(src), (ROWS, COLS)),
-                         cp.TensorMapArg.tiled(cp.TensorArg(dst), (ROWS, COLS)), scale, ROWS, COLS)
+    tma_roundtrip.launch(
+        client,
+        cp.CubeCount(-(-n // COLS), -(-m // ROWS)),
+        cp.CubeDim(128),
+        cp.TensorMapArg.tiled(cp.TensorArg(src), (ROWS, COLS)),
+        cp.TensorMapArg.tiled(cp.TensorArg(dst), (ROWS, COLS)),
+        scale,
+        ROWS,
+        COLS,
+    )
     err = float(np.max(np.abs(client.read(dst) - (scale * a.astype(np.float64) + 1.0))))
     return {"tma round trip max error": err}
 

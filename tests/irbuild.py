@@ -46,8 +46,16 @@ def lit(value, elem: ElemType | Type, line: int = 1) -> Variable:
 class KernelBuilder:
     """Build a KernelDefinition instruction by instruction, with nested scopes as context managers."""
 
-    def __init__(self, name: str = "k", cube_dim=(32, 1, 1), checked: bool = False, first_line: int = 10,
-                 locations: bool = True, loc: SourceLoc | None = None, file: str = USER_FILE) -> None:
+    def __init__(
+        self,
+        name: str = "k",
+        cube_dim=(32, 1, 1),
+        checked: bool = False,
+        first_line: int = 10,
+        locations: bool = True,
+        loc: SourceLoc | None = None,
+        file: str = USER_FILE,
+    ) -> None:
         self.name = name
         self.locations = locations
         self.fixed_loc = loc
@@ -159,8 +167,9 @@ class KernelBuilder:
     def meta(self, name: str, memory: Variable, dim: Variable | None = None) -> Variable:
         return self.op(name, memory, dim)
 
-    def plane(self, name: str, value: Variable | None, arg: Variable | None = None,
-              out_ty: Type | None = None) -> Variable:
+    def plane(
+        self, name: str, value: Variable | None, arg: Variable | None = None, out_ty: Type | None = None
+    ) -> Variable:
         return self.emit(ops.lookup(f"plane_{name}")(value, arg), out_ty or (value.type if value else Type(BOOL)))
 
     def atomic(self, name: str, memory: Variable, index: Variable, value: Variable | None = None) -> Variable:
@@ -205,8 +214,9 @@ class KernelBuilder:
         line = self._head_line()
         self.emit(branch.IfElse(cond, self._scope_of(then_fn), self._scope_of(else_fn)), line=line)
 
-    def switch(self, value: Variable, cases: dict[int, Callable[[], object]],
-               default: Callable[[], object] | None = None) -> None:
+    def switch(
+        self, value: Variable, cases: dict[int, Callable[[], object]], default: Callable[[], object] | None = None
+    ) -> None:
         line = self._head_line()
         arms = tuple((k, self._scope_of(fn)) for k, fn in cases.items())
         self.emit(branch.Switch(value, arms, self._scope_of(default)), line=line)
@@ -243,9 +253,14 @@ class KernelBuilder:
     def build(self) -> KernelDefinition:
         assert len(self._scopes) == 1, "unclosed scope"
         return KernelDefinition(
-            self.name, tuple(self.params), Scope(tuple(self._scopes[0])), tuple(self.cube_dim),
-            shared_memories=tuple(self.shared_memories), local_arrays=tuple(self.local_arrays),
-            barriers=tuple(self.barriers), checked=self.checked,
+            self.name,
+            tuple(self.params),
+            Scope(tuple(self._scopes[0])),
+            tuple(self.cube_dim),
+            shared_memories=tuple(self.shared_memories),
+            local_arrays=tuple(self.local_arrays),
+            barriers=tuple(self.barriers),
+            checked=self.checked,
             source_file=self.file if self.locations and self.fixed_loc is None else None,
         )
 
@@ -292,8 +307,9 @@ def param_buffer(slot: int, ty: Type, name: str | None = None) -> Param:
     return Param(Variable(VarKind.GLOBAL, slot, ty), name or f"b{slot}", "array")
 
 
-def vector_add(elem: ElemType, line: int = 1, checked: bool = False, name: str = "vector_add",
-               cube_dim=(256, 1, 1)) -> KernelDefinition:
+def vector_add(
+    elem: ElemType, line: int = 1, checked: bool = False, name: str = "vector_add", cube_dim=(256, 1, 1)
+) -> KernelDefinition:
     """out[i] = a[i] + b[i] for i = absolute_pos < len(out) (the classic guard)."""
     kb = KernelBuilder(name, cube_dim=cube_dim, checked=checked)
     a, b, out = kb.array(T(elem, line), "a"), kb.array(T(elem, line), "b"), kb.array(T(elem, line), "out")

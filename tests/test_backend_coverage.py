@@ -36,7 +36,8 @@ def test_a_missing_implementation_is_named_too():
         RECORD = OpRecord("other", "test")
 
     assert OpTable("toy").missing_message(Other) == (  # type: ignore[arg-type]
-        "op other is not supported by back end toy: no implementation is registered")
+        "op other is not supported by back end toy: no implementation is registered"
+    )
 
 
 def test_implementing_an_op_twice_is_refused():

@@ -63,12 +63,14 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
 def test_every_docs_page_is_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text()
     active = "\n".join(line for line in nav.splitlines() if not line.lstrip().startswith("#"))
-    pages = [_page_id(p)[len("docs/"):] for p in PAGES if p.parent != ROOT]
+    pages = [_page_id(p)[len("docs/") :] for p in PAGES if p.parent != ROOT]
     assert [p for p in pages if p not in active] == []
 
 
-_OUTSIDE = re.compile(r"API\.md|tma-semantics|ptx-lowering|\.\./shared|shared/reference|shared/design|"
-                      r"cubecl-model|style-anchors|ARCHITECTURE\.md|ptx-vs-nvcc|peers\.md")
+_OUTSIDE = re.compile(
+    r"API\.md|tma-semantics|ptx-lowering|\.\./shared|shared/reference|shared/design|"
+    r"cubecl-model|style-anchors|ARCHITECTURE\.md|ptx-vs-nvcc|peers\.md"
+)
 
 
 def test_no_tracked_file_points_outside_the_repository() -> None:
@@ -91,11 +93,17 @@ def test_no_tracked_file_points_outside_the_repository() -> None:
 
 
 @pytest.mark.slow  # about two minutes with the pictures; .ci/run builds the site strictly on every run
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None,
-                    reason="mkdocs/mkdocstrings not installed (pip install -e '.[docs]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None,
+    reason="mkdocs/mkdocstrings not installed (pip install -e '.[docs]')",
+)
 def test_site_builds_strictly(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
     assert (tmp_path / "site" / "api" / "cubepy" / "index.html").is_file()
 

@@ -30,6 +30,12 @@ from cubepy.compiler.passes import checked_io, dead_code, fold_constants, run_pa
 from cubepy.compiler.ptxas import Resources
 
 __all__ = [
-    "CompiledKernel", "Resources", "checked_io", "compile_definition", "dead_code", "fold_constants",
-    "pack_info", "run_passes",
+    "CompiledKernel",
+    "Resources",
+    "checked_io",
+    "compile_definition",
+    "dead_code",
+    "fold_constants",
+    "pack_info",
+    "run_passes",
 ]

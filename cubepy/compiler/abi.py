@@ -57,8 +57,11 @@ class BufferMetadata(Protocol):
 def extended_flags(definition: KernelDefinition) -> list[bool]:
     """Per buffer slot, whether the info buffer needs its extended block: tensors, and arrays whose
     rank/shape/stride the kernel reads."""
-    shaped = {inst.operation.memory.id for inst in walk(definition.body)
-              if isinstance(inst.operation, (ops.Rank, ops.Shape, ops.Stride))}
+    shaped = {
+        inst.operation.memory.id
+        for inst in walk(definition.body)
+        if isinstance(inst.operation, (ops.Rank, ops.Shape, ops.Stride))
+    }
     return [param.role == "tensor" or param.var.id in shaped for param in definition.buffers]
 
 
@@ -116,7 +119,7 @@ class ParamSlot:
     """One entry parameter: its role, index within its kind, and place in parameter space."""
 
     name: str
-    role: str        # "array" | "tensor" | "scalar" | "tensor_map" | "info"
+    role: str  # "array" | "tensor" | "scalar" | "tensor_map" | "info"
     kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps)
     size: int
     align: int
@@ -175,5 +178,3 @@ def param_layout(definition: KernelDefinition) -> ParamLayout:
     offset = _round_up(offset, POINTER_BYTES)
     slots.append(ParamSlot(INFO_ROLE, INFO_ROLE, 0, POINTER_BYTES, POINTER_BYTES, offset))
     return ParamLayout(tuple(slots), offset + POINTER_BYTES)
-
-

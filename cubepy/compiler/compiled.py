@@ -74,8 +74,10 @@ class CompiledKernel:
                 files["kernel.cubin"] = self.cubin
         if "resources" in stages:
             timings = "".join(f"{stage}: {seconds * 1e3:.2f} ms\n" for stage, seconds in self.timings.items())
-            files["resources.txt"] = (f"target: {self.target}\nresources: {self.resources}\n"
-                                      f"ptxas: {self.ptxas_status}\n{self.ptxas_log or ''}\n\n{timings}")
+            files["resources.txt"] = (
+                f"target: {self.target}\nresources: {self.resources}\n"
+                f"ptxas: {self.ptxas_status}\n{self.ptxas_log or ''}\n\n{timings}"
+            )
         folder = Path(directory) / self.name
         folder.mkdir(parents=True, exist_ok=True)
         written = []
@@ -91,8 +93,14 @@ class CompiledKernel:
         return written
 
 
-def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH, *, assemble: bool = True,
-                       dump: Collection[str] = (), dump_dir: str | os.PathLike = "cubepy_dump") -> CompiledKernel:
+def compile_definition(
+    definition: KernelDefinition,
+    target: str = DEFAULT_ARCH,
+    *,
+    assemble: bool = True,
+    dump: Collection[str] = (),
+    dump_dir: str | os.PathLike = "cubepy_dump",
+) -> CompiledKernel:
     """Compile a kernel's IR to PTX (and a cubin when ``assemble`` and ptxas is available).
 
     ``dump`` names stages to write under ``dump_dir`` (see ``CompiledKernel.dump``); the caller maps
@@ -134,9 +142,19 @@ def compile_definition(definition: KernelDefinition, target: str = DEFAULT_ARCH,
         timings["ptxas"] = time.perf_counter() - start
 
     compiled = CompiledKernel(
-        name=lowered.entry_name, definition=definition, ir=dumps[-1][1], llvm=llvm_text,
-        llvm_opt=emitted.llvm_opt, ptx=emitted.ptx, cubin=cubin, resources=resources, target=arch.arch,
-        timings=timings, pass_dumps=(("input", input_text), *dumps), ptxas_log=log, ptxas_status=status,
+        name=lowered.entry_name,
+        definition=definition,
+        ir=dumps[-1][1],
+        llvm=llvm_text,
+        llvm_opt=emitted.llvm_opt,
+        ptx=emitted.ptx,
+        cubin=cubin,
+        resources=resources,
+        target=arch.arch,
+        timings=timings,
+        pass_dumps=(("input", input_text), *dumps),
+        ptxas_log=log,
+        ptxas_status=status,
         dynamic_shared_bytes=lowered.dynamic_shared_bytes,
     )
     if dump:

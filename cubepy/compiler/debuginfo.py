@@ -27,8 +27,9 @@ def first_location(definition: KernelDefinition) -> SourceLoc | None:
 class DebugInfo:
     """Compile unit, subprogram and cached ``DILocation`` nodes for one kernel function."""
 
-    def __init__(self, module: ir.Module, function: ir.Function, definition: KernelDefinition,
-                 first: SourceLoc) -> None:
+    def __init__(
+        self, module: ir.Module, function: ir.Function, definition: KernelDefinition, first: SourceLoc
+    ) -> None:
         self.module = module
         main_file = definition.source_file or first.file
         self._files: dict[str, ir.DIValue] = {}
@@ -36,22 +37,41 @@ class DebugInfo:
         self._locations: dict[tuple[str, int, int], ir.DIValue] = {}
         self.main_file = main_file
         file_node = self._file(main_file)
-        unit = module.add_debug_info("DICompileUnit", {
-            "language": ir.DIToken("DW_LANG_Python"), "file": file_node, "producer": "cubepy",
-            "isOptimized": True, "runtimeVersion": 0,
-            "emissionKind": ir.DIToken("DebugDirectivesOnly"),
-        }, is_distinct=True)
+        unit = module.add_debug_info(
+            "DICompileUnit",
+            {
+                "language": ir.DIToken("DW_LANG_Python"),
+                "file": file_node,
+                "producer": "cubepy",
+                "isOptimized": True,
+                "runtimeVersion": 0,
+                "emissionKind": ir.DIToken("DebugDirectivesOnly"),
+            },
+            is_distinct=True,
+        )
         signature = module.add_debug_info("DISubroutineType", {"types": module.add_metadata([])})
         line = first.line if first.file == main_file else 0
-        self.subprogram = module.add_debug_info("DISubprogram", {
-            "name": definition.name, "file": file_node, "line": line, "scopeLine": line,
-            "type": signature, "unit": unit,
-            "spFlags": ir.DIToken("DISPFlagDefinition | DISPFlagOptimized"),
-        }, is_distinct=True)
+        self.subprogram = module.add_debug_info(
+            "DISubprogram",
+            {
+                "name": definition.name,
+                "file": file_node,
+                "line": line,
+                "scopeLine": line,
+                "type": signature,
+                "unit": unit,
+                "spFlags": ir.DIToken("DISPFlagDefinition | DISPFlagOptimized"),
+            },
+            is_distinct=True,
+        )
         function.set_metadata("dbg", self.subprogram)
         module.add_named_metadata("llvm.dbg.cu", unit)
-        module.add_named_metadata("llvm.module.flags", module.add_metadata(
-            [ir.Constant(_I32, 2), ir.MetaDataString(module, "Debug Info Version"), ir.Constant(_I32, 3)]))
+        module.add_named_metadata(
+            "llvm.module.flags",
+            module.add_metadata(
+                [ir.Constant(_I32, 2), ir.MetaDataString(module, "Debug Info Version"), ir.Constant(_I32, 3)]
+            ),
+        )
         self._scopes[main_file] = self.subprogram
         self.current = self.location(first)
 
@@ -59,16 +79,18 @@ class DebugInfo:
         node = self._files.get(path)
         if node is None:
             absolute = os.path.abspath(path) if not path.startswith("<") else path
-            node = self.module.add_debug_info("DIFile", {
-                "filename": os.path.basename(absolute), "directory": os.path.dirname(absolute)})
+            node = self.module.add_debug_info(
+                "DIFile", {"filename": os.path.basename(absolute), "directory": os.path.dirname(absolute)}
+            )
             self._files[path] = node
         return node
 
     def _scope(self, path: str) -> ir.DIValue:
         scope = self._scopes.get(path)
         if scope is None:
-            scope = self.module.add_debug_info("DILexicalBlockFile", {
-                "scope": self.subprogram, "file": self._file(path), "discriminator": 0})
+            scope = self.module.add_debug_info(
+                "DILexicalBlockFile", {"scope": self.subprogram, "file": self._file(path), "discriminator": 0}
+            )
             self._scopes[path] = scope
         return scope
 
@@ -83,8 +105,9 @@ class DebugInfo:
         key = (loc.file, loc.line, loc.col)
         node = self._locations.get(key)
         if node is None:
-            node = self.module.add_debug_info("DILocation", {
-                "line": loc.line, "column": loc.col + 1, "scope": self._scope(loc.file)})
+            node = self.module.add_debug_info(
+                "DILocation", {"line": loc.line, "column": loc.col + 1, "scope": self._scope(loc.file)}
+            )
             self._locations[key] = node
         self.current = node
         return node

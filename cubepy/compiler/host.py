@@ -23,7 +23,7 @@ from cubepy.ir import KernelDefinition, verify
 
 # C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
 # Every libdevice function the lowering calls has a C library twin (rhypot is composed from hypot).
-_LIBM = ({*LIBDEVICE_FUNCTIONS.values(), "fmod", "pow", "hypot"} - {"rhypot"})
+_LIBM = {*LIBDEVICE_FUNCTIONS.values(), "fmod", "pow", "hypot"} - {"rhypot"}
 HOST_SYMBOLS = frozenset({"aligned_alloc", "free"} | {name + suffix for name in _LIBM for suffix in ("", "f")})
 
 
@@ -33,12 +33,12 @@ class HostKernel:
 
     name: str
     definition: KernelDefinition
-    target: str                 # host_target_name() it was built for
+    target: str  # host_target_name() it was built for
     object_code: bytes
-    coroutine: bool             # units suspend at barriers / plane operations
-    units: int                  # units per cube
-    padded_units: int           # units rounded up to whole planes (per-unit arrays' length)
-    shared_bytes: int           # the cube's shared block
+    coroutine: bool  # units suspend at barriers / plane operations
+    units: int  # units per cube
+    padded_units: int  # units rounded up to whole planes (per-unit arrays' length)
+    shared_bytes: int  # the cube's shared block
     llvm: str
     llvm_opt: str
     timings: dict
@@ -99,8 +99,7 @@ def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostK
         except RuntimeError as error:
             raise CompileError(f"kernel {name}: LLVM rejected the lowered host IR: {error}") from error
         for function in module.functions:
-            if function.is_declaration and not function.name.startswith("llvm.") \
-                    and function.name not in HOST_SYMBOLS:
+            if function.is_declaration and not function.name.startswith("llvm.") and function.name not in HOST_SYMBOLS:
                 raise CompileError(f"kernel {name}: host code calls unknown external function {function.name!r}")
 
     def work() -> bytes:
@@ -125,7 +124,16 @@ def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostK
         raise CompileError(f"kernel {name}: the host driver {DRIVER_NAME} was optimized away")
     x, y, z = definition.cube_dim
     units = x * y * z
-    return HostKernel(name=name, definition=definition, target=host_target_name(),
-                      object_code=bytes.fromhex(obj_hex), coroutine=target.coroutine, units=units,
-                      padded_units=-(-units // PLANE) * PLANE, shared_bytes=target.shared_bytes,
-                      llvm=text, llvm_opt=optimized, timings=timings)
+    return HostKernel(
+        name=name,
+        definition=definition,
+        target=host_target_name(),
+        object_code=bytes.fromhex(obj_hex),
+        coroutine=target.coroutine,
+        units=units,
+        padded_units=-(-units // PLANE) * PLANE,
+        shared_bytes=target.shared_bytes,
+        llvm=text,
+        llvm_opt=optimized,
+        timings=timings,
+    )

@@ -43,8 +43,15 @@ GENERIC_PTR = ir.PointerType()
 
 # ElemType.llvm (the LLVM type name, from cubepy.ir's element table) -> the llvmlite type.
 _LLVM_TYPES: dict[str, ir.Type] = {
-    "half": ir.HalfType(), "bfloat": BFloatType(), "float": ir.FloatType(), "double": ir.DoubleType(),
-    "i1": I1, "i8": I8, "i16": I16, "i32": I32, "i64": I64,
+    "half": ir.HalfType(),
+    "bfloat": BFloatType(),
+    "float": ir.FloatType(),
+    "double": ir.DoubleType(),
+    "i1": I1,
+    "i8": I8,
+    "i16": I16,
+    "i32": I32,
+    "i64": I64,
 }
 
 

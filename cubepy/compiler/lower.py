@@ -40,8 +40,13 @@ DYNAMIC_SHARED_ALIGN = 1024
 Lowering = Callable[["KernelLowering", Instruction], None]
 # The LLVM back end's implementations, keyed by operation class; each family module registers its own
 # with ``@lowers(OpClass, ...)`` and the table imports them on first use.
-LLVM = OpTable("llvm", modules=tuple(f"cubepy.compiler.lower_{family}" for family in (
-    "arith", "memory", "control", "sync", "plane", "tma", "cmma", "print")))
+LLVM = OpTable(
+    "llvm",
+    modules=tuple(
+        f"cubepy.compiler.lower_{family}"
+        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cmma", "print")
+    ),
+)
 lowers = LLVM.implements
 
 
@@ -139,10 +144,13 @@ class KernelLowering:
         gv.align = DYNAMIC_SHARED_ALIGN
         for var in self.definition.shared_memories:
             if self._shared_alignment(var) > DYNAMIC_SHARED_ALIGN:
-                raise CompileError(f"kernel {self.definition.name}: shared memory {var!r} asks for alignment "
-                                   f"{var.alignment}, more than dynamic shared memory's {DYNAMIC_SHARED_ALIGN}")
+                raise CompileError(
+                    f"kernel {self.definition.name}: shared memory {var!r} asks for alignment "
+                    f"{var.alignment}, more than dynamic shared memory's {DYNAMIC_SHARED_ALIGN}"
+                )
             pointer = ir.FormattedConstant(
-                lt.SHARED_PTR, f"getelementptr inbounds (i8, ptr addrspace(3) @dynamic_shared, i32 {offsets[var.id]})")
+                lt.SHARED_PTR, f"getelementptr inbounds (i8, ptr addrspace(3) @dynamic_shared, i32 {offsets[var.id]})"
+            )
             self.memories[(VarKind.SHARED, var.id)] = pointer
         self.dynamic_shared_bytes = total
 
@@ -181,8 +189,14 @@ class KernelLowering:
     def _read_builtins(self) -> None:
         from cubepy.compiler.lower_sync import read_builtin
 
-        used = sorted({var.name for inst in walk(self.definition.body) for var in inst.operation.operands()
-                       if var.kind is VarKind.BUILTIN})
+        used = sorted(
+            {
+                var.name
+                for inst in walk(self.definition.body)
+                for var in inst.operation.operands()
+                if var.kind is VarKind.BUILTIN
+            }
+        )
         saved = self.builder
         self.builder = self.alloca_builder
         try:
@@ -323,8 +337,10 @@ class KernelLowering:
         if reason is not None:
             raise CompileError(f"{where}op {inst.op} is not supported by back end {self.target.name}: {reason}")
         if lowering is None:
-            raise CompileError(f"{where}kernel {self.definition.name}: {LLVM.missing_message(type(inst.operation))}"
-                               f"\n  in instruction: {inst}")
+            raise CompileError(
+                f"{where}kernel {self.definition.name}: {LLVM.missing_message(type(inst.operation))}"
+                f"\n  in instruction: {inst}"
+            )
         try:
             lowering(self, inst)
         except CubeError as error:
@@ -332,8 +348,9 @@ class KernelLowering:
                 raise
             raise type(error)(f"{where}{error}\n  in instruction: {inst}") from error
         except (TypeError, ValueError, AssertionError, KeyError) as error:
-            raise CompileError(f"{where}kernel {self.definition.name}: lowering failed ({error!r})"
-                               f"\n  in instruction: {inst}") from error
+            raise CompileError(
+                f"{where}kernel {self.definition.name}: lowering failed ({error!r})\n  in instruction: {inst}"
+            ) from error
 
 
 def _safe_name(name: str) -> str:
@@ -365,4 +382,3 @@ def as_u32(lowering: KernelLowering, value: ir.Value, var: Variable) -> ir.Value
     if var.elem.kind == "int":
         return lowering.builder.sext(value, lt.I32)
     return lowering.builder.zext(value, lt.I32)
-

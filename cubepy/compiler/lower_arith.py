@@ -30,10 +30,28 @@ from cubepy.ir import BF16, F16, F32, F64, ElemType, Instruction, Type, ops
 
 # IR operation -> libdevice base name (``__nv_<name>f`` for f32, ``__nv_<name>`` for f64).
 LIBDEVICE_FUNCTIONS = {
-    "exp": "exp", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
-    "tanh": "tanh", "erf": "erf", "powf": "pow", "atan2": "atan2", "asin": "asin", "acos": "acos",
-    "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "expm1": "expm1", "hypot": "hypot", "rhypot": "rhypot", "cbrt": "cbrt",
+    "exp": "exp",
+    "log": "log",
+    "log1p": "log1p",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "erf": "erf",
+    "powf": "pow",
+    "atan2": "atan2",
+    "asin": "asin",
+    "acos": "acos",
+    "atan": "atan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "asinh": "asinh",
+    "acosh": "acosh",
+    "atanh": "atanh",
+    "expm1": "expm1",
+    "hypot": "hypot",
+    "rhypot": "rhypot",
+    "cbrt": "cbrt",
 }
 
 
@@ -264,8 +282,7 @@ def float_floordiv_mod(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, 
     floor = intrinsic(lw, "llvm.floor", [div])
     floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor)
     quotient = b.fdiv(a, c)
-    floordiv = b.select(b.fcmp_unordered("!=", div, zero), floor,
-                        intrinsic(lw, "llvm.copysign", [zero, quotient]))
+    floordiv = b.select(b.fcmp_unordered("!=", div, zero), floor, intrinsic(lw, "llvm.copysign", [zero, quotient]))
     divisor_zero = b.fcmp_ordered("==", c, zero)
     if name == "floordiv":
         result = b.select(divisor_zero, quotient, floordiv)
@@ -424,7 +441,10 @@ lowers(*ops.BINARY_OPS)(lower_binary)
 lowers(*ops.COMPARE_OPS)(lower_compare)
 for _op_type, _lowering in {
     ops.Fma: lower_fma,
-    ops.Clamp: lower_clamp, ops.Select: lower_select, ops.Cast: lower_cast, ops.Bitcast: lower_bitcast,
+    ops.Clamp: lower_clamp,
+    ops.Select: lower_select,
+    ops.Cast: lower_cast,
+    ops.Bitcast: lower_bitcast,
     ops.Assign: lower_assign,
 }.items():
     lowers(_op_type)(_lowering)

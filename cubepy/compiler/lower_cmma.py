@@ -37,8 +37,9 @@ def _read_registers(lw: KernelLowering, var: Variable, ident: str) -> list[ir.Va
     base = lw.local_array(var)
     item = lt.item_type(Type(var.elem), memory=True)
     b = lw.builder
-    return [b.load(b.gep(base, [ir.Constant(lt.I32, i * per_reg)], source_etype=item), typ=reg_type)
-            for i in range(count)]
+    return [
+        b.load(b.gep(base, [ir.Constant(lt.I32, i * per_reg)], source_etype=item), typ=reg_type) for i in range(count)
+    ]
 
 
 def _write_registers(lw: KernelLowering, var: Variable, ident: str, result: ir.Value) -> None:
@@ -87,8 +88,7 @@ def lower_load(lw: KernelLowering, inst: Instruction) -> None:
 def lower_execute(lw: KernelLowering, inst: Instruction) -> None:
     """``wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.f32.{f16,bf16}`` with f32 accumulators."""
     op: ops.CmmaExecute = inst.operation
-    args = (_read_registers(lw, op.a, "a") + _read_registers(lw, op.b, "b")
-            + _read_registers(lw, op.c, "accumulator"))
+    args = _read_registers(lw, op.a, "a") + _read_registers(lw, op.b, "b") + _read_registers(lw, op.c, "accumulator")
     kind = "f32.f32" if op.a.elem == F16 else "bf16"
     name = f"llvm.nvvm.wmma.m16n16k16.mma.{op.a_layout}.{op.b_layout}.{kind}"
     result = lw.call(name, _struct(_FLOAT, 8), args)
@@ -120,6 +120,11 @@ def lower_cast(lw: KernelLowering, inst: Instruction) -> None:
         b.store(value, b.gep(dst, index, source_etype=dst_item))
 
 
-for _op_type, _lowering in {ops.CmmaFill: lower_fill, ops.CmmaLoad: lower_load, ops.CmmaExecute: lower_execute,
-                            ops.CmmaStore: lower_store, ops.CmmaCast: lower_cast}.items():
+for _op_type, _lowering in {
+    ops.CmmaFill: lower_fill,
+    ops.CmmaLoad: lower_load,
+    ops.CmmaExecute: lower_execute,
+    ops.CmmaStore: lower_store,
+    ops.CmmaCast: lower_cast,
+}.items():
     lowers(_op_type)(_lowering)

@@ -145,8 +145,13 @@ def lower_return(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    branch.If: lower_if, branch.IfElse: lower_if_else, branch.Switch: lower_switch,
-    branch.RangeLoop: lower_range_loop, branch.Loop: lower_loop, branch.Break: lower_break,
-    branch.Continue: lower_continue, branch.Return: lower_return,
+    branch.If: lower_if,
+    branch.IfElse: lower_if_else,
+    branch.Switch: lower_switch,
+    branch.RangeLoop: lower_range_loop,
+    branch.Loop: lower_loop,
+    branch.Break: lower_break,
+    branch.Continue: lower_continue,
+    branch.Return: lower_return,
 }.items():
     lowers(_op_type)(_lowering)

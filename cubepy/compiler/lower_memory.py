@@ -195,7 +195,9 @@ def lower_compare_exchange(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    ops.Index: lower_index, ops.IndexAssign: lower_index_assign, ops.ExtractLane: lower_extract_lane,
+    ops.Index: lower_index,
+    ops.IndexAssign: lower_index_assign,
+    ops.ExtractLane: lower_extract_lane,
     ops.InsertLane: lower_insert_lane,
     ops.AtomicCompareExchange: lower_compare_exchange,
 }.items():

@@ -39,8 +39,9 @@ def _shuffle_word(lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, 
 def _shuffle_scalar(lw: KernelLowering, mode: str, value: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
     b = lw.builder
     llty = value.type
-    bits = llty.width if isinstance(llty, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32,
-                                                             "double": 64}[str(llty)]
+    bits = (
+        llty.width if isinstance(llty, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(llty)]
+    )
     int_t = ir.IntType(bits)
     as_int = value if isinstance(llty, ir.IntType) else b.bitcast(value, int_t)
     if bits <= 32:
@@ -141,8 +142,7 @@ def _laneid(lw: KernelLowering) -> ir.Value:
 
 
 # -- votes and moves -------------------------------------------------------------------------------------
-_MOVE_MODE = {"broadcast": "idx", "shuffle": "idx", "shuffle_xor": "bfly", "shuffle_up": "up",
-              "shuffle_down": "down"}
+_MOVE_MODE = {"broadcast": "idx", "shuffle": "idx", "shuffle_xor": "bfly", "shuffle_up": "up", "shuffle_down": "down"}
 
 
 def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
@@ -181,5 +181,6 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
             lw.define(inst.out, b.fptrunc(result, value.type))
         else:
             lw.define(inst.out, plane_collective(lw, reduce_kind, scan or None, value, elem))
+
 
 lowers(*ops.PLANE_OPS)(lower_plane)

@@ -101,6 +101,8 @@ def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    ops.SyncCube: lower_sync_cube, ops.SyncPlane: lower_sync_plane, ops.SyncProxyShared: lower_sync_proxy_shared,
+    ops.SyncCube: lower_sync_cube,
+    ops.SyncPlane: lower_sync_plane,
+    ops.SyncProxyShared: lower_sync_proxy_shared,
 }.items():
     lowers(_op_type)(_lowering)

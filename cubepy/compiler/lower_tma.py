@@ -97,8 +97,9 @@ def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> Non
 def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """mbarrier.expect_tx."""
     op: ops.BarrierExpectTx = inst.operation
-    lw.call("llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", lt.VOID,
-            [_barrier(lw, op.barrier), _u32(lw, op.tx_bytes)])
+    lw.call(
+        "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", lt.VOID, [_barrier(lw, op.barrier), _u32(lw, op.tx_bytes)]
+    )
 
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
@@ -113,8 +114,7 @@ def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     op: ops.BarrierWaitParity = inst.operation
     bar = _barrier(lw, op.barrier)
     parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
-    _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1,
-                                   [bar, parity]))
+    _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [bar, parity]))
 
 
 # -- copies -------------------------------------------------------------------------------------------------
@@ -169,11 +169,17 @@ def lower_group_wait_read(lw: KernelLowering, inst: Instruction) -> None:
 
 
 for _op_type, _lowering in {
-    ops.BarrierInit: lower_barrier_init, ops.BarrierArrive: lower_barrier_arrive,
-    ops.BarrierArriveExpectTx: lower_barrier_arrive_expect_tx, ops.BarrierExpectTx: lower_barrier_expect_tx,
-    ops.BarrierWait: lower_barrier_wait, ops.BarrierWaitParity: lower_barrier_wait_parity,
-    ops.TmaLoad: lower_tma_load, ops.TmaLoadIm2col: lower_tma_load_im2col, ops.TmaStore: lower_tma_store,
-    ops.TmaGroupCommit: lower_group_commit, ops.TmaGroupWait: lower_group_wait,
+    ops.BarrierInit: lower_barrier_init,
+    ops.BarrierArrive: lower_barrier_arrive,
+    ops.BarrierArriveExpectTx: lower_barrier_arrive_expect_tx,
+    ops.BarrierExpectTx: lower_barrier_expect_tx,
+    ops.BarrierWait: lower_barrier_wait,
+    ops.BarrierWaitParity: lower_barrier_wait_parity,
+    ops.TmaLoad: lower_tma_load,
+    ops.TmaLoadIm2col: lower_tma_load_im2col,
+    ops.TmaStore: lower_tma_store,
+    ops.TmaGroupCommit: lower_group_commit,
+    ops.TmaGroupWait: lower_group_wait,
     ops.TmaGroupWaitRead: lower_group_wait_read,
 }.items():
     lowers(_op_type)(_lowering)

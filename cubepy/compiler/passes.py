@@ -74,8 +74,7 @@ def _substitute(operation: ops.Operation, mapping: dict[_Key, Variable]) -> ops.
             if not (isinstance(operation, branch.RangeLoop) and field.name == "index"):
                 changes[field.name] = mapping[(value.kind, value.id)]
         elif isinstance(value, tuple) and any(isinstance(v, Variable) for v in value):
-            changes[field.name] = tuple(mapping.get((v.kind, v.id), v) if isinstance(v, Variable) else v
-                                        for v in value)
+            changes[field.name] = tuple(mapping.get((v.kind, v.id), v) if isinstance(v, Variable) else v for v in value)
     return attrs.evolve(operation, **changes) if changes else operation
 
 
@@ -101,8 +100,9 @@ def _reads(scope: Scope) -> set[_Key]:
 
 def _is_dead(inst: Instruction, read: set[_Key]) -> bool:
     out = inst.out
-    return (inst.operation.RECORD.pure and out is not None and out.kind is VarKind.CONST
-            and (out.kind, out.id) not in read)
+    return (
+        inst.operation.RECORD.pure and out is not None and out.kind is VarKind.CONST and (out.kind, out.id) not in read
+    )
 
 
 def dead_code(definition: KernelDefinition) -> KernelDefinition:
@@ -218,7 +218,9 @@ def _fold_scope(scope: Scope, rewrite, mapping: dict[_Key, Variable]) -> Scope:
 
 # -- the pipeline ---------------------------------------------------------------------------------------------
 PIPELINE: tuple[tuple[str, Pass], ...] = (
-    ("checked_io", checked_io), ("fold_constants", fold_constants), ("contract", contract_pass),
+    ("checked_io", checked_io),
+    ("fold_constants", fold_constants),
+    ("contract", contract_pass),
     ("dead_code", dead_code),
 )
 

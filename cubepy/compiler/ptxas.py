@@ -17,8 +17,16 @@ import attrs
 
 from cubepy.compiler.toolkit import find_ptxas
 
-__all__ = ["Resources", "assemble", "assemble_with_log", "available", "find_ptxas", "parse_resources",
-           "unavailable_reason", "version"]
+__all__ = [
+    "Resources",
+    "assemble",
+    "assemble_with_log",
+    "available",
+    "find_ptxas",
+    "parse_resources",
+    "unavailable_reason",
+    "version",
+]
 from cubepy.errors import CompileError
 
 PTXAS_TIMEOUT_S = 300
@@ -59,8 +67,10 @@ def unavailable_reason() -> str | None:
     """Why no cubin can be produced, or None when ptxas is available."""
     if available():
         return None
-    return ("ptxas not found: looked on PATH, under $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin "
-            "and in the nvidia-cuda-nvcc wheel")
+    return (
+        "ptxas not found: looked on PATH, under $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin "
+        "and in the nvidia-cuda-nvcc wheel"
+    )
 
 
 def _number(pattern: str, text: str) -> int:
@@ -74,7 +84,7 @@ def parse_resources(log: str, kernel_name: str) -> Resources:
     if start < 0:
         raise CompileError(f"ptxas -v reported nothing for kernel {kernel_name!r}:\n{log}")
     following = log.find("Compiling entry function", start + 1)
-    block = log[start:following if following >= 0 else len(log)]
+    block = log[start : following if following >= 0 else len(log)]
     return Resources(
         registers=_number(r"Used (\d+) registers", block),
         shared_bytes=_number(r"(\d+) bytes smem", block),
@@ -90,8 +100,9 @@ def entry_names(ptx: str) -> list[str]:
     return re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)", ptx)
 
 
-def assemble(ptx: str, arch: str, kernel_name: str | None = None, *,
-             extra_args: tuple[str, ...] = ()) -> tuple[bytes, Resources]:
+def assemble(
+    ptx: str, arch: str, kernel_name: str | None = None, *, extra_args: tuple[str, ...] = ()
+) -> tuple[bytes, Resources]:
     """Assemble PTX into a cubin for ``arch``; returns (cubin, resources of ``kernel_name``).
 
     ``kernel_name`` defaults to the module's first ``.entry``.  A failure raises ``CompileError`` with
@@ -101,8 +112,9 @@ def assemble(ptx: str, arch: str, kernel_name: str | None = None, *,
     return cubin, resources
 
 
-def assemble_with_log(ptx: str, arch: str, kernel_name: str | None = None, *,
-                      extra_args: tuple[str, ...] = ()) -> tuple[bytes, Resources, str]:
+def assemble_with_log(
+    ptx: str, arch: str, kernel_name: str | None = None, *, extra_args: tuple[str, ...] = ()
+) -> tuple[bytes, Resources, str]:
     """``assemble``, also returning the ptxas ``-v`` log."""
     ptxas = find_ptxas()
     if ptxas is None:

@@ -42,10 +42,34 @@ _LLVM_LOCK = threading.RLock()
 MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms
 # Every NVPTX architecture LLVM 22 knows from sm_70 on, with the minimum PTX ISA version it needs (x10).
 ARCH_MIN_PTX = {
-    "sm_70": 60, "sm_72": 61, "sm_75": 63, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_88": 90, "sm_89": 78,
-    "sm_90": 78, "sm_90a": 80, "sm_100": 86, "sm_100a": 86, "sm_100f": 88, "sm_101": 86, "sm_101a": 86,
-    "sm_101f": 88, "sm_103": 88, "sm_103a": 88, "sm_103f": 88, "sm_110": 90, "sm_110a": 90, "sm_110f": 90,
-    "sm_120": 87, "sm_120a": 87, "sm_120f": 88, "sm_121": 88, "sm_121a": 88, "sm_121f": 88,
+    "sm_70": 60,
+    "sm_72": 61,
+    "sm_75": 63,
+    "sm_80": 70,
+    "sm_86": 71,
+    "sm_87": 74,
+    "sm_88": 90,
+    "sm_89": 78,
+    "sm_90": 78,
+    "sm_90a": 80,
+    "sm_100": 86,
+    "sm_100a": 86,
+    "sm_100f": 88,
+    "sm_101": 86,
+    "sm_101a": 86,
+    "sm_101f": 88,
+    "sm_103": 88,
+    "sm_103a": 88,
+    "sm_103f": 88,
+    "sm_110": 90,
+    "sm_110a": 90,
+    "sm_110f": 90,
+    "sm_120": 87,
+    "sm_120a": 87,
+    "sm_120f": 88,
+    "sm_121": 88,
+    "sm_121a": 88,
+    "sm_121f": 88,
 }
 
 
@@ -62,11 +86,11 @@ def parse_target(name: str) -> Target:
     """Validate ``sm_XX[a|f]`` (XX >= 70, known to LLVM 22) before LLVM ever sees it."""
     match = re.fullmatch(r"sm_(\d+)([af]?)", name or "")
     if match is None or int(match.group(1)) < 70:
-        raise CompileError(f"target {name!r} is not supported: expected sm_XX with XX >= 70 "
-                           f"(for example {DEFAULT_ARCH!r})")
+        raise CompileError(
+            f"target {name!r} is not supported: expected sm_XX with XX >= 70 (for example {DEFAULT_ARCH!r})"
+        )
     if name not in ARCH_MIN_PTX:
-        raise CompileError(f"target {name!r} is unknown to LLVM 22's NVPTX back end; known: "
-                           f"{', '.join(ARCH_MIN_PTX)}")
+        raise CompileError(f"target {name!r} is unknown to LLVM 22's NVPTX back end; known: {', '.join(ARCH_MIN_PTX)}")
     ptx = max(MIN_PTX, ARCH_MIN_PTX[name])
     return Target(name, int(match.group(1)), f"+ptx{ptx}")
 
@@ -110,8 +134,10 @@ def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
     needs_libdevice = bool(libdevice_calls) or any(f.name.startswith("__nv_") for f in module.functions)
     lib = libdevice.load() if needs_libdevice else None
     if needs_libdevice and lib is None:
-        raise CompileError(f"kernel {kernel_name}: needs libdevice ({', '.join(sorted(libdevice_calls))}) but no "
-                           "CUDA toolkit with nvvm/libdevice/libdevice.10.bc was found (set CUDA_HOME)")
+        raise CompileError(
+            f"kernel {kernel_name}: needs libdevice ({', '.join(sorted(libdevice_calls))}) but no "
+            "CUDA toolkit with nvvm/libdevice/libdevice.10.bc was found (set CUDA_HOME)"
+        )
     for function in module.functions:
         if not function.is_declaration:
             continue
@@ -129,8 +155,9 @@ def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
     return module
 
 
-def optimize_and_emit(module, target: Target, kernel_name: str, libdevice_calls: frozenset[str] = frozenset(), *,
-                      isolate: bool = True) -> EmitResult:
+def optimize_and_emit(
+    module, target: Target, kernel_name: str, libdevice_calls: frozenset[str] = frozenset(), *, isolate: bool = True
+) -> EmitResult:
     """Link libdevice, run O3 and emit PTX for a checked module; in a forked child unless ``isolate=False``."""
 
     needs_libdevice = bool(libdevice_calls) or any(f.name.startswith("__nv_") for f in module.functions)
@@ -147,7 +174,8 @@ def optimize_and_emit(module, target: Target, kernel_name: str, libdevice_calls:
                     function.linkage = "internal"
         timings["link"] = time.perf_counter() - start
         machine = llvm.Target.from_triple(TRIPLE).create_target_machine(
-            cpu=target.arch, features=target.features, opt=3)
+            cpu=target.arch, features=target.features, opt=3
+        )
         start = time.perf_counter()
         builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
         builder.getModulePassManager().run(module, builder)
@@ -188,14 +216,20 @@ def run_isolated(work: Callable[[], bytes], kernel_name: str, timeout_s: float =
             stderr = log.read().decode(errors="replace").strip()
     if os.WIFSIGNALED(status):
         signame = signal.Signals(os.WTERMSIG(status)).name
-        raise CompileError(f"kernel {kernel_name}: LLVM crashed ({signame}) while optimizing or emitting "
-                           f"PTX:\n{stderr or '(no output)'}")
+        raise CompileError(
+            f"kernel {kernel_name}: LLVM crashed ({signame}) while optimizing or emitting "
+            f"PTX:\n{stderr or '(no output)'}"
+        )
     if "LLVM ERROR" in stderr or not payload.startswith((b"ok", b"ex")):
-        raise CompileError(f"kernel {kernel_name}: LLVM failed (exit status {os.waitstatus_to_exitcode(status)})"
-                           f":\n{stderr or '(no output)'}")
+        raise CompileError(
+            f"kernel {kernel_name}: LLVM failed (exit status {os.waitstatus_to_exitcode(status)})"
+            f":\n{stderr or '(no output)'}"
+        )
     if payload.startswith(b"ex"):
-        raise CompileError(f"kernel {kernel_name}: LLVM failed:\n{payload[2:].decode(errors='replace')}"
-                           + (f"\n{stderr}" if stderr else ""))
+        raise CompileError(
+            f"kernel {kernel_name}: LLVM failed:\n{payload[2:].decode(errors='replace')}"
+            + (f"\n{stderr}" if stderr else "")
+        )
     return payload[2:]
 
 
@@ -212,7 +246,7 @@ def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: 
             payload = b"ex" + traceback.format_exc().encode()
         view = memoryview(payload)
         while view:
-            view = view[os.write(write_fd, view):]
+            view = view[os.write(write_fd, view) :]
         status = 0
     finally:
         os._exit(status)
@@ -246,6 +280,6 @@ def _unpack(payload: bytes) -> list[str]:
     while offset < len(payload):
         (size,) = struct.unpack_from("<Q", payload, offset)
         offset += 8
-        parts.append(payload[offset:offset + size].decode())
+        parts.append(payload[offset : offset + size].decode())
         offset += size
     return parts

@@ -155,4 +155,3 @@ def _offset(value, what: str) -> ir.Variable:
     if not element.elem.is_int or element.type.line != 1:
         source.fail(f"{what}: expected a scalar integer, got {element.type!r}")
     return operations.cast(element, ir.U16).var
-

@@ -73,8 +73,9 @@ class _MatrixFactory:
         inputs = (ir.F16, ir.BF16)
         allowed = (ir.F32, ir.F16) if ident == MatrixIdent.ACCUMULATOR else inputs
         if self.elem not in allowed:
-            source.fail(f"a cmma {ident} fragment of {self.elem.name}; expected one of "
-                        f"{', '.join(e.name for e in allowed)}")
+            source.fail(
+                f"a cmma {ident} fragment of {self.elem.name}; expected one of {', '.join(e.name for e in allowed)}"
+            )
         if ident != MatrixIdent.ACCUMULATOR and layout not in ("row", "col"):
             source.fail(f"a cmma {ident} fragment needs a layout (MatrixLayout.ROW_MAJOR or COL_MAJOR)")
         length = irops.fragment_length(ident, self.elem)
@@ -132,8 +133,7 @@ def load_with_layout(matrix, memory, stride, layout: str) -> None:
     if layout not in ("row", "col"):
         source.fail(f"cmma.load: layout {layout!r}; expected MatrixLayout.ROW_MAJOR or COL_MAJOR")
     var, offset = _memory(memory, matrix, "cmma.load")
-    op = irops.CmmaLoad(matrix.var, var, offset, operations.to_index(stride, "cmma.load stride"), matrix.ident,
-                        layout)
+    op = irops.CmmaLoad(matrix.var, var, offset, operations.to_index(stride, "cmma.load stride"), matrix.ident, layout)
     current_scope().append(op)
 
 
@@ -149,11 +149,11 @@ def execute(a, b, c, d) -> None:
     """``d = a @ b + c`` (f32 accumulators)."""
     a, b, c, d = (_matrix(m, f"cmma.execute {n}") for m, n in zip((a, b, c, d), "abcd"))
     if (a.ident, b.ident, c.ident, d.ident) != ("a", "b", "accumulator", "accumulator"):
-        source.fail(f"cmma.execute takes (a, b, accumulator, accumulator), got {a.ident}, {b.ident}, {c.ident}, "
-                    f"{d.ident}")
+        source.fail(
+            f"cmma.execute takes (a, b, accumulator, accumulator), got {a.ident}, {b.ident}, {c.ident}, {d.ident}"
+        )
     if a.var.elem != b.var.elem or c.var.elem != ir.F32 or d.var.elem != ir.F32:
-        source.fail(f"cmma.execute: a and b must share an input type and c, d be f32; got {a!r}, {b!r}, {c!r}, "
-                    f"{d!r}")
+        source.fail(f"cmma.execute: a and b must share an input type and c, d be f32; got {a!r}, {b!r}, {c!r}, {d!r}")
     current_scope().append(irops.CmmaExecute(a.var, b.var, c.var, d.var, a.layout, b.layout))
 
 
@@ -165,8 +165,9 @@ def store(memory, matrix, stride, layout: str) -> None:
     if layout not in ("row", "col"):
         source.fail(f"cmma.store: layout {layout!r}; expected MatrixLayout.ROW_MAJOR or COL_MAJOR")
     var, offset = _memory(memory, matrix, "cmma.store")
-    current_scope().append(irops.CmmaStore(var, offset, matrix.var, operations.to_index(stride, "cmma.store stride"),
-                                           layout))
+    current_scope().append(
+        irops.CmmaStore(var, offset, matrix.var, operations.to_index(stride, "cmma.store stride"), layout)
+    )
 
 
 def cast(matrix, elem) -> MatrixExpand:

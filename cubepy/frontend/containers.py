@@ -106,8 +106,10 @@ class BufferType:
         if self.fixed_line is not None and line != self.fixed_line:
             if self.lined:
                 raise LaunchError(f"{self!r} needs line_size={self.fixed_line}, got line_size={line}")
-            raise LaunchError(f"{self!r} takes line_size=1, got line_size={line}; annotate "
-                              f"{self.kind_name}[Line[{self.elem!r}]] to read lines")
+            raise LaunchError(
+                f"{self!r} takes line_size=1, got line_size={line}; annotate "
+                f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
+            )
         comp_arg = self._accepted[(handle.dtype, line)] = BufferCompilationArg(self.elem.name, line)
         return comp_arg
 
@@ -165,8 +167,11 @@ def _add_offset(offset, index):
         return index
     if isinstance(index, int) and not isinstance(index, bool) and index == 0:
         return offset
-    return operations.binary("add", operations.element(operations.to_index(offset, "slice offset")),
-                             operations.element(operations.to_index(index)))
+    return operations.binary(
+        "add",
+        operations.element(operations.to_index(offset, "slice offset")),
+        operations.element(operations.to_index(index)),
+    )
 
 
 class MemoryExpand:
@@ -197,8 +202,9 @@ class MemoryExpand:
         if isinstance(index, slice):
             if index.step not in (None, 1):
                 source.fail("memory slices take no step")
-            return self.slice(0 if index.start is None else index.start,
-                              self.len() if index.stop is None else index.stop)
+            return self.slice(
+                0 if index.start is None else index.start, self.len() if index.stop is None else index.stop
+            )
         idx = operations.to_index(index)
         if self.atomic:
             return AtomicRef(self, idx)
@@ -214,8 +220,9 @@ class MemoryExpand:
 
     def describe(self) -> str:
         """What this memory is, for messages."""
-        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory",
-                VarKind.LOCAL_ARRAY: "local array"}.get(self.var.kind, "memory")
+        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory", VarKind.LOCAL_ARRAY: "local array"}.get(
+            self.var.kind, "memory"
+        )
         return f"a {kind} of {self.var.type!r}"
 
     def len(self):
@@ -249,8 +256,11 @@ class MemoryExpand:
 def _length(start, end):
     if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
         return end - start
-    return operations.binary("sub", operations.element(operations.to_index(end, "slice end")),
-                             operations.element(operations.to_index(start, "slice start")))
+    return operations.binary(
+        "sub",
+        operations.element(operations.to_index(end, "slice end")),
+        operations.element(operations.to_index(start, "slice start")),
+    )
 
 
 class TensorExpand(MemoryExpand):
@@ -260,13 +270,11 @@ class TensorExpand(MemoryExpand):
 
     def shape(self, dim) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
-        return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")),
-                               Type(ir.U32))
+        return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
     def stride(self, dim) -> ExpandElement:
         """The stride of dimension ``dim`` in elements."""
-        return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")),
-                               Type(ir.U32))
+        return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
@@ -380,8 +388,10 @@ class AtomicRef:
 
     def compare_exchange(self, cmp, new):
         """Atomically ``if m == cmp: m = new``; the old value."""
-        return operations.emit(irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp),
-                                                           self._value(new)), self.memory.var.type)
+        return operations.emit(
+            irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp), self._value(new)),
+            self.memory.var.type,
+        )
 
     def __bool__(self) -> bool:
         source.fail("an atomic element is not a value; use .load()")
@@ -394,8 +404,9 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
     elem, fixed, atomic = _item(item)
     if isinstance(item, LineType) and fixed is None:
         if line_size is None:
-            source.fail(f"{item!r} in shared/local memory needs a line size: pass line_size=N or write "
-                        f"Line[{elem!r}, N]")
+            source.fail(
+                f"{item!r} in shared/local memory needs a line size: pass line_size=N or write Line[{elem!r}, N]"
+            )
         fixed = operations.comptime_value(line_size)
     count = operations.comptime_value(length) if operations.is_comptime(length) else None
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -420,9 +431,11 @@ def _check_divides(arg, handle, line: int) -> None:
         counts.append(("view (shape " + "x".join(map(str, arg.shape)) + ")", view))
     for what, count in counts:
         if count % line:
-            raise LaunchError(f"a {what} of {count} elements is passed with line_size={line}, which does not "
-                              f"divide it: the last {count % line} element(s) would never be read or written; "
-                              f"use a line size that divides {count}, or pad the buffer to a multiple of {line}")
+            raise LaunchError(
+                f"a {what} of {count} elements is passed with line_size={line}, which does not "
+                f"divide it: the last {count % line} element(s) would never be read or written; "
+                f"use a line size that divides {count}, or pad the buffer to a multiple of {line}"
+            )
 
 
 class _MemoryFactory:

@@ -95,8 +95,10 @@ def _resolve(annotation, cls: type):
         try:
             return eval(annotation, namespace, dict(vars(cls)))  # noqa: S307 - the user's own annotation
         except Exception as exc:
-            raise CubeError(f"cannot resolve the annotation {annotation!r} of {cls.__qualname__}: {exc}; "
-                            "define the names it uses at module level") from exc
+            raise CubeError(
+                f"cannot resolve the annotation {annotation!r} of {cls.__qualname__}: {exc}; "
+                "define the names it uses at module level"
+            ) from exc
     return annotation
 
 
@@ -170,10 +172,14 @@ def _make_expand_class(cls: type, fields: list[Field]) -> type:
         return f"{cls.__name__}Expand({inner})"
 
     namespace = {
-        "__init__": __init__, "__repr__": __repr__, "__eq__": lambda self, other: self is other,
-        "__hash__": object.__hash__, "__new__": staticmethod(lambda klass, *a, **k: object.__new__(klass)),
+        "__init__": __init__,
+        "__repr__": __repr__,
+        "__eq__": lambda self, other: self is other,
+        "__hash__": object.__hash__,
+        "__new__": staticmethod(lambda klass, *a, **k: object.__new__(klass)),
         "__cube_fields__": tuple((f.name, f.comptime) for f in fields),
-        "_cp_from_fields": classmethod(_cp_from_fields), "__module__": cls.__module__,
+        "_cp_from_fields": classmethod(_cp_from_fields),
+        "__module__": cls.__module__,
         "__qualname__": f"{cls.__qualname__}Expand",
         "__doc__": f"The expand-time twin of {cls.__qualname__} (its fields hold expand values).",
     }
@@ -188,8 +194,11 @@ def _install_constructor(cls: type, expand_cls: type) -> None:
         if klass is cls and active_state() is not None:
             return object.__new__(expand_cls)
         if original is not None:
-            return original.__func__(klass, *args, **kwargs) if isinstance(original, staticmethod) else \
-                original(klass, *args, **kwargs)
+            return (
+                original.__func__(klass, *args, **kwargs)
+                if isinstance(original, staticmethod)
+                else original(klass, *args, **kwargs)
+            )
         return super(cls, klass).__new__(klass)
 
     setattr(cls, "__new__", staticmethod(__new__))
@@ -207,17 +216,23 @@ def _make_launch_class(cls: type, fields: list[Field]) -> type:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         return f"{cls.__name__}Launch({inner})"
 
-    return type(f"{cls.__name__}Launch", (), {
-        "__slots__": names, "__init__": __init__, "__repr__": __repr__, "__module__": cls.__module__,
-        "__qualname__": f"{cls.__qualname__}Launch",
-        "__doc__": f"The runtime argument for a {cls.__qualname__} parameter (fields in declaration order).",
-    })
+    return type(
+        f"{cls.__name__}Launch",
+        (),
+        {
+            "__slots__": names,
+            "__init__": __init__,
+            "__repr__": __repr__,
+            "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}Launch",
+            "__doc__": f"The runtime argument for a {cls.__qualname__} parameter (fields in declaration order).",
+        },
+    )
 
 
 def _install_launch(cls: type, fields: list[Field]) -> None:
     launch_cls = _make_launch_class(cls, fields)
-    comp_cls = attrs.make_class(f"{cls.__name__}CompilationArg", {f.name: attrs.field() for f in fields},
-                                frozen=True)
+    comp_cls = attrs.make_class(f"{cls.__name__}CompilationArg", {f.name: attrs.field() for f in fields}, frozen=True)
     comp_cls.__module__ = cls.__module__
     comp_cls.__qualname__ = f"{cls.__qualname__}CompilationArg"
     runtime_fields = [f for f in fields if not f.comptime]
@@ -261,19 +276,27 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
         for field in fields:
             if field.comptime:
                 if field.default is attrs.NOTHING:
-                    raise CubeError(f"comptime field {field.name!r} of {cls.__name__} has no default; pass a "
-                                    f"{cls.__name__}.CompilationArg(...) instead of the class")
+                    raise CubeError(
+                        f"comptime field {field.name!r} of {cls.__name__} has no default; pass a "
+                        f"{cls.__name__}.CompilationArg(...) instead of the class"
+                    )
                 values[field.name] = field.default
             else:
                 values[field.name] = field.launch.default_compilation_arg()
         return comp_cls(**values)
 
     # The class gains these at decoration time, so a type checker cannot see them: set them by name.
-    for name, value in (("Launch", launch_cls), ("RuntimeArg", launch_cls), ("CompilationArg", comp_cls),
-                        ("compilation_arg", classmethod(compilation_arg)), ("register", classmethod(register)),
-                        ("expand", classmethod(expand)), ("expand_output", classmethod(expand)),
-                        ("default_compilation_arg", classmethod(default_compilation_arg)),
-                        ("is_compilation_arg", classmethod(lambda klass, value: isinstance(value, comp_cls)))):
+    for name, value in (
+        ("Launch", launch_cls),
+        ("RuntimeArg", launch_cls),
+        ("CompilationArg", comp_cls),
+        ("compilation_arg", classmethod(compilation_arg)),
+        ("register", classmethod(register)),
+        ("expand", classmethod(expand)),
+        ("expand_output", classmethod(expand)),
+        ("default_compilation_arg", classmethod(default_compilation_arg)),
+        ("is_compilation_arg", classmethod(lambda klass, value: isinstance(value, comp_cls))),
+    ):
         setattr(cls, name, value)
     setattr(comp_cls, "__launch_type__", cls)
     abc.ABCMeta.register(LaunchArg, cls)

@@ -24,8 +24,18 @@ from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
 
-_PURE = (irops.Unary, irops.Binary, irops.Compare, irops.Cast, irops.Bitcast, irops.Select, irops.Fma,
-         irops.Clamp, irops.ExtractLane, irops.Metadata)
+_PURE = (
+    irops.Unary,
+    irops.Binary,
+    irops.Compare,
+    irops.Cast,
+    irops.Bitcast,
+    irops.Select,
+    irops.Fma,
+    irops.Clamp,
+    irops.ExtractLane,
+    irops.Metadata,
+)
 
 
 def _is_pure(scope: ScopeBuilder) -> bool:
@@ -102,8 +112,11 @@ def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -
     result = parent.create_local_mut(Type(ir.BOOL), left.var)
     cond = left if op == "and" else operations.unary("not", left)
     with state.in_scope(scratch):
-        value = operations.to_bool(right) if not operations.is_comptime(right) else \
-            operations.literal(bool(operations.comptime_value(right)), ir.BOOL)
+        value = (
+            operations.to_bool(right)
+            if not operations.is_comptime(right)
+            else operations.literal(bool(operations.comptime_value(right)), ir.BOOL)
+        )
         if value.type.line != 1:
             value = operations.cast(value, ir.BOOL)
         scratch.append(irops.Assign(value.var), result)
@@ -146,8 +159,10 @@ def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else
         else:
             from cubepy.frontend import source
 
-            source.fail(f"a conditional expression under a runtime condition needs numbers or runtime values, "
-                        f"got {type(value).__name__}")
+            source.fail(
+                f"a conditional expression under a runtime condition needs numbers or runtime values, "
+                f"got {type(value).__name__}"
+            )
     runtime_types = [s.type for s in sample if isinstance(s, ExpandElement)]
     elem = runtime_types[0].elem if runtime_types else operations.as_element(sample[0]).elem
     line = 1
@@ -164,9 +179,18 @@ def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else
     return ExpandElement(result, state)
 
 
-_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
-            "ne": operator.ne, "is": operator.is_, "is_not": operator.is_not, "in": lambda a, b: a in b,
-            "not_in": lambda a, b: a not in b}
+_COMPARE = {
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "is": operator.is_,
+    "is_not": operator.is_not,
+    "in": lambda a, b: a in b,
+    "not_in": lambda a, b: a not in b,
+}
 
 
 def compare_chain(ops: tuple[str, ...], *operand_fns):

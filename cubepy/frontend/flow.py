@@ -74,7 +74,7 @@ class _Body:
     def __exit__(self, exc_type, exc, tb) -> bool:
         state = self.region.state
         state.current = self._saved
-        del state.control[self._depth:]
+        del state.control[self._depth :]
         if exc_type is ArmExit:
             self.exited = True
             return True
@@ -103,7 +103,7 @@ class _NoBody:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        del self.state.control[self._depth:]
+        del self.state.control[self._depth :]
 
 
 def _entry(kind: str, loc) -> ControlEntry:
@@ -138,7 +138,7 @@ class _Region:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.state.current = self.parent
-            del self.state.control[self.depth:]
+            del self.state.control[self.depth :]
 
     def enter(self, muts, names: tuple[str, ...], values: tuple, live: tuple[str, ...]) -> tuple:
         """Before a runtime construct: names assigned in it and used after become mutable locals."""
@@ -163,9 +163,11 @@ class _Region:
         for name, kind, pre, current in zip(self.names, self.kinds, self.pre, values):
             if kind in ("mutable", "frozen") and current is not pre:
                 what = f"a comptime {type(pre).__name__}" if kind == "frozen" else "a value that cannot change"
-                source.fail(f"'{name}' holds {what} and is rebound inside the runtime {self.WHAT} at line "
-                            f"{self.line}; only numbers, runtime values, tuples of them and cube types can "
-                            "change under a runtime condition")
+                source.fail(
+                    f"'{name}' holds {what} and is rebound inside the runtime {self.WHAT} at line "
+                    f"{self.line}; only numbers, runtime values, tuples of them and cube types can "
+                    "change under a runtime condition"
+                )
 
     def after_value(self, index: int):
         """The value of a promoted/dead name after the construct."""
@@ -173,10 +175,16 @@ class _Region:
         if kind in ("mutable", "frozen"):
             return pre
         if kind == "dead":
-            return Unbound(name, f"was reassigned inside the runtime {self.WHAT} at line {self.line}, and "
-                                 "cubepy did not see it read afterwards (it is not a mutable variable)")
-        return Unbound(name, f"is assigned inside the runtime {self.WHAT} at line {self.line} and used after "
-                             "it; assign it before the construct so it becomes a mutable variable")
+            return Unbound(
+                name,
+                f"was reassigned inside the runtime {self.WHAT} at line {self.line}, and "
+                "cubepy did not see it read afterwards (it is not a mutable variable)",
+            )
+        return Unbound(
+            name,
+            f"is assigned inside the runtime {self.WHAT} at line {self.line} and used after "
+            "it; assign it before the construct so it becomes a mutable variable",
+        )
 
 
 class IfControl(_Region):
@@ -258,9 +266,14 @@ class IfControl(_Region):
             if kind == "local" and name in self.merged and name not in self.partial and self.has_else:
                 result.append(self.merged[name])
             elif kind == "local" and name in self.live:
-                result.append(Unbound(name, f"is assigned only on some paths of the runtime if at line "
-                                            f"{self.line} and used after it; assign it before the if "
-                                            "(or in every branch) so it becomes a mutable variable"))
+                result.append(
+                    Unbound(
+                        name,
+                        f"is assigned only on some paths of the runtime if at line "
+                        f"{self.line} and used after it; assign it before the if "
+                        "(or in every branch) so it becomes a mutable variable",
+                    )
+                )
             else:
                 result.append(self.after_value(index))
         return tuple(result)
@@ -318,9 +331,11 @@ class LoopControl(_Region):
         while True:
             is_runtime, truth = _classify(self.cond_fn())
             if is_runtime:
-                source.fail(f"the condition of the while loop at line {self.line} was comptime and became "
-                            f"runtime in iteration {iteration + 1}; make its variables runtime before the loop "
-                            "(cp.runtime(x)) so the loop is a runtime loop")
+                source.fail(
+                    f"the condition of the while loop at line {self.line} was comptime and became "
+                    f"runtime in iteration {iteration + 1}; make its variables runtime before the loop "
+                    "(cp.runtime(x)) so the loop is a runtime loop"
+                )
             if not truth:
                 return
             iteration += 1
@@ -427,8 +442,10 @@ def for_range(range_fn, *args) -> LoopControl:
             source.fail(f"range() bounds must be scalar integers, got {', '.join(repr(r.type) for r in runtime)}")
         if step_value is not None and step_value < 0 and elem.kind == "uint":
             elem = {1: ir.I8, 2: ir.I16, 4: ir.I32, 8: ir.I64}[elem.size]
-        vars_ = [operations.cast(v, elem).var if isinstance(v, ExpandBase) else operations.literal(v, elem).var
-                 for v in operands]
+        vars_ = [
+            operations.cast(v, elem).var if isinstance(v, ExpandBase) else operations.literal(v, elem).var
+            for v in operands
+        ]
     # Python evaluates range() once: a mutable bound is read once, before the loop.
     vars_ = [loop.state.current.emit(irops.Assign(v), v.type) if v.kind is VarKind.MUT else v for v in vars_]
     loop.range_vars = tuple(vars_)
@@ -466,8 +483,10 @@ def _jump(what: str, operation) -> bool:
     kind, arm_seen = _innermost_loop(state, what)
     if kind == "unrolled":
         if arm_seen:
-            source.fail(f"`{what}` under a runtime condition inside a comptime (unrolled) loop; the unrolled "
-                        "loop has no runtime loop to leave: use a runtime `for i in range(n)` loop instead")
+            source.fail(
+                f"`{what}` under a runtime condition inside a comptime (unrolled) loop; the unrolled "
+                "loop has no runtime loop to leave: use a runtime `for i in range(n)` loop instead"
+            )
         return True
     state.current.append(operation)
     raise ArmExit()
@@ -496,8 +515,10 @@ def ret(value=None):
             if not runtime:
                 return value
             if entry.kind == "function":
-                source.fail("`return` inside runtime control flow of a cube function is not supported; assign "
-                            "the result to a variable and return it at the end of the function")
+                source.fail(
+                    "`return` inside runtime control flow of a cube function is not supported; assign "
+                    "the result to a variable and return it at the end of the function"
+                )
             state.current.append(branch.Return())
             raise ArmExit()
     return value

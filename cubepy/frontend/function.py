@@ -40,8 +40,7 @@ def parse_function(fn) -> tuple[ast.FunctionDef, str]:
     if isinstance(node, ast.AsyncFunctionDef):
         raise syntax_error(node, "async functions are not supported as cube functions", fn.__code__.co_filename)
     if not isinstance(node, ast.FunctionDef):
-        raise CubeError(f"@cube expects a function definition ({fn.__qualname__!r} is a "
-                        f"{type(node).__name__})")
+        raise CubeError(f"@cube expects a function definition ({fn.__qualname__!r} is a {type(node).__name__})")
     return node, fn.__code__.co_filename
 
 
@@ -68,15 +67,23 @@ def compile_rewritten(fn) -> tuple[types.FunctionType, ast.FunctionDef]:
     node, filename = parse_function(fn)
     rewritten = FunctionRewriter(node, filename).rewrite()
     freevars = [name for name in fn.__code__.co_freevars if name != "__class__"]
-    args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in (HELPERS, *freevars)], vararg=None,
-                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(arg=n) for n in (HELPERS, *freevars)],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
     body: list[ast.stmt] = [rewritten, ast.Return(ast.Name(fn.__name__, ast.Load()))]
     if fn.__name__ not in freevars:
         # The def binds the function's name in the factory; keep the body's own references to that
         # name global (as in the original), so recursion through the module-level cube function works.
         body.insert(0, ast.Global(names=[fn.__name__]))
-    factory = ast.FunctionDef(name="_cp_factory", args=args, body=body, decorator_list=[], returns=None,
-                              type_comment=None)
+    factory = ast.FunctionDef(
+        name="_cp_factory", args=args, body=body, decorator_list=[], returns=None, type_comment=None
+    )
     if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
         setattr(factory, "type_params", [])
     top: ast.stmt = factory
@@ -157,9 +164,11 @@ class CubeFunction:
     def __call__(self, *args, **kwargs):
         state = active_state()
         if state is None:
-            raise CubeError(f"cube function {self.fn.__qualname__!r} was called from plain Python; cube functions "
-                            "only run inside a kernel being expanded (launch a kernel, or use "
-                            "cubepy.testing.expand to inspect one)")
+            raise CubeError(
+                f"cube function {self.fn.__qualname__!r} was called from plain Python; cube functions "
+                "only run inside a kernel being expanded (launch a kernel, or use "
+                "cubepy.testing.expand to inspect one)"
+            )
         return self.invoke(state, args, kwargs)
 
     def invoke(self, state, args: tuple, kwargs: dict):
@@ -194,9 +203,11 @@ class CubeFunction:
     def __getattr__(self, name: str):
         # Only reached for attributes a cube function lacks: say how to get a kernel's.
         if name in _KERNEL_ATTRIBUTES and type(self) is CubeFunction:
-            raise NotAKernelError(f"{self.fn.__qualname__!r} is a cube function, not a kernel, so it has no "
-                                  f".{name}: decorate it with @cube(launch=True) (or launch_unchecked=True for "
-                                  f".launch_unchecked) to launch or compile it")
+            raise NotAKernelError(
+                f"{self.fn.__qualname__!r} is a cube function, not a kernel, so it has no "
+                f".{name}: decorate it with @cube(launch=True) (or launch_unchecked=True for "
+                f".launch_unchecked) to launch or compile it"
+            )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
@@ -218,8 +229,10 @@ class BoundCubeFunction:
     def __call__(self, *args, **kwargs):
         state = active_state()
         if state is None:
-            raise CubeError(f"cube method {self.function.fn.__qualname__!r} was called from plain Python; it only "
-                            "runs inside a kernel being expanded")
+            raise CubeError(
+                f"cube method {self.function.fn.__qualname__!r} was called from plain Python; it only "
+                "runs inside a kernel being expanded"
+            )
         return self.function.invoke(state, (self.receiver, *args), kwargs)
 
     def __repr__(self) -> str:

@@ -69,7 +69,7 @@ class _Hasher:
             self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
             return
         self.update("fn", fn.__module__, fn.__qualname__, text)
-        for default in (fn.__defaults__ or ()):
+        for default in fn.__defaults__ or ():
             self.value(default)
         # Annotations are evaluated where the function is defined (`Array[F]` with F from a factory).
         for name, annotation in sorted(getattr(fn, "__annotations__", {}).items()):
@@ -133,14 +133,19 @@ class _Hasher:
         elif isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
             self.update("builtin", getattr(value, "__qualname__", repr(value)))
         elif isinstance(value, np.ndarray):  # repr abbreviates large arrays: hash the contents
-            self.update("ndarray", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+            self.update(
+                "ndarray",
+                value.dtype.str,
+                value.shape,
+                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+            )
         elif isinstance(value, np.generic):
             self.update("numpy", value.dtype.str, repr(value.item()))
         elif isinstance(value, _PLAIN):
             self.update(type(value).__qualname__, repr(value))
         elif isinstance(value, (tuple, list, frozenset, set)):
             self.update(type(value).__name__, len(value))
-            for item in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value):
+            for item in sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value:
                 self.value(item)
         elif isinstance(value, dict):
             self.update("dict", len(value))

@@ -33,8 +33,10 @@ abs = _unary("abs", "|x|.")  # noqa: A001
 # Every float unary operation of the IR is a math function of the same name, documented by its record
 # (``cp.exp``, ``cp.cbrt`` ...): a new one needs no line here.  ``is_nan``/``is_inf`` are defined below.
 RECORD_FUNCTIONS: tuple[str, ...] = tuple(
-    cls.RECORD.name for cls in irops.UNARY_OPS
-    if cls.RECORD.operand_kind == "float" and cls.RECORD.name not in ("is_nan", "is_inf"))
+    cls.RECORD.name
+    for cls in irops.UNARY_OPS
+    if cls.RECORD.operand_kind == "float" and cls.RECORD.name not in ("is_nan", "is_inf")
+)
 for _name in RECORD_FUNCTIONS:
     globals()[_name] = _unary(_name, irops.lookup(_name).RECORD.doc)
 __all__ = list(RECORD_FUNCTIONS)

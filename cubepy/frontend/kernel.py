@@ -64,8 +64,9 @@ def resolve_contract(choice: bool | None) -> bool:
     return bool(config.get("CUBEPY_CONTRACT"))
 
 
-def expand_kernel_body(kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool,
-                       name: str) -> ir.KernelDefinition:
+def expand_kernel_body(
+    kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool, name: str
+) -> ir.KernelDefinition:
     """Expand ``kernel`` with ``comp_args``, re-running while weakly typed locals refine their types."""
     node = kernel.definition_node()
     default_loc = ir.SourceLoc(kernel.fn.__code__.co_filename, node.lineno, node.col_offset, kernel.fn.__qualname__)
@@ -110,8 +111,11 @@ class Kernel(CubeFunction):
 
     def _read_params(self) -> list[ParamSpec]:
         fn = self.fn
-        closure = {name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
-                   if _has_contents(cell)}
+        closure = {
+            name: cell.cell_contents
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+            if _has_contents(cell)
+        }
         params = []
         for index, parameter in enumerate(inspect.signature(fn).parameters.values()):
             where = f"kernel {self.name!r}, parameter {parameter.name!r}"
@@ -198,8 +202,10 @@ class Kernel(CubeFunction):
     def launch(self, client, cube_count, cube_dim, *args):
         """Run the kernel with bounds-checked global indexing."""
         if not self.allow_checked:
-            raise CubeError(f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
-                            "launch_unchecked, or add launch=True")
+            raise CubeError(
+                f"kernel {self.name!r} was decorated with launch_unchecked=True only; call "
+                "launch_unchecked, or add launch=True"
+            )
         try:
             return client.launch(self, cube_count, cube_dim, args, checked=True)
         except _USER_ERRORS as exc:
@@ -209,8 +215,9 @@ class Kernel(CubeFunction):
     def launch_unchecked(self):
         """Run the kernel with raw global indexing (only with ``@cube(launch_unchecked=True)``)."""
         if not self.allow_unchecked:
-            raise AttributeError(f"kernel {self.name!r} has no launch_unchecked: decorate it with "
-                                 "@cube(launch_unchecked=True)")
+            raise AttributeError(
+                f"kernel {self.name!r} has no launch_unchecked: decorate it with @cube(launch_unchecked=True)"
+            )
         return self._launch_unchecked
 
     def _launch_unchecked(self, client, cube_count, cube_dim, *args):
@@ -219,8 +226,7 @@ class Kernel(CubeFunction):
         except _USER_ERRORS as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
-    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False,
-                contract: bool | None = None):
+    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False, contract: bool | None = None):
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
 
         ``contract``: fuse one-use ``a * b + c`` into ``fma`` (None: the decorator's or ``CUBEPY_CONTRACT``'s choice).
@@ -263,8 +269,9 @@ def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
     try:
         return param.launch.compilation_arg(arg)
     except LaunchError as exc:
-        raise LaunchError(f"kernel {kernel.name!r}, parameter {param.name!r} (argument index {param.index}): "
-                          f"{exc}") from None
+        raise LaunchError(
+            f"kernel {kernel.name!r}, parameter {param.name!r} (argument index {param.index}): {exc}"
+        ) from None
 
 
 def _has_contents(cell) -> bool:

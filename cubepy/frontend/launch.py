@@ -66,8 +66,9 @@ class ScalarLaunch:
         if isinstance(arg, np.ndarray) and arg.shape == ():
             arg = arg[()]
         if not isinstance(arg, elems.PY_NUMBER):
-            raise LaunchError(f"expected a {elem.name} scalar (a Python number or cp.ScalarArg), "
-                              f"got {type(arg).__name__}")
+            raise LaunchError(
+                f"expected a {elem.name} scalar (a Python number or cp.ScalarArg), got {type(arg).__name__}"
+            )
         if elem.is_bool:
             if not isinstance(arg, (bool, np.bool_)):
                 raise LaunchError(f"expected a bool, got {arg!r}")
@@ -122,8 +123,9 @@ class ComptimeLaunch:
         try:
             hash(value)
         except TypeError as exc:
-            raise LaunchError(f"a comptime value must be hashable (it is part of the cache key), got "
-                              f"{type(value).__name__}") from exc
+            raise LaunchError(
+                f"a comptime value must be hashable (it is part of the cache key), got {type(value).__name__}"
+            ) from exc
         return value
 
     def register(self, value, bindings) -> None:
@@ -156,8 +158,10 @@ def launch_arg_of(annotation, where: str):
         return ComptimeLaunch(annotation)
     if all(callable(getattr(annotation, name, None)) for name in ("compilation_arg", "register", "expand")):
         return annotation
-    raise CubeError(f"{where}: unsupported annotation {annotation!r}; expected an element type (f32), "
-                    "Array[T], Tensor[T], TensorMap[T], Comptime[X] or a @derive(CubeType, CubeLaunch) class")
+    raise CubeError(
+        f"{where}: unsupported annotation {annotation!r}; expected an element type (f32), "
+        "Array[T], Tensor[T], TensorMap[T], Comptime[X] or a @derive(CubeType, CubeLaunch) class"
+    )
 
 
 def is_comptime_launch(launch) -> bool:

@@ -52,11 +52,57 @@ def _poisoned(self, *args, **kwargs):
     self.fail()
 
 
-for _dunder in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv", "rfloordiv",
-                "mod", "rmod", "pow", "rpow", "and", "rand", "or", "ror", "xor", "rxor", "lshift", "rlshift",
-                "rshift", "rrshift", "lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "invert", "abs", "bool",
-                "index", "int", "float", "iter", "len", "getitem", "setitem", "call", "contains", "setattr",
-                "round", "floor", "ceil", "trunc"):
+for _dunder in (
+    "add",
+    "radd",
+    "sub",
+    "rsub",
+    "mul",
+    "rmul",
+    "truediv",
+    "rtruediv",
+    "floordiv",
+    "rfloordiv",
+    "mod",
+    "rmod",
+    "pow",
+    "rpow",
+    "and",
+    "rand",
+    "or",
+    "ror",
+    "xor",
+    "rxor",
+    "lshift",
+    "rlshift",
+    "rshift",
+    "rrshift",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "neg",
+    "pos",
+    "invert",
+    "abs",
+    "bool",
+    "index",
+    "int",
+    "float",
+    "iter",
+    "len",
+    "getitem",
+    "setitem",
+    "call",
+    "contains",
+    "setattr",
+    "round",
+    "floor",
+    "ceil",
+    "trunc",
+):
     setattr(Unbound, f"__{_dunder}__", _poisoned)
 Unbound.__hash__ = object.__hash__  # type: ignore[method-assign]
 
@@ -68,8 +114,8 @@ class Promotion:
 
     def __init__(self, name: str, value, construct: str, construct_loc: ir.SourceLoc | None) -> None:
         self.name = name
-        self.value = value                  # the comptime value it held before the construct
-        self.construct = construct          # "if" or "loop"
+        self.value = value  # the comptime value it held before the construct
+        self.construct = construct  # "if" or "loop"
         self.construct_loc = construct_loc
         self.assigned_loc: ir.SourceLoc | None = None  # its first assignment inside the construct
 
@@ -101,16 +147,22 @@ def fail_needs_comptime(value, message: str) -> NoReturn:
     if use is not None:
         text = linecache.getline(use.file, use.line).strip()
         used_at = f" (used at {use.file}:{use.line}" + (f": `{text}`)" if text else ")")
-    runtime = f"the runtime {promotion.construct} at line {promotion.construct_loc.line}" \
-        if promotion.construct_loc is not None else f"a runtime {promotion.construct}"
+    runtime = (
+        f"the runtime {promotion.construct} at line {promotion.construct_loc.line}"
+        if promotion.construct_loc is not None
+        else f"a runtime {promotion.construct}"
+    )
     loc: ir.SourceLoc | None
     if promotion.assigned_loc is not None:
         how, loc = f"this assignment under {runtime}", promotion.assigned_loc
     else:
         how, loc = f"{runtime}, which assigns it,", promotion.construct_loc
-    source.fail(f"{message}{used_at}. '{promotion.name}' held the comptime value {promotion.value!r} until {how} "
-                "made it a mutable runtime variable; keep a value that must stay comptime out of runtime control "
-                "flow, or give the runtime value another name", loc)
+    source.fail(
+        f"{message}{used_at}. '{promotion.name}' held the comptime value {promotion.value!r} until {how} "
+        "made it a mutable runtime variable; keep a value that must stay comptime out of runtime control "
+        "flow, or give the runtime value another name",
+        loc,
+    )
 
 
 def check_bound(value) -> None:
@@ -207,8 +259,9 @@ def _into_mut(value, muts: FrameVars | None):
     elif isinstance(value, tuple) and can_be_mutable(value):
         result = tuple(_into_mut(v, muts) for v in value)  # fixed parts come back unchanged
     elif is_composite(value) and can_be_mutable(value):
-        result = rebuild(value, {n: _into_mut(getattr(value, n), muts)
-                                 for n, comptime in composite_fields(value) if not comptime})
+        result = rebuild(
+            value, {n: _into_mut(getattr(value, n), muts) for n, comptime in composite_fields(value) if not comptime}
+        )
     else:
         return value
     if muts is not None:
@@ -226,8 +279,9 @@ def _zero_like(value):
     if isinstance(value, tuple):
         return tuple(_zero_like(v) for v in value)
     if is_composite(value):
-        return rebuild(value, {n: _zero_like(getattr(value, n)) for n, comptime in composite_fields(value)
-                               if not comptime})
+        return rebuild(
+            value, {n: _zero_like(getattr(value, n)) for n, comptime in composite_fields(value) if not comptime}
+        )
     if operations.is_number(value):
         return type(value)(0)
     return value  # a fixed part (a buffer): kept as it is
@@ -261,13 +315,17 @@ def assign_into(target, value, what: str = "assignment") -> None:
         for name, comptime in composite_fields(target):
             if comptime:
                 if getattr(value, name) != getattr(target, name):
-                    source.fail(f"{what}: comptime field '{name}' differs ({getattr(target, name)!r} vs "
-                                f"{getattr(value, name)!r}); a comptime field cannot change at runtime")
+                    source.fail(
+                        f"{what}: comptime field '{name}' differs ({getattr(target, name)!r} vs "
+                        f"{getattr(value, name)!r}); a comptime field cannot change at runtime"
+                    )
             else:
                 assign_into(getattr(target, name), getattr(value, name), what)
     elif value is not target:
-        source.fail(f"{what}: {_describe(target)} cannot be rebound under a runtime condition (only numbers, "
-                    f"runtime values and tuples or cube types of them can); got {_describe(value)}")
+        source.fail(
+            f"{what}: {_describe(target)} cannot be rebound under a runtime condition (only numbers, "
+            f"runtime values and tuples or cube types of them can); got {_describe(value)}"
+        )
 
 
 def _describe(value) -> str:
@@ -307,8 +365,9 @@ def snapshot(value, muts: FrameVars | None):
         copies = tuple(snapshot(v, muts) for v in value)
         return value if all(a is b for a, b in zip(copies, value)) else copies
     if is_composite(value) and muts.owns(value):
-        return rebuild(value, {n: snapshot(getattr(value, n), muts) for n, comptime in composite_fields(value)
-                               if not comptime})
+        return rebuild(
+            value, {n: snapshot(getattr(value, n), muts) for n, comptime in composite_fields(value) if not comptime}
+        )
     return value
 
 

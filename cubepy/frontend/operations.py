@@ -24,15 +24,43 @@ from cubepy.ir import Type, Variable, VarKind
 from cubepy.ir import ops as irops
 
 _PY_BINARY = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bitand": operator.and_,
-    "bitor": operator.or_, "bitxor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
-    "min": min, "max": max,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": operator.pow,
+    "bitand": operator.and_,
+    "bitor": operator.or_,
+    "bitxor": operator.xor,
+    "shl": operator.lshift,
+    "shr": operator.rshift,
+    "min": min,
+    "max": max,
 }
-_PY_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-               "eq": operator.eq, "ne": operator.ne}
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
-           "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+_PY_COMPARE = {
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+}
+_SYMBOL = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "bitand": "&",
+    "bitor": "|",
+    "bitxor": "^",
+    "shl": "<<",
+    "shr": ">>",
+}
 
 
 # -- classification ----------------------------------------------------------------------------
@@ -102,8 +130,10 @@ def literal(value, elem: ir.ElemType, line: int = 1) -> ExpandElement:
     """A constant of ``elem`` (and line size ``line``); ExpandError when ``value`` does not fit."""
     if not elems.fits(value, elem):
         kind = "a float" if isinstance(value, float) else repr(value)
-        source.fail(f"the literal {value!r} does not fit in {elem.name} ({kind} cannot be stored without loss); "
-                    f"cast it explicitly, e.g. {elem.name}({value!r})")
+        source.fail(
+            f"the literal {value!r} does not fit in {elem.name} ({kind} cannot be stored without loss); "
+            f"cast it explicitly, e.g. {elem.name}({value!r})"
+        )
     return element(ir.constant(elems.convert_literal(value, elem), Type(elem, line)))
 
 
@@ -200,8 +230,7 @@ def unify(values, what: str) -> list[ExpandElement] | None:
     if elem.is_bool and any(not isinstance(o, bool) for o in literals):
         elem = ir.I32
     target = Type(elem, line)
-    return [element(_to_type(o, target)) if isinstance(o, ExpandElement) else literal(o, elem, line)
-            for o in operands]
+    return [element(_to_type(o, target)) if isinstance(o, ExpandElement) else literal(o, elem, line) for o in operands]
 
 
 def coerce(lhs, rhs, what: str) -> tuple[ExpandElement, ExpandElement] | None:
@@ -216,8 +245,13 @@ def coerce(lhs, rhs, what: str) -> tuple[ExpandElement, ExpandElement] | None:
 def _note_weak(a: ExpandElement, b: ExpandElement) -> None:
     """A weakly typed integer local used with another integer type should have had that type."""
     for weak, other in ((a, b), (b, a)):
-        if weak.weak is not None and other.weak is None and weak.elem != other.elem \
-                and weak.elem.is_int and other.elem.is_int:
+        if (
+            weak.weak is not None
+            and other.weak is None
+            and weak.elem != other.elem
+            and weak.elem.is_int
+            and other.elem.is_int
+        ):
             weak.state.hint_weak(weak.weak, other.elem)
 
 
@@ -265,8 +299,10 @@ def _power(base, exponent):
         return emit(irops.Powf(pair[0].var, pair[1].var))
     if isinstance(exp_op, int) and not isinstance(exp_op, bool) and exp_op >= 0:
         return _int_power(base_op, exp_op)
-    source.fail(f"`**` on an integer base ({base_op.type!r}) needs a comptime non-negative integer "
-                "exponent; cast the base to a float type for powf")
+    source.fail(
+        f"`**` on an integer base ({base_op.type!r}) needs a comptime non-negative integer "
+        "exponent; cast the base to a float type for powf"
+    )
 
 
 def _int_power(base: ExpandElement, exponent: int) -> ExpandElement:
@@ -294,13 +330,36 @@ def compare(op: str, lhs, rhs):
 
 
 _PY_UNARY = {
-    "neg": operator.neg, "abs": abs, "invert": operator.invert, "floor": math.floor, "ceil": math.ceil,
-    "trunc": math.trunc, "round": round, "exp": math.exp, "log": math.log, "log1p": math.log1p,
-    "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin, "cos": math.cos,
-    "tan": math.tan, "tanh": math.tanh, "erf": math.erf, "recip": lambda x: 1.0 / x, "not": operator.not_,
-    "asin": math.asin, "acos": math.acos, "atan": math.atan, "sinh": math.sinh, "cosh": math.cosh,
-    "asinh": math.asinh, "acosh": math.acosh, "atanh": math.atanh, "expm1": math.expm1,
-    "to_degrees": math.degrees, "to_radians": math.radians,
+    "neg": operator.neg,
+    "abs": abs,
+    "invert": operator.invert,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "trunc": math.trunc,
+    "round": round,
+    "exp": math.exp,
+    "log": math.log,
+    "log1p": math.log1p,
+    "sqrt": math.sqrt,
+    "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "tanh": math.tanh,
+    "erf": math.erf,
+    "recip": lambda x: 1.0 / x,
+    "not": operator.not_,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "sinh": math.sinh,
+    "cosh": math.cosh,
+    "asinh": math.asinh,
+    "acosh": math.acosh,
+    "atanh": math.atanh,
+    "expm1": math.expm1,
+    "to_degrees": math.degrees,
+    "to_radians": math.radians,
 }
 
 
@@ -348,8 +407,10 @@ def select(cond, then, otherwise):
     c = to_bool(cond)
     pair = unify((then, otherwise), "select")
     if pair is None:
-        source.fail("select needs numbers or runtime values on both sides, got "
-                    f"{type(then).__name__} and {type(otherwise).__name__}")
+        source.fail(
+            "select needs numbers or runtime values on both sides, got "
+            f"{type(then).__name__} and {type(otherwise).__name__}"
+        )
     a, b = pair
     line = _common_line(a.type.line, c.type.line, "select")
     if a.type.line != line:
@@ -392,8 +453,10 @@ def convert(value, target: Type, what: str) -> Variable:
         if operand.weak is not None:
             operand.state.hint_weak(operand.weak, target.elem)
         if not ir.is_lossless(operand.elem, target.elem) and not operand.state.needs_rerun():
-            source.fail(f"{what}: storing {operand.elem.name} into {target.elem.name} loses information; "
-                        f"convert explicitly, e.g. {target.elem.name}(value)")
+            source.fail(
+                f"{what}: storing {operand.elem.name} into {target.elem.name} loses information; "
+                f"convert explicitly, e.g. {target.elem.name}(value)"
+            )
     return _to_type(operand, target)
 
 

@@ -37,24 +37,51 @@ HELPERS = "_cph"
 FRAME = "_cp_muts"
 
 _UNSUPPORTED = {
-    ast.Try: "`try` statements are", ast.With: "`with` statements are", ast.AsyncWith: "`async with` is",
-    ast.AsyncFor: "`async for` is", ast.AsyncFunctionDef: "async functions are", ast.Await: "`await` is",
-    ast.Yield: "`yield` (generators) is", ast.YieldFrom: "`yield from` is", ast.Global: "`global` is",
-    ast.Nonlocal: "`nonlocal` is", ast.Delete: "`del` is", ast.ClassDef: "class definitions are",
-    ast.Match: "`match` statements are", ast.Lambda: "lambda expressions are",
+    ast.Try: "`try` statements are",
+    ast.With: "`with` statements are",
+    ast.AsyncWith: "`async with` is",
+    ast.AsyncFor: "`async for` is",
+    ast.AsyncFunctionDef: "async functions are",
+    ast.Await: "`await` is",
+    ast.Yield: "`yield` (generators) is",
+    ast.YieldFrom: "`yield from` is",
+    ast.Global: "`global` is",
+    ast.Nonlocal: "`nonlocal` is",
+    ast.Delete: "`del` is",
+    ast.ClassDef: "class definitions are",
+    ast.Match: "`match` statements are",
+    ast.Lambda: "lambda expressions are",
     ast.NamedExpr: "assignment expressions (`:=`) are",
 }
 if hasattr(ast, "TryStar"):
     _UNSUPPORTED[ast.TryStar] = "`try`/`except*` statements are"
 
 _AUG_OPS = {
-    ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv", ast.FloorDiv: "ifloordiv",
-    ast.Mod: "imod", ast.Pow: "ipow", ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor",
-    ast.LShift: "ilshift", ast.RShift: "irshift", ast.MatMult: "imatmul",
+    ast.Add: "iadd",
+    ast.Sub: "isub",
+    ast.Mult: "imul",
+    ast.Div: "itruediv",
+    ast.FloorDiv: "ifloordiv",
+    ast.Mod: "imod",
+    ast.Pow: "ipow",
+    ast.BitAnd: "iand",
+    ast.BitOr: "ior",
+    ast.BitXor: "ixor",
+    ast.LShift: "ilshift",
+    ast.RShift: "irshift",
+    ast.MatMult: "imatmul",
 }
 _CMP_OPS = {
-    ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne", ast.Is: "is",
-    ast.IsNot: "is_not", ast.In: "in", ast.NotIn: "not_in",
+    ast.Lt: "lt",
+    ast.LtE: "le",
+    ast.Gt: "gt",
+    ast.GtE: "ge",
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.Is: "is",
+    ast.IsNot: "is_not",
+    ast.In: "in",
+    ast.NotIn: "not_in",
 }
 
 
@@ -67,8 +94,16 @@ def syntax_error(node: ast.AST, message: str, filename: str) -> ExpandError:
 
 
 # -- name analysis ---------------------------------------------------------------------------
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
-           ast.DictComp, ast.GeneratorExp)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 def _target_names(target: ast.AST, out: set[str]) -> None:
@@ -116,7 +151,7 @@ def stored_names(nodes: list[ast.stmt] | ast.AST) -> set[str]:
 def loaded_names(node: ast.AST | list) -> set[str]:
     """Every name read anywhere in ``node`` (nested scopes included; augmented targets count)."""
     out: set[str] = set()
-    for root in (node if isinstance(node, list) else [node]):
+    for root in node if isinstance(node, list) else [node]:
         for sub in ast.walk(root):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
                 out.add(sub.id)
@@ -193,8 +228,7 @@ def _name(name: str, store: bool = False) -> ast.Name:
 
 
 def _helper(attr: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=ast.Attribute(value=_name(HELPERS), attr=attr, ctx=ast.Load()), args=list(args),
-                    keywords=[])
+    return ast.Call(func=ast.Attribute(value=_name(HELPERS), attr=attr, ctx=ast.Load()), args=list(args), keywords=[])
 
 
 def _method(obj: str, attr: str, *args: ast.expr) -> ast.Call:
@@ -214,8 +248,12 @@ def _const(value) -> ast.Constant:
 
 
 def _lambda(body: ast.expr) -> ast.Lambda:
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
-                                         kwarg=None, defaults=[]), body=body)
+    return ast.Lambda(
+        args=ast.arguments(
+            posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+        ),
+        body=body,
+    )
 
 
 def _located(nodes, ref: ast.AST):
@@ -226,7 +264,7 @@ def _located(nodes, ref: ast.AST):
     """
     lineno, col = getattr(ref, "lineno", 1), getattr(ref, "col_offset", 0)
     end_col = getattr(ref, "end_col_offset", None) if getattr(ref, "end_lineno", lineno) == lineno else None
-    for root in (nodes if isinstance(nodes, list) else [nodes]):
+    for root in nodes if isinstance(nodes, list) else [nodes]:
         node: Any  # a located node (expr or stmt): it has the four position attributes
         for node in ast.walk(root):
             if "lineno" in node._attributes and not hasattr(node, "lineno"):
@@ -302,7 +340,8 @@ class FunctionRewriter:
         self.mutable_names: set[str] = set()
         for node in self._constructs(fndef.body):
             self.mutable_names |= stored_names(node.body + node.orelse) | (
-                stored_names(node.target) if isinstance(node, ast.For) else set())
+                stored_names(node.target) if isinstance(node, ast.For) else set()
+            )
 
     def _constructs(self, body: list[ast.stmt]):
         for stmt in body:
@@ -350,8 +389,9 @@ class FunctionRewriter:
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             docstring, body = [first], body[1:]
         new_body = docstring + _located(prologue, fndef) + (body or [ast.Pass()])
-        result = ast.FunctionDef(name=fndef.name, args=fndef.args, body=new_body, decorator_list=[],
-                                 returns=None, type_comment=None)
+        result = ast.FunctionDef(
+            name=fndef.name, args=fndef.args, body=new_body, decorator_list=[], returns=None, type_comment=None
+        )
         if hasattr(ast.FunctionDef, "type_params") or "type_params" in ast.FunctionDef._fields:  # Python 3.12+
             setattr(result, "type_params", [])
         return _located(ast.copy_location(result, fndef), fndef)
@@ -430,8 +470,12 @@ class FunctionRewriter:
             stars = [i for i, elt in enumerate(target.elts) if isinstance(elt, ast.Starred)]
             temp = self.fresh()
             star = _const(stars[0] if stars else None)
-            out: list[ast.stmt] = [ast.Assign(targets=[_name(temp, True)],
-                                              value=_helper("unpack", _name(FRAME), value, _const(len(target.elts)), star))]
+            out: list[ast.stmt] = [
+                ast.Assign(
+                    targets=[_name(temp, True)],
+                    value=_helper("unpack", _name(FRAME), value, _const(len(target.elts)), star),
+                )
+            ]
             for i, elt in enumerate(target.elts):
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 item = ast.Subscript(value=_name(temp), slice=_const(i), ctx=ast.Load())
@@ -462,8 +506,11 @@ class FunctionRewriter:
         if not names:
             return []
         call = _method(control, "enter", _name(FRAME), _const(names), _tuple(names), _const(live))
-        return [ast.If(test=_attr(control, "runtime"), body=[ast.Assign(targets=[_tuple(names, True)], value=call)],
-                       orelse=[])]
+        return [
+            ast.If(
+                test=_attr(control, "runtime"), body=[ast.Assign(targets=[_tuple(names, True)], value=call)], orelse=[]
+            )
+        ]
 
     def _finish(self, control: str, names) -> ast.stmt:
         call = _method(control, "finish", _tuple(names))
@@ -475,8 +522,9 @@ class FunctionRewriter:
         names, live = self._names_of(node)
         control = self.fresh()
         has_else = bool(node.orelse)
-        out: list[ast.stmt] = [ast.Assign(targets=[_name(control, True)],
-                                          value=_helper("if_", self.expr(node.test), _const(has_else)))]
+        out: list[ast.stmt] = [
+            ast.Assign(targets=[_name(control, True)], value=_helper("if_", self.expr(node.test), _const(has_else)))
+        ]
         out.extend(self._enter(control, names, live))
         arms = [("then_", "take_then", "then_done", node.body)]
         if has_else:
@@ -489,8 +537,11 @@ class FunctionRewriter:
             if names:
                 inner.append(ast.Expr(value=_method(control, done, _tuple(names))))
             guarded = ast.If(test=_attr(control, take), body=inner or [ast.Pass()], orelse=[])
-            out.append(ast.With(items=[ast.withitem(context_expr=_method(control, context), optional_vars=None)],
-                                body=[guarded]))
+            out.append(
+                ast.With(
+                    items=[ast.withitem(context_expr=_method(control, context), optional_vars=None)], body=[guarded]
+                )
+            )
         out.append(self._finish(control, names))
         return out
 
@@ -502,17 +553,25 @@ class FunctionRewriter:
         body = self.assign_to(target, _name(item)) if target is not None else []
         body = _located(body, target) if target is not None else body
         body.extend(self.block(node.body))
-        iteration = ast.With(items=[ast.withitem(context_expr=_method(control, "iteration"), optional_vars=None)],
-                             body=body or [ast.Pass()])
+        iteration = ast.With(
+            items=[ast.withitem(context_expr=_method(control, "iteration"), optional_vars=None)],
+            body=body or [ast.Pass()],
+        )
         loop = ast.For(target=_name(item, True), iter=_method(control, "items"), body=[iteration], orelse=[])
         inner = [*self._enter(control, names, live), loop, self._finish(control, names)]
-        return [ast.With(items=[ast.withitem(context_expr=control_call, optional_vars=_name(control, True))],
-                         body=inner)]
+        return [
+            ast.With(items=[ast.withitem(context_expr=control_call, optional_vars=_name(control, True))], body=inner)
+        ]
 
     def _stmt_For(self, node: ast.For) -> list[ast.stmt]:
         it = node.iter
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" \
-                and not it.keywords and not any(isinstance(a, ast.Starred) for a in it.args):
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id == "range"
+            and not it.keywords
+            and not any(isinstance(a, ast.Starred) for a in it.args)
+        ):
             call = _helper("for_range", _name("range"), *(self.expr(a) for a in it.args))
         else:
             call = _helper("for_", self.expr(it))

@@ -59,7 +59,10 @@ def function_source(fn: types.FunctionType) -> tuple[list[str], int]:
         "prompt). Define the kernel in a .py file and import it, or in IPython/Jupyter (they keep each cell's "
         "source), or register the text before running it: `linecache.cache[name] = (len(text), None, "
         "text.splitlines(True), name)`, then `exec(compile(text, name, 'exec'))` with a unique name such as "
-        "'<kernels-1>'", code.co_filename, code.co_firstlineno)
+        "'<kernels-1>'",
+        code.co_filename,
+        code.co_firstlineno,
+    )
 
 
 def _register_command_line_source(code: types.CodeType) -> bool:
@@ -72,7 +75,7 @@ def _register_command_line_source(code: types.CodeType) -> bool:
     first = code.co_firstlineno
     # Only when the line the code object starts at is its def (or a decorator of it): exec() of other text
     # under the same default name must not be matched against the command line.
-    block = "".join(lines[first - 1:first + 20]) if 0 < first <= len(lines) else ""
+    block = "".join(lines[first - 1 : first + 20]) if 0 < first <= len(lines) else ""
     if not re.match(rf"\s*(@[^\n]*\n\s*)*(async\s+)?def\s+{re.escape(code.co_name)}\b", block):
         return False
     linecache.cache["<string>"] = (len(text), None, lines, "<string>")

@@ -44,8 +44,10 @@ def require_state(what: str = "this operation") -> ExpansionState:
     """The active expansion; ``CubeError`` when called from plain Python."""
     state = active_state()
     if state is None:
-        raise CubeError(f"{what} only works inside a cube function or kernel being expanded; "
-                        "launch a kernel (or use cubepy.testing.expand) instead of calling it from Python")
+        raise CubeError(
+            f"{what} only works inside a cube function or kernel being expanded; "
+            "launch a kernel (or use cubepy.testing.expand) instead of calling it from Python"
+        )
     return state
 
 
@@ -84,13 +86,20 @@ class ControlEntry:
 class ExpansionState:
     """Everything one expansion shares across its scopes."""
 
-    def __init__(self, checked: bool = False, default_loc: SourceLoc | None = None,
-                 weak_hints: dict[int, ir.ElemType] | None = None) -> None:
+    def __init__(
+        self,
+        checked: bool = False,
+        default_loc: SourceLoc | None = None,
+        weak_hints: dict[int, ir.ElemType] | None = None,
+    ) -> None:
         self.checked = checked
         self.default_loc = default_loc
         self._local_ids = itertools.count()
-        self._memory_ids = {VarKind.SHARED: itertools.count(), VarKind.LOCAL_ARRAY: itertools.count(),
-                            VarKind.BARRIER: itertools.count()}
+        self._memory_ids = {
+            VarKind.SHARED: itertools.count(),
+            VarKind.LOCAL_ARRAY: itertools.count(),
+            VarKind.BARRIER: itertools.count(),
+        }
         self.shared_memories: list[Variable] = []
         self.local_arrays: list[Variable] = []
         self.barriers: list[Variable] = []
@@ -142,8 +151,9 @@ class ExpansionState:
     def declare_memory(self, kind: VarKind, ty: Type, length: int, alignment: int | None = None) -> Variable:
         """Declare a shared memory, local array or barrier of the kernel."""
         var = Variable(kind, next(self._memory_ids[kind]), ty, length=length, alignment=alignment)
-        {VarKind.SHARED: self.shared_memories, VarKind.LOCAL_ARRAY: self.local_arrays,
-         VarKind.BARRIER: self.barriers}[kind].append(var)
+        {VarKind.SHARED: self.shared_memories, VarKind.LOCAL_ARRAY: self.local_arrays, VarKind.BARRIER: self.barriers}[
+            kind
+        ].append(var)
         return var
 
     # -- control stack ---------------------------------------------------------------------
@@ -194,11 +204,12 @@ class ScopeBuilder:
         """Raise a located ExpandError when ``var`` was defined in a branch this scope is not part of."""
         owner = self.state.defined_in.get((var.kind, var.id))
         if owner is not None and not owner.encloses(self):
-            source.fail(f"a value computed inside a runtime branch or loop body ({var!r}) is used outside it; "
-                        "assign the variable before the branch so it becomes a mutable local")
+            source.fail(
+                f"a value computed inside a runtime branch or loop body ({var!r}) is used outside it; "
+                "assign the variable before the branch so it becomes a mutable local"
+            )
 
-    def append(self, operation: ir.ops.Operation, out: Variable | None = None,
-               loc: SourceLoc | None = None) -> None:
+    def append(self, operation: ir.ops.Operation, out: Variable | None = None, loc: SourceLoc | None = None) -> None:
         """Append ``out = operation`` at the current user line."""
         for var in operation.operands():
             if var.kind in (VarKind.CONST, VarKind.MUT):
@@ -233,8 +244,12 @@ class ScopeBuilder:
         return ir.Scope(tuple(self.instructions))
 
 
-_ROLE_KIND = {"array": VarKind.GLOBAL, "tensor": VarKind.GLOBAL, "scalar": VarKind.SCALAR,
-              "tensor_map": VarKind.TENSOR_MAP}
+_ROLE_KIND = {
+    "array": VarKind.GLOBAL,
+    "tensor": VarKind.GLOBAL,
+    "scalar": VarKind.SCALAR,
+    "tensor_map": VarKind.TENSOR_MAP,
+}
 
 
 class KernelBuilder:
@@ -243,8 +258,11 @@ class KernelBuilder:
     def __init__(self, state: ExpansionState) -> None:
         self.state = state
         self.params: list[ir.Param] = []
-        self._slots = {VarKind.GLOBAL: itertools.count(), VarKind.SCALAR: itertools.count(),
-                       VarKind.TENSOR_MAP: itertools.count()}
+        self._slots = {
+            VarKind.GLOBAL: itertools.count(),
+            VarKind.SCALAR: itertools.count(),
+            VarKind.TENSOR_MAP: itertools.count(),
+        }
         self._names: list[str] = []
 
     @property
@@ -280,7 +298,13 @@ class KernelBuilder:
         """The kernel definition built so far."""
         state = self.state
         return ir.KernelDefinition(
-            name=name, params=tuple(self.params), body=state.root.freeze(), cube_dim=(cube_dim[0], cube_dim[1], cube_dim[2]),
-            shared_memories=tuple(state.shared_memories), local_arrays=tuple(state.local_arrays),
-            barriers=tuple(state.barriers), checked=state.checked, source_file=source_file,
+            name=name,
+            params=tuple(self.params),
+            body=state.root.freeze(),
+            cube_dim=(cube_dim[0], cube_dim[1], cube_dim[2]),
+            shared_memories=tuple(state.shared_memories),
+            local_arrays=tuple(state.local_arrays),
+            barriers=tuple(state.barriers),
+            checked=state.checked,
+            source_file=source_file,
         )

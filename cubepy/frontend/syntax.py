@@ -69,9 +69,11 @@ def setattr_(muts: FrameVars | None, obj, name: str, value) -> None:
         mutability.assign_into(current, value, f"assignment to field '{name}'")
         return
     if _under_runtime_control():
-        source.fail(f"field '{name}' of {type(obj).__name__} is assigned under a runtime condition, but the "
-                    "object is not a mutable variable; assign the object to a local before the branch (its "
-                    "numeric fields then become mutable)")
+        source.fail(
+            f"field '{name}' of {type(obj).__name__} is assigned under a runtime condition, but the "
+            "object is not a mutable variable; assign the object to a local before the branch (its "
+            "numeric fields then become mutable)"
+        )
     value = mutability.snapshot(value, muts)
     if mutability.is_composite(obj):
         object.__setattr__(obj, name, value)
@@ -118,7 +120,7 @@ def unpack(muts: FrameVars | None, value, count: int, star: int | None = None) -
     after = count - star - 1
     if len(items) < count - 1:
         source.fail(f"cannot unpack {len(items)} values into at least {count - 1} names")
-    return items[:star] + [items[star:len(items) - after]] + items[len(items) - after:]
+    return items[:star] + [items[star : len(items) - after]] + items[len(items) - after :]
 
 
 def annotate(value, annotation):

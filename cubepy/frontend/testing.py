@@ -111,8 +111,7 @@ def _contracted(definition: ir.KernelDefinition, contract: bool | None, keep=())
 
 def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool | None = None) -> Expansion:
     node = function.definition_node()
-    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset,
-                               function.fn.__qualname__)
+    default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
     hints: dict = {}
     for _ in range(MAX_TYPE_RERUNS + 1):
         state = ExpansionState(checked, default_loc, hints)
@@ -129,8 +128,9 @@ def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool 
     return Expansion(_contracted(definition, contract, keep), result)
 
 
-def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: bool | None = None,
-           **comptime) -> Expansion:
+def expand(
+    fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: bool | None = None, **comptime
+) -> Expansion:
     """Expand a cube function (or kernel) for ``arg_specs``; keywords are comptime arguments.
 
     ``contract``: fuse one-use ``a * b + c`` into ``fma`` as compiling does (None: the kernel's choice, else
@@ -138,8 +138,9 @@ def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: 
     """
     try:
         if isinstance(fn, Kernel):
-            return _expand_kernel(fn, arg_specs, comptime, checked, cube_dim,
-                                  fn.contract if contract is None else contract)
+            return _expand_kernel(
+                fn, arg_specs, comptime, checked, cube_dim, fn.contract if contract is None else contract
+            )
         if not isinstance(fn, CubeFunction):
             raise CubeError(f"cubepy.testing.expand expects a @cube function, got {type(fn).__name__}")
 
@@ -152,8 +153,9 @@ def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: 
         raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
 
 
-def _expand_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim,
-                   contract: bool | None) -> Expansion:
+def _expand_kernel(
+    kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim, contract: bool | None
+) -> Expansion:
     params = kernel.params
     specs = list(arg_specs)
     comp_args = []

@@ -120,8 +120,11 @@ def shared_operand(smem, tmap: TensorMapExpand, what: str) -> tuple[Variable, Va
         source.fail(f"{what}: TMA copies go through shared memory, got {memory.describe()}")
     if memory.var.elem != tmap.var.elem:
         source.fail(f"{what}: shared memory of {memory.var.elem!r} with a tensor map of {tmap.var.elem!r}")
-    return (memory.var, operations.to_index(offset, f"{what} slice offset"),
-            operations.to_index(length, f"{what} slice length"))
+    return (
+        memory.var,
+        operations.to_index(offset, f"{what} slice offset"),
+        operations.to_index(length, f"{what} slice length"),
+    )
 
 
 def signed_coordinates(values, what: str) -> tuple[Variable, ...]:

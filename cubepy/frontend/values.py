@@ -89,9 +89,11 @@ class ExpandBase:
 
     # Python needs a concrete value for these; a runtime value has none at expansion time.
     def __bool__(self) -> bool:
-        source.fail("a runtime value is used where Python needs a plain bool (an `if`/`while` outside a cube "
-                    "function, `assert`, a comprehension filter or a chained comparison in plain Python code); "
-                    "use cubepy control flow inside @cube functions or cp.select(cond, a, b)")
+        source.fail(
+            "a runtime value is used where Python needs a plain bool (an `if`/`while` outside a cube "
+            "function, `assert`, a comprehension filter or a chained comparison in plain Python code); "
+            "use cubepy control flow inside @cube functions or cp.select(cond, a, b)"
+        )
 
     def __index__(self) -> int:
         element = self.expand_element()
@@ -99,8 +101,11 @@ class ExpandBase:
             return int(element.var.value)
         from cubepy.frontend.mutability import fail_needs_comptime
 
-        fail_needs_comptime(element, "a runtime value is used where Python needs a plain int (for example a bound "
-                            "of cp.unroll(range(...)), a list index or a shared-memory size); these must be comptime")
+        fail_needs_comptime(
+            element,
+            "a runtime value is used where Python needs a plain int (for example a bound "
+            "of cp.unroll(range(...)), a list index or a shared-memory size); these must be comptime",
+        )
 
     def __int__(self) -> int:
         return self.__index__()

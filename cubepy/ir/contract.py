@@ -47,10 +47,13 @@ def contract(definition: KernelDefinition, keep: Iterable[Variable] = ()) -> Ker
     ``keep``: variables read outside the body (a cube function's results), never fused away.
     """
     uses: collections.Counter[_Key] = collections.Counter(
-        (v.kind, v.id) for inst in walk(definition.body) for v in inst.operation.operands())
+        (v.kind, v.id) for inst in walk(definition.body) for v in inst.operation.operands()
+    )
     uses.update(_key(v) for v in keep)
-    last_id = max((inst.out.id for inst in walk(definition.body)
-                   if inst.out is not None and inst.out.kind is VarKind.CONST), default=-1)
+    last_id = max(
+        (inst.out.id for inst in walk(definition.body) if inst.out is not None and inst.out.kind is VarKind.CONST),
+        default=-1,
+    )
     fresh = itertools.count(last_id + 1)
     body = _contract_scope(definition.body, uses, fresh)
     return definition if body == definition.body else attrs.evolve(definition, body=body)
@@ -102,7 +105,7 @@ def _fuse(inst: Instruction, candidates: dict[_Key, int], out: list[Instruction 
         if position is None:
             continue
         mul: ops.Binary = out[position].operation
-        if mul.lhs.type != ty or mul.rhs.type != ty or not _unchanged_between(mul, out[position + 1:]):
+        if mul.lhs.type != ty or mul.rhs.type != ty or not _unchanged_between(mul, out[position + 1 :]):
             continue
         emitted: list[Instruction] = []
         a, b, c = mul.lhs, mul.rhs, other

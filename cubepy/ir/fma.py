@@ -121,8 +121,12 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     result = np.where(finite_inputs, result, a * b + c)  # IEEE inf/NaN rules
     big = np.maximum(np.abs(a), np.abs(b))
     hard = finite_inputs & (
-        (big >= _SPLIT_LIMIT) | (np.abs(uh) >= _LARGE) | (np.abs(c) >= _LARGE)
-        | ((uh != 0) & (np.abs(uh) < _SMALL)) | (np.abs(th) < _SMALL))
+        (big >= _SPLIT_LIMIT)
+        | (np.abs(uh) >= _LARGE)
+        | (np.abs(c) >= _LARGE)
+        | ((uh != 0) & (np.abs(uh) < _SMALL))
+        | (np.abs(th) < _SMALL)
+    )
     zero_sum = finite_inputs & ~hard & (result == 0)
     if np.any(zero_sum):  # an exact zero: +0, or -0 when a * b and c are both -0 (signs lost above)
         negative = (uh == 0) & (c == 0) & np.signbit(uh) & np.signbit(c)

@@ -10,8 +10,12 @@ from cubepy.ir.scope import Instruction, Scope
 from cubepy.ir.variable import Variable, VarKind
 
 _PREFIX = {
-    VarKind.GLOBAL: "global", VarKind.SCALAR: "scalar", VarKind.TENSOR_MAP: "tmap",
-    VarKind.SHARED: "shared", VarKind.LOCAL_ARRAY: "local", VarKind.BARRIER: "barrier",
+    VarKind.GLOBAL: "global",
+    VarKind.SCALAR: "scalar",
+    VarKind.TENSOR_MAP: "tmap",
+    VarKind.SHARED: "shared",
+    VarKind.LOCAL_ARRAY: "local",
+    VarKind.BARRIER: "barrier",
 }
 
 
@@ -53,9 +57,11 @@ def format_instruction(inst: Instruction) -> str:
 
     operation = inst.operation
     if isinstance(operation, branch.RangeLoop):
-        head = (f"range_loop {format_variable(operation.index)} in {format_variable(operation.start)}"
-                f"..{'=' if operation.inclusive else ''}{format_variable(operation.end)}"
-                f" step {format_variable(operation.step)}")
+        head = (
+            f"range_loop {format_variable(operation.index)} in {format_variable(operation.start)}"
+            f"..{'=' if operation.inclusive else ''}{format_variable(operation.end)}"
+            f" step {format_variable(operation.step)}"
+        )
     else:
         head = _format_operation(operation)
     if inst.out is not None:

@@ -16,26 +16,43 @@ if TYPE_CHECKING:
 class VarKind(enum.Enum):
     """What a variable is, which decides how back ends store it."""
 
-    GLOBAL = "global"            # a buffer parameter (Array/Tensor); id is its buffer slot
-    SCALAR = "scalar"            # a scalar parameter; id is its scalar slot
-    TENSOR_MAP = "tensor_map"    # a TMA descriptor parameter; id is its tensor-map slot
-    CONST = "const"              # an immutable local, assigned exactly once
-    MUT = "mut"                  # a mutable local, assigned by Assign/InsertLane
-    CONSTANT = "constant"        # a literal value
-    SHARED = "shared"            # shared memory of `length` items, per cube
+    GLOBAL = "global"  # a buffer parameter (Array/Tensor); id is its buffer slot
+    SCALAR = "scalar"  # a scalar parameter; id is its scalar slot
+    TENSOR_MAP = "tensor_map"  # a TMA descriptor parameter; id is its tensor-map slot
+    CONST = "const"  # an immutable local, assigned exactly once
+    MUT = "mut"  # a mutable local, assigned by Assign/InsertLane
+    CONSTANT = "constant"  # a literal value
+    SHARED = "shared"  # shared memory of `length` items, per cube
     LOCAL_ARRAY = "local_array"  # a per-unit array of `length` items
-    BUILTIN = "builtin"          # a topology builtin such as absolute_pos
-    BARRIER = "barrier"          # an mbarrier in shared memory
+    BUILTIN = "builtin"  # a topology builtin such as absolute_pos
+    BARRIER = "barrier"  # an mbarrier in shared memory
 
 
 # Builtin names and their element type (all u32), in CubeCL's vocabulary.
 BUILTINS: tuple[str, ...] = (
-    "absolute_pos", "absolute_pos_x", "absolute_pos_y", "absolute_pos_z",
-    "unit_pos", "unit_pos_x", "unit_pos_y", "unit_pos_z",
-    "cube_pos", "cube_pos_x", "cube_pos_y", "cube_pos_z",
-    "cube_dim", "cube_dim_x", "cube_dim_y", "cube_dim_z",
-    "cube_count", "cube_count_x", "cube_count_y", "cube_count_z",
-    "plane_dim", "plane_pos", "unit_pos_plane",
+    "absolute_pos",
+    "absolute_pos_x",
+    "absolute_pos_y",
+    "absolute_pos_z",
+    "unit_pos",
+    "unit_pos_x",
+    "unit_pos_y",
+    "unit_pos_z",
+    "cube_pos",
+    "cube_pos_x",
+    "cube_pos_y",
+    "cube_pos_z",
+    "cube_dim",
+    "cube_dim_x",
+    "cube_dim_y",
+    "cube_dim_z",
+    "cube_count",
+    "cube_count_x",
+    "cube_count_y",
+    "cube_count_z",
+    "plane_dim",
+    "plane_pos",
+    "unit_pos_plane",
 )
 
 MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY})

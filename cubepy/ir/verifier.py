@@ -18,8 +18,18 @@ from cubepy.ir.types import BOOL, ElemType, Type
 from cubepy.ir.variable import LOCAL_KINDS, Variable, VarKind
 
 RULES = (
-    "unknown-op", "undefined-operand", "const-reassigned", "bad-out", "missing-out", "type-mismatch",
-    "elem-kind", "not-memory", "bad-index", "break-outside-loop", "bad-param", "bad-memory-decl",
+    "unknown-op",
+    "undefined-operand",
+    "const-reassigned",
+    "bad-out",
+    "missing-out",
+    "type-mismatch",
+    "elem-kind",
+    "not-memory",
+    "bad-index",
+    "break-outside-loop",
+    "bad-param",
+    "bad-memory-decl",
 )
 
 
@@ -164,11 +174,16 @@ def verify(kernel: KernelDefinition) -> None:
     checker = _Checker(kernel)
     slots: dict[VarKind, set[int]] = {}
     for param in kernel.params:
-        expected = {"array": VarKind.GLOBAL, "tensor": VarKind.GLOBAL, "scalar": VarKind.SCALAR,
-                    "tensor_map": VarKind.TENSOR_MAP}.get(param.role)
+        expected = {
+            "array": VarKind.GLOBAL,
+            "tensor": VarKind.GLOBAL,
+            "scalar": VarKind.SCALAR,
+            "tensor_map": VarKind.TENSOR_MAP,
+        }.get(param.role)
         if param.role not in PARAM_ROLES or param.var.kind is not expected:
-            checker.fail("bad-param", None, f"parameter {param.name!r} has role {param.role!r} "
-                         f"but variable {param.var!r}")
+            checker.fail(
+                "bad-param", None, f"parameter {param.name!r} has role {param.role!r} but variable {param.var!r}"
+            )
         used = slots.setdefault(param.var.kind, set())
         if param.var.id in used:
             checker.fail("bad-param", None, f"parameter {param.name!r} reuses slot {param.var.id}")

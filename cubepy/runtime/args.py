@@ -50,8 +50,10 @@ class CubeDim(_Extent3):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         if self.total > MAX_UNITS_PER_CUBE:
-            raise LaunchError(f"CubeDim({self.x}, {self.y}, {self.z}) has {self.total} units; "
-                              f"a cube holds at most {MAX_UNITS_PER_CUBE}")
+            raise LaunchError(
+                f"CubeDim({self.x}, {self.y}, {self.z}) has {self.total} units; "
+                f"a cube holds at most {MAX_UNITS_PER_CUBE}"
+            )
 
 
 def _check_handle(handle: object, what: str) -> Handle:

@@ -43,7 +43,6 @@ class Backend(Protocol):
         """Raise ``LaunchError`` for a launch the hardware would refuse."""
         ...
 
-    def run(self, artifact: Any, cube_count: tuple[int, int, int], bindings: Bindings, *,
-            sanitize: bool) -> None:
+    def run(self, artifact: Any, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
         """Launch ``artifact`` over ``cube_count`` cubes with the bound buffers and scalars."""
         ...

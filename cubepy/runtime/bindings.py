@@ -44,7 +44,7 @@ class Bindings:
     """Runtime arguments of one launch, in slot order per kind (the order expansion registered them)."""
 
     buffers: list[BufferBinding] = attrs.Factory(list)
-    scalars: list[object] = attrs.Factory(list)   # Python values, already converted to the param's type
+    scalars: list[object] = attrs.Factory(list)  # Python values, already converted to the param's type
     tensor_maps: list[TensorMapArg] = attrs.Factory(list)
 
     def add_buffer(self, arg) -> None:

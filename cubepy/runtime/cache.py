@@ -99,16 +99,27 @@ def cache_dir() -> Path | None:
     return Path(value)
 
 
-def entry_key(kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args,
-              contract: bool = True) -> str | None:
+def entry_key(
+    kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
+) -> str | None:
     """The hex key of one specialization, or None when its compilation arguments have no stable text."""
     comp_text = repr(comp_args)
     if " at 0x" in comp_text or "unstable:" in identity:
         return None
     # The types too: two classes whose reprs coincide must not share an entry.
     comp_text += repr([f"{type(a).__module__}.{type(a).__qualname__}" for a in comp_args])
-    text = "\0".join((install_fingerprint(), kind, target, identity, repr(tuple(cube_dim)), repr(bool(checked)),
-                      comp_text, "" if contract else "no-contract"))
+    text = "\0".join(
+        (
+            install_fingerprint(),
+            kind,
+            target,
+            identity,
+            repr(tuple(cube_dim)),
+            repr(bool(checked)),
+            comp_text,
+            "" if contract else "no-contract",
+        )
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -138,7 +149,7 @@ class DiskCache:
         try:
             if not data.startswith(_MAGIC):
                 raise ValueError("not a cubepy cache entry")
-            stored_key, artifact = pickle.loads(data[len(_MAGIC):])
+            stored_key, artifact = pickle.loads(data[len(_MAGIC) :])
             if stored_key != key:
                 raise ValueError("entry stored under another key")
         except Exception as exc:  # corrupt, truncated or from an incompatible version: rebuild

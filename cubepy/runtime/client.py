@@ -33,7 +33,7 @@ def _aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
     nbytes = max(count, 1) * dtype.itemsize
     raw = np.empty(nbytes + _STORAGE_ALIGN, np.uint8)
     start = (-raw.ctypes.data) % _STORAGE_ALIGN
-    return raw[start:start + nbytes].view(dtype)[:count]
+    return raw[start : start + nbytes].view(dtype)[:count]
 
 
 # The warm launch reads a knob only when it is overridden or present in the environment: a dict lookup
@@ -114,7 +114,7 @@ class ComputeClient:
     def read(self, handle: Handle) -> np.ndarray:
         """A numpy copy of the buffer, in its shape (and strides, for strided views)."""
         self._own(handle, "read")
-        flat = handle.storage[handle.offset:]
+        flat = handle.storage[handle.offset :]
         if handle.strides == contiguous_strides(handle.shape):
             count = int(np.prod(handle.shape)) if handle.shape else 1
             return flat[:count].reshape(handle.shape).copy()
@@ -208,8 +208,9 @@ class ComputeClient:
         if counts[0] == 0 or counts[1] == 0 or counts[2] == 0:
             return
         # CUBEPY_SANITIZE is a CPU-runtime setting: it never turns a GPU client's launches into errors.
-        sanitize = self.sanitize or (backend.name == "interp" and _knob_set(_SANITIZE_KEY)
-                                     and bool(config.get("CUBEPY_SANITIZE")))
+        sanitize = self.sanitize or (
+            backend.name == "interp" and _knob_set(_SANITIZE_KEY) and bool(config.get("CUBEPY_SANITIZE"))
+        )
         backend.run(artifact, counts, bindings, sanitize=sanitize)
 
     def __repr__(self) -> str:

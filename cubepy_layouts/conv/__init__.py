@@ -14,7 +14,23 @@ from cubepy_layouts.conv.tma_wgrad import wgrad_tma_launch
 from cubepy_layouts.conv.weight import WeightLayout
 
 __all__ = [
-    "ConvolutionProblem", "ConvParams", "NhwcCoords", "NhwcLayout", "Im2colLayout", "WeightLayout", "OutLayout",
-    "TmaIm2colLayout", "TmaOutGradLayout", "conv2d_fprop", "conv2d_wgrad", "fprop_launch", "wgrad_launch",
-    "wgrad_tma_launch", "fprop_tma_launch", "tma_unsupported", "GemmTiling", "TmaGemmConfig", "TmaWeightLayout",
+    "ConvolutionProblem",
+    "ConvParams",
+    "NhwcCoords",
+    "NhwcLayout",
+    "Im2colLayout",
+    "WeightLayout",
+    "OutLayout",
+    "TmaIm2colLayout",
+    "TmaOutGradLayout",
+    "conv2d_fprop",
+    "conv2d_wgrad",
+    "fprop_launch",
+    "wgrad_launch",
+    "wgrad_tma_launch",
+    "fprop_tma_launch",
+    "tma_unsupported",
+    "GemmTiling",
+    "TmaGemmConfig",
+    "TmaWeightLayout",
 ]

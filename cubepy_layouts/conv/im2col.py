@@ -79,5 +79,6 @@ class Im2colLayout(Layout):
         """The input view of GEMM ``kind``: (M, K) for fprop, (K, N) for wgrad."""
         m, n, k = problem.gemm(kind)
         rows, cols = (m, k) if kind == "fprop" else (k, n)
-        return Im2colLayout.Launch(rows, cols, problem.out_h, problem.out_w, problem.in_channels, problem.params,
-                                   **checks)
+        return Im2colLayout.Launch(
+            rows, cols, problem.out_h, problem.out_w, problem.in_channels, problem.params, **checks
+        )

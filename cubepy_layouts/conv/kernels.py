@@ -6,7 +6,6 @@ and every read is a checked read (zero outside the problem).  Inputs may be f16,
 accumulate in f32 and the result is f32.
 """
 
-
 import functools
 
 import attrs
@@ -55,8 +54,15 @@ def implicit_gemm_kernel(elem: cp.ScalarType):
     """The tiled GEMM ``out = lhs @ rhs`` over views, for inputs of element type ``elem``."""
 
     @cube(launch=True)
-    def implicit_gemm(lhs_data: Tensor[elem], rhs_data: Tensor[elem], out_data: Tensor[f32],
-                      lhs_layout: Chain, rhs_layout: Chain, out_layout: Chain, tile: Comptime[int]):
+    def implicit_gemm(
+        lhs_data: Tensor[elem],
+        rhs_data: Tensor[elem],
+        out_data: Tensor[f32],
+        lhs_layout: Chain,
+        rhs_layout: Chain,
+        out_layout: Chain,
+        tile: Comptime[int],
+    ):
         """Each cube computes one ``tile x tile`` block; each unit one element of it."""
         lhs = View(lhs_data, lhs_layout)
         rhs = View(rhs_data, rhs_layout)
@@ -118,8 +124,9 @@ def fprop_launch(x, w, out, problem: ConvolutionProblem, tiling: GemmTiling = DE
     _check_shape(x, problem.x_shape, "x")
     _check_shape(w, problem.w_shape, "w")
     m, n, _k = problem.gemm("fprop")
-    lhs = Chain.Launch(NhwcLayout.for_tensor(problem.x_shape, spatial=True),
-                       Im2colLayout.from_problem(problem, "fprop"))
+    lhs = Chain.Launch(
+        NhwcLayout.for_tensor(problem.x_shape, spatial=True), Im2colLayout.from_problem(problem, "fprop")
+    )
     rhs = Chain.Launch(NhwcLayout.for_tensor(problem.w_shape), WeightLayout.from_problem(problem))
     result = Chain.Launch(NhwcLayout.for_tensor(problem.out_shape), OutLayout.from_problem(problem))
     args = (cp.TensorArg(x), cp.TensorArg(w), cp.TensorArg(out), lhs, rhs, result, tiling.tile_k)
@@ -131,11 +138,13 @@ def wgrad_launch(x, dy, dw, problem: ConvolutionProblem, tiling: GemmTiling = DE
     _check_shape(x, problem.x_shape, "x")
     _check_shape(dy, problem.out_shape, "dy")
     m, n, _k = problem.gemm("wgrad")
-    lhs = Chain.Launch(NhwcLayout.for_tensor(problem.out_shape),
-                       Transpose.Launch(OutLayout.Launch(problem.pixels, problem.out_channels, problem.out_h,
-                                                         problem.out_w)))
-    rhs = Chain.Launch(NhwcLayout.for_tensor(problem.x_shape, spatial=True),
-                       Im2colLayout.from_problem(problem, "wgrad"))
+    lhs = Chain.Launch(
+        NhwcLayout.for_tensor(problem.out_shape),
+        Transpose.Launch(OutLayout.Launch(problem.pixels, problem.out_channels, problem.out_h, problem.out_w)),
+    )
+    rhs = Chain.Launch(
+        NhwcLayout.for_tensor(problem.x_shape, spatial=True), Im2colLayout.from_problem(problem, "wgrad")
+    )
     result = Chain.Launch(NhwcLayout.for_tensor(problem.w_shape), Transpose.Launch(WeightLayout.from_problem(problem)))
     args = (cp.TensorArg(dy), cp.TensorArg(x), cp.TensorArg(dw), lhs, rhs, result, tiling.tile_k)
     return GemmLaunch("wgrad", input_elem(x), args, tiling.cube_count(m, n), tiling.cube_dim(), tiling)

@@ -66,8 +66,9 @@ class NhwcLayout(Layout):
         return (self.shape_n, i32(self.shape_h), i32(self.shape_w), self.shape_c)
 
     @staticmethod
-    def for_tensor(shape, strides=None, *, batch: bool = False, spatial: bool = False,
-                   channel: bool = False) -> NhwcLayout.Launch:
+    def for_tensor(
+        shape, strides=None, *, batch: bool = False, spatial: bool = False, channel: bool = False
+    ) -> NhwcLayout.Launch:
         """The runtime argument for an NHWC tensor of ``shape`` (element ``strides``, contiguous by default)."""
         if strides is None:
             strides = (shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1)

@@ -44,16 +44,28 @@ class ConvolutionProblem:
     def conv2d(cls, x_shape, w_shape, *, stride=(1, 1), padding=(0, 0), dilation=(1, 1)) -> ConvolutionProblem:
         """The problem of convolving an NHWC ``x_shape`` with a ``w_shape = (C_out, KH, KW, C_in)`` filter."""
         if len(x_shape) != 4 or len(w_shape) != 4:
-            raise cp.CubeError(f"conv2d takes 4-D shapes (N, H, W, C) and (C_out, KH, KW, C_in), got {x_shape} "
-                               f"and {w_shape}")
+            raise cp.CubeError(
+                f"conv2d takes 4-D shapes (N, H, W, C) and (C_out, KH, KW, C_in), got {x_shape} and {w_shape}"
+            )
         if x_shape[3] != w_shape[3]:
             raise cp.CubeError(f"input channels differ: x has {x_shape[3]}, w has {w_shape[3]} (groups = 1)")
         batch, in_h, in_w, in_channels = (int(v) for v in x_shape)
-        problem = cls(batch, in_h, in_w, in_channels, int(w_shape[0]), (int(w_shape[1]), int(w_shape[2])),
-                      _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"))
+        problem = cls(
+            batch,
+            in_h,
+            in_w,
+            in_channels,
+            int(w_shape[0]),
+            (int(w_shape[1]), int(w_shape[2])),
+            _pair(stride, "stride"),
+            _pair(padding, "padding"),
+            _pair(dilation, "dilation"),
+        )
         if min(problem.out_shape) <= 0 or min(problem.stride) <= 0 or min(problem.dilation) <= 0:
-            raise cp.CubeError(f"conv2d of {x_shape} with {w_shape} (stride {problem.stride}, padding "
-                               f"{problem.padding}, dilation {problem.dilation}) has an empty output")
+            raise cp.CubeError(
+                f"conv2d of {x_shape} with {w_shape} (stride {problem.stride}, padding "
+                f"{problem.padding}, dilation {problem.dilation}) has an empty output"
+            )
         return problem
 
     def _out_extent(self, dim: int) -> int:

@@ -10,7 +10,7 @@ from cubepy_layouts.conv.problem import ConvolutionProblem
 def _padded(x: np.ndarray, problem: ConvolutionProblem) -> np.ndarray:
     ph, pw = problem.padding
     out = np.zeros((problem.batch, problem.in_h + 2 * ph, problem.in_w + 2 * pw, problem.in_channels))
-    out[:, ph:ph + problem.in_h, pw:pw + problem.in_w] = x
+    out[:, ph : ph + problem.in_h, pw : pw + problem.in_w] = x
     return out
 
 
@@ -18,7 +18,7 @@ def _tap(padded: np.ndarray, problem: ConvolutionProblem, kh: int, kw: int) -> n
     """``patch[n, oh, ow, c] = x_padded[n, oh*s_h + kh*d_h, ow*s_w + kw*d_w, c]``."""
     (sh, sw), (dh, dw) = problem.stride, problem.dilation
     top, left = kh * dh, kw * dw
-    return padded[:, top:top + sh * (problem.out_h - 1) + 1:sh, left:left + sw * (problem.out_w - 1) + 1:sw]
+    return padded[:, top : top + sh * (problem.out_h - 1) + 1 : sh, left : left + sw * (problem.out_w - 1) + 1 : sw]
 
 
 def conv2d_fprop_reference(x: np.ndarray, w: np.ndarray, problem: ConvolutionProblem) -> np.ndarray:

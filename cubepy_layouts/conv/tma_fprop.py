@@ -30,8 +30,7 @@ from cubepy_layouts.conv.tma_weight import TmaWeightLayout
 from cubepy_layouts.virtual import VirtualLayout
 
 
-def fprop_tma_launch(x, w, out, problem: ConvolutionProblem, config: TmaGemmConfig = DEFAULT_CONFIG) \
-        -> TmaGemmLaunch:
+def fprop_tma_launch(x, w, out, problem: ConvolutionProblem, config: TmaGemmConfig = DEFAULT_CONFIG) -> TmaGemmLaunch:
     """The TMA fprop for handles ``x`` (NHWC), ``w`` (C_out, KH, KW, C_in) and ``out`` (f32, N, OH, OW, C_out)."""
     elem = check_tma(problem, x)
     if np.dtype(w.dtype) != np.dtype(x.dtype):
@@ -39,13 +38,24 @@ def fprop_tma_launch(x, w, out, problem: ConvolutionProblem, config: TmaGemmConf
     channels = padded_channels(problem)
     taps = problem.kernel[0] * problem.kernel[1]
     k_total = taps * channels
-    w_3d = cp.TensorArg.from_raw_parts(w, (taps * problem.in_channels, problem.in_channels, 1),
-                                       (problem.out_channels, taps, problem.in_channels))
-    lhs = VirtualLayout.Launch(TmaIm2colLayout.Launch(problem.pixels, k_total, problem.out_h, problem.out_w,
-                                                      channels, problem.params))
+    w_3d = cp.TensorArg.from_raw_parts(
+        w, (taps * problem.in_channels, problem.in_channels, 1), (problem.out_channels, taps, problem.in_channels)
+    )
+    lhs = VirtualLayout.Launch(
+        TmaIm2colLayout.Launch(problem.pixels, k_total, problem.out_h, problem.out_w, channels, problem.params)
+    )
     rhs = VirtualLayout.Launch(TmaWeightLayout.from_problem(problem, channels))
     result = Chain.Launch(NhwcLayout.for_tensor(problem.out_shape), OutLayout.from_problem(problem))
-    args = (im2col_map(x, problem), cp.TensorMapArg.tiled(w_3d, (TILE, 1, TILE)), cp.TensorArg(out), lhs, rhs,
-            result, "row", "col", config.stages)
+    args = (
+        im2col_map(x, problem),
+        cp.TensorMapArg.tiled(w_3d, (TILE, 1, TILE)),
+        cp.TensorArg(out),
+        lhs,
+        rhs,
+        result,
+        "row",
+        "col",
+        config.stages,
+    )
     count = cp.CubeCount(-(-problem.out_channels // TILE), -(-problem.pixels // TILE))
     return TmaGemmLaunch("fprop", elem, args, count, config)

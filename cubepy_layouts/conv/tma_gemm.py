@@ -47,8 +47,10 @@ def tma_unsupported(problem: ConvolutionProblem, dtype) -> str | None:
     if name not in TMA_ELEMS:
         return f"tensor cores take f16 or bf16 inputs, got {name}"
     if problem.in_channels % 8 or problem.out_channels % 8:
-        return (f"TMA needs 16-byte aligned rows: C_in ({problem.in_channels}) and C_out ({problem.out_channels}) "
-                "must be multiples of 8")
+        return (
+            f"TMA needs 16-byte aligned rows: C_in ({problem.in_channels}) and C_out ({problem.out_channels}) "
+            "must be multiples of 8"
+        )
     if max(problem.stride) > 8:
         return f"TMA im2col strides are at most 8, got {problem.stride}"
     for k, d, p in zip(problem.kernel, problem.dilation, problem.padding):
@@ -68,9 +70,17 @@ def _issue_stage(bar, lhs, rhs, a_stage, b_stage, m0, n0, k0):
 
 def _tma_gemm_kernel(elem: cp.ScalarType):
     @cube(launch=True)
-    def conv2d_tma_gemm(lhs_map: TensorMap[elem], rhs_map: TensorMap[elem], out_data: Tensor[f32],
-                        lhs_layout: VirtualLayout, rhs_layout: VirtualLayout, out_layout: Chain,
-                        a_layout: Comptime[str], b_layout: Comptime[str], stages: Comptime[int]):
+    def conv2d_tma_gemm(
+        lhs_map: TensorMap[elem],
+        rhs_map: TensorMap[elem],
+        out_data: Tensor[f32],
+        lhs_layout: VirtualLayout,
+        rhs_layout: VirtualLayout,
+        out_layout: Chain,
+        a_layout: Comptime[str],
+        b_layout: Comptime[str],
+        stages: Comptime[int],
+    ):
         """One plane computes the ``16 x 16`` block of ``out`` at ``(CUBE_POS_Y, CUBE_POS_X)``."""
         lhs = View(lhs_map, lhs_layout)  # (batch, m, k)
         rhs = View(rhs_map, rhs_layout)  # (batch, k, n)
@@ -87,8 +97,16 @@ def _tma_gemm_kernel(elem: cp.ScalarType):
         k_tiles = (k + (TILE - 1)) // TILE
         for s in cp.unroll(range(stages)):
             if s < k_tiles:
-                _issue_stage(bars[s], lhs, rhs, a_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS),
-                             b_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS), m0, n0, s * TILE)
+                _issue_stage(
+                    bars[s],
+                    lhs,
+                    rhs,
+                    a_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS),
+                    b_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS),
+                    m0,
+                    n0,
+                    s * TILE,
+                )
         for round_start in range(0, k_tiles, stages):
             phase = (round_start // stages) % 2
             for s in cp.unroll(range(stages)):
@@ -147,10 +165,14 @@ class TmaGemmLaunch:
 def im2col_map(x, problem: ConvolutionProblem):
     """The im2col tensor map of the input: 16 pixels of 16 channels per load, the conv's corners and strides."""
     span = [d * (k - 1) for d, k in zip(problem.dilation, problem.kernel)]
-    return cp.TensorMapArg.im2col(cp.TensorArg(x), channels_per_pixel=TILE, pixels_per_column=TILE,
-                                  lower_corner=[-p for p in problem.padding],
-                                  upper_corner=[p - s for p, s in zip(problem.padding, span)],
-                                  elem_stride=(1, *problem.stride, 1))
+    return cp.TensorMapArg.im2col(
+        cp.TensorArg(x),
+        channels_per_pixel=TILE,
+        pixels_per_column=TILE,
+        lower_corner=[-p for p in problem.padding],
+        upper_corner=[p - s for p, s in zip(problem.padding, span)],
+        elem_stride=(1, *problem.stride, 1),
+    )
 
 
 def check_tma(problem: ConvolutionProblem, x) -> cp.ScalarType:

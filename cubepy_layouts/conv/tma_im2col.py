@@ -62,5 +62,6 @@ class TmaIm2colLayout(TmaLayout):
         """The input view of GEMM ``kind``: (rows, cols) = (M, K) for fprop, (K, N) for wgrad."""
         m, n, k = problem.gemm(kind)
         rows, cols = (m, k) if kind == "fprop" else (k, n)
-        return TmaIm2colLayout.Launch(rows, cols, problem.out_h, problem.out_w, problem.in_channels,
-                                      problem.params, check_kernel)
+        return TmaIm2colLayout.Launch(
+            rows, cols, problem.out_h, problem.out_w, problem.in_channels, problem.params, check_kernel
+        )

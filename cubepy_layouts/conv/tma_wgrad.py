@@ -32,8 +32,7 @@ from cubepy_layouts.transpose import Transpose
 from cubepy_layouts.virtual import VirtualLayout
 
 
-def wgrad_tma_launch(x, dy, dw, problem: ConvolutionProblem, config: TmaGemmConfig = DEFAULT_CONFIG) \
-        -> TmaGemmLaunch:
+def wgrad_tma_launch(x, dy, dw, problem: ConvolutionProblem, config: TmaGemmConfig = DEFAULT_CONFIG) -> TmaGemmLaunch:
     """The TMA wgrad for handles ``x`` (NHWC), ``dy`` (N, OH, OW, C_out) and ``dw`` (f32, C_out, KH, KW, C_in)."""
     elem = check_tma(problem, x)
     if np.dtype(dy.dtype) != np.dtype(x.dtype):
@@ -44,11 +43,31 @@ def wgrad_tma_launch(x, dy, dw, problem: ConvolutionProblem, config: TmaGemmConf
     # dy as one (N*OH*OW, C_out) matrix: the row stride is the stride of its innermost spatial dim.
     dy_2d = cp.TensorArg.from_raw_parts(dy, (problem.out_channels, 1), (pixels, problem.out_channels))
     lhs = VirtualLayout.Launch(Transpose.Launch(TmaOutGradLayout.from_problem(problem)))
-    rhs = VirtualLayout.Launch(TmaIm2colLayout.Launch(pixels, n_total, problem.out_h, problem.out_w, channels,
-                                                      problem.params, n_total % (TILE * config.stages) != 0))
-    out = Chain.Launch(NhwcLayout.for_tensor(problem.w_shape, channel=True),
-                       Transpose.Launch(WeightLayout.Launch(n_total, problem.out_channels, channels, problem.params)))
-    args = (cp.TensorMapArg.tiled(dy_2d, (TILE, TILE)), im2col_map(x, problem), cp.TensorArg(dw), lhs, rhs, out,
-            "col", "row", config.stages)
+    rhs = VirtualLayout.Launch(
+        TmaIm2colLayout.Launch(
+            pixels,
+            n_total,
+            problem.out_h,
+            problem.out_w,
+            channels,
+            problem.params,
+            n_total % (TILE * config.stages) != 0,
+        )
+    )
+    out = Chain.Launch(
+        NhwcLayout.for_tensor(problem.w_shape, channel=True),
+        Transpose.Launch(WeightLayout.Launch(n_total, problem.out_channels, channels, problem.params)),
+    )
+    args = (
+        cp.TensorMapArg.tiled(dy_2d, (TILE, TILE)),
+        im2col_map(x, problem),
+        cp.TensorArg(dw),
+        lhs,
+        rhs,
+        out,
+        "col",
+        "row",
+        config.stages,
+    )
     count = cp.CubeCount(n_total // TILE, -(-problem.out_channels // TILE))
     return TmaGemmLaunch("wgrad", elem, args, count, config)

@@ -54,5 +54,4 @@ class WeightLayout(Layout):
     @staticmethod
     def from_problem(problem: ConvolutionProblem, **checks) -> WeightLayout.Launch:
         """The (patch, out channel) view: fprop's rhs; wrap in ``Transpose`` for wgrad's output."""
-        return WeightLayout.Launch(problem.patch, problem.out_channels, problem.in_channels, problem.params,
-                                   **checks)
+        return WeightLayout.Launch(problem.patch, problem.out_channels, problem.in_channels, problem.params, **checks)

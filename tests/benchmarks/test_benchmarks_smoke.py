@@ -30,14 +30,27 @@ def test_warm_launch_measures_both_argument_counts():
 def test_the_report_prints_every_section_and_skips(capsys):
     results = {
         "meta": {"python": "3", "machine": "x", "runs": 1},
-        "import": {"cubepy": {"s": 0.1, "ml_dtypes_loaded": False, "llvmlite_loaded": False},
-                   "triton": {"skipped": "not installed"}, "numba-cuda": {"s": 1.0}},
-        "cold_compile": {"vector_add": {"cubepy": {"s": 0.1, "stages": {"expand": 0.01}}, "triton": {"s": 0.5},
-                                        "numba-cuda": {"skipped": "no nvvm"}}},
+        "import": {
+            "cubepy": {"s": 0.1, "ml_dtypes_loaded": False, "llvmlite_loaded": False},
+            "triton": {"skipped": "not installed"},
+            "numba-cuda": {"s": 1.0},
+        },
+        "cold_compile": {
+            "vector_add": {
+                "cubepy": {"s": 0.1, "stages": {"expand": 0.01}},
+                "triton": {"s": 0.5},
+                "numba-cuda": {"skipped": "no nvvm"},
+            }
+        },
         "warm_launch": {"4 args, prebuilt args": {"median_s": 4e-6, "min_s": 3e-6}, "_stats": {}},
         "disk_cache": {"compile: vector_add": {"cold": {"s": 0.1}, "disk_hit": {"s": 0.002}, "fill": {}}},
-        "interp": {"vector_add": {"cubepy": {"median_s": 0.01}, "triton-interp": {"s": 1.0, "note": "n"},
-                                  "numba-sim": {"s": 100.0, "extrapolated": True}}},
+        "interp": {
+            "vector_add": {
+                "cubepy": {"median_s": 0.01},
+                "triton-interp": {"s": 1.0, "note": "n"},
+                "numba-sim": {"s": 100.0, "extrapolated": True},
+            }
+        },
     }
     skips = bench.report(results)
     out = capsys.readouterr().out

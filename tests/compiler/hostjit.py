@@ -67,8 +67,9 @@ def _define_bf16_helpers(module: ir.Module) -> None:
     single = ir.Function(module, ir.FunctionType(bf16, [f32]), "__truncsfbf2")
     b = ir.IRBuilder(single.append_basic_block())
     bits = b.bitcast(single.args[0], lt.I32)
-    rounded = b.add(bits, b.add(ir.Constant(lt.I32, 0x7FFF), b.and_(b.lshr(bits, ir.Constant(lt.I32, 16)),
-                                                                      ir.Constant(lt.I32, 1))))
+    rounded = b.add(
+        bits, b.add(ir.Constant(lt.I32, 0x7FFF), b.and_(b.lshr(bits, ir.Constant(lt.I32, 16)), ir.Constant(lt.I32, 1)))
+    )
     is_nan = b.fcmp_unordered("uno", single.args[0], single.args[0])
     high = b.select(is_nan, b.or_(bits, ir.Constant(lt.I32, 0x400000)), rounded)
     b.ret(b.bitcast(b.trunc(b.lshr(high, ir.Constant(lt.I32, 16)), lt.I16), bf16))
@@ -128,7 +129,8 @@ def elementwise(body, in_elems: list[ElemType], out_elem: ElemType):
     engine.finalize_object()
     _engines.append(engine)
     cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (len(in_elems) + 1)), ctypes.c_int64)(
-        engine.get_function_address("kernel"))
+        engine.get_function_address("kernel")
+    )
 
     def run(*arrays: np.ndarray) -> np.ndarray:
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -143,9 +145,22 @@ def storage_dtype(elem: ElemType) -> np.dtype:
     """The numpy dtype holding ``elem``'s memory bytes."""
     import ml_dtypes
 
-    names = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64, "bool": np.uint8,
-             "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16,
-             "u32": np.uint32, "u64": np.uint64, "usize": np.uint64}
+    names = {
+        "f16": np.float16,
+        "bf16": ml_dtypes.bfloat16,
+        "f32": np.float32,
+        "f64": np.float64,
+        "bool": np.uint8,
+        "i8": np.int8,
+        "i16": np.int16,
+        "i32": np.int32,
+        "i64": np.int64,
+        "u8": np.uint8,
+        "u16": np.uint16,
+        "u32": np.uint32,
+        "u64": np.uint64,
+        "usize": np.uint64,
+    }
     return np.dtype(names[elem.name])
 
 

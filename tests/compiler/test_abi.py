@@ -38,13 +38,14 @@ def _metadata(info: np.ndarray, slot: int) -> dict:
 
 
 def test_pack_info_layout():
-    buffers = [FakeBinding(100, 100, (100,), (1,)), FakeBinding(24, 6, (2, 3, 4), (12, 4, 1)),
-               FakeBinding(50, 40, (5, 8), (10, 1))]
+    buffers = [
+        FakeBinding(100, 100, (100,), (1,)),
+        FakeBinding(24, 6, (2, 3, 4), (12, 4, 1)),
+        FakeBinding(50, 40, (5, 8), (10, 1)),
+    ]
     info = abi.pack_info(buffers, extended=[False, True, True])
     assert info.dtype == np.uint32
-    assert info.tolist() == [100, 100, 0,   24, 6, 9,   50, 40, 16,
-                             3, 2, 3, 4, 12, 4, 1,
-                             2, 5, 8, 10, 1]
+    assert info.tolist() == [100, 100, 0, 24, 6, 9, 50, 40, 16, 3, 2, 3, 4, 12, 4, 1, 2, 5, 8, 10, 1]
     assert _metadata(info, 1) == {"buffer_len": 24, "len": 6, "shape": (2, 3, 4), "strides": (12, 4, 1)}
     assert _metadata(info, 0) == {"buffer_len": 100, "len": 100}
 
@@ -66,10 +67,14 @@ def test_extended_flags_follow_roles_and_reads():
     assert abi.extended_flags(kb.build()) == [False, True, True]
 
 
-@pytest.mark.parametrize("binding, match", [
-    (FakeBinding(2**32, 1, (1,), (1,)), "buffer_len"), (FakeBinding(1, 1, (3,), (-1,)), r"stride\[0\]"),
-    (FakeBinding(1, 1, (3, 2), (1,)), "rank"),
-])
+@pytest.mark.parametrize(
+    "binding, match",
+    [
+        (FakeBinding(2**32, 1, (1,), (1,)), "buffer_len"),
+        (FakeBinding(1, 1, (3,), (-1,)), r"stride\[0\]"),
+        (FakeBinding(1, 1, (3, 2), (1,)), "rank"),
+    ],
+)
 def test_pack_info_rejects_what_u32_cannot_describe(binding, match):
     with pytest.raises(LaunchError, match=match):
         abi.pack_info([binding])
@@ -78,6 +83,7 @@ def test_pack_info_rejects_what_u32_cannot_describe(binding, match):
 def test_pack_info_reads_real_buffer_bindings():
     from cubepy.runtime import bindings
     from cubepy.runtime import handle as handle_mod
+
     storage = np.zeros(4 * 6 + 2, dtype=np.float32)
     handle = handle_mod.Handle(None, storage, np.float32, (4, 6), offset=2)
     binding = bindings.BufferBinding(handle, 2, (4, 6), (6, 1))
@@ -100,9 +106,11 @@ def test_entry_parameters_follow_the_abi():
     compiled = compile_definition(kb.build(), assemble=False)
     header = next(line for line in compiled.llvm.splitlines() if line.startswith("define"))
     params = re.search(r"@\"?abi_kernel\"?\((.*)\)", header).group(1)
-    assert params == ('ptr addrspace(1) %"a", i8 %"flag", i64 %"count", '
-                      'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" %"tmap", '
-                      'ptr addrspace(1) %"t", ptr addrspace(1) %"info"')
+    assert params == (
+        'ptr addrspace(1) %"a", i8 %"flag", i64 %"count", '
+        'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" %"tmap", '
+        'ptr addrspace(1) %"t", ptr addrspace(1) %"info"'
+    )
     assert ".param .align 64 .b8 abi_kernel_param_3[128]" in compiled.ptx
     assert compiled.ptx.count(".param .u64 .ptr .global") == 3
 
@@ -122,5 +130,12 @@ def test_scalar_parameter_space_layout():
     ptx = compile_definition(kb.build(), assemble=False).ptx
     declared = re.findall(r"\.param (.*?) params_param_(\d+)(\[\d+\])?", ptx)
     assert [(spec, size) for spec, _, size in declared] == [
-        (".u64 .ptr .global .align 1", ""), (".align 16 .b8", "[16]"), (".align 4 .b8", "[4]"), (".u8", ""),
-        (".align 2 .b8", "[2]"), (".u64", ""), (".align 4 .b8", "[4]"), (".u64 .ptr .global .align 1", "")]
+        (".u64 .ptr .global .align 1", ""),
+        (".align 16 .b8", "[16]"),
+        (".align 4 .b8", "[4]"),
+        (".u8", ""),
+        (".align 2 .b8", "[2]"),
+        (".u64", ""),
+        (".align 4 .b8", "[4]"),
+        (".u64 .ptr .global .align 1", ""),
+    ]

@@ -21,7 +21,13 @@ def test_compiled_kernel_has_every_form():
     assert compiled.llvm != compiled.llvm_opt
     assert {"passes", "lower", "llvm_opt+emit"} <= compiled.timings.keys()
     assert all(seconds >= 0 for seconds in compiled.timings.values())
-    assert [name for name, _ in compiled.pass_dumps] == ["input", "checked_io", "fold_constants", "contract", "dead_code"]
+    assert [name for name, _ in compiled.pass_dumps] == [
+        "input",
+        "checked_io",
+        "fold_constants",
+        "contract",
+        "dead_code",
+    ]
 
 
 def test_invalid_ir_is_stopped_by_the_verifier():
@@ -44,8 +50,14 @@ def test_libdevice_is_linked_and_inlined(elem):
     kb.store(data, pos, y)
     compiled = compile_checked(kb.build())
     suffix = "" if elem is F64 else "f"
-    assert {f"__nv_exp{suffix}", f"__nv_tanh{suffix}", f"__nv_pow{suffix}", f"__nv_atan2{suffix}",
-            f"__nv_fmod{suffix}", f"__nv_powi{suffix}"} <= set(_libdevice_calls(compiled.llvm))
+    assert {
+        f"__nv_exp{suffix}",
+        f"__nv_tanh{suffix}",
+        f"__nv_pow{suffix}",
+        f"__nv_atan2{suffix}",
+        f"__nv_fmod{suffix}",
+        f"__nv_powi{suffix}",
+    } <= set(_libdevice_calls(compiled.llvm))
     assert "__nv_" not in compiled.ptx, "every libdevice entry point is inlined"
     # Large internal helpers may stay out of line (f64 pow's __internal_accurate_pow), but nothing is external.
     assert ".extern" not in compiled.ptx

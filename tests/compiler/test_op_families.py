@@ -27,8 +27,9 @@ def _ids(elems):
 
 def _accepts(cls, elem: ElemType) -> bool:
     """Whether the op's record accepts operands of ``elem``."""
-    return {"float": elem.is_float, "int": elem.is_int, "bool": elem.is_bool, "number": not elem.is_bool,
-            "any": True}[cls.RECORD.operand_kind]
+    return {"float": elem.is_float, "int": elem.is_int, "bool": elem.is_bool, "number": not elem.is_bool, "any": True}[
+        cls.RECORD.operand_kind
+    ]
 
 
 def _io_kernel(name: str, elem: ElemType, line: int, n_inputs: int = 2, out_elem: ElemType | None = None):
@@ -132,10 +133,12 @@ def test_memory_family(elem, line):
     compile_checked(kb.build())
 
 
-ATOMIC_CASES = [(e, op) for e in ALL_ELEM_TYPES for op in sorted(c.RECORD.name.removeprefix("atomic_")
-                                                                  for c in ops.ATOMIC_OPS)
-                if not (e.is_float and op in ("and", "or", "xor"))
-                and not (e.is_bool and op not in ("load", "store", "exchange"))]
+ATOMIC_CASES = [
+    (e, op)
+    for e in ALL_ELEM_TYPES
+    for op in sorted(c.RECORD.name.removeprefix("atomic_") for c in ops.ATOMIC_OPS)
+    if not (e.is_float and op in ("and", "or", "xor")) and not (e.is_bool and op not in ("load", "store", "exchange"))
+]
 
 
 @pytest.mark.parametrize("space", ["global", "shared"])

@@ -59,8 +59,8 @@ def test_dead_code_removes_unread_pure_chains_to_a_fixed_point():
     data = kb.array(T(F32), "data")
     pos = builtin("absolute_pos")
     x = kb.index(data, pos)
-    y = kb.binary("mul", x, x)          # read only by z
-    kb.unary("sqrt", y)                 # z: never read
+    y = kb.binary("mul", x, x)  # read only by z
+    kb.unary("sqrt", y)  # z: never read
     kb.emit(ops.lookup("len")(data), T(U32))  # never read
     kb.store(data, pos, x)
     result = _run(dead_code, kb.build())
@@ -71,20 +71,31 @@ def test_dead_code_keeps_effects_and_values_read_in_nested_scopes():
     kb = KernelBuilder()
     data = kb.array(T(U32), "data")
     pos = builtin("absolute_pos")
-    n = kb.emit(ops.lookup("len")(data), T(U32))       # read by the branch condition below
-    limit = kb.binary("add", n, lit(1, U32))              # read inside the loop
+    n = kb.emit(ops.lookup("len")(data), T(U32))  # read by the branch condition below
+    limit = kb.binary("add", n, lit(1, U32))  # read inside the loop
     acc = kb.mut(T(U32))
-    kb.assign(acc, lit(0, U32))                           # MUT: always kept
+    kb.assign(acc, lit(0, U32))  # MUT: always kept
     kb.emit(ops.lookup("atomic_add")(data, pos, lit(1, U32)), T(U32))  # result unread, but an effect
-    kb.emit(ops.lookup("plane_sum")(pos), T(U32))              # a collective: kept
+    kb.emit(ops.lookup("plane_sum")(pos), T(U32))  # a collective: kept
     with kb.if_(kb.compare("lt", pos, n)):
         with kb.range_loop(lit(0, U32), limit) as i:
-            kb.binary("mul", i, i)                        # dead inside the loop
+            kb.binary("mul", i, i)  # dead inside the loop
             kb.assign(acc, kb.binary("add", acc, i))
     kb.store(data, pos, acc)
     result = _run(dead_code, kb.build())
-    assert _ops(result) == ["len", "add", "assign", "atomic_add", "plane_sum", "lt", "if", "range_loop",
-                            "add", "assign", "index_assign"]
+    assert _ops(result) == [
+        "len",
+        "add",
+        "assign",
+        "atomic_add",
+        "plane_sum",
+        "lt",
+        "if",
+        "range_loop",
+        "add",
+        "assign",
+        "index_assign",
+    ]
 
 
 # -- fold_constants ---------------------------------------------------------------------------------------
@@ -106,12 +117,24 @@ def test_fold_constants_folds_chains_and_substitutes_readers():
     assert add.rhs == constant(9, T(U32))
 
 
-@pytest.mark.parametrize("name, a, b, elem, expected", [
-    ("floordiv", -7, 2, I32, -4), ("mod", -7, 2, I32, 1), ("div_trunc", -7, 2, I32, -3), ("rem_trunc", -7, 2, I32, -1),
-    ("floordiv", 5, 0, I32, -1), ("floordiv", 5, 0, U32, 2**32 - 1), ("mod", 5, 0, I32, 5),
-    ("floordiv", -(2**31), -1, I32, -(2**31)), ("add", 250, 10, U8, 4), ("shl", 1, 40, I32, 0),
-    ("shr", -8, 100, I32, -1), ("shr", -8, 1, I32, -4), ("sub", 0, 1, U32, 2**32 - 1),
-])
+@pytest.mark.parametrize(
+    "name, a, b, elem, expected",
+    [
+        ("floordiv", -7, 2, I32, -4),
+        ("mod", -7, 2, I32, 1),
+        ("div_trunc", -7, 2, I32, -3),
+        ("rem_trunc", -7, 2, I32, -1),
+        ("floordiv", 5, 0, I32, -1),
+        ("floordiv", 5, 0, U32, 2**32 - 1),
+        ("mod", 5, 0, I32, 5),
+        ("floordiv", -(2**31), -1, I32, -(2**31)),
+        ("add", 250, 10, U8, 4),
+        ("shl", 1, 40, I32, 0),
+        ("shr", -8, 100, I32, -1),
+        ("shr", -8, 1, I32, -4),
+        ("sub", 0, 1, U32, 2**32 - 1),
+    ],
+)
 def test_fold_constants_integer_semantics(name, a, b, elem, expected):
     kb = KernelBuilder()
     out = kb.array(T(elem), "out")
@@ -120,10 +143,19 @@ def test_fold_constants_integer_semantics(name, a, b, elem, expected):
     assert stored == constant(expected, T(elem))
 
 
-@pytest.mark.parametrize("value, dst, expected", [
-    (3.9, I32, 3), (-3.9, I32, -3), (1e20, I32, 2**31 - 1), (-1.0, U32, 0), (float("nan"), I32, 0),
-    (0.1, BOOL, True), (float("nan"), BOOL, True), (16777217, F32, 16777216.0),
-])
+@pytest.mark.parametrize(
+    "value, dst, expected",
+    [
+        (3.9, I32, 3),
+        (-3.9, I32, -3),
+        (1e20, I32, 2**31 - 1),
+        (-1.0, U32, 0),
+        (float("nan"), I32, 0),
+        (0.1, BOOL, True),
+        (float("nan"), BOOL, True),
+        (16777217, F32, 16777216.0),
+    ],
+)
 def test_fold_constants_casts(value, dst, expected):
     src = F32 if isinstance(value, float) else I32
     kb = KernelBuilder()
@@ -184,8 +216,11 @@ def test_fold_constants_substitutes_branch_operands():
 # -- the pipeline ------------------------------------------------------------------------------------------
 def test_run_passes_dumps_after_each_pass_in_order():
     definition, dumps = run_passes(vector_add(F32, 4, checked=True))
-    assert [name for name, _ in dumps] == [name for name, _ in PIPELINE] == ["checked_io", "fold_constants",
-                                                                           "contract", "dead_code"]
+    assert (
+        [name for name, _ in dumps]
+        == [name for name, _ in PIPELINE]
+        == ["checked_io", "fold_constants", "contract", "dead_code"]
+    )
     assert dumps[-1][1] == format_kernel(definition)
     assert "checked=True" in dumps[0][1]
     assert USER_FILE.rsplit("/", 1)[-1] in dumps[-1][1]

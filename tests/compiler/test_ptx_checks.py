@@ -63,8 +63,9 @@ def test_checked_and_unchecked_differ_only_by_bounds_logic():
     extra = guarded - plain
     accesses = 3  # two loads, one store
     # Per access: read buffer_len from info (gep + load), widen it, compare, branch; loads merge with a phi.
-    assert extra == collections.Counter({"getelementptr": accesses, "load": accesses, "zext": accesses,
-                                         "icmp": accesses, "br": 2 * accesses, "phi": 2}), extra
+    assert extra == collections.Counter(
+        {"getelementptr": accesses, "load": accesses, "zext": accesses, "icmp": accesses, "br": 2 * accesses, "phi": 2}
+    ), extra
     assert "in_bounds" in checked.llvm and "in_bounds" not in unchecked.llvm
 
 
@@ -106,8 +107,12 @@ def test_resources_match_an_independent_ptxas_run(tmp_path):
     kb.store(src, builtin("absolute_pos"), kb.index(tile, kb.binary("bitxor", unit, kb.builtin("plane_dim"))))
     compiled = compile_checked(kb.build())
     (tmp_path / "k.ptx").write_text(compiled.ptx)
-    proc = subprocess.run([ptxas.find_ptxas(), "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o",
-                           str(tmp_path / "k.cubin")], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [ptxas.find_ptxas(), "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     log = proc.stdout + proc.stderr
     used = re.search(r"Used (\d+) registers, used (\d+) barriers, (\d+) bytes smem", log)
     frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
@@ -125,10 +130,10 @@ def test_loc_lines_carry_the_user_source_line():
     kb = KernelBuilder("lines", first_line=40)
     data = kb.array(T(F32), "data")
     pos = builtin("absolute_pos")
-    value = kb.index(data, pos)                                     # line 40
+    value = kb.index(data, pos)  # line 40
     kb.line = 77
-    doubled = kb.binary("mul", value, kb.unary("exp", value))       # lines 77, 78
-    kb.store(data, pos, doubled)                                    # line 79
+    doubled = kb.binary("mul", value, kb.unary("exp", value))  # lines 77, 78
+    kb.store(data, pos, doubled)  # line 79
     compiled = compile_checked(kb.build())
     ptx = compiled.ptx
     files = dict(re.findall(r'\.file\s+(\d+)\s+"([^"]+)"', ptx))

@@ -31,7 +31,8 @@ ptxas info    : Used 10 registers, used 0 barriers
 
 def test_parse_resources_reads_the_named_entry():
     assert ptxas.parse_resources(LOG, "first") == ptxas.Resources(
-        registers=40, shared_bytes=8200, spill_store_bytes=8, spill_load_bytes=12, stack_bytes=176, barriers=1)
+        registers=40, shared_bytes=8200, spill_store_bytes=8, spill_load_bytes=12, stack_bytes=176, barriers=1
+    )
     assert ptxas.parse_resources(LOG, "second") == ptxas.Resources(10, 0, 0, 0, 0, 0)
     with pytest.raises(CompileError, match="third"):
         ptxas.parse_resources(LOG, "third")

@@ -44,6 +44,7 @@ def elementwise(body, in_elems, out_elem):
     except hostjit.MissingRuntime as missing:
         pytest.skip(str(missing))
 
+
 INTS = [e for e in ALL_ELEM_TYPES if e.is_int]
 FLOATS = [F16, BF16, F32, F64]
 
@@ -51,8 +52,24 @@ FLOATS = [F16, BF16, F32, F64]
 def _int_edges(elem: ElemType) -> list[int]:
     bits = elem.bits
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if elem.kind == "int" else (0, (1 << bits) - 1)
-    values = {0, 1, 2, 3, 5, 7, bits - 1, bits, bits + 1, 2 * bits, high, high - 1, low, low + 1, high // 2,
-              (high // 3) | 1}
+    values = {
+        0,
+        1,
+        2,
+        3,
+        5,
+        7,
+        bits - 1,
+        bits,
+        bits + 1,
+        2 * bits,
+        high,
+        high - 1,
+        low,
+        low + 1,
+        high // 2,
+        (high // 3) | 1,
+    }
     if elem.kind == "int":
         values |= {-1, -2, -3, -5, -7, -bits}
     return sorted(v for v in values if low <= v <= high)
@@ -89,8 +106,19 @@ def int_reference(name: str, a: int, b: int, elem: ElemType) -> int:
         if amount >= bits:
             return -1 if (name == "shr" and a < 0) else 0
         return _wrap(a << amount, elem) if name == "shl" else a >> amount
-    return _wrap({"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b),
-                  "bitand": a & b, "bitor": a | b, "bitxor": a ^ b}[name], elem)
+    return _wrap(
+        {
+            "add": a + b,
+            "sub": a - b,
+            "mul": a * b,
+            "min": min(a, b),
+            "max": max(a, b),
+            "bitand": a & b,
+            "bitor": a | b,
+            "bitxor": a ^ b,
+        }[name],
+        elem,
+    )
 
 
 def _folded(name: str, x, y, elem: ElemType):
@@ -101,8 +129,23 @@ def _folded(name: str, x, y, elem: ElemType):
     return folded.value
 
 
-INT_BINARY = ["add", "sub", "mul", "floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr", "min", "max",
-              "bitand", "bitor", "bitxor", "mul_hi"]
+INT_BINARY = [
+    "add",
+    "sub",
+    "mul",
+    "floordiv",
+    "mod",
+    "div_trunc",
+    "rem_trunc",
+    "shl",
+    "shr",
+    "min",
+    "max",
+    "bitand",
+    "bitor",
+    "bitxor",
+    "mul_hi",
+]
 
 
 @pytest.mark.parametrize("name", INT_BINARY)
@@ -122,8 +165,36 @@ def test_integer_binary(elem, name):
 
 
 def _float_edges(elem: ElemType) -> np.ndarray:
-    values = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, -3.0, 7.25, -7.25, 0.1, -0.1, 5.0, 1e-30,
-              -1e-30, 1e30, -1e30, 65504.0, 3.0e38, math.inf, -math.inf, math.nan, 1e-45, 2.0**24 + 1]
+    values = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        3.0,
+        -3.0,
+        7.25,
+        -7.25,
+        0.1,
+        -0.1,
+        5.0,
+        1e-30,
+        -1e-30,
+        1e30,
+        -1e30,
+        65504.0,
+        3.0e38,
+        math.inf,
+        -math.inf,
+        math.nan,
+        1e-45,
+        2.0**24 + 1,
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.array(values, dtype=np.float64).astype(storage_dtype(elem))
@@ -137,8 +208,16 @@ def _same_floats(got: np.ndarray, expected: np.ndarray, signed_zero: bool = True
     return same
 
 
-FLOAT_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-                "floordiv": np.floor_divide, "mod": np.remainder, "min": np.fmin, "max": np.fmax}
+FLOAT_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "floordiv": np.floor_divide,
+    "mod": np.remainder,
+    "min": np.fmin,
+    "max": np.fmax,
+}
 
 
 @pytest.mark.parametrize("name", sorted(FLOAT_BINARY))
@@ -162,11 +241,20 @@ def test_float_binary(elem, name):
 
 @pytest.mark.parametrize("elem", FLOATS + INTS + [BOOL], ids=[e.name for e in FLOATS + INTS + [BOOL]])
 def test_compare(elem):
-    edges = _float_edges(elem) if elem.is_float else np.array(
-        [0, 1] if elem.is_bool else _int_edges(elem), dtype=storage_dtype(elem))
+    edges = (
+        _float_edges(elem)
+        if elem.is_float
+        else np.array([0, 1] if elem.is_bool else _int_edges(elem), dtype=storage_dtype(elem))
+    )
     a, b = np.repeat(edges, len(edges)), np.tile(edges, len(edges))
-    numpy_ops = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-                 "ge": np.greater_equal}
+    numpy_ops = {
+        "eq": np.equal,
+        "ne": np.not_equal,
+        "lt": np.less,
+        "le": np.less_equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+    }
     for name, reference in numpy_ops.items():
         run = elementwise(lambda lw, x, y, n=name: compare(lw, n, x, y, elem), [elem, elem], BOOL)
         assert (run(a, b).astype(bool) == reference(a, b)).all(), name
@@ -179,8 +267,9 @@ def _cast_reference(values: np.ndarray, src: ElemType, dst: ElemType) -> np.ndar
     if src.is_float and dst.is_int:
         info = np.iinfo(out_dtype)
         wide = values.astype(np.float64)
-        result = [0 if math.isnan(x) else info.min if x <= info.min else info.max if x >= info.max else int(x)
-                  for x in wide]
+        result = [
+            0 if math.isnan(x) else info.min if x <= info.min else info.max if x >= info.max else int(x) for x in wide
+        ]
         return np.array(result, dtype=out_dtype)
     if src.is_bool or src.is_int and dst.is_float:
         return values.astype(np.float64).astype(out_dtype) if dst.is_float else values.astype(out_dtype)
@@ -209,9 +298,17 @@ def test_casts(src):
         assert not len(bad), f"{src} -> {dst}: " + str([(values[i], got[i], expected[i]) for i in bad[:6]])
 
 
-FLOAT_UNARY = {"neg": np.negative, "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-               "round": np.rint, "sqrt": np.sqrt, "recip": lambda x: np.divide(np.ones_like(x), x),
-               "rsqrt": lambda x: np.divide(np.ones_like(x), np.sqrt(x))}
+FLOAT_UNARY = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "round": np.rint,
+    "sqrt": np.sqrt,
+    "recip": lambda x: np.divide(np.ones_like(x), x),
+    "rsqrt": lambda x: np.divide(np.ones_like(x), np.sqrt(x)),
+}
 
 
 @pytest.mark.parametrize("elem", FLOATS, ids=[e.name for e in FLOATS])
@@ -242,11 +339,12 @@ def test_integer_unary(elem):
     for name, expected in references.items():
         run = elementwise(lambda lw, x, n=name: unary(lw, n, x, Type(elem)), [elem], elem)
         assert run(values).tolist() == expected, name
-    counts = {"count_ones": [bin(x & mask).count("1") for x in edges],
-              "leading_zeros": [elem.bits - (x & mask).bit_length() for x in edges],
-              "trailing_zeros": [((x & mask) & -(x & mask)).bit_length() - 1 if x & mask else elem.bits
-                                 for x in edges],
-              "find_first_set": [((x & mask) & -(x & mask)).bit_length() for x in edges]}
+    counts = {
+        "count_ones": [bin(x & mask).count("1") for x in edges],
+        "leading_zeros": [elem.bits - (x & mask).bit_length() for x in edges],
+        "trailing_zeros": [((x & mask) & -(x & mask)).bit_length() - 1 if x & mask else elem.bits for x in edges],
+        "find_first_set": [((x & mask) & -(x & mask)).bit_length() for x in edges],
+    }
     for name, expected in counts.items():
         run = elementwise(lambda lw, x, n=name: unary(lw, n, x, Type(elem)), [elem], U32)
         assert run(values).tolist() == expected, name

@@ -23,8 +23,10 @@ from tests.irbuild import KernelBuilder, T, vector_add
 from .conftest import compile_checked, needs_ptxas
 
 
-@pytest.mark.parametrize("name, sm, ptx", [("sm_90a", 90, "+ptx80"), ("sm_80", 80, "+ptx80"),
-                                          ("sm_100a", 100, "+ptx86"), ("sm_120f", 120, "+ptx88")])
+@pytest.mark.parametrize(
+    "name, sm, ptx",
+    [("sm_90a", 90, "+ptx80"), ("sm_80", 80, "+ptx80"), ("sm_100a", 100, "+ptx86"), ("sm_120f", 120, "+ptx88")],
+)
 def test_parse_target(name, sm, ptx):
     assert target.parse_target(name) == target.Target(name, sm, ptx)
 
@@ -57,8 +59,10 @@ def test_llvm_error_in_the_child_becomes_compile_error():
     assert "LLVM ERROR" in message and "vector_add" in message and "PTX version" in message
     # This process is alive and LLVM still works in it.
     module, lowered = _checked_module(vector_add(F32))
-    assert ".entry vector_add" in target.optimize_and_emit(module, target.parse_target("sm_90a"),
-                                                           lowered.entry_name, lowered.libdevice).ptx
+    assert (
+        ".entry vector_add"
+        in target.optimize_and_emit(module, target.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice).ptx
+    )
 
 
 def test_a_child_killed_by_a_signal_becomes_compile_error():
@@ -85,8 +89,11 @@ class CallIntrinsic(Operation):
 
 def _lower_call(lw: lower.KernelLowering, inst) -> None:
     op = inst.operation
-    args = {"i64": [llir.Constant(lt.I64, 0)], "": [], "smem_i32": [llir.Constant(lt.SHARED_PTR, None),
-                                                                       llir.Constant(lt.I32, 128)]}[op.arguments]
+    args = {
+        "i64": [llir.Constant(lt.I64, 0)],
+        "": [],
+        "smem_i32": [llir.Constant(lt.SHARED_PTR, None), llir.Constant(lt.I32, 128)],
+    }[op.arguments]
     lw.call(op.function, lt.I64 if "arrive" in op.function else lt.VOID, args)
 
 
@@ -148,8 +155,10 @@ def test_unknown_operation_names_the_instruction(call_intrinsic_op):
 
 
 def test_importing_the_compiler_loads_no_llvm():
-    code = ("import sys, cubepy.compiler, cubepy.compiler.compiled, cubepy.compiler.passes, cubepy.compiler.abi; "
-            "print('llvmlite.binding' in sys.modules, 'llvmlite.ir' in sys.modules)")
+    code = (
+        "import sys, cubepy.compiler, cubepy.compiler.compiled, cubepy.compiler.passes, cubepy.compiler.abi; "
+        "print('llvmlite.binding' in sys.modules, 'llvmlite.ir' in sys.modules)"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -157,8 +166,9 @@ def test_importing_the_compiler_loads_no_llvm():
 
 def test_isolation_can_be_turned_off():
     module, lowered = _checked_module(vector_add(F32))
-    result = target.optimize_and_emit(module, target.parse_target("sm_90a"), lowered.entry_name,
-                                      lowered.libdevice, isolate=False)
+    result = target.optimize_and_emit(
+        module, target.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice, isolate=False
+    )
     assert ".entry vector_add" in result.ptx
 
 

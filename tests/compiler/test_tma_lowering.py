@@ -12,8 +12,9 @@ from cubepy.runtime.tensormap import TensorMapCompilationArg
 
 
 @cp.cube(launch=True)
-def every_tiled_rank(m1: TensorMap[f32], m2: TensorMap[f32], m3: TensorMap[f32], m4: TensorMap[f32],
-                     m5: TensorMap[f32], arrivals: u32):
+def every_tiled_rank(
+    m1: TensorMap[f32], m2: TensorMap[f32], m3: TensorMap[f32], m4: TensorMap[f32], m5: TensorMap[f32], arrivals: u32
+):
     bar = cp.Barrier.shared(cp.CUBE_DIM, UNIT_POS == 0)
     stage = cp.SharedMemory.aligned(f32, 1024, 1024)
     if UNIT_POS == 0:
@@ -60,12 +61,24 @@ def test_tiled_loads_stores_and_barriers_assemble():
     ptx = compiled.ptx
     for rank in range(1, 6):
         coords = ", ".join(["%r\\d+"] * rank)
-        assert re.search(rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.tile\.mbarrier::complete_tx"
-                         rf"::bytes \[%rd\d+\], \[%rd\d+, \{{{coords}\}}\], \[barrier0\];", ptx), rank
+        assert re.search(
+            rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.tile\.mbarrier::complete_tx"
+            rf"::bytes \[%rd\d+\], \[%rd\d+, \{{{coords}\}}\], \[barrier0\];",
+            ptx,
+        ), rank
         assert f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group" in ptx
-    for form in ("mbarrier.init.shared.b64", "fence.proxy.async.shared::cta", "bar.sync", "mbarrier.expect_tx",
-                 "mbarrier.arrive.shared.b64", "mbarrier.try_wait.shared.b64", "mbarrier.try_wait.parity.shared.b64",
-                 "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read", "cp.async.bulk.wait_group"):
+    for form in (
+        "mbarrier.init.shared.b64",
+        "fence.proxy.async.shared::cta",
+        "bar.sync",
+        "mbarrier.expect_tx",
+        "mbarrier.arrive.shared.b64",
+        "mbarrier.try_wait.shared.b64",
+        "mbarrier.try_wait.parity.shared.b64",
+        "cp.async.bulk.commit_group",
+        "cp.async.bulk.wait_group.read",
+        "cp.async.bulk.wait_group",
+    ):
         assert form in ptx, form
     assert ptx.count(".param .align 64 .b8") == 5
     assert compiled.cubin and compiled.resources.barriers == 1
@@ -73,12 +86,16 @@ def test_tiled_loads_stores_and_barriers_assemble():
 
 @pytest.mark.ptxas
 def test_im2col_loads_assemble_with_i16_offsets():
-    compiled = every_im2col_rank.compile((32, 1, 1), *_maps("f16", (3, 4, 5), "im2col"), cp.ScalarArg(0, u32),
-                                         cp.ScalarArg(1, u32))
+    compiled = every_im2col_rank.compile(
+        (32, 1, 1), *_maps("f16", (3, 4, 5), "im2col"), cp.ScalarArg(0, u32), cp.ScalarArg(1, u32)
+    )
     ptx = compiled.ptx
     for rank in (3, 4, 5):
         offsets = ", ".join(["%rs\\d+"] * (rank - 2))
-        assert re.search(rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx"
-                         rf"::bytes \[%rd\d+\], \[%rd\d+, \{{[^}}]*\}}\], \[barrier0\], \{{{offsets}\}};", ptx), rank
+        assert re.search(
+            rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx"
+            rf"::bytes \[%rd\d+\], \[%rd\d+, \{{[^}}]*\}}\], \[barrier0\], \{{{offsets}\}};",
+            ptx,
+        ), rank
     assert "mbarrier.arrive.expect_tx" not in ptx and "mbarrier.arrive.shared.b64" in ptx
     assert compiled.cubin

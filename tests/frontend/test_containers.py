@@ -62,9 +62,15 @@ def test_shared_memory_is_declared_and_never_checked():
     expansion = testing.expand(shared, Array[f32], checked=True)
     memories = expansion.definition.shared_memories
     assert [(m.length, str(m.type), m.alignment) for m in memories] == [
-        (64, "f32", None), (16, "f32x4", None), (32, "f32", 128)]
-    shared_ops = [i for i in expansion.instructions if i.op in ("index", "index_assign")
-                  and i.operation.memory.kind is VarKind.SHARED]
+        (64, "f32", None),
+        (16, "f32x4", None),
+        (32, "f32", 128),
+    ]
+    shared_ops = [
+        i
+        for i in expansion.instructions
+        if i.op in ("index", "index_assign") and i.operation.memory.kind is VarKind.SHARED
+    ]
     assert shared_ops and not any(i.operation.checked for i in shared_ops)
     assert expansion.outputs[:2] == (64, 4)
 

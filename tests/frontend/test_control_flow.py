@@ -259,8 +259,18 @@ def breaks(a: Array[u32], n: u32):
 
 def test_break_and_continue_in_runtime_loops():
     expansion = testing.expand(breaks, Array[u32], u32)
-    assert expansion.ops == ["range_loop", "index", "eq", "if", "break", "index", "eq", "if", "continue",
-                             "index_assign"]
+    assert expansion.ops == [
+        "range_loop",
+        "index",
+        "eq",
+        "if",
+        "break",
+        "index",
+        "eq",
+        "if",
+        "continue",
+        "index_assign",
+    ]
 
 
 @cube

@@ -88,8 +88,7 @@ def test_method_twins_are_set_under_both_names():
 def test_expand_method():
     plain = testing.expand_method(Strided, "offset", Strided, u32, u32)
     assert plain.ops == ["mul", "add"]
-    transposed = testing.expand_method(Strided, "offset", Strided.CompilationArg(u32_arg(), u32_arg(), True),
-                                       u32, u32)
+    transposed = testing.expand_method(Strided, "offset", Strided.CompilationArg(u32_arg(), u32_arg(), True), u32, u32)
     assert transposed.ops == ["mul", "add"]
     assert [p.name for p in plain.definition.params] == ["self.rows", "self.stride", "arg0", "arg1"]
 

@@ -307,8 +307,10 @@ def test_comptime_made_runtime_is_reported_at_the_assignment_and_the_use():
     error = expect_error(comptime_made_runtime_then_unrolled, Array[f32], u32, match="needs a plain int")
     use = marked_line(comptime_made_runtime_then_unrolled) + 1
     assert f"(used at {__file__}:{use}: `for i in cp.unroll(range(n)):`)" in error.message
-    assert (f"'n' held the comptime value 4 until this assignment under the runtime if at line {use - 2} made it "
-            "a mutable runtime variable") in error.message
+    assert (
+        f"'n' held the comptime value 4 until this assignment under the runtime if at line {use - 2} made it "
+        "a mutable runtime variable"
+    ) in error.message
     assert error.source_line.strip() == "n = 8  # <-"
 
 
@@ -322,8 +324,12 @@ def comptime_made_runtime_in_a_loop_then_sized(a: Array[f32], count: u32):
 
 
 def test_comptime_made_runtime_by_a_loop_is_reported_at_the_assignment():
-    error = expect_error(comptime_made_runtime_in_a_loop_then_sized, Array[f32], u32,
-                         match="shared/local memory length must be a comptime positive int")
+    error = expect_error(
+        comptime_made_runtime_in_a_loop_then_sized,
+        Array[f32],
+        u32,
+        match="shared/local memory length must be a comptime positive int",
+    )
     assert "'size' held the comptime value 16 until this assignment under the runtime loop at line" in error.message
 
 
@@ -347,8 +353,11 @@ def not_a_kernel(a: Array[f32]):
 def test_a_cube_function_says_how_to_become_a_kernel(attribute):
     from cubepy.errors import NotAKernelError
 
-    with pytest.raises(NotAKernelError, match=fr"'not_a_kernel' is a cube function, not a kernel, so it has no "
-                       fr"\.{attribute}: decorate it with @cube\(launch=True\)"):
+    with pytest.raises(
+        NotAKernelError,
+        match=rf"'not_a_kernel' is a cube function, not a kernel, so it has no "
+        rf"\.{attribute}: decorate it with @cube\(launch=True\)",
+    ):
         getattr(not_a_kernel, attribute)
     assert not hasattr(not_a_kernel, attribute)  # still an AttributeError
     assert isinstance(NotAKernelError("x"), CubeError)

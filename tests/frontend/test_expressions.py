@@ -45,5 +45,11 @@ def impure_ternary(a: Array[f32], i: u32, n: u32):
 
 def test_conditional_expression_with_an_unsafe_side_branches():
     assert testing.expand(impure_ternary, Array[f32], u32, u32).ops == [
-        "lt", "assign", "if_else", "index", "assign", "assign"]
+        "lt",
+        "assign",
+        "if_else",
+        "index",
+        "assign",
+        "assign",
+    ]
     assert testing.expand(impure_ternary, Array[f32], u32, u32, checked=True).ops == ["lt", "index", "select"]

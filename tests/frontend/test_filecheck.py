@@ -20,8 +20,12 @@ def check(function, ir: str, tmp_path) -> None:
     checks.write_text(inspect.getsource(getattr(function, "fn", function)))
     printed = tmp_path / "ir.txt"
     printed.write_text(ir)
-    result = subprocess.run([sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nIR:\n{ir}"
 
 
@@ -79,11 +83,14 @@ def early_exit(out: Array[u32], n: u32):
     out[ABSOLUTE_POS] = n
 
 
-@pytest.mark.parametrize(("function", "specs"), [
-    (guarded_store, (Array[f32], f32)),
-    (reduction, (Array[f32], u32)),
-    (tiled_sum, (Array[Line[f32, 4]], Array[f32])),
-])
+@pytest.mark.parametrize(
+    ("function", "specs"),
+    [
+        (guarded_store, (Array[f32], f32)),
+        (reduction, (Array[f32], u32)),
+        (tiled_sum, (Array[Line[f32, 4]], Array[f32])),
+    ],
+)
 def test_checks(function, specs, tmp_path):
     expansion = testing.expand(function, *specs, checked=True)
     check(function, expansion.ir, tmp_path)

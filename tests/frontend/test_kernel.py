@@ -47,7 +47,10 @@ def args():
 def test_params_in_declaration_order():
     assert axpy.name == "axpy"
     assert [(p.name, p.index, p.is_comptime) for p in scaled.params] == [
-        ("out", 0, False), ("factor", 1, False), ("repeat", 2, True)]
+        ("out", 0, False),
+        ("factor", 1, False),
+        ("repeat", 2, True),
+    ]
 
 
 def test_compilation_args_are_hashable_and_value_equal():
@@ -58,14 +61,19 @@ def test_compilation_args_are_hashable_and_value_equal():
     assert lined[0].line_size == 4 and lined[2] == 3
 
 
-@pytest.mark.parametrize(("bad", "match"), [
-    ((2.0, ArrayArg(handle(np.float64)), ArrayArg(handle()), ArrayArg(handle())),
-     r"parameter 'x' \(argument index 1\): expected f32 elements .* dtype float64"),
-    (("two", ArrayArg(handle()), ArrayArg(handle()), ArrayArg(handle())), "parameter 'a' .* got str"),
-    ((2.0, ArrayArg(handle(), 4), ArrayArg(handle()), ArrayArg(handle())), "takes line_size=1"),
-    ((2.0, handle(), ArrayArg(handle()), ArrayArg(handle())), "expected cp.ArrayArg"),
-    ((2.0, ArrayArg(handle())), "takes 4 arguments"),
-])
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (
+            (2.0, ArrayArg(handle(np.float64)), ArrayArg(handle()), ArrayArg(handle())),
+            r"parameter 'x' \(argument index 1\): expected f32 elements .* dtype float64",
+        ),
+        (("two", ArrayArg(handle()), ArrayArg(handle()), ArrayArg(handle())), "parameter 'a' .* got str"),
+        ((2.0, ArrayArg(handle(), 4), ArrayArg(handle()), ArrayArg(handle())), "takes line_size=1"),
+        ((2.0, handle(), ArrayArg(handle()), ArrayArg(handle())), "expected cp.ArrayArg"),
+        ((2.0, ArrayArg(handle())), "takes 4 arguments"),
+    ],
+)
 def test_compilation_args_name_the_bad_parameter(bad, match):
     with pytest.raises(LaunchError, match=match):
         axpy.compilation_args(bad)
@@ -102,7 +110,11 @@ def test_define_builds_a_verified_definition():
     definition = axpy.define(axpy.compilation_args(args()), (32, 1, 1), True)
     assert isinstance(definition, ir.KernelDefinition)
     assert [(p.name, p.role, p.slot) for p in definition.params] == [
-        ("a", "scalar", 0), ("x", "array", 0), ("y", "array", 1), ("out", "array", 2)]
+        ("a", "scalar", 0),
+        ("x", "array", 0),
+        ("y", "array", 1),
+        ("out", "array", 2),
+    ]
     assert definition.checked and definition.cube_dim == (32, 1, 1)
     assert definition.source_file == __file__
     assert all(inst.loc is not None and inst.loc.file == __file__ for inst in ir.walk(definition.body))
@@ -146,8 +158,7 @@ def test_compile_calls_the_hook_with_a_definition(monkeypatch):
     comp = axpy.compilation_args(args())
     assert axpy.compile((64, 1, 1), *comp, target="sm_80") == "ok"
     assert axpy.compile((64, 1, 1), *args(), unchecked=True) == "ok"
-    assert [(d.cube_dim, d.checked, t) for d, t in seen] == [((64, 1, 1), True, "sm_80"), ((64, 1, 1), False,
-                                                                                           "sm_90a")]
+    assert [(d.cube_dim, d.checked, t) for d, t in seen] == [((64, 1, 1), True, "sm_80"), ((64, 1, 1), False, "sm_90a")]
 
 
 def test_compile_without_a_compiler(monkeypatch):
@@ -271,7 +282,10 @@ def test_derived_parameters_register_and_expand_field_by_field():
     assert comp[0] == Window.CompilationArg(cp.ScalarCompilationArg("u32"), cp.BufferCompilationArg("f32", 1), 2)
     definition = windowed.define(comp, (1, 1, 1), False)
     assert [(p.name, p.role, p.slot) for p in definition.params] == [
-        ("window.start", "scalar", 0), ("window.data", "array", 0), ("out", "array", 1)]
+        ("window.start", "scalar", 0),
+        ("window.data", "array", 0),
+        ("out", "array", 1),
+    ]
     bindings = Bindings()
     windowed.register((launch, ArrayArg(handle())), bindings)
     assert [int(s) for s in bindings.scalars] == [3] and len(bindings.buffers) == 2
@@ -292,8 +306,9 @@ def test_python_error_in_kernel_names_the_user_line():
     import traceback
 
     with pytest.raises(TypeError) as info:
-        _calls_helper_with_one_argument.define((_calls_helper_with_one_argument.params[0].launch
-                                                .default_compilation_arg(),), (1, 1, 1), True)
+        _calls_helper_with_one_argument.define(
+            (_calls_helper_with_one_argument.params[0].launch.default_compilation_arg(),), (1, 1, 1), True
+        )
     line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if "# the bad call" in text)
     assert any(f"{__file__}:{line}" in note for note in info.value.__notes__)
     assert traceback.extract_tb(info.value.__traceback__)[-1].lineno == line

@@ -55,8 +55,19 @@ def _lines(expansion) -> list[str]:
 def test_tiled_ops_text_and_driver_order():
     e = cp.testing.expand(tiled_round_trip, TensorMap[f32], u32, i32)
     assert [i.op for i in e.instructions] == [
-        "eq", "barrier_init", "cast", "tma_load", "barrier_arrive_expect_tx", "barrier_wait", "barrier_expect_tx",
-        "barrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_store", "tma_group_commit", "tma_group_wait",
+        "eq",
+        "barrier_init",
+        "cast",
+        "tma_load",
+        "barrier_arrive_expect_tx",
+        "barrier_wait",
+        "barrier_expect_tx",
+        "barrier_wait_parity",
+        "barrier_arrive",
+        "barrier_wait",
+        "tma_store",
+        "tma_group_commit",
+        "tma_group_wait",
         "tma_group_wait_read",
     ]
     lines = _lines(e)

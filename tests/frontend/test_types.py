@@ -20,8 +20,15 @@ def test_element_type_objects():
     assert cp.bf16.numpy == np.dtype(ml_dtypes.bfloat16)
     assert cp.usize.numpy == np.dtype(np.uint64) and cp.usize.size == 8
     assert cp.boolean.name == "bool" and cp.boolean.numpy == np.dtype(np.bool_)
-    assert [t.name for t in (cp.i8, cp.i16, cp.i64, cp.u16, cp.u64, cp.f64, cp.f16)] == \
-        ["i8", "i16", "i64", "u16", "u64", "f64", "f16"]
+    assert [t.name for t in (cp.i8, cp.i16, cp.i64, cp.u16, cp.u64, cp.f64, cp.f16)] == [
+        "i8",
+        "i16",
+        "i64",
+        "u16",
+        "u64",
+        "f64",
+        "f16",
+    ]
 
 
 def test_element_types_outside_kernels_make_numpy_scalars():
@@ -52,10 +59,17 @@ def test_calling_a_type_on_a_runtime_value_casts():
     assert str(inst.out.type) == "f32"
 
 
-@pytest.mark.parametrize(("left", "right", "expected"), [
-    (u32, u32, "u32"), (u32, i32, "u32"), (u8, i32, "i32"), (u32, usize, "usize"), (f16, i32, "f16"),
-    (f16, f32, "f32"),
-])
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        (u32, u32, "u32"),
+        (u32, i32, "u32"),
+        (u8, i32, "i32"),
+        (u32, usize, "usize"),
+        (f16, i32, "f16"),
+        (f16, f32, "f32"),
+    ],
+)
 def test_promotion_of_mixed_types(left, right, expected):
     @cube
     def add(a, b):

@@ -160,8 +160,9 @@ def _ptx_arith(kernel, **options) -> list[str]:
     client = cp.client("interp")
     args = [cp.ArrayArg(client.zeros((4,), np.float32)) for _ in range(4)]
     ptx = kernel.compile(cp.CubeDim(32), *args, **options).ptx
-    return sorted({word for line in ptx.splitlines() for word in line.split()
-                   if word.startswith(("fma.", "mul.rn", "add.rn"))})
+    return sorted(
+        {word for line in ptx.splitlines() for word in line.split() if word.startswith(("fma.", "mul.rn", "add.rn"))}
+    )
 
 
 def test_compiled_code_uses_fma_rn_unless_told_not_to():
@@ -171,7 +172,8 @@ def test_compiled_code_uses_fma_rn_unless_told_not_to():
     assert _ptx_arith(axpy_kernel_unfused, contract=True) == ["fma.rn.f32"]
     with config.override(CUBEPY_CONTRACT=False):
         assert _ptx_arith(axpy_kernel) == ["add.rn.f32", "mul.rn.f32"]
-    compiled = axpy_kernel.compile(cp.CubeDim(32), *[cp.ArrayArg(cp.client("interp").zeros((4,), np.float32))
-                                                     for _ in range(4)])
+    compiled = axpy_kernel.compile(
+        cp.CubeDim(32), *[cp.ArrayArg(cp.client("interp").zeros((4,), np.float32)) for _ in range(4)]
+    )
     passes = dict(compiled.pass_dumps)
     assert " fma " not in passes["fold_constants"] and " fma " in passes["contract"]

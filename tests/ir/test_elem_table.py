@@ -44,10 +44,17 @@ def test_each_entry_matches_numpy_llvm_and_cuda_h(name):
     assert elem.tma_code == tma_code
 
 
-@pytest.mark.parametrize("numpy_type, name", [
-    (np.float16, "f16"), (ml_dtypes.bfloat16, "bf16"), (np.float32, "f32"), (np.int8, "i8"),
-    (np.uint64, "u64"), (np.bool_, "bool"),
-])
+@pytest.mark.parametrize(
+    "numpy_type, name",
+    [
+        (np.float16, "f16"),
+        (ml_dtypes.bfloat16, "bf16"),
+        (np.float32, "f32"),
+        (np.int8, "i8"),
+        (np.uint64, "u64"),
+        (np.bool_, "bool"),
+    ],
+)
 def test_a_numpy_dtype_maps_back_to_its_element_type(numpy_type, name):
     assert elem_of_numpy(np.dtype(numpy_type)) is ELEM_BY_NAME[name]
 

@@ -84,6 +84,7 @@ def _triples(fmt: str):
         with np.errstate(over="ignore"):
             c = float(np.asarray(-(a * b) + tweak).astype(dtype))  # minus the product rounded to the format
         return a, b, c if math.isfinite(c) else 0.0
+
     cancelling = st.builds(cancel, st.tuples(any_value, any_value), st.sampled_from([0.0, 0.0, 1e-30, -1e-30]))
     return plain | cancelling
 
@@ -96,8 +97,9 @@ def _check(fmt: str, triples: list[tuple[float, float, float]]) -> None:
     for i, (x, y, z) in enumerate(zip(a.tolist(), b.tolist(), c.tolist())):
         want = oracle(float(x), float(y), float(z), fmt)
         have = float(got[i])
-        assert have == want and math.copysign(1, have) == math.copysign(1, want), \
+        assert have == want and math.copysign(1, have) == math.copysign(1, want), (
             f"fma({x!r}, {y!r}, {z!r}) in {fmt}: got {have!r}, exact rounding is {want!r}"
+        )
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -153,9 +155,20 @@ def test_worked_cases(fmt, a, b, c, want):
 def test_ieee_special_values(fmt):
     dtype = FORMATS[fmt][0]
     inf, nan = math.inf, math.nan
-    cases = [(inf, 0.0, 1.0, nan), (inf, 2.0, -inf, nan), (inf, 2.0, 1.0, inf), (-inf, 2.0, 1.0, -inf),
-             (2.0, 3.0, inf, inf), (nan, 1.0, 1.0, nan), (1.0, 1.0, nan, nan), (-0.0, 1.0, -0.0, -0.0),
-             (0.0, -1.0, -0.0, -0.0), (-0.0, 1.0, 0.0, 0.0), (1.0, 1.0, -1.0, 0.0), (-1.0, 1.0, 1.0, 0.0)]
+    cases = [
+        (inf, 0.0, 1.0, nan),
+        (inf, 2.0, -inf, nan),
+        (inf, 2.0, 1.0, inf),
+        (-inf, 2.0, 1.0, -inf),
+        (2.0, 3.0, inf, inf),
+        (nan, 1.0, 1.0, nan),
+        (1.0, 1.0, nan, nan),
+        (-0.0, 1.0, -0.0, -0.0),
+        (0.0, -1.0, -0.0, -0.0),
+        (-0.0, 1.0, 0.0, 0.0),
+        (1.0, 1.0, -1.0, 0.0),
+        (-1.0, 1.0, 1.0, 0.0),
+    ]
     a, b, c, want = (np.array([case[i] for case in cases], dtype=np.float64) for i in range(4))
     got = fma(a.astype(dtype), b.astype(dtype), c.astype(dtype), dtype).astype(np.float64)
     np.testing.assert_array_equal(got, want)  # NaN matches NaN

@@ -40,8 +40,9 @@ def _every_operation():
     """One instance of every declared operation (operands are placeholders: the printer only shows them)."""
     f = constant(1.5, F32)
     empty = Scope()
-    return [cls(**{field.name: _placeholder(field, f, empty) for field in attrs.fields(cls)})
-            for cls in o.all_operations()]
+    return [
+        cls(**{field.name: _placeholder(field, f, empty) for field in attrs.fields(cls)}) for cls in o.all_operations()
+    ]
 
 
 def test_every_operation_prints_its_name():
@@ -54,8 +55,22 @@ def test_names_are_stable_lowercase():
     names = [op.name for op in _every_operation()]
     assert all(n == n.lower() for n in names)
     assert len(set(names)) == len(names)
-    for expected in ("neg", "add", "lt", "fma", "index", "atomic_add", "plane_sum", "sync_cube", "range_loop",
-                     "barrier_arrive_expect_tx", "tma_load_im2col", "tma_store", "cmma_execute", "cmma_load"):
+    for expected in (
+        "neg",
+        "add",
+        "lt",
+        "fma",
+        "index",
+        "atomic_add",
+        "plane_sum",
+        "sync_cube",
+        "range_loop",
+        "barrier_arrive_expect_tx",
+        "tma_load_im2col",
+        "tma_store",
+        "cmma_execute",
+        "cmma_load",
+    ):
         assert expected in names
 
 
@@ -75,8 +90,9 @@ def test_kernel_golden_text():
     body = [
         inst(n, o.lookup("len")(x.var)),
         inst(cond, o.lookup("lt")(pos, n)),
-        inst(None, b.IfElse(cond, Scope((inst(v, o.Index(x.var, pos, checked=True)),)),
-                            Scope((inst(None, b.Return()),)))),
+        inst(
+            None, b.IfElse(cond, Scope((inst(v, o.Index(x.var, pos, checked=True)),)), Scope((inst(None, b.Return()),)))
+        ),
     ]
     text = format_kernel(kernel(body, [x], checked=True))
     assert text == textwrap.dedent("""\

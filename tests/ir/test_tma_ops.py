@@ -54,8 +54,19 @@ def test_every_op_has_its_stable_name_and_text_form():
     body = [
         _init(),
         inst(None, _load()),
-        inst(None, o.TmaLoadIm2col(BAR, TMAP, SMEM, _u32(128), _u32(128), (_i32(0), _i32(-1), _i32(-1), _i32(0)),
-                                   (constant(1, U16), constant(2, U16)), 4)),
+        inst(
+            None,
+            o.TmaLoadIm2col(
+                BAR,
+                TMAP,
+                SMEM,
+                _u32(128),
+                _u32(128),
+                (_i32(0), _i32(-1), _i32(-1), _i32(0)),
+                (constant(1, U16), constant(2, U16)),
+                4,
+            ),
+        ),
         inst(token, o.BarrierArriveExpectTx(BAR, _u32(1), _u32(2048))),
         inst(None, o.BarrierWait(BAR, token)),
         inst(None, o.BarrierExpectTx(BAR, _u32(16))),
@@ -69,17 +80,25 @@ def test_every_op_has_its_stable_name_and_text_form():
     k = _kernel(body)
     verify(k)
     assert [i.op for i in body] == [
-        "barrier_init", "tma_load", "tma_load_im2col", "barrier_arrive_expect_tx", "barrier_wait",
-        "barrier_expect_tx", "barrier_arrive", "barrier_wait_parity", "tma_store", "tma_group_commit",
-        "tma_group_wait", "tma_group_wait_read",
+        "barrier_init",
+        "tma_load",
+        "tma_load_im2col",
+        "barrier_arrive_expect_tx",
+        "barrier_wait",
+        "barrier_expect_tx",
+        "barrier_arrive",
+        "barrier_wait_parity",
+        "tma_store",
+        "tma_group_commit",
+        "tma_group_wait",
+        "tma_group_wait_read",
     ]
     text = format_kernel(k)
     assert "  barrier[0]: barrier" in text
     for line in (
         "barrier_init barrier[0], 32u32, true",
         "tma_load barrier[0], tmap[0], shared[0], 0u32, 512u32, 8i32, 0i32 {rank=2}",
-        "tma_load_im2col barrier[0], tmap[0], shared[0], 128u32, 128u32, 0i32, -1i32, -1i32, 0i32, 1u16, 2u16 "
-        "{rank=4}",
+        "tma_load_im2col barrier[0], tmap[0], shared[0], 128u32, 128u32, 0i32, -1i32, -1i32, 0i32, 1u16, 2u16 {rank=4}",
         "%0: u64 = barrier_arrive_expect_tx barrier[0], 1u32, 2048u32",
         "barrier_wait barrier[0], %0",
         "barrier_expect_tx barrier[0], 16u32",
@@ -94,8 +113,14 @@ def test_every_op_has_its_stable_name_and_text_form():
 
 
 def test_rules_are_listed():
-    assert set(TMA_RULES) == {"not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-operand-type",
-                              "bad-immediate"}
+    assert set(TMA_RULES) == {
+        "not-barrier",
+        "not-tensor-map",
+        "not-shared",
+        "tma-rank",
+        "tma-operand-type",
+        "bad-immediate",
+    }
 
 
 def test_not_barrier_kind():

@@ -31,16 +31,16 @@ def test_well_typed_kernel_passes():
     body = [
         inst(n, o.lookup("len")(x.var)),
         inst(cond, o.lookup("lt")(pos, n)),
-        inst(None, b.If(cond, Scope((inst(v, o.Index(x.var, pos)),
-                                     inst(None, o.IndexAssign(x.var, pos, v)))))),
+        inst(None, b.If(cond, Scope((inst(v, o.Index(x.var, pos)), inst(None, o.IndexAssign(x.var, pos, v)))))),
     ]
     verify(kernel(body, [x]))
 
 
 def test_error_names_source_line_and_instruction():
     ids = Ids()
-    err = _expect("type-mismatch", kernel([inst(ids.const(F32), o.lookup("add")(constant(1.0, F32),
-                                                                             constant(1, U32)))]))
+    err = _expect(
+        "type-mismatch", kernel([inst(ids.const(F32), o.lookup("add")(constant(1.0, F32), constant(1, U32)))])
+    )
     assert "kernel.py:7" in str(err)
     assert "add 1.0f32, 1u32" in str(err)
 
@@ -92,13 +92,13 @@ def test_local_defined_in_branch_is_not_visible_after():
 def test_const_reassigned():
     ids = Ids()
     x = ids.const(F32)
-    _expect("const-reassigned", kernel([inst(x, o.Assign(constant(1.0, F32))),
-                                        inst(x, o.Assign(constant(2.0, F32)))]))
+    _expect("const-reassigned", kernel([inst(x, o.Assign(constant(1.0, F32))), inst(x, o.Assign(constant(2.0, F32)))]))
 
 
 def test_bad_out():
-    _expect("bad-out", kernel([inst(Variable(VarKind.CONSTANT, 0, F32, value=1.0),
-                                    o.lookup("neg")(constant(1.0, F32)))]))
+    _expect(
+        "bad-out", kernel([inst(Variable(VarKind.CONSTANT, 0, F32, value=1.0), o.lookup("neg")(constant(1.0, F32)))])
+    )
 
 
 def test_missing_out():
@@ -107,8 +107,7 @@ def test_missing_out():
 
 def test_type_mismatch():
     ids = Ids()
-    _expect("type-mismatch", kernel([inst(ids.const(U32), o.lookup("add")(constant(1.0, F32),
-                                                                      constant(1.0, F32)))]))
+    _expect("type-mismatch", kernel([inst(ids.const(U32), o.lookup("add")(constant(1.0, F32), constant(1.0, F32)))]))
 
 
 def test_elem_kind():
@@ -146,15 +145,21 @@ def test_bad_memory_decl():
 
 
 def test_every_rule_has_a_negative_test():
-    tested = {name[len("test_"):].replace("_", "-") for name in globals() if name.startswith("test_")}
+    tested = {name[len("test_") :].replace("_", "-") for name in globals() if name.startswith("test_")}
     assert set(RULES) <= tested, set(RULES) - tested
 
 
 def test_range_loop_index_is_visible_in_body_only():
     ids = Ids()
     i = ids.const(U32)
-    loop = b.RangeLoop(i, constant(0, U32), constant(4, U32), constant(1, U32), False,
-                       Scope((inst(ids.const(U32), o.lookup("add")(i, constant(1, U32))),)))
+    loop = b.RangeLoop(
+        i,
+        constant(0, U32),
+        constant(4, U32),
+        constant(1, U32),
+        False,
+        Scope((inst(ids.const(U32), o.lookup("add")(i, constant(1, U32))),)),
+    )
     verify(kernel([inst(None, loop)]))
     _expect("undefined-operand", kernel([inst(None, loop), inst(ids.const(U32), o.lookup("bitnot")(i))]))
 

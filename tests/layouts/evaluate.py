@@ -1,6 +1,5 @@
 """Run one layout method on the interp runtime for a batch of coordinates (one unit per coordinate)."""
 
-
 import functools
 
 import numpy as np
@@ -30,8 +29,9 @@ def evaluator(layout_type, method: str, coord_spec, n_out: int):
             result = getattr(layout, method)() if cp.comptime(method == "shape") else getattr(layout, method)(pos)
             leaves = flatten(result)
             for i in cp.unroll(range(n_out)):
-                out[ABSOLUTE_POS * n_out + i] = i64(cp.select(leaves[i], 1, 0)) \
-                    if cp.comptime(_is_bool(leaves[i])) else i64(leaves[i])
+                out[ABSOLUTE_POS * n_out + i] = (
+                    i64(cp.select(leaves[i], 1, 0)) if cp.comptime(_is_bool(leaves[i])) else i64(leaves[i])
+                )
 
     return evaluate
 
@@ -49,6 +49,13 @@ def run_layout(layout_type, launch, method: str, coords, coord_spec, n_out: int)
     coords = np.asarray(coords, dtype=np.int64).reshape(len(coords), -1)
     out = client.zeros((len(coords) * n_out,), np.int64)
     kernel = evaluator(layout_type, method, coord_spec, n_out)
-    kernel.launch(client, cp.CubeCount(1), cp.CubeDim(max(len(coords), 1)), cp.ArrayArg(client.create(coords.ravel())),
-                  cp.ArrayArg(out), launch, len(coords))
+    kernel.launch(
+        client,
+        cp.CubeCount(1),
+        cp.CubeDim(max(len(coords), 1)),
+        cp.ArrayArg(client.create(coords.ravel())),
+        cp.ArrayArg(out),
+        launch,
+        len(coords),
+    )
     return client.read(out).reshape(len(coords), n_out)

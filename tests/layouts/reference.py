@@ -10,11 +10,17 @@ def _taps(x: np.ndarray, problem):
     n, h, w, c = x.shape
     (ph, pw), (sh, sw), (dh, dw) = problem.padding, problem.stride, problem.dilation
     padded = np.zeros((n, h + 2 * ph, w + 2 * pw, c))
-    padded[:, ph:ph + h, pw:pw + w] = x
+    padded[:, ph : ph + h, pw : pw + w] = x
     for kh in range(problem.kernel[0]):
         for kw in range(problem.kernel[1]):
             top, left = kh * dh, kw * dw
-            yield kh, kw, padded[:, top:top + sh * (problem.out_h - 1) + 1:sh, left:left + sw * (problem.out_w - 1) + 1:sw]
+            yield (
+                kh,
+                kw,
+                padded[
+                    :, top : top + sh * (problem.out_h - 1) + 1 : sh, left : left + sw * (problem.out_w - 1) + 1 : sw
+                ],
+            )
 
 
 def conv2d_fprop_ref(x: np.ndarray, w: np.ndarray, problem) -> np.ndarray:

@@ -55,9 +55,14 @@ def test_matmul_on_one_plane(elem, layouts):
     c = rng.standard_normal((16, 16)).astype(np.float32)
     out = client.zeros((256,), np.float32)
     matmul_kernel(elem, *layouts).launch(
-        client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(in_memory(a, layouts[0]))),
-        cp.ArrayArg(client.create(in_memory(b, layouts[1]))), cp.ArrayArg(client.create(c.ravel())),
-        cp.ArrayArg(out))
+        client,
+        cp.CubeCount(1),
+        cp.CubeDim(32),
+        cp.ArrayArg(client.create(in_memory(a, layouts[0]))),
+        cp.ArrayArg(client.create(in_memory(b, layouts[1]))),
+        cp.ArrayArg(client.create(c.ravel())),
+        cp.ArrayArg(out),
+    )
     expected = a.astype(np.float64) @ b.astype(np.float64) + c
     got = client.read(out).reshape(16, 16)
     np.testing.assert_allclose(got if layouts[2] == "row" else got.T, expected, atol=1e-4)
@@ -141,8 +146,13 @@ def _expect(rule: str, operation) -> None:
 
 def test_verifier_rules():
     assert set(o.CMMA_RULES) == {"not-fragment", "cmma-type", "cmma-layout"}
-    verify(kernel([inst(None, o.CmmaLoad(F16_FRAG, SMEM, U32_ONE, U32_ONE, "a", "row"))],
-                  local_arrays=(F16_FRAG, ACC), shared_memories=(SMEM,)))
+    verify(
+        kernel(
+            [inst(None, o.CmmaLoad(F16_FRAG, SMEM, U32_ONE, U32_ONE, "a", "row"))],
+            local_arrays=(F16_FRAG, ACC),
+            shared_memories=(SMEM,),
+        )
+    )
     _expect("not-fragment", o.CmmaLoad(SMEM, SMEM, U32_ONE, U32_ONE, "a", "row"))
     _expect("cmma-layout", o.CmmaLoad(F16_FRAG, SMEM, U32_ONE, U32_ONE, "a", "diagonal"))
     _expect("cmma-type", o.CmmaFill(ACC, constant(1.0, ir.Type(ir.F16)), "accumulator"))

@@ -70,11 +70,13 @@ def test_half_inputs_accumulate_in_f32(client, dtype):
     w = inputs(problem.w_shape, dtype, 8)
     # the reference sees the same rounded inputs, so only the accumulation order differs.
     dw = client.read(conv2d_wgrad(client, client.create(x), client.create(dy), problem))
-    np.testing.assert_allclose(dw, conv2d_wgrad_ref(x.astype(np.float32), dy.astype(np.float32), problem),
-                               atol=1e-3, rtol=1e-3)
+    np.testing.assert_allclose(
+        dw, conv2d_wgrad_ref(x.astype(np.float32), dy.astype(np.float32), problem), atol=1e-3, rtol=1e-3
+    )
     y = client.read(conv2d_fprop(client, client.create(x), client.create(w), problem))
-    np.testing.assert_allclose(y, conv2d_fprop_ref(x.astype(np.float32), w.astype(np.float32), problem),
-                               atol=1e-3, rtol=1e-3)
+    np.testing.assert_allclose(
+        y, conv2d_fprop_ref(x.astype(np.float32), w.astype(np.float32), problem), atol=1e-3, rtol=1e-3
+    )
 
 
 def test_problem_sizes():
@@ -108,8 +110,10 @@ def test_kernels_assemble_for_sm90a(client):
     x = client.create(inputs(problem.x_shape, np.float16, 0))
     dy = client.create(inputs(problem.out_shape, np.float16, 1))
     w = client.create(inputs(problem.w_shape, np.float16, 2))
-    for launch in (wgrad_launch(x, dy, client.zeros(problem.w_shape, np.float32), problem),
-                   fprop_launch(x, w, client.zeros(problem.out_shape, np.float32), problem)):
+    for launch in (
+        wgrad_launch(x, dy, client.zeros(problem.w_shape, np.float32), problem),
+        fprop_launch(x, w, client.zeros(problem.out_shape, np.float32), problem),
+    ):
         compiled = launch.compile()
         assert ".target sm_90a" in compiled.ptx
         if compiled.resources is not None:

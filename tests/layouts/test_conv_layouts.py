@@ -39,8 +39,9 @@ def test_tma_out_grad_layout_is_free():
     assert checked.ops == [] and str(checked.outputs[-1]) == "true"
     shape = cp.testing.expand_method(TmaOutGradLayout, "shape", arg)
     assert shape.ops == [] and [str(v) for v in shape.outputs] == ["1usize", "scalar[0]", "scalar[1]"]
-    assert run_layout(TmaOutGradLayout, launch, "to_source_pos", [[0, 17, 3], [0, 30, 9]], BatchedCoords, 2).tolist() \
-        == [[17, 3], [30, 9]]
+    assert run_layout(
+        TmaOutGradLayout, launch, "to_source_pos", [[0, 17, 3], [0, 30, 9]], BatchedCoords, 2
+    ).tolist() == [[17, 3], [30, 9]]
     assert run_layout(TmaOutGradLayout, launch, "is_in_bounds", [[0, 99, 99]], BatchedCoords, 1).tolist() == [[1]]
     assert run_layout(TmaOutGradLayout, launch, "shape", [[0, 0, 0]], BatchedCoords, 3).tolist() == [[1, 24, 5]]
     assert TmaOutGradLayout.Coordinates == (cp.usize, cp.u32, cp.u32)
@@ -51,8 +52,9 @@ def test_nhwc_layout():
     launch = NhwcLayout.for_tensor(PROBLEM.x_shape, spatial=True)
     # strides (189, 27, 3, 1): (1, 2, 4, 2) -> 189 + 54 + 12 + 2 = 257.
     assert run_layout(NhwcLayout, launch, "to_source_pos", [[1, 2, 4, 2]], NhwcCoords, 1).tolist() == [[257]]
-    in_bounds = run_layout(NhwcLayout, launch, "is_in_bounds", [[1, 6, 8, 2], [0, -1, 0, 0], [0, 0, 9, 0],
-                                                                [9, 0, 0, 9]], NhwcCoords, 1)
+    in_bounds = run_layout(
+        NhwcLayout, launch, "is_in_bounds", [[1, 6, 8, 2], [0, -1, 0, 0], [0, 0, 9, 0], [9, 0, 0, 9]], NhwcCoords, 1
+    )
     assert in_bounds.ravel().tolist() == [1, 0, 0, 1]  # batch and channel are not checked here
     assert run_layout(NhwcLayout, launch, "shape", [[0, 0, 0, 0]], NhwcCoords, 4).tolist() == [[2, 7, 9, 3]]
     every = NhwcLayout.for_tensor(PROBLEM.x_shape, batch=True, spatial=True, channel=True)
@@ -68,8 +70,9 @@ def test_im2col_layout():
     assert (launch.rows, launch.cols) == (24, 27)
     # row 13 = (n 1, oh 0, ow 1); col 26 = (kh 2, kw 2, c 2): h = 0*2 + 2*2 - 1 = 3, w = 1*2 + 2*2 - 1 = 5.
     # row 0, col 0: h = w = -1 (the padding).  row 23 = (1, 2, 3), col 10 = (kh 1, kw 0, c 1): h = 5, w = 5.
-    result = run_layout(Im2colLayout, launch, "to_source_pos_checked", [[13, 26], [0, 0], [23, 10], [24, 0], [0, 27]],
-                        Coords2d, 5)
+    result = run_layout(
+        Im2colLayout, launch, "to_source_pos_checked", [[13, 26], [0, 0], [23, 10], [24, 0], [0, 27]], Coords2d, 5
+    )
     assert result[:3].tolist() == [[1, 3, 5, 2, 1], [0, -1, -1, 0, 1], [1, 5, 5, 1, 1]]
     assert result[3:, 4].tolist() == [0, 0]
     assert run_layout(Im2colLayout, launch, "shape", [[0, 0]], Coords2d, 2).tolist() == [[24, 27]]
@@ -124,8 +127,9 @@ def test_tma_weight_layout():
     assert cp.testing.expand_method(TmaWeightLayout, "to_source_pos", arg, BatchedCoords).ops == ["floordiv", "mod"]
 
 
-@pytest.mark.parametrize("cls", [NhwcLayout, Im2colLayout, WeightLayout, OutLayout, TmaIm2colLayout,
-                                 TmaOutGradLayout, TmaWeightLayout])
+@pytest.mark.parametrize(
+    "cls", [NhwcLayout, Im2colLayout, WeightLayout, OutLayout, TmaIm2colLayout, TmaOutGradLayout, TmaWeightLayout]
+)
 def test_conv_layouts_follow_the_protocol(cls):
     assert issubclass(cls, Layout) and issubclass(cls, cp.CubeType) and issubclass(cls, cp.LaunchArg)
     for name in ("to_source_pos", "to_source_pos_checked", "shape", "is_in_bounds"):

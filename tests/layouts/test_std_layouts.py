@@ -39,8 +39,11 @@ def test_plain_layout():
 def test_strided_layout():
     # a 3 x 4 matrix with rows 6 apart: linear 5 = (1, 1) -> 7, linear 11 = (2, 3) -> 15.
     launch = StridedLayout.Launch(3, 4, 6)
-    assert run_layout(StridedLayout, launch, "to_source_pos", [[0], [5], [11]], Coords1d, 1).ravel().tolist() == \
-        [0, 7, 15]
+    assert run_layout(StridedLayout, launch, "to_source_pos", [[0], [5], [11]], Coords1d, 1).ravel().tolist() == [
+        0,
+        7,
+        15,
+    ]
     checked = run_layout(StridedLayout, launch, "to_source_pos_checked", [[11], [12]], Coords1d, 2)
     assert checked[:, 1].tolist() == [1, 0]
     assert run_layout(StridedLayout, launch, "shape", [[0]], Coords1d, 1).ravel().tolist() == [12]
@@ -49,8 +52,11 @@ def test_strided_layout():
 def test_permuted_layout_transposes_and_broadcasts():
     # shape (3, 4) stored column-major (strides (1, 3)): linear 5 = (1, 1) -> 1 + 3 = 4; 11 = (2, 3) -> 11.
     launch = PermutedLayout.from_shape_strides((3, 4), (1, 3))
-    assert run_layout(PermutedLayout, launch, "to_source_pos", [[0], [5], [11]], Coords1d, 1).ravel().tolist() == \
-        [0, 4, 11]
+    assert run_layout(PermutedLayout, launch, "to_source_pos", [[0], [5], [11]], Coords1d, 1).ravel().tolist() == [
+        0,
+        4,
+        11,
+    ]
     # a (2, 3, 2) tensor broadcasting its middle dim (stride 0): linear 9 = (1, 1, 1) -> 1*2 + 1 = 3.
     broadcast = PermutedLayout.from_shape_strides((2, 3, 2), (2, 0, 1))
     assert run_layout(PermutedLayout, broadcast, "to_source_pos", [[9], [4]], Coords1d, 1).ravel().tolist() == [3, 0]
@@ -63,8 +69,11 @@ def test_permuted_layout_transposes_and_broadcasts():
 def test_slice_layout():
     launch = SliceLayout.Launch((2, 3), (4, 5))
     assert run_layout(SliceLayout, launch, "to_source_pos", [[1, 1]], Coords2d, 2).tolist() == [[3, 4]]
-    assert run_layout(SliceLayout, launch, "is_in_bounds", [[3, 4], [4, 0], [0, 5]], Coords2d, 1).ravel().tolist() == \
-        [1, 0, 0]
+    assert run_layout(SliceLayout, launch, "is_in_bounds", [[3, 4], [4, 0], [0, 5]], Coords2d, 1).ravel().tolist() == [
+        1,
+        0,
+        0,
+    ]
     assert run_layout(SliceLayout, launch, "shape", [[0, 0]], Coords2d, 2).tolist() == [[4, 5]]
     unchecked = SliceLayout.Launch((2, 3), (4, 5), False)
     assert run_layout(SliceLayout, unchecked, "is_in_bounds", [[9, 9]], Coords2d, 1).ravel().tolist() == [1]
@@ -132,8 +141,14 @@ def test_views_read_and_write_through_layouts():
     client = cp.client("interp")
     data = np.arange(18, dtype=np.float32)
     out = client.zeros((16,), np.float32)
-    view_roundtrip.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(data)),
-                          cp.ArrayArg(out), StridedLayout.Launch(3, 4, 6))
+    view_roundtrip.launch(
+        client,
+        cp.CubeCount(1),
+        cp.CubeDim(32),
+        cp.ArrayArg(client.create(data)),
+        cp.ArrayArg(out),
+        StridedLayout.Launch(3, 4, 6),
+    )
     expected = [0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 6, 7, 8, 9]
     assert client.read(out).tolist() == expected
 

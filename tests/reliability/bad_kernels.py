@@ -71,6 +71,7 @@ def uses_yield(out: Array[f32]):
 def uses_async(out: Array[f32]):
     async def helper():  # BAD
         return 1
+
     out[UNIT_POS] = f32(1)
 
 
@@ -92,12 +93,14 @@ def uses_match(out: Array[f32]):
 def uses_class(out: Array[f32]):
     class Local:  # BAD
         pass
+
     out[UNIT_POS] = f32(1)
 
 
 @cube(launch=True)
 def uses_import(out: Array[f32]):
     import math  # BAD
+
     out[UNIT_POS] = f32(1)
 
 

@@ -65,8 +65,9 @@ class Bad:
 
 
 def _syntax(kernel, *words: str, args: tuple = ()) -> Bad:
-    return Bad(kernel.name, _launch(kernel, cp.ArrayArg(_out()), *args), ExpandError, ("not supported",) + words,
-               kernel)
+    return Bad(
+        kernel.name, _launch(kernel, cp.ArrayArg(_out()), *args), ExpandError, ("not supported",) + words, kernel
+    )
 
 
 SCALES_OK = (cp.ArrayArg(_out()), 2.0, cp.ArrayArg(_out()), 1)
@@ -83,75 +84,188 @@ TABLE: list[Bad] = [
     _syntax(bk.uses_del, "del"),
     _syntax(bk.uses_match, "match"),
     _syntax(bk.uses_class, "class"),
-    Bad("generator_over_runtime_range", _launch(bk.uses_generator, cp.ArrayArg(_out())), ExpandError,
-        ("runtime value", "plain int"), bk.uses_generator),
-    Bad("list_comprehension_over_runtime_range", _launch(bk.uses_list_comprehension, cp.ArrayArg(_out())),
-        ExpandError, ("runtime value",), bk.uses_list_comprehension),
+    Bad(
+        "generator_over_runtime_range",
+        _launch(bk.uses_generator, cp.ArrayArg(_out())),
+        ExpandError,
+        ("runtime value", "plain int"),
+        bk.uses_generator,
+    ),
+    Bad(
+        "list_comprehension_over_runtime_range",
+        _launch(bk.uses_list_comprehension, cp.ArrayArg(_out())),
+        ExpandError,
+        ("runtime value",),
+        bk.uses_list_comprehension,
+    ),
     # -- types and comptime (ExpandError with file:line) ------------------------------------------
-    Bad("float_into_int_array", _launch(bk.stores_float_into_int_array, cp.ArrayArg(_out(np.uint32))), ExpandError,
-        ("f32", "u32", "convert"), bk.stores_float_into_int_array),
-    Bad("unroll_of_runtime_range", _launch(bk.unrolls_a_runtime_range, cp.ArrayArg(_out()), 4), ExpandError,
-        ("runtime value", "unroll"), bk.unrolls_a_runtime_range),
-    Bad("shared_memory_of_runtime_length", _launch(bk.shared_memory_of_runtime_length, cp.ArrayArg(_out()), 4),
-        ExpandError, ("comptime", "length"), bk.shared_memory_of_runtime_length),
-    Bad("comptime_of_runtime_value", _launch(bk.comptime_of_a_runtime_value, cp.ArrayArg(_out()), 4), ExpandError,
-        ("comptime", "runtime"), bk.comptime_of_a_runtime_value),
+    Bad(
+        "float_into_int_array",
+        _launch(bk.stores_float_into_int_array, cp.ArrayArg(_out(np.uint32))),
+        ExpandError,
+        ("f32", "u32", "convert"),
+        bk.stores_float_into_int_array,
+    ),
+    Bad(
+        "unroll_of_runtime_range",
+        _launch(bk.unrolls_a_runtime_range, cp.ArrayArg(_out()), 4),
+        ExpandError,
+        ("runtime value", "unroll"),
+        bk.unrolls_a_runtime_range,
+    ),
+    Bad(
+        "shared_memory_of_runtime_length",
+        _launch(bk.shared_memory_of_runtime_length, cp.ArrayArg(_out()), 4),
+        ExpandError,
+        ("comptime", "length"),
+        bk.shared_memory_of_runtime_length,
+    ),
+    Bad(
+        "comptime_of_runtime_value",
+        _launch(bk.comptime_of_a_runtime_value, cp.ArrayArg(_out()), 4),
+        ExpandError,
+        ("comptime", "runtime"),
+        bk.comptime_of_a_runtime_value,
+    ),
     # -- the user's own Python errors pass through, with the kernel line in the traceback ----------
     Bad("raise_in_kernel", _launch(bk.uses_raise, cp.ArrayArg(_out())), ValueError, ("no",), bk.uses_raise),
-    Bad("undefined_name", _launch(bk.uses_undefined_name, cp.ArrayArg(_out())), NameError, ("undefined_value",),
-        bk.uses_undefined_name),
-    Bad("cube_function_wrong_arity", _launch(bk.calls_with_wrong_arity, cp.ArrayArg(_out())), TypeError,
-        ("missing", "b"), bk.calls_with_wrong_arity),
+    Bad(
+        "undefined_name",
+        _launch(bk.uses_undefined_name, cp.ArrayArg(_out())),
+        NameError,
+        ("undefined_value",),
+        bk.uses_undefined_name,
+    ),
+    Bad(
+        "cube_function_wrong_arity",
+        _launch(bk.calls_with_wrong_arity, cp.ArrayArg(_out())),
+        TypeError,
+        ("missing", "b"),
+        bk.calls_with_wrong_arity,
+    ),
     # -- launch arguments (LaunchError) ------------------------------------------------------------
     Bad("too_few_arguments", _launch(bk.scales, cp.ArrayArg(_out())), LaunchError, ("takes 4 arguments", "got 1")),
     Bad("too_many_arguments", _launch(bk.scales, *SCALES_OK, 5), LaunchError, ("takes 4 arguments", "got 5")),
-    Bad("wrong_dtype", _launch(bk.scales, cp.ArrayArg(_out(np.float64)), 2.0, cp.ArrayArg(_out()), 1),
-        LaunchError, ("float64", "f32")),
-    Bad("wrong_line_size_for_length", _launch(bk.writes_one, cp.ArrayArg(_out(n=10), 4)), LaunchError,
-        ("line", "4")),
+    Bad(
+        "wrong_dtype",
+        _launch(bk.scales, cp.ArrayArg(_out(np.float64)), 2.0, cp.ArrayArg(_out()), 1),
+        LaunchError,
+        ("float64", "f32"),
+    ),
+    Bad("wrong_line_size_for_length", _launch(bk.writes_one, cp.ArrayArg(_out(n=10), 4)), LaunchError, ("line", "4")),
     Bad("unsupported_line_size", _launch(bk.writes_one, cp.ArrayArg(_out(), 3)), LaunchError, ("line", "3")),
-    Bad("line_size_does_not_divide_the_buffer", _launch(bk.doubles_lines, cp.ArrayArg(_out(n=1002), 4)), LaunchError,
-        ("parameter 'out'", "a buffer of 1002 elements", "line_size=4", "does not divide", "last 2 element")),
-    Bad("line_size_does_not_divide_the_tensor_view",
-        _launch(bk.doubles_lines, cp.TensorArg.from_raw_parts(_out(n=18), (6, 1), (3, 5), 2)), LaunchError,
-        ("parameter 'out'", "shape 3x5", "15 elements", "line_size=2")),
-    Bad("numpy_array_instead_of_arg", _launch(bk.writes_one, np.zeros(4, np.float32)), LaunchError,
-        ("ArrayArg",)),
+    Bad(
+        "line_size_does_not_divide_the_buffer",
+        _launch(bk.doubles_lines, cp.ArrayArg(_out(n=1002), 4)),
+        LaunchError,
+        ("parameter 'out'", "a buffer of 1002 elements", "line_size=4", "does not divide", "last 2 element"),
+    ),
+    Bad(
+        "line_size_does_not_divide_the_tensor_view",
+        _launch(bk.doubles_lines, cp.TensorArg.from_raw_parts(_out(n=18), (6, 1), (3, 5), 2)),
+        LaunchError,
+        ("parameter 'out'", "shape 3x5", "15 elements", "line_size=2"),
+    ),
+    Bad("numpy_array_instead_of_arg", _launch(bk.writes_one, np.zeros(4, np.float32)), LaunchError, ("ArrayArg",)),
     Bad("handle_instead_of_arg", _launch(bk.writes_one, _out()), LaunchError, ("ArrayArg",)),
-    Bad("array_arg_for_scalar", _launch(bk.scales, cp.ArrayArg(_out()), cp.ArrayArg(_out()), cp.ArrayArg(_out()), 1),
-        LaunchError, ("factor",)),
-    Bad("string_for_scalar", _launch(bk.scales, cp.ArrayArg(_out()), "two", cp.ArrayArg(_out()), 1), LaunchError,
-        ("factor",)),
-    Bad("unhashable_comptime", _launch(bk.scales, cp.ArrayArg(_out()), 2.0, cp.ArrayArg(_out()), [1]), LaunchError,
-        ("mode", "hashable")),
-    Bad("cube_dim_over_1024_units", _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(1025,)),
-        LaunchError, ("1024",)),
-    Bad("cube_dim_over_1024_in_3d", _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(32, 32, 2)),
-        LaunchError, ("1024",)),
-    Bad("cube_dim_zero", _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(0,)), LaunchError,
-        ("CubeDim", "positive")),
-    Bad("negative_cube_count", _launch(bk.writes_one, cp.ArrayArg(_out()), count=(-1,)), LaunchError,
-        ("CubeCount", "non-negative")),
-    Bad("shared_memory_over_limit", _launch(bk.too_much_shared, cp.ArrayArg(_out())), LaunchError,
-        ("240000", "shared memory")),
-    Bad("handle_of_another_client", _launch(bk.writes_one, cp.ArrayArg(cp.client("interp", sanitize=True).create(
-        np.zeros(64, np.float32)))), LaunchError, ("another client",)),
-    Bad("non_contiguous_tensor_for_a_tensor_map", lambda: TensorMapArg.tiled(_tm_handle((4, 4), strides=(8, 2)), (4, 4)),
-        TensorMapError, ("rule 5", "innermost")),
+    Bad(
+        "array_arg_for_scalar",
+        _launch(bk.scales, cp.ArrayArg(_out()), cp.ArrayArg(_out()), cp.ArrayArg(_out()), 1),
+        LaunchError,
+        ("factor",),
+    ),
+    Bad(
+        "string_for_scalar",
+        _launch(bk.scales, cp.ArrayArg(_out()), "two", cp.ArrayArg(_out()), 1),
+        LaunchError,
+        ("factor",),
+    ),
+    Bad(
+        "unhashable_comptime",
+        _launch(bk.scales, cp.ArrayArg(_out()), 2.0, cp.ArrayArg(_out()), [1]),
+        LaunchError,
+        ("mode", "hashable"),
+    ),
+    Bad(
+        "cube_dim_over_1024_units",
+        _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(1025,)),
+        LaunchError,
+        ("1024",),
+    ),
+    Bad(
+        "cube_dim_over_1024_in_3d",
+        _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(32, 32, 2)),
+        LaunchError,
+        ("1024",),
+    ),
+    Bad(
+        "cube_dim_zero",
+        _launch(bk.writes_one, cp.ArrayArg(_out()), cube_dim=(0,)),
+        LaunchError,
+        ("CubeDim", "positive"),
+    ),
+    Bad(
+        "negative_cube_count",
+        _launch(bk.writes_one, cp.ArrayArg(_out()), count=(-1,)),
+        LaunchError,
+        ("CubeCount", "non-negative"),
+    ),
+    Bad(
+        "shared_memory_over_limit",
+        _launch(bk.too_much_shared, cp.ArrayArg(_out())),
+        LaunchError,
+        ("240000", "shared memory"),
+    ),
+    Bad(
+        "handle_of_another_client",
+        _launch(bk.writes_one, cp.ArrayArg(cp.client("interp", sanitize=True).create(np.zeros(64, np.float32)))),
+        LaunchError,
+        ("another client",),
+    ),
+    Bad(
+        "non_contiguous_tensor_for_a_tensor_map",
+        lambda: TensorMapArg.tiled(_tm_handle((4, 4), strides=(8, 2)), (4, 4)),
+        TensorMapError,
+        ("rule 5", "innermost"),
+    ),
     # -- tensor maps: a handful of the encoder's rules (all 22 are in tests/runtime/test_tensormap.py) --
-    Bad("tensormap_rank_over_5", lambda: TensorMapArg.tiled(_tm_handle((1,) * 6), (1,) * 6), TensorMapError,
-        ("rule 2", "rank")),
-    Bad("tensormap_misaligned_address", lambda: TensorMapArg.tiled(_tm_handle((4, 8), offset=1), (4, 8)),
-        TensorMapError, ("rule 3",)),
-    Bad("tensormap_bad_swizzle", lambda: TensorMapArg.tiled(_tm_handle((4, 8)), (4, 8), swizzle="7B"),
-        TensorMapError, ("rule 8", "swizzle")),
-    Bad("tensormap_box_too_big", lambda: TensorMapArg.tiled(_tm_handle((4, 512)), (4, 512)), TensorMapError,
-        ("rule 12",)),
-    Bad("tensormap_inner_row_not_16_bytes", lambda: TensorMapArg.tiled(_tm_handle((4, 8)), (4, 3)),
-        TensorMapError, ("rule 13", "16")),
+    Bad(
+        "tensormap_rank_over_5",
+        lambda: TensorMapArg.tiled(_tm_handle((1,) * 6), (1,) * 6),
+        TensorMapError,
+        ("rule 2", "rank"),
+    ),
+    Bad(
+        "tensormap_misaligned_address",
+        lambda: TensorMapArg.tiled(_tm_handle((4, 8), offset=1), (4, 8)),
+        TensorMapError,
+        ("rule 3",),
+    ),
+    Bad(
+        "tensormap_bad_swizzle",
+        lambda: TensorMapArg.tiled(_tm_handle((4, 8)), (4, 8), swizzle="7B"),
+        TensorMapError,
+        ("rule 8", "swizzle"),
+    ),
+    Bad(
+        "tensormap_box_too_big",
+        lambda: TensorMapArg.tiled(_tm_handle((4, 512)), (4, 512)),
+        TensorMapError,
+        ("rule 12",),
+    ),
+    Bad(
+        "tensormap_inner_row_not_16_bytes",
+        lambda: TensorMapArg.tiled(_tm_handle((4, 8)), (4, 3)),
+        TensorMapError,
+        ("rule 13", "16"),
+    ),
     # -- compile-time options --------------------------------------------------------------------
-    Bad("unknown_target", lambda: bk.writes_one.compile(cp.CubeDim(32), cp.ArrayArg(_out()), target="sm_1"),
-        cp.CubeError, ("sm_1",)),
+    Bad(
+        "unknown_target",
+        lambda: bk.writes_one.compile(cp.CubeDim(32), cp.ArrayArg(_out()), target="sm_1"),
+        cp.CubeError,
+        ("sm_1",),
+    ),
     Bad("unknown_runtime", lambda: cp.client("opencl"), cp.CubeError, ("opencl", "interp")),
 ]
 
@@ -187,6 +301,7 @@ def test_rejected_launch_leaves_every_output_untouched(trigger):
     before = np.arange(64, dtype=np.float32)
     out, other = CLIENT.create(before.copy()), CLIENT.create(before[::-1].copy())
     if trigger == "sanitizer":  # fails after the first store has run: the runtime must roll it back
+
         def run():
             bk.writes_past_the_end.launch_unchecked(CLIENT, cp.CubeCount(2), cp.CubeDim(32), cp.ArrayArg(out))
 
@@ -218,8 +333,7 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, damage):
         else:  # a whole entry, but copied under another key's name
             entry.rename(entry.with_name("0" * 64 + ".pkl"))
             entry.parent.mkdir(exist_ok=True)
-            entry.write_bytes(entry.with_name("0" * 64 + ".pkl").read_bytes().replace(entry.stem.encode(),
-                                                                                      b"f" * 64))
+            entry.write_bytes(entry.with_name("0" * 64 + ".pkl").read_bytes().replace(entry.stem.encode(), b"f" * 64))
         client = ComputeClient("interp", InterpBackend())
         assert workloads.run_saxpy(client, 64, 2.0, seed=2)
         assert client.stats["misses"] == 1

@@ -52,8 +52,17 @@ _WORKER = textwrap.dedent("""
 
 def _run_workers(cache_dir: Path, count: int) -> list[str]:
     env = {**os.environ, "CUBEPY_CACHE_DIR": str(cache_dir), "CUBEPY_TEST_PTXAS": "0", "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(i)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(i)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=240)

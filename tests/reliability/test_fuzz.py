@@ -33,8 +33,7 @@ def run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool = True) -> st
     dtype = fz.numpy_dtype_of(case.elem)
     ha, hb = client.create(a.reshape(-1)), client.create(b.reshape(-1))
     out = client.create(np.zeros(count * case.line, dtype=dtype))
-    args = (cp.ArrayArg(ha, case.line), cp.ArrayArg(hb, case.line), cp.ArrayArg(out, case.line), case.trips,
-            case.flag)
+    args = (cp.ArrayArg(ha, case.line), cp.ArrayArg(hb, case.line), cp.ArrayArg(out, case.line), case.trips, case.flag)
     kernel.launch(client, cp.CubeCount(2), cp.CubeDim(UNITS), *args)
     got = client.read(out).reshape(count, case.line)
     if compile_too:
@@ -45,8 +44,13 @@ def run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool = True) -> st
     return fz.mismatch(case, got, case.reference(a, b))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=EXAMPLES <= 30,
-          database=None)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=EXAMPLES <= 30,
+    database=None,
+)
 @given(st.data())
 def test_interp_matches_numpy_on_random_kernels(tmp_path_factory, data):
     case = fz.gen_case(data.draw)
@@ -63,8 +67,14 @@ def test_fuzzer_catches_a_planted_floor_division_bug(monkeypatch, tmp_path):
     monkeypatch.setitem(semantics.INT_BINARY, ops.Floordiv, numerics.int_div_trunc)
     found: list[str] = []
 
-    @settings(max_examples=max(EXAMPLES, 150), deadline=None, derandomize=True, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=max(EXAMPLES, 150),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.data())
     def interp_matches_numpy(data):
         problem = run_case(fz.gen_case(data.draw, fz.SIGNED), str(tmp_path), compile_too=False)
@@ -82,6 +92,7 @@ def test_fuzzer_catches_a_planted_floor_division_bug(monkeypatch, tmp_path):
 # the rules most likely to break (each was checked by hand against numerics.py's documentation).
 # Add every shrunk failure the fuzzer reports here.
 
+
 def _leaf(elem: str, name: str = "x") -> fz.Node:
     return fz.Node("leaf", elem, value=name)
 
@@ -95,24 +106,33 @@ def _cast(elem: str, inner: fz.Node) -> fz.Node:
 
 
 REGRESSIONS = {
-    "i8_floordiv_min_by_minus_one_and_zero": fz.FuzzCase("i8", 1, _bin("floordiv", "i8", _leaf("i8"), _leaf("i8", "y"))),
+    "i8_floordiv_min_by_minus_one_and_zero": fz.FuzzCase(
+        "i8", 1, _bin("floordiv", "i8", _leaf("i8"), _leaf("i8", "y"))
+    ),
     "i64_mod_sign_of_divisor": fz.FuzzCase("i64", 1, _bin("mod", "i64", _leaf("i64"), _leaf("i64", "y"))),
     "i32_div_trunc_lines": fz.FuzzCase("i32", 2, _bin("div_trunc", "i32", _leaf("i32"), _leaf("i32", "y"))),
     "i16_rem_trunc_lines": fz.FuzzCase("i16", 4, _bin("rem_trunc", "i16", _leaf("i16"), _leaf("i16", "y"))),
     "i8_shr_negative_amount_is_huge": fz.FuzzCase("i8", 1, _bin("shr", "i8", _leaf("i8"), _leaf("i8", "y"))),
     "u64_shl_past_width": fz.FuzzCase("u64", 1, _bin("shl", "u64", _leaf("u64"), _leaf("u64", "y"))),
-    "f32_quotient_saturates_into_i8": fz.FuzzCase("i8", 1, _cast("i8", _bin(
-        "div", "f32", _cast("f32", _leaf("i8")), _cast("f32", _leaf("i8", "y"))))),
-    "u64_product_rounds_into_f16": fz.FuzzCase("f16", 1, _cast("f16", _bin(
-        "mul", "u64", _cast("u64", _leaf("f16")), _cast("u64", _leaf("f16", "y"))))),
-    "negative_f64_saturates_to_u32_zero": fz.FuzzCase("u32", 1, _cast("u32", fz.Node(
-        "un", "f64", op="neg", args=(_cast("f64", _leaf("u32")),)))),
-    "f32_min_ignores_nan": fz.FuzzCase("f32", 1, _bin("min", "f32", _bin(
-        "div", "f32", _leaf("f32"), fz.Node("lit", "f32", value=0.0)), _leaf("f32", "y"))),
+    "f32_quotient_saturates_into_i8": fz.FuzzCase(
+        "i8", 1, _cast("i8", _bin("div", "f32", _cast("f32", _leaf("i8")), _cast("f32", _leaf("i8", "y"))))
+    ),
+    "u64_product_rounds_into_f16": fz.FuzzCase(
+        "f16", 1, _cast("f16", _bin("mul", "u64", _cast("u64", _leaf("f16")), _cast("u64", _leaf("f16", "y"))))
+    ),
+    "negative_f64_saturates_to_u32_zero": fz.FuzzCase(
+        "u32", 1, _cast("u32", fz.Node("un", "f64", op="neg", args=(_cast("f64", _leaf("u32")),)))
+    ),
+    "f32_min_ignores_nan": fz.FuzzCase(
+        "f32",
+        1,
+        _bin("min", "f32", _bin("div", "f32", _leaf("f32"), fz.Node("lit", "f32", value=0.0)), _leaf("f32", "y")),
+    ),
     "bool_xor_lines": fz.FuzzCase("bool", 4, _bin("bitxor", "bool", _leaf("bool"), _leaf("bool", "y"))),
     "bf16_add_lines_rounds_once": fz.FuzzCase("bf16", 4, _bin("add", "bf16", _leaf("bf16"), _leaf("bf16", "y"))),
-    "usize_floordiv_by_zero_is_all_ones": fz.FuzzCase("usize", 2, _bin(
-        "floordiv", "usize", _leaf("usize"), _leaf("usize", "y"))),
+    "usize_floordiv_by_zero_is_all_ones": fz.FuzzCase(
+        "usize", 2, _bin("floordiv", "usize", _leaf("usize"), _leaf("usize", "y"))
+    ),
 }
 
 

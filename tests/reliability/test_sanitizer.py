@@ -236,12 +236,26 @@ BUGGY = [
     (two_arrivals_on_a_phase_of_one, SanitizerKind.BARRIER_OVERFLOW, None, "2 arrivals"),
     (waits_for_one_unit_too_many, SanitizerKind.BARRIER_DEADLOCK, None, "1 of 65 arrivals pending"),
     (tma_load_to_misaligned_shared, SanitizerKind.TMA_MISUSE, TENSOR_MAP, "rule 24"),
-    (checked_read_past_end, SanitizerKind.OUT_OF_BOUNDS, INPUT, "read of global buffer 0 (inp) at index 64 "
-     "(length 64) in checked mode (without the sanitizer the read gives 0)"),
-    (checked_write_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "write of global buffer 0 (out) at index 64 "
-     "(length 64) in checked mode (without the sanitizer the write is dropped)"),
-    (checked_shared_read_past_end, SanitizerKind.OUT_OF_BOUNDS, None, "read of shared memory 0 at index 32 "
-     "(length 32) in checked mode"),
+    (
+        checked_read_past_end,
+        SanitizerKind.OUT_OF_BOUNDS,
+        INPUT,
+        "read of global buffer 0 (inp) at index 64 "
+        "(length 64) in checked mode (without the sanitizer the read gives 0)",
+    ),
+    (
+        checked_write_past_end,
+        SanitizerKind.OUT_OF_BOUNDS,
+        None,
+        "write of global buffer 0 (out) at index 64 "
+        "(length 64) in checked mode (without the sanitizer the write is dropped)",
+    ),
+    (
+        checked_shared_read_past_end,
+        SanitizerKind.OUT_OF_BOUNDS,
+        None,
+        "read of shared memory 0 at index 32 (length 32) in checked mode",
+    ),
 ]
 
 
@@ -368,8 +382,11 @@ def guarded_reads(inp: Array[f32], out: Array[f32]):
     out[UNIT_POS] = cp.select(next_positive, nxt, f32(-1))
 
 
-@pytest.mark.parametrize("kernel", [tree_reduction, same_value_flag_and_plane_exchange, double_buffered,
-                                    shared_atomics_then_sync, guarded_reads], ids=lambda k: k.name)
+@pytest.mark.parametrize(
+    "kernel",
+    [tree_reduction, same_value_flag_and_plane_exchange, double_buffered, shared_atomics_then_sync, guarded_reads],
+    ids=lambda k: k.name,
+)
 def test_correct_kernel_has_no_report(kernel):
     _launch(kernel, INPUT if kernel is guarded_reads else None, cp.client("interp", sanitize=True))
 
@@ -397,13 +414,16 @@ def test_without_the_sanitizer_checked_mode_reads_zero_and_drops_writes():
 def test_a_report_keeps_only_the_users_frames_and_the_launch_call():
     client = cp.client("interp", sanitize=True)
     with pytest.raises(SanitizerError) as info:
-        neighbour_read_without_sync.launch(client, cp.CubeCount(1), cp.CubeDim(64),
-                                           cp.ArrayArg(client.zeros((64,), np.float32)))
+        neighbour_read_without_sync.launch(
+            client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(client.zeros((64,), np.float32))
+        )
     frames = []
     tb = info.tb
     while tb is not None:
         frames.append((os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_frame.f_code.co_name))
         tb = tb.tb_next
     # This test, then the entry point it called: no interpreter frames.
-    assert frames == [("test_sanitizer.py", "test_a_report_keeps_only_the_users_frames_and_the_launch_call"),
-                      ("kernel.py", "launch")]
+    assert frames == [
+        ("test_sanitizer.py", "test_a_report_keeps_only_the_users_frames_and_the_launch_call"),
+        ("kernel.py", "launch"),
+    ]

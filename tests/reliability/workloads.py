@@ -31,8 +31,15 @@ def run_saxpy(client, n: int, a: float, seed: int) -> bool:
     rng = np.random.default_rng(seed)
     x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     out = client.empty((n,), np.float32)
-    saxpy.launch(client, cp.CubeCount(-(-n // 32)), cp.CubeDim(32), a, cp.ArrayArg(client.create(x)),
-                 cp.ArrayArg(client.create(y)), cp.ArrayArg(out))
+    saxpy.launch(
+        client,
+        cp.CubeCount(-(-n // 32)),
+        cp.CubeDim(32),
+        a,
+        cp.ArrayArg(client.create(x)),
+        cp.ArrayArg(client.create(y)),
+        cp.ArrayArg(out),
+    )
     return bool(np.allclose(client.read(out), np.float32(a) * x + y))
 
 
@@ -40,6 +47,7 @@ def run_block_sum(client, units: int, cubes: int, seed: int) -> bool:
     """Launch ``block_sum`` with ``units`` per cube (a comptime specialization) and check it."""
     x = np.random.default_rng(seed).integers(0, 100, units * cubes).astype(np.uint32)
     out = client.empty((cubes,), np.uint32)
-    block_sum.launch(client, cp.CubeCount(cubes), cp.CubeDim(units), cp.ArrayArg(client.create(x)),
-                     cp.ArrayArg(out), units)
+    block_sum.launch(
+        client, cp.CubeCount(cubes), cp.CubeDim(units), cp.ArrayArg(client.create(x)), cp.ArrayArg(out), units
+    )
     return bool((client.read(out) == x.reshape(cubes, units).sum(axis=1)).all())

@@ -20,7 +20,7 @@ from cubepy.runtime.interp.backend import InterpBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KERNEL_MODULE = '''
+KERNEL_MODULE = """
 import cubepy as cp
 from cubepy import f32
 
@@ -35,7 +35,7 @@ def kernel(data: cp.Array[f32], out: cp.Array[f32]):
     i = cp.ABSOLUTE_POS
     if i < data.len():
         out[i] = helper(data[i])
-'''
+"""
 
 
 def _write_module(folder: Path, name: str, offset: float) -> None:
@@ -135,7 +135,7 @@ def test_a_corrupt_entry_is_ignored_rebuilt_and_reported(cache_root, tmp_path, c
         with config.override(CUBEPY_DEBUG=1):
             assert np.array_equal(_launch(_fresh_client(), module.kernel), expected)
         assert "ignoring unreadable entry" in capsys.readouterr().err
-        assert pickle.loads(entry.read_bytes()[len(cache._MAGIC):])[0] == entry.stem  # rewritten whole
+        assert pickle.loads(entry.read_bytes()[len(cache._MAGIC) :])[0] == entry.stem  # rewritten whole
 
 
 def test_store_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
@@ -158,8 +158,9 @@ def test_unpicklable_artifacts_and_unstable_keys_are_not_stored(tmp_path):
     store = cache.DiskCache(tmp_path, "interp")
     assert not store.store("cd" + "0" * 62, lambda: None)
     assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (object(),)) is None
-    assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (1,)) != \
-        cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), False, (1,))
+    assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (1,)) != cache.entry_key(
+        "interp", "interp", "k:abc", (1, 1, 1), False, (1,)
+    )
 
 
 def test_the_cache_can_be_disabled(tmp_path):
@@ -179,15 +180,18 @@ def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
         return {"name": definition.name, "target": target}
 
     monkeypatch.setattr(hooks, "COMPILE", fake_compile)
-    first = module.kernel.compile((32, 1, 1), cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
-                                  cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))))
+    first = module.kernel.compile(
+        (32, 1, 1),
+        cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
+        cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
+    )
     args = [p.launch.default_compilation_arg() for p in module.kernel.params]
     second = module.kernel.compile((32, 1, 1), *args)
     assert first == second and calls == ["sm_90a"]
     assert len(_entries(cache_root, "compile")) == 1
 
 
-WORKER = '''
+WORKER = """
 import sys
 import numpy as np
 import cubepy as cp
@@ -199,7 +203,7 @@ out = client.zeros((32,), np.float32)
 m.kernel.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(data), cp.ArrayArg(out))
 assert np.array_equal(client.read(out), np.arange(32, dtype=np.float32) + 4)
 print("OK")
-'''
+"""
 
 
 def test_several_processes_share_one_cache_directory(tmp_path):
@@ -208,14 +212,27 @@ def test_several_processes_share_one_cache_directory(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER.format(module="cache_procs_mod")))
     env = dict(os.environ, CUBEPY_CACHE_DIR=str(root), PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0 and "OK" in out, err
     entries = _entries(root)
     assert len(entries) == 1 and not list((root / "interp").rglob("*.tmp"))
     # A later process loads it.
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], env=dict(env, CUBEPY_DEBUG="1"),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        env=dict(env, CUBEPY_DEBUG="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "disk cache: hit" in proc.stderr, proc.stderr

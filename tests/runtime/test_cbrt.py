@@ -23,11 +23,9 @@ def _kernel(elem):
 
 @pytest.mark.parametrize("elem", [cp.f32, cp.f64, cp.f16], ids=lambda e: e.name)
 def test_cbrt_matches_numpy(client, elem):
-    values = np.array([27.0, -8.0, 0.0, -0.0, 1e-6, 2.0, 1000.0, np.inf, -np.inf, np.nan, 0.125, 3.5],
-                      dtype=elem.numpy)
+    values = np.array([27.0, -8.0, 0.0, -0.0, 1e-6, 2.0, 1000.0, np.inf, -np.inf, np.nan, 0.125, 3.5], dtype=elem.numpy)
     out = client.empty(values.shape, elem.numpy)
-    _kernel(elem).launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(values)),
-                         cp.ArrayArg(out))
+    _kernel(elem).launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.create(values)), cp.ArrayArg(out))
     got = client.read(out)
     # f16 computes in f32 and rounds once, as the GPU does.
     expected = np.cbrt(values.astype(np.float32)).astype(values.dtype) if elem is cp.f16 else np.cbrt(values)

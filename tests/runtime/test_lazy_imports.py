@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _imported_modules(code: str) -> set[str]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
     names = set()
     for line in proc.stderr.splitlines():
@@ -28,22 +29,26 @@ def test_import_cubepy_loads_neither_ml_dtypes_nor_llvmlite():
 
 
 def test_an_f32_launch_on_the_interp_runtime_does_not_load_ml_dtypes():
-    code = ("import sys, numpy as np, cubepy as cp\n"
-            "from examples import vector_add\n"
-            "vector_add.run(cp.client('interp'))\n"
-            "assert 'ml_dtypes' not in sys.modules, 'ml_dtypes loaded'\n")
+    code = (
+        "import sys, numpy as np, cubepy as cp\n"
+        "from examples import vector_add\n"
+        "vector_add.run(cp.client('interp'))\n"
+        "assert 'ml_dtypes' not in sys.modules, 'ml_dtypes loaded'\n"
+    )
     names = _imported_modules(code)
     assert "ml_dtypes" not in names
 
 
 def test_bf16_still_resolves_to_ml_dtypes_on_first_use():
-    code = ("import numpy as np, cubepy as cp, ml_dtypes\n"
-            "from cubepy.runtime.interp.values import numpy_dtype\n"
-            "from cubepy.runtime.tensormap import TMA_ELEM_TYPES\n"
-            "assert cp.bf16.numpy == np.dtype(ml_dtypes.bfloat16)\n"
-            "assert numpy_dtype(cp.bf16.ir) == np.dtype(ml_dtypes.bfloat16)\n"
-            "assert cp.frontend.elem.to_elem(np.dtype(ml_dtypes.bfloat16)) is cp.bf16.ir\n"
-            "assert cp.bf16.max_value() > 3e38\n"
-            "assert isinstance(cp.bf16(1.5), ml_dtypes.bfloat16)\n")
+    code = (
+        "import numpy as np, cubepy as cp, ml_dtypes\n"
+        "from cubepy.runtime.interp.values import numpy_dtype\n"
+        "from cubepy.runtime.tensormap import TMA_ELEM_TYPES\n"
+        "assert cp.bf16.numpy == np.dtype(ml_dtypes.bfloat16)\n"
+        "assert numpy_dtype(cp.bf16.ir) == np.dtype(ml_dtypes.bfloat16)\n"
+        "assert cp.frontend.elem.to_elem(np.dtype(ml_dtypes.bfloat16)) is cp.bf16.ir\n"
+        "assert cp.bf16.max_value() > 3e38\n"
+        "assert isinstance(cp.bf16(1.5), ml_dtypes.bfloat16)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -42,8 +42,7 @@ def expect_rule(rule, param, fn, *args, **kwargs):
 
 
 NHWC = (1, 3, 3, 8)  # a valid rank-4 im2col tensor (f32: 32-byte pixels)
-IM2COL_OK = {"channels_per_pixel": 8, "pixels_per_column": 16, "lower_corner": (-1, -1),
-             "upper_corner": (0, 0)}
+IM2COL_OK = {"channels_per_pixel": 8, "pixels_per_column": 16, "lower_corner": (-1, -1), "upper_corner": (0, 0)}
 
 
 def im2col_args(**changes):
@@ -51,6 +50,7 @@ def im2col_args(**changes):
 
 
 # ---------------------------------------------------------------------------------- valid maps
+
 
 def test_tiled_fields_are_driver_order():
     h = handle((4, 8, 16), np.float32)
@@ -72,8 +72,15 @@ def test_tiled_box_bytes_rounds_up_partial_strides_and_ignores_dim0_stride():
 
 def test_im2col_fields_are_driver_order_with_w_first_corners():
     h = handle((2, 5, 7, 8), np.float16, offset=8)
-    tm = im2col(h, channels_per_pixel=8, pixels_per_column=32, lower_corner=(-1, -2),
-                upper_corner=(0, -1), elem_stride=(1, 2, 3, 1), oob_fill="nan")
+    tm = im2col(
+        h,
+        channels_per_pixel=8,
+        pixels_per_column=32,
+        lower_corner=(-1, -2),
+        upper_corner=(0, -1),
+        elem_stride=(1, 2, 3, 1),
+        oob_fill="nan",
+    )
     assert tm.mode == "im2col" and tm.rank == 4
     assert tm.global_dim == (8, 7, 5, 2)
     assert tm.global_strides == (16, 7 * 16, 5 * 7 * 16)
@@ -96,8 +103,19 @@ def test_tensor_arg_shape_and_strides_override_the_handle():
 def test_encode_params_tiled_match_the_driver_signature():
     tm = tiled(handle((64, 64)), (16, 32), swizzle="128B", oob_fill="nan", l2_promotion="256B")
     params = tm.encode_params(base_address=0x7F0000000000)
-    assert list(params) == ["tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides",
-                            "boxDim", "elementStrides", "interleave", "swizzle", "l2Promotion", "oobFill"]
+    assert list(params) == [
+        "tensorDataType",
+        "tensorRank",
+        "globalAddress",
+        "globalDim",
+        "globalStrides",
+        "boxDim",
+        "elementStrides",
+        "interleave",
+        "swizzle",
+        "l2Promotion",
+        "oobFill",
+    ]
     assert params["tensorDataType"] == "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"
     assert params["globalAddress"] == 0x7F0000000000
     assert params["globalDim"] == [64, 64] and params["globalStrides"] == [256]
@@ -111,10 +129,22 @@ def test_encode_params_tiled_match_the_driver_signature():
 def test_encode_params_im2col_match_the_driver_signature():
     tm = im2col(handle(NHWC), **IM2COL_OK)
     params = tm.encode_params()
-    assert list(params) == ["tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides",
-                            "pixelBoxLowerCorner", "pixelBoxUpperCorner", "channelsPerPixel",
-                            "pixelsPerColumn", "elementStrides", "interleave", "swizzle", "l2Promotion",
-                            "oobFill"]
+    assert list(params) == [
+        "tensorDataType",
+        "tensorRank",
+        "globalAddress",
+        "globalDim",
+        "globalStrides",
+        "pixelBoxLowerCorner",
+        "pixelBoxUpperCorner",
+        "channelsPerPixel",
+        "pixelsPerColumn",
+        "elementStrides",
+        "interleave",
+        "swizzle",
+        "l2Promotion",
+        "oobFill",
+    ]
     assert params["pixelBoxLowerCorner"] == [-1, -1] and params["pixelBoxUpperCorner"] == [0, 0]
     assert params["channelsPerPixel"] == 8 and params["pixelsPerColumn"] == 16
 
@@ -124,10 +154,22 @@ def test_encode_params_checks_the_final_address():
     expect_rule(3, "globalAddress", tm.encode_params, base_address=8)
 
 
-@pytest.mark.parametrize(("dtype", "enum"), [
-    (np.float16, "FLOAT16"), (ml_dtypes.bfloat16, "BFLOAT16"), (np.float64, "FLOAT64"),
-    (np.int8, "UINT8"), (np.int16, "UINT16"), (np.int32, "INT32"), (np.int64, "INT64"),
-    (np.uint8, "UINT8"), (np.uint16, "UINT16"), (np.uint32, "UINT32"), (np.uint64, "UINT64")])
+@pytest.mark.parametrize(
+    ("dtype", "enum"),
+    [
+        (np.float16, "FLOAT16"),
+        (ml_dtypes.bfloat16, "BFLOAT16"),
+        (np.float64, "FLOAT64"),
+        (np.int8, "UINT8"),
+        (np.int16, "UINT16"),
+        (np.int32, "INT32"),
+        (np.int64, "INT64"),
+        (np.uint8, "UINT8"),
+        (np.uint16, "UINT16"),
+        (np.uint32, "UINT32"),
+        (np.uint64, "UINT64"),
+    ],
+)
 def test_every_supported_dtype_maps_to_a_driver_type(dtype, enum):
     es = np.dtype(dtype).itemsize
     tm = tiled(handle((4, 64 // es), dtype), (2, 16 // es))
@@ -152,6 +194,7 @@ def test_interleave_is_accepted_on_rank_3_with_aligned_strides():
 
 # ---------------------------------------------------------------------------------- rules 1-11
 
+
 def test_rule_1_unknown_element_type():
     expect_rule(1, "tensor.dtype", tiled, handle((4, 4), np.bool_), (4, 4))
     expect_rule(1, "tensor.dtype", tiled, handle((4, 4), np.complex64), (4, 2))
@@ -167,8 +210,7 @@ def test_rule_2_rank():
 def test_rule_3_global_address_alignment():
     expect_rule(3, "tensor offset", tiled, handle((4, 4), offset=1), (4, 4))
     # 16-byte aligned is not enough with 32-byte interleave
-    expect_rule(3, "tensor offset", tiled, handle((4, 4, 8), offset=4), (2, 2, 8), interleave="32B",
-                swizzle="32B")
+    expect_rule(3, "tensor offset", tiled, handle((4, 4, 8), offset=4), (2, 2, 8), interleave="32B", swizzle="32B")
 
 
 def test_rule_4_global_dim_range():
@@ -225,6 +267,7 @@ def test_rule_11_descriptor_is_128_bytes_64_aligned():
 
 # ---------------------------------------------------------------------------------- rules 12-15 (tiled)
 
+
 def test_rule_12_box_dims():
     h = handle((300, 300))
     msg = expect_rule(12, "tile[1] (innermost)", tiled, h, (4, 300))
@@ -249,6 +292,7 @@ def test_rule_15_partial_element_stride():
 
 # ---------------------------------------------------------------------------------- rules 16-22 (im2col)
 
+
 def test_rule_16_corner_count():
     expect_rule(16, "lower_corner", im2col, handle(NHWC), **im2col_args(lower_corner=(-1,)))
     expect_rule(16, "upper_corner", im2col, handle(NHWC), **im2col_args(upper_corner=(0, 0, 0)))
@@ -256,17 +300,22 @@ def test_rule_16_corner_count():
 
 def test_rule_17_corner_ranges():
     expect_rule(17, "lower_corner[0]", im2col, handle(NHWC), **im2col_args(lower_corner=(-129, 0)))
-    expect_rule(17, "upper_corner[2]", im2col, handle((1, 2, 2, 2, 8)),
-                **im2col_args(lower_corner=(0, 0, 0), upper_corner=(0, 0, 16)))
-    expect_rule(17, "lower_corner[0]", im2col, handle((1, 3, 8)),
-                **im2col_args(lower_corner=(-32769,), upper_corner=(0,)))
+    expect_rule(
+        17,
+        "upper_corner[2]",
+        im2col,
+        handle((1, 2, 2, 2, 8)),
+        **im2col_args(lower_corner=(0, 0, 0), upper_corner=(0, 0, 16)),
+    )
+    expect_rule(
+        17, "lower_corner[0]", im2col, handle((1, 3, 8)), **im2col_args(lower_corner=(-32769,), upper_corner=(0,))
+    )
     im2col(handle((1, 3, 8)), **im2col_args(lower_corner=(-32768,), upper_corner=(0,)))
 
 
 def test_rule_18_pixel_box_non_empty():
     # W = 3: the last base is 3 - 1 + (-3) = -1 < lower 0
-    expect_rule(18, "upper_corner[1]", im2col, handle(NHWC), **im2col_args(lower_corner=(0, 0),
-                                                                           upper_corner=(0, -3)))
+    expect_rule(18, "upper_corner[1]", im2col, handle(NHWC), **im2col_args(lower_corner=(0, 0), upper_corner=(0, -3)))
     im2col(handle(NHWC), **im2col_args(lower_corner=(0, 0), upper_corner=(0, -2)))  # one base
 
 
@@ -282,8 +331,9 @@ def test_rule_20_pixels_per_column():
 
 
 def test_rule_21_im2col_swizzle_span():
-    expect_rule(21, "channels_per_pixel", im2col, handle((1, 3, 3, 16)),
-                **im2col_args(channels_per_pixel=16), swizzle="32B")
+    expect_rule(
+        21, "channels_per_pixel", im2col, handle((1, 3, 3, 16)), **im2col_args(channels_per_pixel=16), swizzle="32B"
+    )
 
 
 def test_rule_22_batch_element_stride():

@@ -46,15 +46,34 @@ PLANE = 32
 SHARED_ALIGN = 64
 FRAME_ALIGN = 64
 
-_TMA_REASON = ("TMA copies are not emulated by the compiled host code yet (the interp runs them; "
-               "use cp.client('interp'))")
+_TMA_REASON = (
+    "TMA copies are not emulated by the compiled host code yet (the interp runs them; use cp.client('interp'))"
+)
 _MBARRIER_REASON = "mbarriers are not emulated by the compiled host code yet (the interp runs them)"
 _CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
 UNSUPPORTED: dict[type, str] = {
-    **{op: _TMA_REASON for op in (ops.TmaLoad, ops.TmaLoadIm2col, ops.TmaStore, ops.TmaGroupCommit,
-                                  ops.TmaGroupWait, ops.TmaGroupWaitRead)},
-    **{op: _MBARRIER_REASON for op in (ops.BarrierInit, ops.BarrierArrive, ops.BarrierArriveExpectTx,
-                                       ops.BarrierExpectTx, ops.BarrierWait, ops.BarrierWaitParity)},
+    **{
+        op: _TMA_REASON
+        for op in (
+            ops.TmaLoad,
+            ops.TmaLoadIm2col,
+            ops.TmaStore,
+            ops.TmaGroupCommit,
+            ops.TmaGroupWait,
+            ops.TmaGroupWaitRead,
+        )
+    },
+    **{
+        op: _MBARRIER_REASON
+        for op in (
+            ops.BarrierInit,
+            ops.BarrierArrive,
+            ops.BarrierArriveExpectTx,
+            ops.BarrierExpectTx,
+            ops.BarrierWait,
+            ops.BarrierWaitParity,
+        )
+    },
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
@@ -86,6 +105,8 @@ class HostOpTable(OpTable):
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
 # libdevice spelling -> C library symbol (the f32 forms end in "f"); powi and rhypot are composed.
 _LIBM_RENAMES = {"__nv_powif": None, "__nv_powi": None, "__nv_rhypotf": None, "__nv_rhypot": None}
+
+
 class TokenType(ir.Type):
     """LLVM's ``token`` type (llvmlite has none): what ``llvm.coro.id`` returns."""
 
@@ -175,8 +196,14 @@ class HostTarget:
                 lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
             elif slot.role == "scalar":
                 assert key is not None and slot.type is not None
-                lw.params[key] = _invariant(b.load(where, typ=lt.item_type(slot.type, memory=True), align=slot.align,
-                                                   name=f"scalar{slot.kind_index}"))
+                lw.params[key] = _invariant(
+                    b.load(
+                        where,
+                        typ=lt.item_type(slot.type, memory=True),
+                        align=slot.align,
+                        name=f"scalar{slot.kind_index}",
+                    )
+                )
             else:
                 assert key is not None
                 lw.params[key] = where
@@ -192,8 +219,12 @@ class HostTarget:
         self.mask = b.gep(self._ctx_load(b, CTX_MASK, PTR, "masks"), [unit64], source_etype=I32)
         self.publish = b.gep(self._ctx_load(b, CTX_PUBLISH, PTR, "published"), [unit64], source_etype=I64)
         self.snapshot = self._ctx_load(b, CTX_SNAPSHOT, PTR, "snapshot")
-        self.coro_id = lw.call_in(b, "llvm.coro.id", TOKEN, [ir.Constant(I32, 0), ir.Constant(PTR, None),
-                                                              ir.Constant(PTR, None), ir.Constant(PTR, None)])
+        self.coro_id = lw.call_in(
+            b,
+            "llvm.coro.id",
+            TOKEN,
+            [ir.Constant(I32, 0), ir.Constant(PTR, None), ir.Constant(PTR, None), ir.Constant(PTR, None)],
+        )
         size = lw.call_in(b, "llvm.coro.size.i64", I64, [])
         # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
         rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
@@ -208,8 +239,9 @@ class HostTarget:
         placed, self.shared_bytes = shared_layout(lw.definition, lw)
         b = lw.alloca_builder
         for key, offset in placed.items():
-            lw.memories[key] = b.gep(self.shared, [ir.Constant(I64, offset)], source_etype=I8,
-                                     name=f"{key[0].value}{key[1]}")
+            lw.memories[key] = b.gep(
+                self.shared, [ir.Constant(I64, offset)], source_etype=I8, name=f"{key[0].value}{key[1]}"
+            )
         for var in lw.definition.local_arrays:
             lw.local_array(var)
 

@@ -100,8 +100,14 @@ def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefiniti
     nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + 4), typ=I32)
     arrays = {}
     if coroutine:
-        for name, offset in (("state", CTX_STATE), ("site", CTX_SITE), ("mask", CTX_MASK),
-                             ("publish", CTX_PUBLISH), ("snapshot", CTX_SNAPSHOT), ("handles", CTX_HANDLES)):
+        for name, offset in (
+            ("state", CTX_STATE),
+            ("site", CTX_SITE),
+            ("mask", CTX_MASK),
+            ("publish", CTX_PUBLISH),
+            ("snapshot", CTX_SNAPSHOT),
+            ("handles", CTX_HANDLES),
+        ):
             arrays[name] = b.load(ctx(offset), typ=PTR, name=name)
 
     def run_cube(linear: ir.Value) -> None:
@@ -119,8 +125,9 @@ def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefiniti
     return fn
 
 
-def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int,
-              ctaid: list[ir.Value]) -> None:
+def _schedule(
+    e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int, ctaid: list[ir.Value]
+) -> None:
     b = e.b
     state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
     publish, snapshot, handles = arrays["publish"], arrays["snapshot"], arrays["handles"]
@@ -139,8 +146,12 @@ def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, 
     def resume(u: ir.Value) -> None:
         def go() -> None:
             handle = b.load(e.element(handles, u, PTR), typ=PTR)
-            b.call(unit.module.globals.get("llvm.coro.resume") or ir.Function(
-                unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.resume"), [handle])
+            b.call(
+                unit.module.globals.get("llvm.coro.resume")
+                or ir.Function(unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.resume"),
+                [handle],
+            )
+
         e.when(b.icmp_unsigned("==", state_of(u), _const(RUNNABLE)), go)
 
     e.loop(_const(0), _const(units), resume)
@@ -149,8 +160,9 @@ def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, 
 
     def release_plane(plane: ir.Value) -> None:
         base = b.mul(plane, _const(PLANE))
-        end = b.select(b.icmp_signed("<", b.add(base, _const(PLANE)), _const(units)),
-                       b.add(base, _const(PLANE)), _const(units))
+        end = b.select(
+            b.icmp_signed("<", b.add(base, _const(PLANE)), _const(units)), b.add(base, _const(PLANE)), _const(units)
+        )
         lowest = e.var(I32, _const(-1), "lowest")  # unsigned max: no unit waiting
 
         def find(u: ir.Value) -> None:
@@ -176,6 +188,7 @@ def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, 
                 b.store(e.load(together), e.element(mask, u, I32))
                 b.store(_const(RUNNABLE), e.element(state, u, I32))
                 b.store(_const(1, I1), progress)
+
             e.when(member(u), go)
 
         def found() -> None:
@@ -194,11 +207,13 @@ def _schedule(e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, 
         def go() -> None:
             b.store(_const(RUNNABLE), e.element(state, u, I32))
             b.store(_const(1, I1), released)
+
         e.when(b.icmp_unsigned("==", state_of(u), _const(AT_BARRIER)), go)
 
     e.loop(_const(0), _const(units), release_barrier)
     b.cbranch(e.load(released, I1), head, after)
     b.position_at_end(after)
     destroy = unit.module.globals.get("llvm.coro.destroy") or ir.Function(
-        unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.destroy")
+        unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.destroy"
+    )
     e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))

@@ -54,9 +54,9 @@ class NvptxTarget:
         for param, arg in zip(lw.definition.params, function.args):
             arg.name = _safe_name(param.name)
             if param.role == "tensor_map":
-                arg.attributes = lt.RawArgumentAttributes([
-                    f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}",
-                    '"nvvm.grid_constant"'])
+                arg.attributes = lt.RawArgumentAttributes(
+                    [f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}", '"nvvm.grid_constant"']
+                )
             lw.params[(param.var.kind, param.var.id)] = arg
         function.args[-1].name = "info"
         return function
@@ -121,7 +121,8 @@ class NvptxTarget:
         """``elect.sync`` on sm_90+, else the lowest active lane."""
         if self.sm >= 90:
             return lw.builder.extract_value(
-                lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]), [mask]), 1)
+                lw.call("llvm.nvvm.elect.sync", ir.LiteralStructType([lt.I32, lt.I1]), [mask]), 1
+            )
         first = lw.call("llvm.cttz.i32", lt.I32, [mask, ir.Constant(lt.I1, 1)])
         return lw.builder.icmp_unsigned("==", self.special_register(lw, "laneid"), first)
 

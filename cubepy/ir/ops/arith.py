@@ -49,24 +49,35 @@ def _class_name(name: str) -> str:
 
 
 def _unary(name: str, kind: ElemKind, doc: str, result: ResultRule | None = None) -> type[Unary]:
-    record = OpRecord(name, "arith", result=result or same_as("input"), operand_kind=kind, kind_of=("input",),
-                      pure=True, doc=doc)
+    record = OpRecord(
+        name, "arith", result=result or same_as("input"), operand_kind=kind, kind_of=("input",), pure=True, doc=doc
+    )
     cls = derive(Unary, _class_name(name), record, __name__)
     assert issubclass(cls, Unary)
     return cls
 
 
 def _binary(name: str, kind: ElemKind, doc: str, *, foldable: bool = True) -> type[Binary]:
-    record = OpRecord(name, "arith", result=same_as("lhs"), operand_kind=kind, kind_of=("lhs",),
-                      same_type=("lhs", "rhs"), pure=True, foldable=foldable, doc=doc)
+    record = OpRecord(
+        name,
+        "arith",
+        result=same_as("lhs"),
+        operand_kind=kind,
+        kind_of=("lhs",),
+        same_type=("lhs", "rhs"),
+        pure=True,
+        foldable=foldable,
+        doc=doc,
+    )
     cls = derive(Binary, _class_name(name), record, __name__)
     assert issubclass(cls, Binary)
     return cls
 
 
 def _compare(name: str, doc: str) -> type[Compare]:
-    record = OpRecord(name, "arith", result=elem_of("lhs", BOOL), pure=True, foldable=True,
-                      checks=(_same_operands,), doc=doc)
+    record = OpRecord(
+        name, "arith", result=elem_of("lhs", BOOL), pure=True, foldable=True, checks=(_same_operands,), doc=doc
+    )
     cls = derive(Compare, _class_name(name), record, __name__)
     assert issubclass(cls, Compare)
     return cls
@@ -116,10 +127,12 @@ Bitnot = _unary("bitnot", "int", "~x (every bit flipped).")
 CountOnes = _unary("count_ones", "int", "The number of set bits of x, as u32.", _TO_U32)
 LeadingZeros = _unary("leading_zeros", "int", "The number of leading zero bits of x, as u32.", _TO_U32)
 ReverseBits = _unary("reverse_bits", "int", "The bits of x in reverse order.")
-TrailingZeros = _unary("trailing_zeros", "int", "The number of trailing zero bits of x (its width for 0), as u32.",
-                       _TO_U32)
-FindFirstSet = _unary("find_first_set", "int", "The 1-based position of the lowest set bit of x (0 for 0), as u32.",
-                      _TO_U32)
+TrailingZeros = _unary(
+    "trailing_zeros", "int", "The number of trailing zero bits of x (its width for 0), as u32.", _TO_U32
+)
+FindFirstSet = _unary(
+    "find_first_set", "int", "The 1-based position of the lowest set bit of x (0 for 0), as u32.", _TO_U32
+)
 Not = _unary("not", "bool", "Logical not.")
 
 # -- binary ------------------------------------------------------------------------------------------
@@ -141,8 +154,9 @@ Bitand = _binary("bitand", "int", "Bitwise and.")
 Bitor = _binary("bitor", "int", "Bitwise or.")
 Bitxor = _binary("bitxor", "int", "Bitwise exclusive or.")
 Shl = _binary("shl", "int", "Shift left; an amount at or above the width gives 0.")
-Shr = _binary("shr", "int", "Shift right (arithmetic for signed types); an amount at or above the width gives "
-              "0 or the sign fill.")
+Shr = _binary(
+    "shr", "int", "Shift right (arithmetic for signed types); an amount at or above the width gives 0 or the sign fill."
+)
 MulHi = _binary("mul_hi", "int", "The high half of the double-width product.")
 And = _binary("and", "bool", "Logical and.")
 Or = _binary("or", "bool", "Logical or.")
@@ -151,14 +165,28 @@ Or = _binary("or", "bool", "Logical or.")
 def _check_powi(c: Checker, inst: Instruction, op: Operation) -> None:
     assert isinstance(op, Binary)
     if not op.lhs.elem.is_float or not op.rhs.elem.is_int:
-        c.fail("elem-kind", inst, f"powi needs a float base and an integer exponent, got "
-               f"{op.lhs.type!r} and {op.rhs.type!r}")
+        c.fail(
+            "elem-kind",
+            inst,
+            f"powi needs a float base and an integer exponent, got {op.lhs.type!r} and {op.rhs.type!r}",
+        )
     if op.rhs.type.line not in (1, op.lhs.type.line):
         c.fail("type-mismatch", inst, "powi exponent line size differs from the base's")
 
 
-Powi = derive(Binary, "Powi", OpRecord("powi", "arith", result=same_as("lhs"), pure=True, checks=(_check_powi,),
-                                       doc="A float raised to an integer power."), __name__)
+Powi = derive(
+    Binary,
+    "Powi",
+    OpRecord(
+        "powi",
+        "arith",
+        result=same_as("lhs"),
+        pure=True,
+        checks=(_check_powi,),
+        doc="A float raised to an integer power.",
+    ),
+    __name__,
+)
 
 # -- compare -----------------------------------------------------------------------------------------
 Eq = _compare("eq", "lhs == rhs.")
@@ -168,11 +196,12 @@ Le = _compare("le", "lhs <= rhs.")
 Gt = _compare("gt", "lhs > rhs.")
 Ge = _compare("ge", "lhs >= rhs.")
 
-UNARY_OPS: tuple[type[Unary], ...] = tuple(cls for cls in list(globals().values())
-                                           if isinstance(cls, type) and issubclass(cls, Unary) and cls is not Unary)
-BINARY_OPS: tuple[type[Binary], ...] = tuple(cls for cls in list(globals().values())
-                                             if isinstance(cls, type) and issubclass(cls, Binary)
-                                             and cls is not Binary)
+UNARY_OPS: tuple[type[Unary], ...] = tuple(
+    cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, Unary) and cls is not Unary
+)
+BINARY_OPS: tuple[type[Binary], ...] = tuple(
+    cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, Binary) and cls is not Binary
+)
 COMPARE_OPS: tuple[type[Compare], ...] = (Eq, Ne, Lt, Le, Gt, Ge)
 
 
@@ -195,15 +224,28 @@ def _check_bitcast(c: Checker, inst: Instruction, op: Operation) -> None:
     assert isinstance(op, Bitcast)
     out = c.need_out(inst)
     if op.input.type.size != out.type.size:
-        c.fail("type-mismatch", inst, f"bitcast from {op.input.type!r} ({op.input.type.size} bytes) to "
-               f"{out.type!r} ({out.type.size} bytes)")
+        c.fail(
+            "type-mismatch",
+            inst,
+            f"bitcast from {op.input.type!r} ({op.input.type.size} bytes) to {out.type!r} ({out.type.size} bytes)",
+        )
 
 
 _FMA_DOC = "out = a * b + c with one rounding."
 
 
-@declare(OpRecord("fma", "arith", result=same_as("a"), operand_kind="float", kind_of=("a",),
-                  same_type=("a", "b", "c"), pure=True, doc=_FMA_DOC))
+@declare(
+    OpRecord(
+        "fma",
+        "arith",
+        result=same_as("a"),
+        operand_kind="float",
+        kind_of=("a",),
+        same_type=("a", "b", "c"),
+        pure=True,
+        doc=_FMA_DOC,
+    )
+)
 @attrs.frozen
 class Fma(Operation):
     """out = a * b + c with one rounding."""
@@ -213,8 +255,18 @@ class Fma(Operation):
     c: Variable
 
 
-@declare(OpRecord("clamp", "arith", result=same_as("input"), operand_kind="number", kind_of=("input",),
-                  same_type=("input", "lo", "hi"), pure=True, doc="min(max(input, lo), hi)."))
+@declare(
+    OpRecord(
+        "clamp",
+        "arith",
+        result=same_as("input"),
+        operand_kind="number",
+        kind_of=("input",),
+        same_type=("input", "lo", "hi"),
+        pure=True,
+        doc="min(max(input, lo), hi).",
+    )
+)
 @attrs.frozen
 class Clamp(Operation):
     """out = min(max(input, lo), hi)."""
@@ -224,8 +276,17 @@ class Clamp(Operation):
     hi: Variable
 
 
-@declare(OpRecord("select", "arith", result=same_as("then"), same_type=("then", "otherwise"), pure=True,
-                  checks=(_check_select,), doc="cond ? then : otherwise."))
+@declare(
+    OpRecord(
+        "select",
+        "arith",
+        result=same_as("then"),
+        same_type=("then", "otherwise"),
+        pure=True,
+        checks=(_check_select,),
+        doc="cond ? then : otherwise.",
+    )
+)
 @attrs.frozen
 class Select(Operation):
     """out = cond ? then : otherwise (lane-wise when cond is a line)."""
@@ -235,8 +296,17 @@ class Select(Operation):
     otherwise: Variable
 
 
-@declare(OpRecord("cast", "arith", result=GIVEN, pure=True, foldable=True, checks=(_check_cast,),
-                  doc="Conversion to the result's element type."))
+@declare(
+    OpRecord(
+        "cast",
+        "arith",
+        result=GIVEN,
+        pure=True,
+        foldable=True,
+        checks=(_check_cast,),
+        doc="Conversion to the result's element type.",
+    )
+)
 @attrs.frozen
 class Cast(Operation):
     """out = input converted to out's element type; a scalar input is broadcast to out's line."""
@@ -244,8 +314,11 @@ class Cast(Operation):
     input: Variable
 
 
-@declare(OpRecord("bitcast", "arith", result=GIVEN, pure=True, checks=(_check_bitcast,),
-                  doc="The bits of input reinterpreted."))
+@declare(
+    OpRecord(
+        "bitcast", "arith", result=GIVEN, pure=True, checks=(_check_bitcast,), doc="The bits of input reinterpreted."
+    )
+)
 @attrs.frozen
 class Bitcast(Operation):
     """out = the bits of input reinterpreted as out's type (same total size)."""
@@ -261,10 +334,84 @@ class Assign(Operation):
     input: Variable
 
 
-__all__ = ["BINARY_OPS", "COMPARE_OPS", "UNARY_OPS", "Assign", "Binary", "Bitcast", "Cast", "Clamp",
-    "Compare", "Fma", "Select", "Unary", "Exp", "Log", "Log1p", "Sqrt", "Rsqrt", "Cbrt", "Sin", "Cos", "Tan", "Tanh",
-    "Erf", "Floor", "Ceil", "Round", "Trunc", "Recip", "IsNan", "IsInf", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-    "Asinh", "Acosh", "Atanh", "Expm1", "ToDegrees", "ToRadians", "Neg", "Abs", "Bitnot", "CountOnes",
-    "LeadingZeros", "ReverseBits", "TrailingZeros", "FindFirstSet", "Not", "Add", "Sub", "Mul", "Floordiv", "Mod",
-    "Min", "Max", "Div", "Powf", "Atan2", "Hypot", "Rhypot", "DivTrunc", "RemTrunc", "Bitand", "Bitor", "Bitxor",
-    "Shl", "Shr", "MulHi", "And", "Or", "Powi", "Eq", "Ne", "Lt", "Le", "Gt", "Ge"]
+__all__ = [
+    "BINARY_OPS",
+    "COMPARE_OPS",
+    "UNARY_OPS",
+    "Assign",
+    "Binary",
+    "Bitcast",
+    "Cast",
+    "Clamp",
+    "Compare",
+    "Fma",
+    "Select",
+    "Unary",
+    "Exp",
+    "Log",
+    "Log1p",
+    "Sqrt",
+    "Rsqrt",
+    "Cbrt",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Tanh",
+    "Erf",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Trunc",
+    "Recip",
+    "IsNan",
+    "IsInf",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "Expm1",
+    "ToDegrees",
+    "ToRadians",
+    "Neg",
+    "Abs",
+    "Bitnot",
+    "CountOnes",
+    "LeadingZeros",
+    "ReverseBits",
+    "TrailingZeros",
+    "FindFirstSet",
+    "Not",
+    "Add",
+    "Sub",
+    "Mul",
+    "Floordiv",
+    "Mod",
+    "Min",
+    "Max",
+    "Div",
+    "Powf",
+    "Atan2",
+    "Hypot",
+    "Rhypot",
+    "DivTrunc",
+    "RemTrunc",
+    "Bitand",
+    "Bitor",
+    "Bitxor",
+    "Shl",
+    "Shr",
+    "MulHi",
+    "And",
+    "Or",
+    "Powi",
+    "Eq",
+    "Ne",
+    "Lt",
+    "Le",
+    "Gt",
+    "Ge",
+]

@@ -16,6 +16,7 @@ from cubepy.ir.variable import Variable
 @attrs.frozen
 class If(Operation):
     """Run ``body`` when ``cond`` (a scalar bool) holds."""
+
     cond: Variable
     body: Scope
 
@@ -24,6 +25,7 @@ class If(Operation):
 @attrs.frozen
 class IfElse(Operation):
     """Run ``then_body`` when ``cond`` holds, ``else_body`` otherwise."""
+
     cond: Variable
     then_body: Scope
     else_body: Scope
@@ -33,6 +35,7 @@ class IfElse(Operation):
 @attrs.frozen
 class Switch(Operation):
     """Run the body of the case equal to ``value`` (an integer), or ``default``; no fall-through."""
+
     value: Variable
     cases: tuple[tuple[int, Scope], ...]
     default: Scope
@@ -49,6 +52,7 @@ class RangeLoop(Operation):
 
     A positive step runs while index < end (<= when inclusive), a negative one while index > end.
     """
+
     index: Variable
     start: Variable
     end: Variable

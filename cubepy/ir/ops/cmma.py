@@ -21,8 +21,16 @@ from cubepy.ir.variable import Variable, VarKind
 if TYPE_CHECKING:
     from cubepy.ir.scope import Instruction
 
-__all__ = ["CMMA_RULES", "CMMA_SHAPE", "CmmaCast", "CmmaExecute", "CmmaFill", "CmmaLoad", "CmmaStore",
-           "fragment_length"]
+__all__ = [
+    "CMMA_RULES",
+    "CMMA_SHAPE",
+    "CmmaCast",
+    "CmmaExecute",
+    "CmmaFill",
+    "CmmaLoad",
+    "CmmaStore",
+    "fragment_length",
+]
 
 CMMA_SHAPE = (16, 16, 16)
 IDENTS = ("a", "b", "accumulator")
@@ -99,8 +107,12 @@ def _fragment(c: Checker, inst: Instruction, var: Variable, ident: str) -> None:
     if var.elem not in elems:
         c.fail("cmma-type", inst, f"a {ident} fragment of {var.elem!r}; expected one of {elems}")
     if var.length != fragment_length(ident, var.elem):
-        c.fail("not-fragment", inst, f"{var!r} holds {var.length} items, a {ident} fragment of {var.elem!r} "
-               f"holds {fragment_length(ident, var.elem)}")
+        c.fail(
+            "not-fragment",
+            inst,
+            f"{var!r} holds {var.length} items, a {ident} fragment of {var.elem!r} "
+            f"holds {fragment_length(ident, var.elem)}",
+        )
 
 
 def _layout(c: Checker, inst: Instruction, layout: str) -> None:
@@ -148,8 +160,12 @@ def _check_execute(c: Checker, inst: Instruction, op: CmmaExecute) -> None:
     _fragment(c, inst, op.c, "accumulator")
     _fragment(c, inst, op.d, "accumulator")
     if op.a.elem != op.b.elem or op.c.elem != F32 or op.d.elem != F32:
-        c.fail("cmma-type", inst, f"execute takes a, b of one input type and f32 accumulators, got "
-               f"{op.a.elem!r}, {op.b.elem!r}, {op.c.elem!r}, {op.d.elem!r}")
+        c.fail(
+            "cmma-type",
+            inst,
+            f"execute takes a, b of one input type and f32 accumulators, got "
+            f"{op.a.elem!r}, {op.b.elem!r}, {op.c.elem!r}, {op.d.elem!r}",
+        )
     _layout(c, inst, op.a_layout)
     _layout(c, inst, op.b_layout)
 

@@ -26,8 +26,17 @@ def _indexed(c: Checker, inst: Instruction, op: Operation) -> None:
     c.int_scalar(inst, "index", getattr(op, "index"))
 
 
-@declare(OpRecord("index", "memory", result=same_as("memory"), pure=True, reads=("memory",), checks=(_indexed,),
-                  doc="memory[index]."))
+@declare(
+    OpRecord(
+        "index",
+        "memory",
+        result=same_as("memory"),
+        pure=True,
+        reads=("memory",),
+        checks=(_indexed,),
+        doc="memory[index].",
+    )
+)
 @attrs.frozen
 class Index(Operation):
     """out = memory[index]; ``checked`` reads give 0 out of bounds (launch), unchecked ones are raw.
@@ -48,8 +57,11 @@ def _check_store(c: Checker, inst: Instruction, op: Operation) -> None:
     c.same_type(inst, "stored value", op.value.type, op.memory.type)
 
 
-@declare(OpRecord("index_assign", "memory", writes=("memory",), checks=(_indexed, _check_store),
-                  doc="memory[index] = value."))
+@declare(
+    OpRecord(
+        "index_assign", "memory", writes=("memory",), checks=(_indexed, _check_store), doc="memory[index] = value."
+    )
+)
 @attrs.frozen
 class IndexAssign(Operation):
     """memory[index] = value; ``checked`` writes out of bounds are dropped."""
@@ -64,8 +76,9 @@ def _check_lane(c: Checker, inst: Instruction, op: Operation) -> None:
     c.int_scalar(inst, "lane", getattr(op, "lane"))
 
 
-@declare(OpRecord("extract_lane", "memory", result=scalar_of("line"), pure=True, checks=(_check_lane,),
-                  doc="line[lane]."))
+@declare(
+    OpRecord("extract_lane", "memory", result=scalar_of("line"), pure=True, checks=(_check_lane,), doc="line[lane].")
+)
 @attrs.frozen
 class ExtractLane(Operation):
     """out = line[lane]."""
@@ -146,9 +159,15 @@ def _check_atomic(c: Checker, inst: Instruction, op: Operation) -> None:
 def _atomic(kind: str, doc: str) -> type[AtomicOp]:
     name = f"atomic_{kind}"
     has_result = kind != "store"
-    record = OpRecord(name, "memory", result=same_as("memory") if has_result else None,
-                      reads=() if kind == "store" else ("memory",), writes=() if kind == "load" else ("memory",),
-                      checks=(_indexed, _check_atomic), doc=doc)
+    record = OpRecord(
+        name,
+        "memory",
+        result=same_as("memory") if has_result else None,
+        reads=() if kind == "store" else ("memory",),
+        writes=() if kind == "load" else ("memory",),
+        checks=(_indexed, _check_atomic),
+        doc=doc,
+    )
     cls = derive(AtomicOp, "Atomic" + kind.capitalize(), record, __name__)
     assert issubclass(cls, AtomicOp)
     return cls
@@ -164,8 +183,18 @@ AtomicXor = _atomic("xor", "Atomic bitwise xor; gives the old value.")
 AtomicExchange = _atomic("exchange", "Atomic exchange; gives the old value.")
 AtomicLoad = _atomic("load", "Atomic load.")
 AtomicStore = _atomic("store", "Atomic store.")
-ATOMIC_OPS: tuple[type[AtomicOp], ...] = (AtomicAdd, AtomicSub, AtomicMax, AtomicMin, AtomicAnd, AtomicOr,
-                                          AtomicXor, AtomicExchange, AtomicLoad, AtomicStore)
+ATOMIC_OPS: tuple[type[AtomicOp], ...] = (
+    AtomicAdd,
+    AtomicSub,
+    AtomicMax,
+    AtomicMin,
+    AtomicAnd,
+    AtomicOr,
+    AtomicXor,
+    AtomicExchange,
+    AtomicLoad,
+    AtomicStore,
+)
 
 
 def _check_cas(c: Checker, inst: Instruction, op: Operation) -> None:
@@ -174,8 +203,17 @@ def _check_cas(c: Checker, inst: Instruction, op: Operation) -> None:
         c.same_type(inst, name, getattr(op, name).type, op.memory.type)
 
 
-@declare(OpRecord("atomic_compare_exchange", "memory", result=same_as("memory"), reads=("memory",),
-                  writes=("memory",), checks=(_indexed, _check_cas), doc="Atomic compare-and-exchange."))
+@declare(
+    OpRecord(
+        "atomic_compare_exchange",
+        "memory",
+        result=same_as("memory"),
+        reads=("memory",),
+        writes=("memory",),
+        checks=(_indexed, _check_cas),
+        doc="Atomic compare-and-exchange.",
+    )
+)
 @attrs.frozen
 class AtomicCompareExchange(Operation):
     """out = old memory[index]; if old == cmp: memory[index] = new."""
@@ -185,8 +223,30 @@ class AtomicCompareExchange(Operation):
     cmp: Variable
     new: Variable
 
+
 __all__ = [
-    "ATOMIC_OPS", "METADATA_OPS", "AtomicAdd", "AtomicAnd", "AtomicCompareExchange", "AtomicExchange", "AtomicLoad",
-    "AtomicMax", "AtomicMin", "AtomicOp", "AtomicOr", "AtomicStore", "AtomicSub", "AtomicXor", "BufferLen",
-    "ExtractLane", "Index", "IndexAssign", "InsertLane", "Len", "Metadata", "Rank", "Shape", "Stride",
+    "ATOMIC_OPS",
+    "METADATA_OPS",
+    "AtomicAdd",
+    "AtomicAnd",
+    "AtomicCompareExchange",
+    "AtomicExchange",
+    "AtomicLoad",
+    "AtomicMax",
+    "AtomicMin",
+    "AtomicOp",
+    "AtomicOr",
+    "AtomicStore",
+    "AtomicSub",
+    "AtomicXor",
+    "BufferLen",
+    "ExtractLane",
+    "Index",
+    "IndexAssign",
+    "InsertLane",
+    "Len",
+    "Metadata",
+    "Rank",
+    "Shape",
+    "Stride",
 ]

@@ -48,8 +48,9 @@ def _needs_lane(c: Checker, inst: Instruction, op: Operation) -> None:
     c.int_scalar(inst, "lane", op.arg)
 
 
-def _plane(kind: str, doc: str, *, result: ResultRule | object = None, checks: tuple[Check, ...] = (_needs_value,)
-           ) -> type[PlaneOp]:
+def _plane(
+    kind: str, doc: str, *, result: ResultRule | object = None, checks: tuple[Check, ...] = (_needs_value,)
+) -> type[PlaneOp]:
     rule = result if result is not None else same_as("value")
     record = OpRecord(f"plane_{kind}", "plane", result=rule, checks=checks, doc=doc)  # type: ignore[arg-type]
     cls = derive(PlaneOp, "Plane" + "".join(p.capitalize() for p in kind.split("_")), record, __name__)
@@ -72,19 +73,60 @@ PlaneShuffle = _plane("shuffle", "The value of unit arg (any unit per unit).", c
 PlaneShuffleXor = _plane("shuffle_xor", "The value of unit (own ^ arg).", checks=(_needs_value, _needs_lane))
 PlaneShuffleUp = _plane("shuffle_up", "The value of unit (own - arg).", checks=(_needs_value, _needs_lane))
 PlaneShuffleDown = _plane("shuffle_down", "The value of unit (own + arg).", checks=(_needs_value, _needs_lane))
-PlaneBallot = _plane("ballot", "A bit mask of the active units where the value holds (u32, or 4 x u32).",
-                     result=GIVEN, checks=(_needs_value, _ballot))
+PlaneBallot = _plane(
+    "ballot",
+    "A bit mask of the active units where the value holds (u32, or 4 x u32).",
+    result=GIVEN,
+    checks=(_needs_value, _ballot),
+)
 PlaneElect = _plane("elect", "True on exactly one active unit of the plane.", result=fixed(Type(BOOL)), checks=())
 
 PLANE_OPS: tuple[type[PlaneOp], ...] = (
-    PlaneSum, PlaneProd, PlaneMin, PlaneMax, PlaneInclusiveSum, PlaneExclusiveSum, PlaneInclusiveProd,
-    PlaneExclusiveProd, PlaneAll, PlaneAny, PlaneBallot, PlaneElect, PlaneBroadcast, PlaneShuffle, PlaneShuffleXor,
-    PlaneShuffleUp, PlaneShuffleDown,
+    PlaneSum,
+    PlaneProd,
+    PlaneMin,
+    PlaneMax,
+    PlaneInclusiveSum,
+    PlaneExclusiveSum,
+    PlaneInclusiveProd,
+    PlaneExclusiveProd,
+    PlaneAll,
+    PlaneAny,
+    PlaneBallot,
+    PlaneElect,
+    PlaneBroadcast,
+    PlaneShuffle,
+    PlaneShuffleXor,
+    PlaneShuffleUp,
+    PlaneShuffleDown,
 )
-PLANE_MOVES: tuple[type[PlaneOp], ...] = (PlaneBroadcast, PlaneShuffle, PlaneShuffleXor, PlaneShuffleUp,
-                                          PlaneShuffleDown)
+PLANE_MOVES: tuple[type[PlaneOp], ...] = (
+    PlaneBroadcast,
+    PlaneShuffle,
+    PlaneShuffleXor,
+    PlaneShuffleUp,
+    PlaneShuffleDown,
+)
 
-__all__ = ["PLANE_MOVES", "PLANE_OPS", "PlaneOp", "PlaneSum", "PlaneProd", "PlaneMin", "PlaneMax",
-    "PlaneInclusiveSum", "PlaneExclusiveSum", "PlaneInclusiveProd", "PlaneExclusiveProd", "PlaneAll", "PlaneAny",
-    "PlaneBallot", "PlaneElect", "PlaneBroadcast", "PlaneShuffle", "PlaneShuffleXor", "PlaneShuffleUp",
-    "PlaneShuffleDown"]
+__all__ = [
+    "PLANE_MOVES",
+    "PLANE_OPS",
+    "PlaneOp",
+    "PlaneSum",
+    "PlaneProd",
+    "PlaneMin",
+    "PlaneMax",
+    "PlaneInclusiveSum",
+    "PlaneExclusiveSum",
+    "PlaneInclusiveProd",
+    "PlaneExclusiveProd",
+    "PlaneAll",
+    "PlaneAny",
+    "PlaneBallot",
+    "PlaneElect",
+    "PlaneBroadcast",
+    "PlaneShuffle",
+    "PlaneShuffleXor",
+    "PlaneShuffleUp",
+    "PlaneShuffleDown",
+]

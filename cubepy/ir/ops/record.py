@@ -102,8 +102,11 @@ def declare(record: OpRecord) -> Callable[[OpClass], OpClass]:
 
 def derive(base: type[Operation], class_name: str, record: OpRecord, module: str) -> type[Operation]:
     """A member of an operation family: a subclass of ``base`` with no fields of its own."""
-    cls = type(class_name, (base,), {"__slots__": (), "__module__": module, "__qualname__": class_name,
-                                     "__doc__": record.doc or base.__doc__})
+    cls = type(
+        class_name,
+        (base,),
+        {"__slots__": (), "__module__": module, "__qualname__": class_name, "__doc__": record.doc or base.__doc__},
+    )
     return declare(record)(cls)
 
 

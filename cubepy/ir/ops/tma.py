@@ -22,8 +22,18 @@ if TYPE_CHECKING:
     from cubepy.ir.scope import Instruction
 
 __all__ = [
-    "TMA_RULES", "BarrierArrive", "BarrierArriveExpectTx", "BarrierExpectTx", "BarrierInit", "BarrierWait",
-    "BarrierWaitParity", "TmaGroupCommit", "TmaGroupWait", "TmaGroupWaitRead", "TmaLoad", "TmaLoadIm2col",
+    "TMA_RULES",
+    "BarrierArrive",
+    "BarrierArriveExpectTx",
+    "BarrierExpectTx",
+    "BarrierInit",
+    "BarrierWait",
+    "BarrierWaitParity",
+    "TmaGroupCommit",
+    "TmaGroupWait",
+    "TmaGroupWaitRead",
+    "TmaLoad",
+    "TmaLoadIm2col",
     "TmaStore",
 ]
 
@@ -130,7 +140,6 @@ class TmaGroupCommit(Operation):
     """Close the open bulk group of this unit's TMA stores."""
 
 
-
 @attrs.frozen
 class TmaGroupWait(Operation):
     """Wait until at most ``pending`` committed bulk groups of this unit are still writing global memory."""
@@ -173,13 +182,18 @@ def _copy_operands(c: Checker, inst: Instruction, op: TmaLoad | TmaLoadIm2col | 
     if op.smem.kind is not VarKind.SHARED:
         c.fail("not-shared", inst, f"{op.smem!r} is a {op.smem.kind.value}, expected shared memory")
     if op.smem.elem != op.tensor_map.elem:
-        c.fail("tma-operand-type", inst, f"shared memory of {op.smem.elem!r} with a tensor map of "
-               f"{op.tensor_map.elem!r}")
+        c.fail(
+            "tma-operand-type", inst, f"shared memory of {op.smem.elem!r} with a tensor map of {op.tensor_map.elem!r}"
+        )
     c.int_scalar(inst, "shared offset", op.offset)
     c.int_scalar(inst, "shared slice length", op.length)
     if op.rank not in ranks or len(op.coords) != op.rank:
-        c.fail("tma-rank", inst, f"rank {op.rank} with {len(op.coords)} coordinates; expected a rank in "
-               f"[{ranks.start}, {ranks.stop - 1}] and one coordinate per dimension")
+        c.fail(
+            "tma-rank",
+            inst,
+            f"rank {op.rank} with {len(op.coords)} coordinates; expected a rank in "
+            f"[{ranks.start}, {ranks.stop - 1}] and one coordinate per dimension",
+        )
     for k, coord in enumerate(op.coords):
         _typed(c, inst, f"coordinate {k}", coord, COORD_TYPE)
 
@@ -253,14 +267,18 @@ _TOKEN = fixed(TOKEN_TYPE)
 for _cls, _record in (
     (BarrierInit, OpRecord("barrier_init", "tma", checks=(_check_init,))),
     (BarrierArrive, OpRecord("barrier_arrive", "tma", result=_TOKEN, checks=(_check_arrive,))),
-    (BarrierArriveExpectTx, OpRecord("barrier_arrive_expect_tx", "tma", result=_TOKEN,
-                                     checks=(_check_arrive_expect_tx,))),
+    (
+        BarrierArriveExpectTx,
+        OpRecord("barrier_arrive_expect_tx", "tma", result=_TOKEN, checks=(_check_arrive_expect_tx,)),
+    ),
     (BarrierExpectTx, OpRecord("barrier_expect_tx", "tma", checks=(_check_expect_tx,))),
     (BarrierWait, OpRecord("barrier_wait", "tma", checks=(_check_wait,))),
     (BarrierWaitParity, OpRecord("barrier_wait_parity", "tma", checks=(_check_wait_parity,))),
     (TmaLoad, OpRecord("tma_load", "tma", reads=("tensor_map",), writes=("smem",), checks=(_check_load,))),
-    (TmaLoadIm2col, OpRecord("tma_load_im2col", "tma", reads=("tensor_map",), writes=("smem",),
-                             checks=(_check_load_im2col,))),
+    (
+        TmaLoadIm2col,
+        OpRecord("tma_load_im2col", "tma", reads=("tensor_map",), writes=("smem",), checks=(_check_load_im2col,)),
+    ),
     (TmaStore, OpRecord("tma_store", "tma", reads=("smem",), writes=("tensor_map",), checks=(_check_store,))),
     (TmaGroupCommit, OpRecord("tma_group_commit", "tma", checks=(_check_group,))),
     (TmaGroupWait, OpRecord("tma_group_wait", "tma", checks=(_check_group,))),

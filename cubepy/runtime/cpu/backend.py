@@ -27,8 +27,10 @@ from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import loader
 from cubepy.runtime.cuda import params as kparams
 
-SANITIZER_ON_INTERP = ("the sanitizer runs on the interp runtime only: use cp.client('interp', sanitize=True) "
-                       "(the cpu runtime reports nothing but the kernel's results)")
+SANITIZER_ON_INTERP = (
+    "the sanitizer runs on the interp runtime only: use cp.client('interp', sanitize=True) "
+    "(the cpu runtime reports nothing but the kernel's results)"
+)
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 CUBES_PER_TASK_MIN = 1
@@ -48,11 +50,17 @@ class _Workspace:
         self.handles = np.zeros(padded, np.uint64)
         self.ctx = np.zeros(CTX_BYTES, np.uint8)
         words = self.ctx.view(np.uint64)
-        for offset, array in ((CTX_SHARED, self.shared), (CTX_STATE, self.state), (CTX_SITE, self.site),
-                              (CTX_MASK, self.mask), (CTX_PUBLISH, self.publish), (CTX_SNAPSHOT, self.snapshot),
-                              (CTX_HANDLES, self.handles)):
+        for offset, array in (
+            (CTX_SHARED, self.shared),
+            (CTX_STATE, self.state),
+            (CTX_SITE, self.site),
+            (CTX_MASK, self.mask),
+            (CTX_PUBLISH, self.publish),
+            (CTX_SNAPSHOT, self.snapshot),
+            (CTX_HANDLES, self.handles),
+        ):
             words[offset // 8] = array.ctypes.data
-        self.ctx[CTX_NCTAID:CTX_NCTAID + 12].view(np.uint32)[:] = counts
+        self.ctx[CTX_NCTAID : CTX_NCTAID + 12].view(np.uint32)[:] = counts
 
     @property
     def address(self) -> int:
@@ -84,8 +92,10 @@ class CpuBackend:
     def check_launch(self, kernel: HostKernel, cube_count: tuple[int, int, int]) -> None:
         """Reject launches the GPU would refuse: too much shared memory, too many cubes for the driver's i32."""
         if kernel.shared_bytes > MAX_SHARED_BYTES:
-            raise LaunchError(f"kernel {kernel.name} needs {kernel.shared_bytes} bytes of shared memory; a cube has "
-                              f"at most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+            raise LaunchError(
+                f"kernel {kernel.name} needs {kernel.shared_bytes} bytes of shared memory; a cube has "
+                f"at most {MAX_SHARED_BYTES} (227 KiB on sm_90)"
+            )
         if int(np.prod(cube_count)) > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
 
@@ -96,17 +106,18 @@ class CpuBackend:
             self._extended[id(kernel)] = found
         return found[1], found[2]
 
-    def run(self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, *,
-            sanitize: bool) -> None:
+    def run(self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
         """Pack the parameter block (as the cuda runtime does) and run every cube; returns when all finished."""
         if sanitize:
             raise CubeError(SANITIZER_ON_INTERP)
         extended, layout = self._abi(kernel)
         if len(bindings.buffers) != len(extended):
-            raise LaunchError(f"kernel {kernel.name} takes {len(extended)} buffer(s) but "
-                              f"{len(bindings.buffers)} were bound")
-        addresses = [int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize
-                     for b in bindings.buffers]
+            raise LaunchError(
+                f"kernel {kernel.name} takes {len(extended)} buffer(s) but {len(bindings.buffers)} were bound"
+            )
+        addresses = [
+            int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
+        ]
         info = abi.pack_info(bindings.buffers, extended)
         maps = [bytes(abi.TENSOR_MAP_BYTES) for _ in bindings.tensor_maps]  # only TMA ops read them: unsupported
         packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, int(info.ctypes.data))
@@ -150,4 +161,4 @@ class CpuBackend:
 def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:
     raw = np.zeros(nbytes + align, dtype=np.uint8)
     start = (-int(raw.ctypes.data)) % align
-    return raw[start:start + nbytes]
+    return raw[start : start + nbytes]

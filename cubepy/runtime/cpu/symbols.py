@@ -64,15 +64,18 @@ define bfloat @cubepy_truncdfbf2(double %d) {
 
 declare double @llvm.fabs.f64(double)
 """
-_PROVIDED = {"__truncsfbf2": "cubepy_truncsfbf2", "__truncdfhf2": "cubepy_truncdfhf2",
-             "__truncdfbf2": "cubepy_truncdfbf2"}
+_PROVIDED = {
+    "__truncsfbf2": "cubepy_truncsfbf2",
+    "__truncdfhf2": "cubepy_truncdfhf2",
+    "__truncdfbf2": "cubepy_truncdfbf2",
+}
 
 
 def undefined_symbols(elf: bytes) -> list[str]:
     """Names the ELF64 relocatable object ``elf`` references but does not define."""
     if elf[:4] != b"\x7fELF" or elf[4] != 2:
         return []
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
     names = []
@@ -84,7 +87,7 @@ def undefined_symbols(elf: bytes) -> list[str]:
             name_at, _, _, shndx = struct.unpack_from("<IBBH", elf, start)
             if shndx == 0 and name_at:
                 end = elf.index(b"\0", strtab_offset + name_at)
-                names.append(elf[strtab_offset + name_at:end].decode())
+                names.append(elf[strtab_offset + name_at : end].decode())
     return names
 
 
@@ -110,5 +113,7 @@ def ensure_resolvable(kernel_name: str, object_code: bytes) -> None:
             _support_engine()
             continue
         if not hasattr(process, name):
-            raise CompileError(f"kernel {kernel_name}: host code needs the runtime function {name!r}, which this "
-                               "process does not provide")
+            raise CompileError(
+                f"kernel {kernel_name}: host code needs the runtime function {name!r}, which this "
+                "process does not provide"
+            )

@@ -25,11 +25,19 @@ from cubepy.runtime.cuda import tensormaps
 from cubepy.runtime.cuda.device import CudaDevice, DeviceBuffer
 from cubepy.runtime.cuda.driver import check, error_name
 
-SANITIZER_UNAVAILABLE = ("the sanitizer is a CPU-runtime feature: use cp.client('interp', sanitize=True) "
-                         "(and unset CUBEPY_SANITIZE for the cuda runtime)")
+SANITIZER_UNAVAILABLE = (
+    "the sanitizer is a CPU-runtime feature: use cp.client('interp', sanitize=True) "
+    "(and unset CUBEPY_SANITIZE for the cuda runtime)"
+)
 # Load errors after which the PTX is worth handing to the driver's JIT instead of the cubin.
-_RETRY_WITH_PTX = frozenset({"CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_IMAGE",
-                             "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_SOURCE"})
+_RETRY_WITH_PTX = frozenset(
+    {
+        "CUDA_ERROR_NO_BINARY_FOR_GPU",
+        "CUDA_ERROR_INVALID_IMAGE",
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        "CUDA_ERROR_INVALID_SOURCE",
+    }
+)
 _JIT_LOG_BYTES = 16384
 _STATIC_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in, for dynamic shared memory only
 
@@ -39,15 +47,15 @@ class CudaKernel:
     """A loaded kernel: what ``prepare`` returns and ``check_launch``/``run`` take."""
 
     definition: KernelDefinition
-    compiled: Any                # cubepy.compiler.compiled.CompiledKernel
-    module: Any                  # CUmodule
-    function: Any                # CUfunction
+    compiled: Any  # cubepy.compiler.compiled.CompiledKernel
+    module: Any  # CUmodule
+    function: Any  # CUfunction
     layout: kparams.ParamLayout
-    extended: tuple[bool, ...]   # per buffer slot: does the info buffer carry its shape/strides block
-    loaded_from: str             # "cubin" or "ptx" (driver JIT)
+    extended: tuple[bool, ...]  # per buffer slot: does the info buffer carry its shape/strides block
+    loaded_from: str  # "cubin" or "ptx" (driver JIT)
     static_shared_bytes: int
     dynamic_shared_bytes: int
-    max_units_per_cube: int      # the function's limit, lower than the device's when registers run out
+    max_units_per_cube: int  # the function's limit, lower than the device's when registers run out
     registers: int
 
     @property
@@ -80,20 +88,34 @@ class CudaBackend:
         final = getattr(compiled, "definition", None) or definition
         module, loaded_from = self._load(compiled)
         drv = self.device.driver
-        function = check(drv, drv.cuModuleGetFunction(module, compiled.name.encode()), "cuModuleGetFunction",
-                         f"entry {compiled.name!r}")
+        function = check(
+            drv,
+            drv.cuModuleGetFunction(module, compiled.name.encode()),
+            "cuModuleGetFunction",
+            f"entry {compiled.name!r}",
+        )
         dynamic = int(getattr(compiled, "dynamic_shared_bytes", 0) or 0)
         static = self._function_attribute(function, "SHARED_SIZE_BYTES")
         if dynamic and _STATIC_SHARED_LIMIT < static + dynamic <= self.device.info.max_shared_per_block_optin:
             # Past 48 KiB a kernel gets shared memory only by opting in, per function, for dynamic memory
             # (more than the device's opt-in maximum is left to check_launch, which says so as a LaunchError).
             attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            check(drv, drv.cuFuncSetAttribute(function, attr, dynamic), "cuFuncSetAttribute",
-                  f"MAX_DYNAMIC_SHARED_SIZE_BYTES = {dynamic} for kernel {compiled.name}")
+            check(
+                drv,
+                drv.cuFuncSetAttribute(function, attr, dynamic),
+                "cuFuncSetAttribute",
+                f"MAX_DYNAMIC_SHARED_SIZE_BYTES = {dynamic} for kernel {compiled.name}",
+            )
         return CudaKernel(
-            definition=final, compiled=compiled, module=module, function=function,
-            layout=kparams.param_layout(final), extended=tuple(abi.extended_flags(final)),
-            loaded_from=loaded_from, static_shared_bytes=static, dynamic_shared_bytes=dynamic,
+            definition=final,
+            compiled=compiled,
+            module=module,
+            function=function,
+            layout=kparams.param_layout(final),
+            extended=tuple(abi.extended_flags(final)),
+            loaded_from=loaded_from,
+            static_shared_bytes=static,
+            dynamic_shared_bytes=dynamic,
             max_units_per_cube=self._function_attribute(function, "MAX_THREADS_PER_BLOCK"),
             registers=self._function_attribute(function, "NUM_REGS"),
         )
@@ -119,8 +141,12 @@ class CudaBackend:
         result = drv.cuModuleLoadDataEx(image, len(options), options, [log, len(log)])
         if int(result[0]) != 0:
             text = bytes(log).split(b"\0")[0].decode(errors="replace").strip()
-            check(drv, result, "cuModuleLoadDataEx (PTX JIT)",
-                  f"kernel {compiled.name} for {compiled.target}; JIT log:\n{text or '(empty)'}")
+            check(
+                drv,
+                result,
+                "cuModuleLoadDataEx (PTX JIT)",
+                f"kernel {compiled.name} for {compiled.target}; JIT log:\n{text or '(empty)'}",
+            )
         return result[1]
 
     def _function_attribute(self, function: Any, name: str) -> int:
@@ -134,16 +160,16 @@ class CudaBackend:
         check_launch_limits(kernel, cube_count, self.device.info)
 
     # -- run -------------------------------------------------------------------------------
-    def run(self, kernel: CudaKernel, cube_count: tuple[int, int, int], bindings: Bindings, *,
-            sanitize: bool) -> None:
+    def run(self, kernel: CudaKernel, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
         """Bind, upload the info buffer and launch on the stream (asynchronous; faults surface at sync)."""
         if sanitize:
             raise CubeError(SANITIZER_UNAVAILABLE)
         drv = self.device.driver
         # Everything that can fail on the host happens before anything is queued: a refused launch writes nothing.
         if len(bindings.buffers) != len(kernel.extended):
-            raise LaunchError(f"kernel {kernel.name} takes {len(kernel.extended)} buffer(s) but "
-                              f"{len(bindings.buffers)} were bound")
+            raise LaunchError(
+                f"kernel {kernel.name} takes {len(kernel.extended)} buffer(s) but {len(bindings.buffers)} were bound"
+            )
         addresses = [buffer_address(binding.handle) for binding in bindings.buffers]
         maps = [tensormaps.encode(arg, allocation_address(arg.handle), drv) for arg in bindings.tensor_maps]
         info = abi.pack_info(bindings.buffers, kernel.extended)
@@ -152,26 +178,36 @@ class CudaBackend:
         grid = tuple(int(c) for c in cube_count)
         block = tuple(int(d) for d in kernel.definition.cube_dim)
         self.device.make_current()
-        check(drv, drv.cuLaunchKernel(kernel.function, *grid, *block, kernel.dynamic_shared_bytes,
-                                      self.device.stream, packed.address, 0),
-              "cuLaunchKernel", f"kernel {kernel.name}, cube_count={grid}, cube_dim={block}")
+        check(
+            drv,
+            drv.cuLaunchKernel(
+                kernel.function, *grid, *block, kernel.dynamic_shared_bytes, self.device.stream, packed.address, 0
+            ),
+            "cuLaunchKernel",
+            f"kernel {kernel.name}, cube_count={grid}, cube_dim={block}",
+        )
 
 
 def check_launch_limits(kernel: CudaKernel, cube_count: tuple[int, int, int], info: Any) -> None:
     """The launch checks, on plain data: grid size, units per cube, shared memory."""
     for axis, count, limit in zip("xyz", cube_count, info.max_grid):
         if count > limit:
-            raise LaunchError(f"kernel {kernel.name}: cube_count.{axis} = {count} exceeds the device's "
-                              f"limit of {limit}")
+            raise LaunchError(
+                f"kernel {kernel.name}: cube_count.{axis} = {count} exceeds the device's limit of {limit}"
+            )
     units = int(np.prod(kernel.definition.cube_dim))
     if units > kernel.max_units_per_cube:
-        raise LaunchError(f"kernel {kernel.name}: cube_dim {kernel.definition.cube_dim} has {units} units but the "
-                          f"compiled kernel allows at most {kernel.max_units_per_cube} per cube "
-                          f"({kernel.registers} registers per unit)")
+        raise LaunchError(
+            f"kernel {kernel.name}: cube_dim {kernel.definition.cube_dim} has {units} units but the "
+            f"compiled kernel allows at most {kernel.max_units_per_cube} per cube "
+            f"({kernel.registers} registers per unit)"
+        )
     shared = kernel.static_shared_bytes + kernel.dynamic_shared_bytes
     if shared > info.max_shared_per_block_optin:
-        raise LaunchError(f"kernel {kernel.name} needs {shared} bytes of shared memory; a cube has at most "
-                          f"{info.max_shared_per_block_optin} on {info.name}")
+        raise LaunchError(
+            f"kernel {kernel.name} needs {shared} bytes of shared memory; a cube has at most "
+            f"{info.max_shared_per_block_optin} on {info.name}"
+        )
 
 
 def allocation_address(handle: Any) -> int:

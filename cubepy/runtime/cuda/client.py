@@ -67,8 +67,11 @@ class CudaClient(ComputeClient):
             return out
         if any(s < 0 for s in handle.strides):
             raise LaunchError(f"client.read: negative strides {handle.strides} are not supported")
-        span = 0 if any(d == 0 for d in handle.shape) else \
-            1 + sum((d - 1) * s for d, s in zip(handle.shape, handle.strides))
+        span = (
+            0
+            if any(d == 0 for d in handle.shape)
+            else 1 + sum((d - 1) * s for d, s in zip(handle.shape, handle.strides))
+        )
         flat = np.empty(span, dtype=handle.dtype)
         self.device.download(start, flat)
         view = np.lib.stride_tricks.as_strided(flat, handle.shape, tuple(s * item for s in handle.strides))
@@ -88,11 +91,15 @@ class CudaClient(ComputeClient):
         """
         view = external_view(obj)
         if view.device_type not in CUDA_DEVICE_TYPES:
-            raise LaunchError(f"from_external: {type(obj).__name__} lives on DLPack device type "
-                              f"{view.device_type}, not on a CUDA device")
+            raise LaunchError(
+                f"from_external: {type(obj).__name__} lives on DLPack device type "
+                f"{view.device_type}, not on a CUDA device"
+            )
         if view.device_id not in (-1, self.device.info.ordinal):
-            raise LaunchError(f"from_external: the array is on CUDA device {view.device_id}, this client "
-                              f"uses device {self.device.info.ordinal}")
+            raise LaunchError(
+                f"from_external: the array is on CUDA device {view.device_id}, this client "
+                f"uses device {self.device.info.ordinal}"
+            )
         if any(s < 0 for s in view.strides):
             raise LaunchError(f"from_external: negative strides {view.strides} are not supported")
         self.device.synchronize_context()

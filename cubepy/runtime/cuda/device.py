@@ -55,7 +55,7 @@ class DeviceInfo:
     multiprocessors: int
     max_threads_per_block: int
     max_grid: tuple[int, int, int]
-    max_shared_per_block: int        # without opting in (48 KiB)
+    max_shared_per_block: int  # without opting in (48 KiB)
     max_shared_per_block_optin: int  # with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (227 KiB on sm_90)
 
     @property
@@ -78,8 +78,7 @@ class CudaDevice:
         self._thread = threading.local()
         check(self.driver, self.driver.cuInit(0), "cuInit")
         self.handle = check(self.driver, self.driver.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
-        self.context = check(self.driver, self.driver.cuDevicePrimaryCtxRetain(self.handle),
-                             "cuDevicePrimaryCtxRetain")
+        self.context = check(self.driver, self.driver.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
         self.make_current()
         # Flags 0: a blocking stream, ordered with the legacy default stream (see the module docstring).
         self.stream = check(self.driver, self.driver.cuStreamCreate(0), "cuStreamCreate")
@@ -96,8 +95,9 @@ class CudaDevice:
     def attribute(self, name: str) -> int:
         """One ``CU_DEVICE_ATTRIBUTE_<name>`` of the device."""
         attr = getattr(self.driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
-        return int(check(self.driver, self.driver.cuDeviceGetAttribute(attr, self.handle),
-                         f"cuDeviceGetAttribute({name})"))
+        return int(
+            check(self.driver, self.driver.cuDeviceGetAttribute(attr, self.handle), f"cuDeviceGetAttribute({name})")
+        )
 
     def _read_info(self, ordinal: int) -> DeviceInfo:
         raw_name = check(self.driver, self.driver.cuDeviceGetName(256, self.handle), "cuDeviceGetName")
@@ -105,14 +105,16 @@ class CudaDevice:
         return DeviceInfo(
             ordinal=ordinal,
             name=name,
-            compute_capability=(self.attribute("COMPUTE_CAPABILITY_MAJOR"),
-                                self.attribute("COMPUTE_CAPABILITY_MINOR")),
+            compute_capability=(self.attribute("COMPUTE_CAPABILITY_MAJOR"), self.attribute("COMPUTE_CAPABILITY_MINOR")),
             driver_version=int(check(self.driver, self.driver.cuDriverGetVersion(), "cuDriverGetVersion")),
             total_memory=int(check(self.driver, self.driver.cuDeviceTotalMem(self.handle), "cuDeviceTotalMem")),
             multiprocessors=self.attribute("MULTIPROCESSOR_COUNT"),
             max_threads_per_block=self.attribute("MAX_THREADS_PER_BLOCK"),
-            max_grid=(self.attribute("MAX_GRID_DIM_X"), self.attribute("MAX_GRID_DIM_Y"),
-                      self.attribute("MAX_GRID_DIM_Z")),
+            max_grid=(
+                self.attribute("MAX_GRID_DIM_X"),
+                self.attribute("MAX_GRID_DIM_Y"),
+                self.attribute("MAX_GRID_DIM_Z"),
+            ),
             max_shared_per_block=self.attribute("MAX_SHARED_MEMORY_PER_BLOCK"),
             max_shared_per_block_optin=self.attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         )
@@ -121,8 +123,9 @@ class CudaDevice:
     def allocate(self, nbytes: int, itemsize: int) -> DeviceBuffer:
         """A new allocation of ``nbytes`` (at least one byte: the driver refuses empty ones), 256-byte aligned."""
         self.make_current()
-        ptr = int(check(self.driver, self.driver.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc",
-                        f"asked for {nbytes} bytes"))
+        ptr = int(
+            check(self.driver, self.driver.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc", f"asked for {nbytes} bytes")
+        )
         buffer = DeviceBuffer(ptr, int(nbytes), int(nbytes) // max(itemsize, 1))
         buffer._finalizer = weakref.finalize(buffer, _free, self.driver, ptr)
         # At interpreter exit the driver tears the context down itself; freeing then can only fail.
@@ -140,8 +143,12 @@ class CudaDevice:
         if host.nbytes == 0:
             return
         # From pageable memory the driver stages the source before returning, so ``host`` may die after.
-        check(self.driver, self.driver.cuMemcpyHtoDAsync(dst, int(host.ctypes.data), host.nbytes, self.stream),
-              "cuMemcpyHtoDAsync", f"{host.nbytes} bytes to {dst:#x}")
+        check(
+            self.driver,
+            self.driver.cuMemcpyHtoDAsync(dst, int(host.ctypes.data), host.nbytes, self.stream),
+            "cuMemcpyHtoDAsync",
+            f"{host.nbytes} bytes to {dst:#x}",
+        )
 
     def download(self, src: int, host: np.ndarray) -> None:
         """Copy into a C-contiguous host array from device address ``src``; waits for the stream first."""
@@ -149,8 +156,12 @@ class CudaDevice:
         if host.nbytes == 0:
             self.synchronize()
             return
-        check(self.driver, self.driver.cuMemcpyDtoHAsync(int(host.ctypes.data), src, host.nbytes, self.stream),
-              "cuMemcpyDtoHAsync", f"{host.nbytes} bytes from {src:#x}")
+        check(
+            self.driver,
+            self.driver.cuMemcpyDtoHAsync(int(host.ctypes.data), src, host.nbytes, self.stream),
+            "cuMemcpyDtoHAsync",
+            f"{host.nbytes} bytes from {src:#x}",
+        )
         self.synchronize()
 
     def fill(self, dst: int, byte: int, nbytes: int) -> None:
@@ -162,8 +173,12 @@ class CudaDevice:
     def synchronize(self) -> None:
         """Wait for everything queued on cubepy's stream; kernel faults surface here."""
         self.make_current()
-        check(self.driver, self.driver.cuStreamSynchronize(self.stream), "cuStreamSynchronize",
-              "an earlier launch or copy on cubepy's stream failed")
+        check(
+            self.driver,
+            self.driver.cuStreamSynchronize(self.stream),
+            "cuStreamSynchronize",
+            "an earlier launch or copy on cubepy's stream failed",
+        )
 
     def synchronize_context(self) -> None:
         """Wait for every stream of the context (other libraries' work on shared memory included)."""
@@ -186,8 +201,9 @@ class CudaDevice:
                 work()
                 check(self.driver, self.driver.cuEventRecord(end, self.stream), "cuEventRecord")
                 check(self.driver, self.driver.cuEventSynchronize(end), "cuEventSynchronize")
-                times.append(float(check(self.driver, self.driver.cuEventElapsedTime(start, end),
-                                         "cuEventElapsedTime")))
+                times.append(
+                    float(check(self.driver, self.driver.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+                )
             return times
         finally:
             self.driver.cuEventDestroy(start)

@@ -26,32 +26,40 @@ _LIBCUDA_NAMES = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1"
 # What an error usually means for a cubepy user, keyed by the driver's error name.
 _EXPLANATIONS = {
     "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel read or wrote memory outside every allocation; run it on the "
-                                  "interp runtime with sanitize=True to find the access",
+    "interp runtime with sanitize=True to find the access",
     "CUDA_ERROR_MISALIGNED_ADDRESS": "a kernel accessed memory at an address not aligned to the access size "
-                                     "(a line or TMA access on a misaligned offset?)",
+    "(a line or TMA access on a misaligned offset?)",
     "CUDA_ERROR_ILLEGAL_INSTRUCTION": "a kernel executed an illegal instruction (a TMA or mbarrier op on a "
-                                      "misaligned shared address, or a trap)",
+    "misaligned shared address, or a trap)",
     "CUDA_ERROR_ASSERT": "a device-side assertion or trap fired",
     "CUDA_ERROR_LAUNCH_FAILED": "the kernel failed while running",
     "CUDA_ERROR_LAUNCH_TIMEOUT": "the kernel ran past the watchdog (a deadlocked barrier wait?)",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the kernel needs more registers or shared memory than a cube of "
-                                          "this cube_dim can have; use a smaller cube_dim",
+    "this cube_dim can have; use a smaller cube_dim",
     "CUDA_ERROR_INVALID_PTX": "the driver's PTX compiler rejected the PTX (see the JIT log)",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the PTX is newer than this driver understands; install a ptxas no "
-                                          "newer than the driver (so a cubin is loaded) or update the driver",
+    "newer than the driver (so a cubin is loaded) or update the driver",
     "CUDA_ERROR_NO_BINARY_FOR_GPU": "the cubin was built for another GPU architecture",
     "CUDA_ERROR_JIT_COMPILER_NOT_FOUND": "the driver has no PTX JIT compiler; install ptxas so cubepy "
-                                         "loads a cubin instead",
+    "loads a cubin instead",
     "CUDA_ERROR_OUT_OF_MEMORY": "the device has no memory left for this allocation",
     "CUDA_ERROR_INVALID_VALUE": "the driver refused one of the arguments",
     "CUDA_ERROR_NOT_FOUND": "the named symbol is not in the module",
 }
 # Errors after which the context is unusable: every later call fails the same way.
-STICKY_ERRORS = frozenset({
-    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "CUDA_ERROR_ASSERT", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_LAUNCH_TIMEOUT",
-    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-})
+STICKY_ERRORS = frozenset(
+    {
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        "CUDA_ERROR_ASSERT",
+        "CUDA_ERROR_LAUNCH_FAILED",
+        "CUDA_ERROR_LAUNCH_TIMEOUT",
+        "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        "CUDA_ERROR_INVALID_PC",
+        "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    }
+)
 
 
 def import_driver() -> ModuleType:
@@ -71,8 +79,9 @@ def load_libcuda(names: tuple[str, ...] = _LIBCUDA_NAMES) -> None:
     raise OSError("; ".join(errors))
 
 
-def probe(importer: Callable[[], ModuleType] = import_driver,
-          load_library: Callable[[], None] = load_libcuda) -> str | None:
+def probe(
+    importer: Callable[[], ModuleType] = import_driver, load_library: Callable[[], None] = load_libcuda
+) -> str | None:
     """Why the cuda runtime cannot run here (cuda-bindings, driver library, cuInit, devices), or None."""
     try:
         driver = importer()
@@ -131,8 +140,9 @@ def check(driver: Any, result: tuple, call: str, detail: str = "", error: type[C
     return values[0] if len(values) == 1 else values
 
 
-def driver_error(driver: Any, status: Any, call: str, detail: str = "",
-                 error: type[CubeError] = CubeError) -> CubeError:
+def driver_error(
+    driver: Any, status: Any, call: str, detail: str = "", error: type[CubeError] = CubeError
+) -> CubeError:
     """The exception for a failed driver call."""
     name = error_name(driver, status)
     message = f"{call} failed: {name}"

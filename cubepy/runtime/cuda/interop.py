@@ -36,9 +36,15 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class _DLManagedTensor(ctypes.Structure):
@@ -125,8 +131,9 @@ def from_dlpack(obj: Any, stream: int | None = None) -> ExternalView:
     # The consumer owns the tensor now: rename the capsule so its destructor does not free it too.
     _capsule_set_name(capsule, b"used_dltensor")
     keeper = _DLPackKeeper(obj, address)
-    return ExternalView(ptr, dtype, shape, strides, int(tensor.device.device_type), int(tensor.device.device_id),
-                        keeper)
+    return ExternalView(
+        ptr, dtype, shape, strides, int(tensor.device.device_type), int(tensor.device.device_id), keeper
+    )
 
 
 class _DLPackKeeper:

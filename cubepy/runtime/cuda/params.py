@@ -31,12 +31,13 @@ from cubepy.ir import Type
 
 BLOCK_ALIGN = abi.TENSOR_MAP_ALIGN  # the strictest alignment of any parameter
 
+
 @dataclass(frozen=True)
 class PackedParams:
     """A filled parameter block and the ``void*[]`` of pointers into it; keep it alive until the launch returns."""
 
-    block: np.ndarray      # uint8, 64-byte aligned, laid out as the layout says
-    pointers: np.ndarray   # uint64, one address per parameter, into ``block``
+    block: np.ndarray  # uint8, 64-byte aligned, laid out as the layout says
+    pointers: np.ndarray  # uint64, one address per parameter, into ``block``
 
     @property
     def address(self) -> int:
@@ -66,8 +67,13 @@ def scalar_bytes(value: Any, ty: Type, name: str = "scalar") -> bytes:
     return data + bytes(size - len(data))
 
 
-def pack_params(layout: ParamLayout, buffer_addresses: Sequence[int], scalars: Sequence[Any],
-                tensor_maps: Sequence[bytes], info_address: int) -> PackedParams:
+def pack_params(
+    layout: ParamLayout,
+    buffer_addresses: Sequence[int],
+    scalars: Sequence[Any],
+    tensor_maps: Sequence[bytes],
+    info_address: int,
+) -> PackedParams:
     """Write every parameter's bytes at its offset and point the ``kernelParams`` array at them.
 
     ``buffer_addresses`` are device addresses of element 0 of each buffer (allocation + offset),
@@ -97,7 +103,7 @@ def pack_params(layout: ParamLayout, buffer_addresses: Sequence[int], scalars: S
             data = _address_bytes(info_address, "info")
         if len(data) != slot.size:
             raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
-        block[slot.offset:slot.offset + slot.size] = np.frombuffer(data, dtype=np.uint8)
+        block[slot.offset : slot.offset + slot.size] = np.frombuffer(data, dtype=np.uint8)
         pointers[position] = base + slot.offset
     return PackedParams(block, pointers)
 
@@ -113,4 +119,4 @@ def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:
     """A zeroed uint8 array whose first byte sits at a multiple of ``align`` (a view into a larger one)."""
     raw = np.zeros(nbytes + align, dtype=np.uint8)
     start = (-int(raw.ctypes.data)) % align
-    return raw[start:start + nbytes]
+    return raw[start : start + nbytes]

@@ -25,11 +25,35 @@ _ENUM_CLASSES = {
     "oobFill": "CUtensorMapFloatOOBfill",
 }
 # Argument order of each call after ``tensorMap`` (an output in cuda-bindings, returned not passed).
-TILED_ORDER = ("tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides", "boxDim",
-               "elementStrides", "interleave", "swizzle", "l2Promotion", "oobFill")
-IM2COL_ORDER = ("tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides",
-                "pixelBoxLowerCorner", "pixelBoxUpperCorner", "channelsPerPixel", "pixelsPerColumn",
-                "elementStrides", "interleave", "swizzle", "l2Promotion", "oobFill")
+TILED_ORDER = (
+    "tensorDataType",
+    "tensorRank",
+    "globalAddress",
+    "globalDim",
+    "globalStrides",
+    "boxDim",
+    "elementStrides",
+    "interleave",
+    "swizzle",
+    "l2Promotion",
+    "oobFill",
+)
+IM2COL_ORDER = (
+    "tensorDataType",
+    "tensorRank",
+    "globalAddress",
+    "globalDim",
+    "globalStrides",
+    "pixelBoxLowerCorner",
+    "pixelBoxUpperCorner",
+    "channelsPerPixel",
+    "pixelsPerColumn",
+    "elementStrides",
+    "interleave",
+    "swizzle",
+    "l2Promotion",
+    "oobFill",
+)
 
 
 def encode_call(params: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -85,7 +109,11 @@ def encode(arg: TensorMapArg, base_address: int, driver: Any) -> bytes:
     except (TypeError, ValueError, OverflowError) as exc:  # cuda-bindings refusing a value's type or range
         raise TensorMapError(f"{call} could not take its arguments ({exc}) for {arg!r}\n{describe(params)}") from exc
     if int(result[0]) != 0:
-        raise driver_error(driver, result[0], call,
-                           f"cubepy's checks accepted {arg!r} but the driver did not; "
-                           f"{describe(params)}", TensorMapError)
+        raise driver_error(
+            driver,
+            result[0],
+            call,
+            f"cubepy's checks accepted {arg!r} but the driver did not; {describe(params)}",
+            TensorMapError,
+        )
     return descriptor_bytes(result[1])

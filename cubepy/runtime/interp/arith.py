@@ -16,6 +16,7 @@ from cubepy.runtime.interp.values import Mask, as_line_operand, is_uniform, nump
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
+
 @implements(*ops.UNARY_OPS)
 def unary(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = op(input)."""

@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 ROUNDS_BEFORE_SCAN = 16
 
 _INT_UFUNCS: dict[str, np.ufunc] = {
-    "add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "add": np.add,
+    "sub": np.subtract,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
 }
 _FLOAT_UFUNCS: dict[str, np.ufunc] = {"add": np.add, "sub": np.subtract, "max": np.fmax, "min": np.fmin}
 
@@ -41,16 +46,21 @@ class _Contention:
         self.order = np.argsort(key, kind="stable")
         sorted_key = key[self.order]
         count = len(sorted_key)
-        self.starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if count else \
-            np.zeros(0, dtype=np.int64)
+        self.starts = (
+            np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if count else np.zeros(0, dtype=np.int64)
+        )
         self.lengths = np.diff(np.r_[self.starts, count])
         first = self.order[self.starts]
         self.target = (idx[first],) if owner is None else (owner[first], idx[first])
 
 
-def _serial_apply(ref: MemoryRef, contention: _Contention, values: np.ndarray,
-                  combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                  scan: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+def _serial_apply(
+    ref: MemoryRef,
+    contention: _Contention,
+    values: np.ndarray,
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    scan: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> np.ndarray:
     """Apply ``combine`` lane by lane per item; return each lane's old value in sorted order.
 
     ``scan(initial, values)`` gives the item's successive values (initial first) for the tail of
@@ -80,6 +90,7 @@ def _ufunc_scan(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     def scan(initial: np.ndarray, values: np.ndarray) -> np.ndarray:
         sequence = np.concatenate([np.asarray([initial], dtype=values.dtype), values])
         return ufunc.accumulate(sequence, dtype=values.dtype)
+
     return scan
 
 
@@ -100,8 +111,9 @@ def _active_lanes(ctx: Chunk, inst: Instruction, ref: MemoryRef, index, mask: Ma
     return lanes, lane_idx, owner, idx
 
 
-def _write_old(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, contention: _Contention,
-               old_sorted: np.ndarray) -> None:
+def _write_old(
+    ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, contention: _Contention, old_sorted: np.ndarray
+) -> None:
     result = np.zeros(ctx.lanes, dtype=old_sorted.dtype)
     result[lanes[contention.order]] = old_sorted
     ctx.write(inst.out, result, mask)
@@ -148,7 +160,7 @@ def _cas_scan(initial: np.ndarray, compare: np.ndarray, new: np.ndarray) -> np.n
     while position < len(compare):
         hits = np.flatnonzero(compare[position:] == current)
         stop = len(compare) if not len(hits) else position + int(hits[0])
-        running[position: stop + 1] = current
+        running[position : stop + 1] = current
         if not len(hits):
             break
         current = new[stop]

@@ -63,8 +63,10 @@ class InterpBackend:
             return
         shared = sum(v.length * v.type.size for v in definition.shared_memories)
         if shared > MAX_SHARED_BYTES:
-            raise LaunchError(f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
-                              f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)")
+            raise LaunchError(
+                f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
+                f"most {MAX_SHARED_BYTES} (227 KiB on sm_90)"
+            )
         if len(self._fits) > 4096:
             self._fits.clear()
         self._fits[id(definition)] = definition

@@ -29,16 +29,21 @@ SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emu
 def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
     """The planes that execute ``inst`` (a bool per plane); a partial plane is a ``PARTIAL_PLANE`` bug."""
     if ctx.topology.units % PLANE_SIZE:
-        ctx.fail(inst, f"cmma needs whole planes: the cube has {ctx.topology.units} units, not a multiple of "
-                 f"{PLANE_SIZE}", 0, kind=SanitizerKind.PARTIAL_PLANE)
+        ctx.fail(
+            inst,
+            f"cmma needs whole planes: the cube has {ctx.topology.units} units, not a multiple of {PLANE_SIZE}",
+            0,
+            kind=SanitizerKind.PARTIAL_PLANE,
+        )
     bits = mask.bits.reshape(-1, PLANE_SIZE)
     active = bits.any(axis=1)
     partial = active & ~bits.all(axis=1)
     if partial.any():
         plane = int(np.argmax(partial))
         lane = plane * PLANE_SIZE + int(np.argmin(bits[plane]))
-        ctx.fail(inst, "cmma is cooperative: every unit of the plane must execute it", lane,
-                 kind=SanitizerKind.PARTIAL_PLANE)
+        ctx.fail(
+            inst, "cmma is cooperative: every unit of the plane must execute it", lane, kind=SanitizerKind.PARTIAL_PLANE
+        )
     return active
 
 
@@ -60,8 +65,9 @@ def _per_plane(ctx: Chunk, var: Variable) -> np.ndarray:
     return value[::PLANE_SIZE].astype(np.int64)
 
 
-def _addresses(ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable, layout: str, ref,
-               active: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+def _addresses(
+    ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable, layout: str, ref, active: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Item indices ``(planes, 16, 16)`` of each matrix element, and each plane's row of ``ref`` (shared)."""
     start, step = _per_plane(ctx, offset), _per_plane(ctx, stride)
     rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
@@ -70,8 +76,13 @@ def _addresses(ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable
     bad = active & ((index < 0) | (index >= ref.length)).any(axis=(1, 2))
     if bad.any():
         plane = int(np.argmax(bad))
-        ctx.fail(inst, f"out-of-bounds cmma access of {ref.label}: offset {start[plane]}, stride {step[plane]} "
-                 f"(length {ref.length})", plane * PLANE_SIZE, kind=SanitizerKind.OUT_OF_BOUNDS)
+        ctx.fail(
+            inst,
+            f"out-of-bounds cmma access of {ref.label}: offset {start[plane]}, stride {step[plane]} "
+            f"(length {ref.length})",
+            plane * PLANE_SIZE,
+            kind=SanitizerKind.OUT_OF_BOUNDS,
+        )
     owner = None if ref.owner is None else ref.owner[::PLANE_SIZE]
     return np.where(active[:, None, None], index, 0), owner
 

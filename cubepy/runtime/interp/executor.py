@@ -73,7 +73,7 @@ class Step:
     def __init__(self, inst: Instruction, handler: Handler, dead: tuple[int, ...], may_exit: bool) -> None:
         self.inst = inst
         self.handler = handler
-        self.dead = dead          # ValueStore keys of immutable locals whose last use is this step
+        self.dead = dead  # ValueStore keys of immutable locals whose last use is this step
         self.may_exit = may_exit  # a break/continue/return here (or nested) can shrink the scope's mask
         # Shared memories this op writes without telling the sanitizer (TMA, cmma): see sanitizer.py.
         self.foreign_shared = foreign_shared_operands(inst.operation)
@@ -87,8 +87,8 @@ class Program:
         self.scopes: dict[int, tuple[Step, ...]] = {}
         self.literals: dict[int, np.ndarray | np.generic] = {}
         self._uses: dict[int, frozenset[int]] = {}
-        self._escapes: dict[int, bool] = {}   # scope may shrink its parent's mask (break/continue/return)
-        self._returns: dict[int, bool] = {}   # scope holds a return (it escapes loops too)
+        self._escapes: dict[int, bool] = {}  # scope may shrink its parent's mask (break/continue/return)
+        self._returns: dict[int, bool] = {}  # scope holds a return (it escapes loops too)
         self.body = self._compile(kernel.body)
         self.shared_offsets, self.shared_bytes = shared_layout(kernel.shared_memories)
 
@@ -113,8 +113,9 @@ class Program:
             operation = inst.operation
             handler = INTERP.get(type(operation))
             if handler is None:
-                raise InterpreterError(f"{_where(inst)}{INTERP.missing_message(type(operation))}"
-                                       f"\n  in instruction: {inst}")
+                raise InterpreterError(
+                    f"{_where(inst)}{INTERP.missing_message(type(operation))}\n  in instruction: {inst}"
+                )
             children = child_scopes(operation)
             for child in children:
                 self._compile(child)
@@ -142,8 +143,10 @@ class Program:
         dying: dict[int, list[int]] = {}
         for const_id in defined:
             dying.setdefault(last_use[const_id], []).append(const_id * 2)
-        steps = tuple(Step(inst, handler, tuple(dying.get(position, ())), may_exit)
-                      for position, (inst, handler, may_exit) in enumerate(infos))
+        steps = tuple(
+            Step(inst, handler, tuple(dying.get(position, ())), may_exit)
+            for position, (inst, handler, may_exit) in enumerate(infos)
+        )
         self.scopes[key] = steps
         self._uses[key] = frozenset(scope_uses)
         self._escapes[key] = any(step.may_exit for step in steps)
@@ -175,8 +178,7 @@ def prepare(kernel: KernelDefinition) -> Program:
 class Launch:
     """What every chunk of one launch shares: the program, bound buffers and scalars, the grid."""
 
-    def __init__(self, program: Program, cube_count: tuple[int, int, int], bindings: Bindings,
-                 sanitize: bool) -> None:
+    def __init__(self, program: Program, cube_count: tuple[int, int, int], bindings: Bindings, sanitize: bool) -> None:
         kernel = program.kernel
         self.program = program
         self.kernel = kernel
@@ -202,14 +204,19 @@ class Launch:
         expected = numpy_dtype(param.var.elem)
         storage = binding.handle.storage
         if not isinstance(storage, np.ndarray) or storage.ndim != 1:
-            raise LaunchError(f"buffer parameter {param.name!r}: the interp needs a 1-D numpy storage, "
-                              f"got {type(storage).__name__}")
+            raise LaunchError(
+                f"buffer parameter {param.name!r}: the interp needs a 1-D numpy storage, got {type(storage).__name__}"
+            )
         if storage.dtype != expected:
-            raise LaunchError(f"buffer parameter {param.name!r} holds {storage.dtype}, the kernel expects "
-                              f"{param.var.elem!r} ({expected})")
+            raise LaunchError(
+                f"buffer parameter {param.name!r} holds {storage.dtype}, the kernel expects "
+                f"{param.var.elem!r} ({expected})"
+            )
         if binding.line_size != param.var.type.line:
-            raise LaunchError(f"buffer parameter {param.name!r} is bound with line size {binding.line_size}, "
-                              f"the kernel was expanded for {param.var.type.line}")
+            raise LaunchError(
+                f"buffer parameter {param.name!r} is bound with line size {binding.line_size}, "
+                f"the kernel was expanded for {param.var.type.line}"
+            )
         return binding
 
     def cubes_per_chunk(self) -> int:
@@ -352,8 +359,9 @@ class Chunk:
             except CubeError:
                 raise
             except Exception as exc:
-                raise InterpreterError(f"{_where(step.inst)}interp failed on `{step.inst}`: "
-                                       f"{type(exc).__name__}: {exc}") from exc
+                raise InterpreterError(
+                    f"{_where(step.inst)}interp failed on `{step.inst}`: {type(exc).__name__}: {exc}"
+                ) from exc
             if step.foreign_shared and self.sanitizer is not None:
                 self._mark_foreign_writes(step.foreign_shared, mask)
             if step.dead:
@@ -376,6 +384,7 @@ class Chunk:
 
 
 # -- structured control flow ------------------------------------------------------------------
+
 
 @implements(branch.If)
 def run_if(ctx: Chunk, inst: Instruction, mask: Mask) -> None:

@@ -37,12 +37,20 @@ class MemoryRef:
 
     __slots__ = ("items", "length", "owner", "label", "line", "shared_offset", "flat", "lane_base")
 
-    def __init__(self, items: np.ndarray, length: int, owner: np.ndarray | None, label: str, line: int,
-                 shared_offset: int | None = None, flat: np.ndarray | None = None) -> None:
-        self.items = items        # (length[, L]) for global memory, (owners, length[, L]) otherwise
-        self.length = length      # valid indices are 0 .. length - 1
-        self.owner = owner        # per-lane row of ``items`` (None: one row shared by the whole grid)
-        self.label = label        # for error messages: "global buffer 0 (x)", "shared memory 3"
+    def __init__(
+        self,
+        items: np.ndarray,
+        length: int,
+        owner: np.ndarray | None,
+        label: str,
+        line: int,
+        shared_offset: int | None = None,
+        flat: np.ndarray | None = None,
+    ) -> None:
+        self.items = items  # (length[, L]) for global memory, (owners, length[, L]) otherwise
+        self.length = length  # valid indices are 0 .. length - 1
+        self.owner = owner  # per-lane row of ``items`` (None: one row shared by the whole grid)
+        self.label = label  # for error messages: "global buffer 0 (x)", "shared memory 3"
         self.line = line
         self.shared_offset = shared_offset  # byte offset in the cube's arena, for shared memory only
         # For per-owner scalar memories: a 1-D view of the storage and each lane's first item in it, so
@@ -60,7 +68,7 @@ def global_ref(var: Variable, binding, name: str) -> MemoryRef:
     handle = binding.handle
     line = binding.line_size
     length = binding.buffer_len
-    flat = handle.storage[handle.offset: handle.offset + length * line]
+    flat = handle.storage[handle.offset : handle.offset + length * line]
     items = flat if line == 1 else flat.reshape(length, line)
     return MemoryRef(items, length, None, f"global buffer {var.id} ({name})", line)
 
@@ -82,7 +90,7 @@ def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray)
     line = var.type.line
     nbytes = var.length * var.type.size
     dtype = numpy_dtype(var.elem)
-    typed = arena[:, offset: offset + nbytes].view(dtype)
+    typed = arena[:, offset : offset + nbytes].view(dtype)
     items = typed if line == 1 else typed.reshape(arena.shape[0], var.length, line)
     aligned = arena.flags.c_contiguous and arena.shape[1] % dtype.itemsize == 0 and offset % dtype.itemsize == 0
     flat = arena.reshape(-1).view(dtype) if line == 1 and aligned else None
@@ -98,8 +106,16 @@ def local_ref(var: Variable, lanes: int) -> MemoryRef:
     return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line, flat=flat)
 
 
-def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Mask, checked: bool,
-           access: str, speculative: bool = False) -> tuple[Value, Value]:
+def locate(
+    ctx: Chunk,
+    inst: Instruction,
+    ref: MemoryRef,
+    index: Value,
+    mask: Mask,
+    checked: bool,
+    access: str,
+    speculative: bool = False,
+) -> tuple[Value, Value]:
     """A safe item index per lane (0 where invalid or inactive) and whether each lane was in bounds.
 
     The second result is True when every lane is in bounds.  Out-of-bounds accesses on an active lane
@@ -129,18 +145,34 @@ def locate(ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Ma
     return np.where(valid, idx, 0), valid
 
 
-def _out_of_bounds(ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int,
-                   checked: bool) -> None:
+def _out_of_bounds(
+    ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int, checked: bool
+) -> None:
     hidden = ""
     if checked:
-        hidden = (" in checked mode (without the sanitizer the read gives 0)" if access == "read" else
-                  " in checked mode (without the sanitizer the write is dropped)")
-    ctx.fail(inst, f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length}){hidden}", lane,
-             kind=SanitizerKind.OUT_OF_BOUNDS)
+        hidden = (
+            " in checked mode (without the sanitizer the read gives 0)"
+            if access == "read"
+            else " in checked mode (without the sanitizer the write is dropped)"
+        )
+    ctx.fail(
+        inst,
+        f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length}){hidden}",
+        lane,
+        kind=SanitizerKind.OUT_OF_BOUNDS,
+    )
 
 
-def sanitize_shared(ctx: Chunk, inst: Instruction, ref: MemoryRef, idx: Value, valid: Value, mask: Mask,
-                    kind: str, value: Value | None = None) -> None:
+def sanitize_shared(
+    ctx: Chunk,
+    inst: Instruction,
+    ref: MemoryRef,
+    idx: Value,
+    valid: Value,
+    mask: Mask,
+    kind: str,
+    value: Value | None = None,
+) -> None:
     """Hand the active in-bounds lanes of a shared-memory access to the chunk's sanitizer."""
     active = mask.bits if valid is True else mask.bits & valid
     lanes = np.flatnonzero(active)
@@ -169,8 +201,7 @@ def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
     return values
 
 
-def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform: bool, mask: Mask,
-          ctx: Chunk) -> None:
+def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform: bool, mask: Mask, ctx: Chunk) -> None:
     """Write ``value`` at ``idx`` on active in-bounds lanes; the highest lane wins a shared item."""
     if ref.length == 0 or valid is False:
         return
@@ -231,14 +262,22 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
     bad = (lane < 0) | (lane >= line)
     if np.ndim(lane) == 0:
         if bad:
-            ctx.fail(inst, f"line lane {int(lane)} out of range for a line of {line}", int(np.argmax(mask.bits)),
-                     kind=SanitizerKind.OUT_OF_BOUNDS)
+            ctx.fail(
+                inst,
+                f"line lane {int(lane)} out of range for a line of {line}",
+                int(np.argmax(mask.bits)),
+                kind=SanitizerKind.OUT_OF_BOUNDS,
+            )
         return lane
     bad = bad & mask.bits
     if bad.any():
         unit = int(np.argmax(bad))
-        ctx.fail(inst, f"line lane {int(lane[unit])} out of range for a line of {line}", unit,
-                 kind=SanitizerKind.OUT_OF_BOUNDS)
+        ctx.fail(
+            inst,
+            f"line lane {int(lane[unit])} out of range for a line of {line}",
+            unit,
+            kind=SanitizerKind.OUT_OF_BOUNDS,
+        )
     return np.clip(lane, 0, line - 1)
 
 
@@ -301,6 +340,10 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if np.any(bad):
         unit = int(np.argmax(bad)) if np.ndim(bad) else int(np.argmax(mask.bits))
         shown = int(dim[unit]) if np.ndim(dim) else int(dim)
-        ctx.fail(inst, f"{op.name}({shown}) of a rank-{len(table)} buffer {op.memory.id}", unit,
-                 kind=SanitizerKind.OUT_OF_BOUNDS)
+        ctx.fail(
+            inst,
+            f"{op.name}({shown}) of a rank-{len(table)} buffer {op.memory.id}",
+            unit,
+            kind=SanitizerKind.OUT_OF_BOUNDS,
+        )
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

@@ -73,8 +73,14 @@ def _identity(name: str, dtype: np.dtype):
     return dtype.type(info.max if name == "min" else info.min)
 
 
-_REDUCE = {"sum": np.add, "prod": np.multiply, "inclusive_sum": np.add, "exclusive_sum": np.add,
-           "inclusive_prod": np.multiply, "exclusive_prod": np.multiply}
+_REDUCE = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "inclusive_sum": np.add,
+    "exclusive_sum": np.add,
+    "inclusive_prod": np.multiply,
+    "exclusive_prod": np.multiply,
+}
 
 
 def _float_in_gpu_order(name: str, masked: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -88,8 +94,11 @@ def _float_in_gpu_order(name: str, masked: np.ndarray, active: np.ndarray) -> np
     sequential = ufunc.accumulate(masked, axis=1)
     if name in ("sum", "prod"):
         sequential = np.broadcast_to(sequential[:, -1:], masked.shape)
-    full = active.reshape(active.shape[0], active.shape[1], -1).all(axis=(1, 2)) if lanes == 32 else \
-        np.zeros(masked.shape[0], dtype=bool)
+    full = (
+        active.reshape(active.shape[0], active.shape[1], -1).all(axis=(1, 2))
+        if lanes == 32
+        else np.zeros(masked.shape[0], dtype=bool)
+    )
     if not full.any():
         result = sequential
     else:
@@ -100,7 +109,7 @@ def _float_in_gpu_order(name: str, masked: np.ndarray, active: np.ndarray) -> np
                 acc = ufunc(acc, acc[:, index ^ offset])
         else:
             for offset in (1, 2, 4, 8, 16):
-                below = np.concatenate([acc[:, :offset], acc[:, :32 - offset]], axis=1)
+                below = np.concatenate([acc[:, :offset], acc[:, : 32 - offset]], axis=1)
                 stepped = ufunc(acc, below)
                 acc = np.concatenate([acc[:, :offset], stepped[:, offset:]], axis=1)
         shape = (-1,) + (1,) * (masked.ndim - 1)
@@ -121,8 +130,11 @@ def _reduce(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
     values = values.astype(compute, copy=False)
     masked = np.where(active, values, _identity(name, compute))
     if name in ("min", "max"):
-        ufunc = (np.fmin if name == "min" else np.fmax) if compute.kind == "f" else \
-            (np.minimum if name == "min" else np.maximum)
+        ufunc = (
+            (np.fmin if name == "min" else np.fmax)
+            if compute.kind == "f"
+            else (np.minimum if name == "min" else np.maximum)
+        )
         result = np.broadcast_to(ufunc.reduce(masked, axis=1)[:, None], values.shape)
     elif compute.kind == "f":
         result = _float_in_gpu_order(name, masked, active)
@@ -188,12 +200,10 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             _check_sources(ctx, inst, layout, active, source)
         index = source if values.ndim == 2 else source[..., None]
         result = np.take_along_axis(values, np.broadcast_to(index, values.shape), axis=1)
-    ctx.write(inst.out, layout.scatter(np.ascontiguousarray(result)).astype(numpy_dtype(out_ty.elem), copy=False),
-              mask)
+    ctx.write(inst.out, layout.scatter(np.ascontiguousarray(result)).astype(numpy_dtype(out_ty.elem), copy=False), mask)
 
 
-def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: np.ndarray,
-                   source: np.ndarray) -> None:
+def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: np.ndarray, source: np.ndarray) -> None:
     """Report an active unit reading an inactive or missing unit of its plane."""
     own = source == np.arange(PLANE_SIZE)
     source_active = np.take_along_axis(active, source, axis=1)
@@ -203,5 +213,10 @@ def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: n
         flat = np.zeros(bad.shape, dtype=np.int64)
         flat[plane, lane] = 1
         unit = int(np.argmax(layout.scatter(flat)))
-        ctx.fail(inst, f"{inst.operation.name} reads lane {int(source[plane, lane])} of its plane, "
-                 "which is inactive (undefined in CUDA)", unit, kind=SanitizerKind.INACTIVE_PLANE_LANE)
+        ctx.fail(
+            inst,
+            f"{inst.operation.name} reads lane {int(source[plane, lane])} of its plane, "
+            "which is inactive (undefined in CUDA)",
+            unit,
+            kind=SanitizerKind.INACTIVE_PLANE_LANE,
+        )

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Chunk", "Instruction", "Mask"], None]
 
-INTERP = OpTable("interp", modules=tuple(f"cubepy.runtime.interp.{family}" for family in (
-    "executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma", "printing")))
+INTERP = OpTable(
+    "interp",
+    modules=tuple(
+        f"cubepy.runtime.interp.{family}"
+        for family in ("executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma", "printing")
+    ),
+)
 implements = INTERP.implements

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 SELF_REPORTING: set[type] = set()  # foreign op classes whose handlers call the hooks themselves
 
-NOBODY = -1   # no access of that kind since the last sync_cube
+NOBODY = -1  # no access of that kind since the last sync_cube
 SEVERAL = -2  # readers: more than one unit; writers: atomics of more than one unit
 
 
@@ -69,8 +69,10 @@ def foreign_shared_operands(operation: Operation) -> tuple[Variable, ...]:
     """The shared memories ``operation`` touches outside the sanitizer's view (empty for core ops)."""
     from cubepy.ir import VarKind, ops
 
-    if isinstance(operation, (ops.Index, ops.IndexAssign, ops.AtomicOp, ops.AtomicCompareExchange)) or \
-            type(operation) in SELF_REPORTING:
+    if (
+        isinstance(operation, (ops.Index, ops.IndexAssign, ops.AtomicOp, ops.AtomicCompareExchange))
+        or type(operation) in SELF_REPORTING
+    ):
         return ()
     return tuple({var.id: var for var in operation.operands() if var.kind is VarKind.SHARED}.values())
 
@@ -90,8 +92,8 @@ class SharedSanitizer:
         self.written = np.zeros(shape, dtype=bool)
         self.writer = np.full(shape, NOBODY, dtype=np.int32)
         self.writer_inst = np.zeros(shape, dtype=np.int32)
-        self.writer_epoch = np.zeros(shape, dtype=np.int32)   # sync_plane count of the writer's plane
-        self.atomic = np.zeros(shape, dtype=bool)             # the last writes were atomics
+        self.writer_epoch = np.zeros(shape, dtype=np.int32)  # sync_plane count of the writer's plane
+        self.atomic = np.zeros(shape, dtype=bool)  # the last writes were atomics
         self.reader = np.full(shape, NOBODY, dtype=np.int32)
         self.reader_inst = np.zeros(shape, dtype=np.int32)
         self.reader_plane = np.full(shape, NOBODY, dtype=np.int32)  # NOBODY when readers span planes
@@ -115,19 +117,30 @@ class SharedSanitizer:
     # -- hooks for other op families -----------------------------------------------------------
     def mark_written(self, cubes: np.ndarray, start: int, nbytes: int) -> None:
         """Bytes ``[start, start + nbytes)`` of cube rows ``cubes`` were filled by an asynchronous copy."""
-        self.written[cubes, start:start + nbytes] = True
+        self.written[cubes, start : start + nbytes] = True
 
-    def check_initialized(self, ctx: Chunk, inst: Instruction, cubes: np.ndarray, start: int, nbytes: int,
-                          lane: int) -> None:
+    def check_initialized(
+        self, ctx: Chunk, inst: Instruction, cubes: np.ndarray, start: int, nbytes: int, lane: int
+    ) -> None:
         """Report an ``uninitialized read`` if a copy out of those shared bytes finds one never written."""
-        region = self.written[cubes, start:start + nbytes]
+        region = self.written[cubes, start : start + nbytes]
         if not region.all():
             byte = start + int(np.argmax(~region.reshape(-1)) % max(nbytes, 1))
-            report(ctx, inst, SanitizerKind.UNINITIALIZED_READ, f"a copy reads shared byte {byte} that no unit wrote", lane)
+            report(
+                ctx, inst, SanitizerKind.UNINITIALIZED_READ, f"a copy reads shared byte {byte} that no unit wrote", lane
+            )
 
     # -- plain and atomic accesses -------------------------------------------------------------
-    def mark_access(self, ctx: Chunk, inst: Instruction, ref: MemoryRef, lanes: np.ndarray, idx: np.ndarray,
-               kind: str, value: np.ndarray | None = None) -> None:
+    def mark_access(
+        self,
+        ctx: Chunk,
+        inst: Instruction,
+        ref: MemoryRef,
+        lanes: np.ndarray,
+        idx: np.ndarray,
+        kind: str,
+        value: np.ndarray | None = None,
+    ) -> None:
         """Check and record an access of ``kind`` ("read", "write", "atomic") by ``lanes`` at items ``idx``.
 
         ``value`` is the written items per lane (for a write), used to let same-value writes pass.
@@ -139,7 +152,7 @@ class SharedSanitizer:
         unit = (lanes % self.units).astype(np.int32)
         plane = unit // PLANE_SIZE
         first = ref.shared_offset + idx.astype(np.int64) * item_bytes
-        byte = first[:, None] + np.arange(item_bytes)                      # (n, item_bytes)
+        byte = first[:, None] + np.arange(item_bytes)  # (n, item_bytes)
         rows = np.broadcast_to(cube[:, None], byte.shape)
         units = np.broadcast_to(unit[:, None], byte.shape)
         planes = np.broadcast_to(plane[:, None], byte.shape)
@@ -147,9 +160,14 @@ class SharedSanitizer:
         me = self._inst_id(inst)
         if kind == "read" and not self.written[rows, byte].all():
             bad = int(np.argmax(~self.written[rows, byte].all(axis=1)))
-            report(ctx, inst, SanitizerKind.UNINITIALIZED_READ,
-                   f"{ref.label} index {int(idx[bad])} (shared byte {int(first[bad])}) is read but no unit "
-                   "of this cube wrote it", int(lanes[bad]))
+            report(
+                ctx,
+                inst,
+                SanitizerKind.UNINITIALIZED_READ,
+                f"{ref.label} index {int(idx[bad])} (shared byte {int(first[bad])}) is read but no unit "
+                "of this cube wrote it",
+                int(lanes[bad]),
+            )
         # Against the last writer: reads and writes conflict with a plain write of another unit,
         # plain accesses with atomics of another unit.
         writer = self.writer[rows, byte]
@@ -160,22 +178,62 @@ class SharedSanitizer:
         elif kind == "write" and value is not None:
             new = self._bytes(value, lanes.size, item_bytes)
             other &= ctx.shared_arena()[rows, byte] != new
-        self._raise_if(ctx, inst, ref, other, lanes, idx, first, writer, self.writer_inst[rows, byte],
-                       f"{kind} after an unsynchronized write")
+        self._raise_if(
+            ctx,
+            inst,
+            ref,
+            other,
+            lanes,
+            idx,
+            first,
+            writer,
+            self.writer_inst[rows, byte],
+            f"{kind} after an unsynchronized write",
+        )
         if kind != "read":
             reader = self.reader[rows, byte]
             read_ordered = (self.reader_plane[rows, byte] == planes) & (epoch > self.reader_epoch[rows, byte])
             conflict = ((reader == SEVERAL) | ((reader >= 0) & (reader != units))) & ~read_ordered
-            self._raise_if(ctx, inst, ref, conflict, lanes, idx, first, reader, self.reader_inst[rows, byte],
-                           f"{kind} after an unsynchronized read")
+            self._raise_if(
+                ctx,
+                inst,
+                ref,
+                conflict,
+                lanes,
+                idx,
+                first,
+                reader,
+                self.reader_inst[rows, byte],
+                f"{kind} after an unsynchronized read",
+            )
         if kind == "write" and lanes.size > 1:
-            self._check_one_instruction(ctx, inst, ref, lanes, idx, first, rows, byte, units,
-                                        self._bytes(value, lanes.size, item_bytes) if value is not None else None)
+            self._check_one_instruction(
+                ctx,
+                inst,
+                ref,
+                lanes,
+                idx,
+                first,
+                rows,
+                byte,
+                units,
+                self._bytes(value, lanes.size, item_bytes) if value is not None else None,
+            )
         self._record(kind, rows, byte, units, planes, epoch, me)
 
-    def _check_one_instruction(self, ctx: Chunk, inst: Instruction, ref: MemoryRef, lanes: np.ndarray,
-                               idx: np.ndarray, first: np.ndarray, rows: np.ndarray, byte: np.ndarray,
-                               units: np.ndarray, new: np.ndarray | None) -> None:
+    def _check_one_instruction(
+        self,
+        ctx: Chunk,
+        inst: Instruction,
+        ref: MemoryRef,
+        lanes: np.ndarray,
+        idx: np.ndarray,
+        first: np.ndarray,
+        rows: np.ndarray,
+        byte: np.ndarray,
+        units: np.ndarray,
+        new: np.ndarray | None,
+    ) -> None:
         """Units of one store instruction writing different values to one byte race with each other."""
         flat = (rows.astype(np.int64) * self.written.shape[1] + byte).reshape(-1)
         order = np.argsort(flat, kind="stable")
@@ -192,13 +250,25 @@ class SharedSanitizer:
             return
         position = int(np.argmax(clash))
         a, b = int(order[position]) // byte.shape[1], int(order[position + 1]) // byte.shape[1]
-        ctx.fail(inst, f"data race: {ref.label} index {int(idx[b])} (shared byte {int(first[b])}) is written "
-                 f"with different values by {ctx.describe_lane(int(lanes[a]))} and by "
-                 f"{ctx.describe_lane(int(lanes[b]))} in one store at {_where(inst)}", int(lanes[b]),
-                 kind=SanitizerKind.DATA_RACE)
+        ctx.fail(
+            inst,
+            f"data race: {ref.label} index {int(idx[b])} (shared byte {int(first[b])}) is written "
+            f"with different values by {ctx.describe_lane(int(lanes[a]))} and by "
+            f"{ctx.describe_lane(int(lanes[b]))} in one store at {_where(inst)}",
+            int(lanes[b]),
+            kind=SanitizerKind.DATA_RACE,
+        )
 
-    def _record(self, kind: str, rows: np.ndarray, byte: np.ndarray, units: np.ndarray, planes: np.ndarray,
-                epoch: np.ndarray, me: int) -> None:
+    def _record(
+        self,
+        kind: str,
+        rows: np.ndarray,
+        byte: np.ndarray,
+        units: np.ndarray,
+        planes: np.ndarray,
+        epoch: np.ndarray,
+        me: int,
+    ) -> None:
         target = (rows, byte)
         if kind == "read":
             reader = self.reader[target]
@@ -235,20 +305,35 @@ class SharedSanitizer:
         self.writer_epoch[target] = epoch
         self.writer_inst[target] = me
 
-    def _raise_if(self, ctx: Chunk, inst: Instruction, ref: MemoryRef, conflict: np.ndarray, lanes: np.ndarray,
-                  idx: np.ndarray, first: np.ndarray, other_unit: np.ndarray, other_inst: np.ndarray,
-                  what: str) -> None:
+    def _raise_if(
+        self,
+        ctx: Chunk,
+        inst: Instruction,
+        ref: MemoryRef,
+        conflict: np.ndarray,
+        lanes: np.ndarray,
+        idx: np.ndarray,
+        first: np.ndarray,
+        other_unit: np.ndarray,
+        other_inst: np.ndarray,
+        what: str,
+    ) -> None:
         if not conflict.any():
             return
         row, col = np.unravel_index(int(np.argmax(conflict)), conflict.shape)
         lane = int(lanes[row])
         earlier = int(other_unit[row, col])
         cube_first_lane = lane - lane % self.units
-        by = ("several units" if earlier == SEVERAL else ctx.describe_lane(cube_first_lane + earlier))
-        ctx.fail(inst, f"data race: {what} of {ref.label} index {int(idx[row])} (shared byte "
-                 f"{int(first[row]) + int(col)}); the earlier access was by {by} at "
-                 f"{_where(self.instructions[int(other_inst[row, col])])} with no sync_cube between; "
-                 f"this access at {_where(inst)}", lane, kind=SanitizerKind.DATA_RACE)
+        by = "several units" if earlier == SEVERAL else ctx.describe_lane(cube_first_lane + earlier)
+        ctx.fail(
+            inst,
+            f"data race: {what} of {ref.label} index {int(idx[row])} (shared byte "
+            f"{int(first[row]) + int(col)}); the earlier access was by {by} at "
+            f"{_where(self.instructions[int(other_inst[row, col])])} with no sync_cube between; "
+            f"this access at {_where(inst)}",
+            lane,
+            kind=SanitizerKind.DATA_RACE,
+        )
 
     def _inst_id(self, inst: Instruction) -> int:
         found = self._inst_ids.get(id(inst))

@@ -44,8 +44,12 @@ def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     found = _first_missing(here, live)
     if found is not None:
         cube, unit = found
-        ctx.fail(inst, f"divergent sync_cube: unit {unit} of this cube is live but does not reach this "
-                 "barrier", cube * units + int(np.argmax(here[cube])), kind=SanitizerKind.DIVERGENT_BARRIER)
+        ctx.fail(
+            inst,
+            f"divergent sync_cube: unit {unit} of this cube is live but does not reach this barrier",
+            cube * units + int(np.argmax(here[cube])),
+            kind=SanitizerKind.DIVERGENT_BARRIER,
+        )
 
 
 @implements(ops.SyncPlane)
@@ -64,8 +68,12 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         plane, lane = found
         marker = np.zeros(here.shape, dtype=bool)
         marker[plane, int(np.argmax(here[plane]))] = True
-        ctx.fail(inst, f"divergent sync_plane: lane {lane} of this plane is live but does not reach this "
-                 "barrier", int(np.argmax(layout.scatter(marker))), kind=SanitizerKind.DIVERGENT_BARRIER)
+        ctx.fail(
+            inst,
+            f"divergent sync_plane: lane {lane} of this plane is live but does not reach this barrier",
+            int(np.argmax(layout.scatter(marker))),
+            kind=SanitizerKind.DIVERGENT_BARRIER,
+        )
 
 
 @implements(ops.SyncProxyShared)

@@ -34,8 +34,12 @@ _SWIZZLE_SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 _SWIZZLE_REPEAT = {"32B": 256, "64B": 512, "128B": 1024}  # dst alignment that keeps the phase at 0
 _OFFSET_MAX = {3: 65535, 4: 255, 5: 31}  # rule 26: 16 offset bits split over the spatial dims
 # Canonical quiet NaNs; the hardware's exact OOB-NaN pattern is not public (section 1.3) [INFERRED].
-_NAN_BITS = {"float16": (np.uint16, 0x7E00), "bfloat16": (np.uint16, 0x7FC0),
-             "float32": (np.uint32, 0x7FC00000), "float64": (np.uint64, 0x7FF8000000000000)}
+_NAN_BITS = {
+    "float16": (np.uint16, 0x7E00),
+    "bfloat16": (np.uint16, 0x7FC0),
+    "float32": (np.uint32, 0x7FC00000),
+    "float64": (np.uint64, 0x7FF8000000000000),
+}
 _S32 = (-(2**31), 2**31 - 1)
 
 
@@ -78,8 +82,10 @@ def tiled_store(tm: Any, coords: Sequence[int], smem: np.ndarray, src: int) -> N
     coords = _check_instruction(tm, op, "tiled", coords)
     for i, c in enumerate(coords):
         if c < 0:
-            raise TensorMapError(f"{op}: coordinate {i} (driver order, innermost first) = {c} breaks "
-                                 "rule 27: the starting coordinates of a TMA store must be >= 0")
+            raise TensorMapError(
+                f"{op}: coordinate {i} (driver order, innermost first) = {c} breaks "
+                "rule 27: the starting coordinates of a TMA store must be >= 0"
+            )
     # [INFERRED] the store walks the same index map as the load (section 1.3), traversal strides included.
     offs, valid, nbytes = _tiled_elements(tm, op, coords)
     _check_smem(tm, op, smem, src, "src", nbytes)
@@ -157,12 +163,17 @@ def im2col_pixels(tm: Any, coords: Sequence[int], offsets: Sequence[int]) -> tup
         if not lo <= base <= last:
             raise TensorMapError(
                 f"{op}: coordinate {1 + j} ({'WHD'[j]} base) = {base} breaks rule 26: the filter base "
-                f"must lie in the pixel bounding box [{lo}, {last}] (undefined behaviour on hardware)")
+                f"must lie in the pixel bounding box [{lo}, {last}] (undefined behaviour on hardware)"
+            )
         if (base - lo) % stride != 0:
             # [INFERRED] No public test covers this; the walk below keeps stepping from `base` until
             # the wrap and then restarts at `lo`, exactly as the spec's loop does.
-            warnings.warn(f"{op}: {'WHD'[j]} base {base} is off the traversal-stride lattice "
-                          f"({lo} + k*{stride}); rule 26 (advisory)", TmaWarning, stacklevel=3)
+            warnings.warn(
+                f"{op}: {'WHD'[j]} base {base} is off the traversal-stride lattice "
+                f"({lo} + k*{stride}); rule 26 (advisory)",
+                TmaWarning,
+                stacklevel=3,
+            )
         first_run = (last - base) // stride + 1  # bases in the first run, from `base`
         full_run = (last - lo) // stride + 1  # bases in every later run, from `lo`
         in_first = steps < first_run
@@ -176,25 +187,33 @@ def im2col_pixels(tm: Any, coords: Sequence[int], offsets: Sequence[int]) -> tup
 
 # -------------------------------------------------------------------- preconditions
 
+
 def _check_instruction(tm: Any, op: str, mode: str, coords: Sequence[int]) -> list[int]:
     """Rule 23 (rank and mode), .s32 coordinates, and what the emulator refuses to model."""
     if tm.mode != mode:
-        raise TensorMapError(f"{op}: the tensor map is a {tm.mode} map; breaks rule 23: a {mode} copy "
-                             f"needs a {mode} map")
+        raise TensorMapError(
+            f"{op}: the tensor map is a {tm.mode} map; breaks rule 23: a {mode} copy needs a {mode} map"
+        )
     if len(coords) != tm.rank:
-        raise TensorMapError(f"{op}: {len(coords)} coordinates breaks rule 23: the copy's rank must equal "
-                             f"the tensor map's rank ({tm.rank})")
+        raise TensorMapError(
+            f"{op}: {len(coords)} coordinates breaks rule 23: the copy's rank must equal "
+            f"the tensor map's rank ({tm.rank})"
+        )
     out = []
     for i, c in enumerate(coords):
         if isinstance(c, (bool, float)) or not isinstance(c, (int, np.integer)):
             raise TensorMapError(f"{op}: coordinate {i} = {c!r} must be an integer")
         if not _S32[0] <= int(c) <= _S32[1]:
-            raise TensorMapError(f"{op}: coordinate {i} (driver order, innermost first) = {c} is not a "
-                                 "signed 32-bit value (coordinates are .s32 operands, section 1.2)")
+            raise TensorMapError(
+                f"{op}: coordinate {i} (driver order, innermost first) = {c} is not a "
+                "signed 32-bit value (coordinates are .s32 operands, section 1.2)"
+            )
         out.append(int(c))
     if tm.interleave != "none":
-        raise TensorMapError(f"{op}: interleave = {tm.interleave!r} is not emulated by the CPU runtime "
-                             "(section 1.6); use interleave 'none'")
+        raise TensorMapError(
+            f"{op}: interleave = {tm.interleave!r} is not emulated by the CPU runtime "
+            "(section 1.6); use interleave 'none'"
+        )
     if tm.swizzle != "none":
         es = np.dtype(tm.dtype).itemsize
         row = tm.box_dim[0] * es if mode == "tiled" else tm.channels_per_pixel * es
@@ -204,21 +223,26 @@ def _check_instruction(tm: Any, op: str, mode: str, coords: Sequence[int]) -> li
             raise TensorMapError(
                 f"{op}: an inner row of {row} bytes with swizzle {tm.swizzle!r} breaks rule {rule} as the "
                 f"CPU runtime applies it: the row must be exactly {span} bytes (the padded-row layout of "
-                "narrower rows is undocumented, section 1.4)")
+                "narrower rows is undocumented, section 1.4)"
+            )
     return out
 
 
 def _check_offsets(tm: Any, op: str, offsets: Sequence[int]) -> list[int]:
     spatial = tm.rank - 2
     if len(offsets) != spatial:
-        raise TensorMapError(f"{op}: {len(offsets)} im2col offsets breaks rule 23: a rank-{tm.rank} im2col "
-                             f"copy takes {spatial} (W first)")
+        raise TensorMapError(
+            f"{op}: {len(offsets)} im2col offsets breaks rule 23: a rank-{tm.rank} im2col "
+            f"copy takes {spatial} (W first)"
+        )
     hi = _OFFSET_MAX[tm.rank]
     out = []
     for j, v in enumerate(offsets):
         if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) <= hi:
-            raise TensorMapError(f"{op}: offset {j} ({'WHD'[j]}) = {v!r} breaks rule 26: rank-{tm.rank} "
-                                 f"im2col offsets must be integers in [0, {hi}]")
+            raise TensorMapError(
+                f"{op}: offset {j} ({'WHD'[j]}) = {v!r} breaks rule 26: rank-{tm.rank} "
+                f"im2col offsets must be integers in [0, {hi}]"
+            )
         out.append(int(v))
     return out
 
@@ -231,15 +255,21 @@ def _check_smem(tm: Any, op: str, smem: Any, addr: Any, name: str, nbytes: int) 
         raise TensorMapError(f"{op}: {name} = {addr!r} must be an integer byte address")
     addr = int(addr)
     if addr % 128 != 0:
-        raise TensorMapError(f"{op}: {name} = {addr} breaks rule 24: the shared-memory address of a TMA "
-                             "copy must be 128-byte aligned")
+        raise TensorMapError(
+            f"{op}: {name} = {addr} breaks rule 24: the shared-memory address of a TMA copy must be 128-byte aligned"
+        )
     if addr < 0 or addr + nbytes > smem.size:
-        raise TensorMapError(f"{op}: {name} = {addr} breaks rule 28: the box's {nbytes} bytes "
-                             f"[{addr}, {addr + nbytes}) must lie inside the {smem.size}-byte shared memory")
+        raise TensorMapError(
+            f"{op}: {name} = {addr} breaks rule 28: the box's {nbytes} bytes "
+            f"[{addr}, {addr + nbytes}) must lie inside the {smem.size}-byte shared memory"
+        )
     if tm.swizzle != "none" and addr % _SWIZZLE_REPEAT[tm.swizzle] != 0:
-        warnings.warn(f"{op}: {name} = {addr} is not {_SWIZZLE_REPEAT[tm.swizzle]}-byte aligned, so the "
-                      f"{tm.swizzle} swizzle pattern starts at a shifted phase (rule 24)", TmaWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"{op}: {name} = {addr} is not {_SWIZZLE_REPEAT[tm.swizzle]}-byte aligned, so the "
+            f"{tm.swizzle} swizzle pattern starts at a shifted phase (rule 24)",
+            TmaWarning,
+            stacklevel=3,
+        )
 
 
 def _check_reach(tm: Any, op: str, axes: list[tuple[np.ndarray, int]] | None) -> None:
@@ -250,11 +280,14 @@ def _check_reach(tm: Any, op: str, axes: list[tuple[np.ndarray, int]] | None) ->
     end = tm.global_address + es + sum(int(idx.max()) * int(stride) for idx, stride in axes)
     size = _global_bytes(tm).size
     if end > size:
-        raise TensorMapError(f"{op}: the tensor map reaches byte {end} but its allocation holds {size} bytes "
-                             "(global dims/strides describe memory outside the buffer)")
+        raise TensorMapError(
+            f"{op}: the tensor map reaches byte {end} but its allocation holds {size} bytes "
+            "(global dims/strides describe memory outside the buffer)"
+        )
 
 
 # -------------------------------------------------------------------- data movement
+
 
 def tiled_box(tm: Any, coords: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Per box element in copy order (dim 0 fastest): its global coordinates, driver order, and whether
@@ -310,14 +343,14 @@ def _gather(tm: Any, offs: np.ndarray, valid: np.ndarray) -> np.ndarray:
 
 def _write_smem(smem: np.ndarray, base: int, image: np.ndarray, swizzle: str) -> None:
     if _swizzle_mask(swizzle) == 0:
-        smem[base:base + image.size] = image
+        smem[base : base + image.size] = image
         return
     smem[_chunk_index(base, image.size, swizzle)] = image.reshape(-1, 16)
 
 
 def _read_smem(smem: np.ndarray, base: int, nbytes: int, swizzle: str) -> np.ndarray:
     if _swizzle_mask(swizzle) == 0:
-        return smem[base:base + nbytes].copy()
+        return smem[base : base + nbytes].copy()
     return smem[_chunk_index(base, nbytes, swizzle)].reshape(-1)
 
 

@@ -64,8 +64,10 @@ class BarrierState:
 
     def describe(self, cube: int) -> str:
         """The phase, pending arrivals and outstanding bytes of ``cube``, for messages."""
-        return (f"phase {self.phase[cube]} has {self.pending[cube]} of {self.arrival_count[cube]} arrivals "
-                f"pending and {self.tx[cube]} transaction bytes outstanding")
+        return (
+            f"phase {self.phase[cube]} has {self.pending[cube]} of {self.arrival_count[cube]} arrivals "
+            f"pending and {self.tx[cube]} transaction bytes outstanding"
+        )
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -98,20 +100,35 @@ def _initialized(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variab
     cubes = _cube_of(ctx, lanes)
     missing = ~state.initialized[cubes]
     if missing.any():
-        ctx.fail(inst, f"{var!r} is used before barrier_init (no unit of this cube was elected to initialise "
-                 "it)", int(lanes[np.argmax(missing)]), kind=SanitizerKind.BARRIER_MISUSE)
+        ctx.fail(
+            inst,
+            f"{var!r} is used before barrier_init (no unit of this cube was elected to initialise it)",
+            int(lanes[np.argmax(missing)]),
+            kind=SanitizerKind.BARRIER_MISUSE,
+        )
     return cubes
 
 
-def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray,
-                  arrivals: np.ndarray, tx_bytes: np.ndarray) -> np.ndarray:
+def _add_arrivals(
+    ctx: Chunk,
+    inst: Instruction,
+    state: BarrierState,
+    var: Variable,
+    lanes: np.ndarray,
+    arrivals: np.ndarray,
+    tx_bytes: np.ndarray,
+) -> np.ndarray:
     """Expect ``tx_bytes`` then arrive ``arrivals`` times per lane; each lane's token (its phase)."""
     cubes = _initialized(ctx, inst, state, var, lanes)
     bad = (arrivals < 1) | (arrivals > MAX_ARRIVAL_COUNT)
     if bad.any():
         lane = int(np.argmax(bad))
-        ctx.fail(inst, f"arrival count {arrivals[lane]} on {var!r} is outside [1, {MAX_ARRIVAL_COUNT}]",
-                 int(lanes[lane]), kind=SanitizerKind.BARRIER_MISUSE)
+        ctx.fail(
+            inst,
+            f"arrival count {arrivals[lane]} on {var!r} is outside [1, {MAX_ARRIVAL_COUNT}]",
+            int(lanes[lane]),
+            kind=SanitizerKind.BARRIER_MISUSE,
+        )
     totals = np.zeros_like(state.pending)
     np.add.at(totals, cubes, arrivals)
     if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
@@ -125,8 +142,13 @@ def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Varia
     tokens = np.empty(lanes.size, dtype=np.int64)
     for k, (lane, cube) in enumerate(zip(lanes.tolist(), cubes.tolist())):
         if arrivals[k] > state.pending[cube]:
-            ctx.fail(inst, f"{arrivals[k]} arrivals on {var!r} but its phase waits for only "
-                     f"{state.pending[cube]} more; {state.describe(cube)}", lane, kind=SanitizerKind.BARRIER_OVERFLOW)
+            ctx.fail(
+                inst,
+                f"{arrivals[k]} arrivals on {var!r} but its phase waits for only "
+                f"{state.pending[cube]} more; {state.describe(cube)}",
+                lane,
+                kind=SanitizerKind.BARRIER_OVERFLOW,
+            )
         tokens[k] = state.phase[cube]
         state.tx[cube] += tx_bytes[k]
         state.pending[cube] -= arrivals[k]
@@ -134,8 +156,9 @@ def _add_arrivals(ctx: Chunk, inst: Instruction, state: BarrierState, var: Varia
     return tokens
 
 
-def _wait(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray,
-          done: np.ndarray) -> None:
+def _wait(
+    ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray, done: np.ndarray
+) -> None:
     """Fail unless every waiting lane's phase is complete (nothing can complete it later in lockstep)."""
     if done.all():
         return
@@ -144,22 +167,32 @@ def _wait(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lan
     units = ctx.topology.units
     here = np.zeros(ctx.lanes, dtype=bool)
     here[lanes] = True
-    elsewhere = ~ctx.returned[cube * units:(cube + 1) * units] & ~here[cube * units:(cube + 1) * units]
+    elsewhere = ~ctx.returned[cube * units : (cube + 1) * units] & ~here[cube * units : (cube + 1) * units]
     if not elsewhere.any():
-        ctx.fail(inst, f"wait on {var!r} can never complete: every live unit of the cube is waiting "
-                 f"and no copy is in flight; {state.describe(cube)}", lane, kind=SanitizerKind.BARRIER_DEADLOCK)
+        ctx.fail(
+            inst,
+            f"wait on {var!r} can never complete: every live unit of the cube is waiting "
+            f"and no copy is in flight; {state.describe(cube)}",
+            lane,
+            kind=SanitizerKind.BARRIER_DEADLOCK,
+        )
     absent = int(np.argmax(elsewhere))
-    ctx.fail(inst, f"possible deadlock: wait on {var!r} is not complete ({state.describe(cube)}) and unit "
-             f"{absent} of this cube is live but elsewhere; the lockstep interp runs branches one after "
-             "another and cannot suspend this wait until other units arrive", lane,
-             kind=SanitizerKind.BARRIER_DEADLOCK)
+    ctx.fail(
+        inst,
+        f"possible deadlock: wait on {var!r} is not complete ({state.describe(cube)}) and unit "
+        f"{absent} of this cube is live but elsewhere; the lockstep interp runs branches one after "
+        "another and cannot suspend this wait until other units arrive",
+        lane,
+        kind=SanitizerKind.BARRIER_DEADLOCK,
+    )
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
     where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
     kind = SanitizerKind.TMA_MISUSE
-    raise TmaMisuseError(f"{where}{kind.value}: {error}, by {ctx.describe_lane(lane)}\n  in instruction: {inst}",
-                         kind) from error
+    raise TmaMisuseError(
+        f"{where}{kind.value}: {error}, by {ctx.describe_lane(lane)}\n  in instruction: {inst}", kind
+    ) from error
 
 
 def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> int:
@@ -168,13 +201,25 @@ def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> in
     offset = int(_per_lane(ctx, op.offset, np.array([lane]))[0])
     length = int(_per_lane(ctx, op.length, np.array([lane]))[0])
     if offset + length > op.smem.length:
-        _misuse(ctx, inst, lane, TensorMapError(
-            f"{op.name}: the shared slice [{offset}, {offset + length}) runs past the end of {op.smem!r} "
-            f"({op.smem.length} items)"))
+        _misuse(
+            ctx,
+            inst,
+            lane,
+            TensorMapError(
+                f"{op.name}: the shared slice [{offset}, {offset + length}) runs past the end of {op.smem!r} "
+                f"({op.smem.length} items)"
+            ),
+        )
     if nbytes > length * item:
-        _misuse(ctx, inst, lane, TensorMapError(
-            f"{op.name}: the box is {nbytes} bytes but its shared slice holds {length} items "
-            f"({length * item} bytes); breaks rule 28"))
+        _misuse(
+            ctx,
+            inst,
+            lane,
+            TensorMapError(
+                f"{op.name}: the box is {nbytes} bytes but its shared slice holds {length} items "
+                f"({length * item} bytes); breaks rule 28"
+            ),
+        )
     return ctx.shared_offset(op.smem) + offset * item
 
 
@@ -184,8 +229,14 @@ def _tensor_map(ctx: Chunk, op):
 
 def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: int) -> int:
     if tm.mode != mode or tm.rank != rank:
-        _misuse(ctx, inst, lane, TensorMapError(
-            f"{inst.op}: a rank-{rank} {mode} copy on a rank-{tm.rank} {tm.mode} tensor map; breaks rule 23"))
+        _misuse(
+            ctx,
+            inst,
+            lane,
+            TensorMapError(
+                f"{inst.op}: a rank-{rank} {mode} copy on a rank-{tm.rank} {tm.mode} tensor map; breaks rule 23"
+            ),
+        )
     return tm.box_bytes
 
 
@@ -201,11 +252,20 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     cubes = _cube_of(ctx, lanes)
     for lane, cube, count in zip(lanes[elected], cubes[elected], counts[elected]):
         if not 1 <= count <= MAX_ARRIVAL_COUNT:
-            ctx.fail(inst, f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]", int(lane),
-                     kind=SanitizerKind.BARRIER_MISUSE)
+            ctx.fail(
+                inst,
+                f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]",
+                int(lane),
+                kind=SanitizerKind.BARRIER_MISUSE,
+            )
         if state.initialized[cube] and state.arrival_count[cube] != count and state.phase[cube] == 0:
-            ctx.fail(inst, f"two units initialise {op.barrier!r} with different arrival counts "
-                     f"({state.arrival_count[cube]} and {count})", int(lane), kind=SanitizerKind.BARRIER_MISUSE)
+            ctx.fail(
+                inst,
+                f"two units initialise {op.barrier!r} with different arrival counts "
+                f"({state.arrival_count[cube]} and {count})",
+                int(lane),
+                kind=SanitizerKind.BARRIER_MISUSE,
+            )
         state.initialized[cube] = True
         state.arrival_count[cube] = count
         state.pending[cube] = count
@@ -304,17 +364,28 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
 def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit copies its box into its cube's shared memory and credits the barrier."""
     op: ops.TmaLoad = inst.operation
-    _issue_loads(ctx, inst, mask, "tiled",
-                 lambda tm, lane, smem, dst: tma.tiled_load(tm, _coords(ctx, op.coords, lane), smem, dst))
+    _issue_loads(
+        ctx,
+        inst,
+        mask,
+        "tiled",
+        lambda tm, lane, smem, dst: tma.tiled_load(tm, _coords(ctx, op.coords, lane), smem, dst),
+    )
 
 
 @implements(ops.TmaLoadIm2col)
 def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit runs the im2col pixel walk into its cube's shared memory and credits the barrier."""
     op: ops.TmaLoadIm2col = inst.operation
-    _issue_loads(ctx, inst, mask, "im2col",
-                 lambda tm, lane, smem, dst: tma.im2col_load(tm, _coords(ctx, op.coords, lane),
-                                                             _coords(ctx, op.offsets, lane), smem, dst))
+    _issue_loads(
+        ctx,
+        inst,
+        mask,
+        "im2col",
+        lambda tm, lane, smem, dst: tma.im2col_load(
+            tm, _coords(ctx, op.coords, lane), _coords(ctx, op.offsets, lane), smem, dst
+        ),
+    )
 
 
 @implements(ops.TmaStore)

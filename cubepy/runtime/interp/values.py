@@ -142,8 +142,9 @@ class ValueStore:
 class Topology:
     """The builtins of one chunk of whole cubes, computed on first use with CubeCL's formulas."""
 
-    def __init__(self, cube_dim: tuple[int, int, int], cube_count: tuple[int, int, int],
-                 first_cube: int, cubes: int) -> None:
+    def __init__(
+        self, cube_dim: tuple[int, int, int], cube_count: tuple[int, int, int], first_cube: int, cubes: int
+    ) -> None:
         self.cube_dim = cube_dim
         self.cube_count = cube_count
         self.first_cube = first_cube
@@ -181,8 +182,14 @@ class Topology:
         # rather than by dividing lane ids; axes of extent 1 give uniform zeros.
         (dx, dy, dz), (cx, cy, cz) = self.cube_dim, self.cube_count
         uniform = {
-            "cube_dim": dx * dy * dz, "cube_dim_x": dx, "cube_dim_y": dy, "cube_dim_z": dz,
-            "cube_count": cx * cy * cz, "cube_count_x": cx, "cube_count_y": cy, "cube_count_z": cz,
+            "cube_dim": dx * dy * dz,
+            "cube_dim_x": dx,
+            "cube_dim_y": dy,
+            "cube_dim_z": dz,
+            "cube_count": cx * cy * cz,
+            "cube_count_x": cx,
+            "cube_count_y": cy,
+            "cube_count_z": cz,
             "plane_dim": PLANE_SIZE,
         }
         if name in uniform:

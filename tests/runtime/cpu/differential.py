@@ -22,10 +22,33 @@ from cubepy.runtime.cpu.backend import CpuBackend
 from cubepy.runtime.interp.backend import InterpBackend
 
 # Functions the interp computes with numpy and the cpu runtime with the C library.
-TRANSCENDENTAL = frozenset({
-    "exp", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-    "acosh", "atanh", "expm1", "powf", "atan2", "hypot", "rhypot", "powi", "cbrt",
-})
+TRANSCENDENTAL = frozenset(
+    {
+        "exp",
+        "log",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "erf",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "expm1",
+        "powf",
+        "atan2",
+        "hypot",
+        "rhypot",
+        "powi",
+        "cbrt",
+    }
+)
 ULP_BOUND = {np.dtype(np.float16): 1, np.dtype(np.float32): 4, np.dtype(np.float64): 4}
 BF16_ULP_BOUND = 1
 UNSUPPORTED_MARK = "is not supported by back end cpu"
@@ -42,9 +65,13 @@ class DifferentialReport:
 
     def as_dict(self) -> dict:
         """A JSON-able summary."""
-        return {"compared": len(self.compared), "kernels": sorted(set(self.compared)),
-                "within_ulp": sorted(set(self.within_ulp)), "differences": self.differences,
-                "skipped": self.skipped}
+        return {
+            "compared": len(self.compared),
+            "kernels": sorted(set(self.compared)),
+            "within_ulp": sorted(set(self.within_ulp)),
+            "differences": self.differences,
+            "skipped": self.skipped,
+        }
 
     def write(self, path: str) -> None:
         """Merge this report into the JSON file ``path`` (several test processes may add to it)."""
@@ -144,9 +171,16 @@ class DifferentialBackend:
                 return
         where = np.flatnonzero(got.view(np.uint8) != want.view(np.uint8))
         item = int(where[0]) // got.dtype.itemsize
-        self.report.differences.append({"kernel": name, "dtype": str(got.dtype), "index": item,
-                                        "interp": repr(want.reshape(-1)[item]), "cpu": repr(got.reshape(-1)[item]),
-                                        "count": int(np.count_nonzero(got.reshape(-1) != want.reshape(-1)))})
+        self.report.differences.append(
+            {
+                "kernel": name,
+                "dtype": str(got.dtype),
+                "index": item,
+                "interp": repr(want.reshape(-1)[item]),
+                "cpu": repr(got.reshape(-1)[item]),
+                "count": int(np.count_nonzero(got.reshape(-1) != want.reshape(-1))),
+            }
+        )
 
 
 def differential_client(report: DifferentialReport) -> ComputeClient:

@@ -31,8 +31,9 @@ def test_vector_add_over_many_cubes_uses_threads_and_matches_numpy(cpu):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     ha, hb, ho = cpu.create(a), cpu.create(b), cpu.empty(n, f32)
-    vector_add.launch(cpu, cp.CubeCount((n + 255) // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(hb),
-                      cp.ArrayArg(ho))
+    vector_add.launch(
+        cpu, cp.CubeCount((n + 255) // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(hb), cp.ArrayArg(ho)
+    )
     np.testing.assert_array_equal(cpu.read(ho), a + b)
 
 
@@ -147,8 +148,13 @@ def test_sanitizer_stays_on_interp():
     sanitizing = cp.client("cpu", sanitize=True)
     ho = sanitizing.zeros(4, f32)
     with pytest.raises(CubeError, match="interp"):
-        read_past_end.launch(sanitizing, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(sanitizing.create(
-            np.zeros(4, np.float32))), cp.ArrayArg(ho))
+        read_past_end.launch(
+            sanitizing,
+            cp.CubeCount(1),
+            cp.CubeDim(4),
+            cp.ArrayArg(sanitizing.create(np.zeros(4, np.float32))),
+            cp.ArrayArg(ho),
+        )
 
 
 def test_disk_cache_keeps_the_object_code(tmp_path):
@@ -157,15 +163,19 @@ def test_disk_cache_keeps_the_object_code(tmp_path):
     import sys
     from pathlib import Path
 
-    script = ("import numpy as np, cubepy as cp\n"
-              "from tests.runtime.cpu.test_cpu_runtime import vector_add\n"
-              "c = cp.client('cpu'); a = c.create(np.ones(300, np.float32)); o = c.empty(300, cp.f32)\n"
-              "vector_add.launch(c, cp.CubeCount(2), cp.CubeDim(256), cp.ArrayArg(a), cp.ArrayArg(a), cp.ArrayArg(o))\n"
-              "assert (c.read(o) == 2).all()\n")
+    script = (
+        "import numpy as np, cubepy as cp\n"
+        "from tests.runtime.cpu.test_cpu_runtime import vector_add\n"
+        "c = cp.client('cpu'); a = c.create(np.ones(300, np.float32)); o = c.empty(300, cp.f32)\n"
+        "vector_add.launch(c, cp.CubeCount(2), cp.CubeDim(256), cp.ArrayArg(a), cp.ArrayArg(a), cp.ArrayArg(o))\n"
+        "assert (c.read(o) == 2).all()\n"
+    )
     env = dict(os.environ, CUBEPY_CACHE_DIR=str(tmp_path), CUBEPY_DEBUG="1")
     root = Path(__file__).resolve().parents[3]
-    runs = [subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True)
-            for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
     assert [run.returncode for run in runs] == [0, 0], runs[0].stderr + runs[1].stderr
     assert "compiled vector_add" in runs[0].stderr
     assert "loaded from disk vector_add" in runs[1].stderr

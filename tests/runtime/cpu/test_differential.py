@@ -18,20 +18,38 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 SUITES = ["tests/runtime/cubecl", "tests/test_examples.py"]
 # Kernels the cpu runtime declines, each for a stated reason (TMA / mbarriers: the interp emulates them).
-EXPECTED_UNSUPPORTED = {"tensormap_load", "tensormap_store", "tensormap_im2col_load", "conv2d_tma_gemm", "tma_roundtrip"}
+EXPECTED_UNSUPPORTED = {
+    "tensormap_load",
+    "tensormap_store",
+    "tensormap_im2col_load",
+    "conv2d_tma_gemm",
+    "tma_roundtrip",
+}
 
 
 @pytest.mark.slow
 def test_cubecl_suite_and_examples_agree_on_interp_and_cpu(tmp_path):
     report_path = tmp_path / "differential.json"
-    env = dict(os.environ, CUBEPY_TEST_RUNTIME="differential", CUBEPY_DIFFERENTIAL_REPORT=str(report_path),
-               CUBEPY_TEST_PTXAS="0")
-    child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *SUITES],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    env = dict(
+        os.environ,
+        CUBEPY_TEST_RUNTIME="differential",
+        CUBEPY_DIFFERENTIAL_REPORT=str(report_path),
+        CUBEPY_TEST_PTXAS="0",
+    )
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *SUITES],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-4000:]
     report = json.loads(report_path.read_text())
-    print(f"\ncompared {report['compared']} launches of {len(report['kernels'])} kernels; "
-          f"within the ULP bound: {report['within_ulp']}; cpu-unsupported: {sorted(report['skipped'])}")
+    print(
+        f"\ncompared {report['compared']} launches of {len(report['kernels'])} kernels; "
+        f"within the ULP bound: {report['within_ulp']}; cpu-unsupported: {sorted(report['skipped'])}"
+    )
     assert report["differences"] == []
     assert len(report["kernels"]) >= 80
     assert set(report["skipped"]) == EXPECTED_UNSUPPORTED

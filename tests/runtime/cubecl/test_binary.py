@@ -24,7 +24,6 @@ from .approx import assert_equals_approx
 FLOATS = [cp.f16, cp.bf16, cp.f32, cp.f64]
 
 
-
 def as_type(elem, *values):
     """``as_type![F: ...]``: each value is an f32 literal converted with ``F::new``."""
     return np.asarray(values, dtype=np.float32).astype(elem.numpy)

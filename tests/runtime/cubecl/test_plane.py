@@ -28,7 +28,6 @@ VECTORIZATIONS = [1, 2, 4]
 PLANE_SIZE = 32
 
 
-
 def plane_operation(client, F, values, expected, kernel, cube_dim, vectorization):
     """``test_plane_operation``: one cube, a rank-1 tensor over the data, approx compare."""
     values = np.asarray(values, dtype=np.float32).astype(F.numpy)

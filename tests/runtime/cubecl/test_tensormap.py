@@ -23,6 +23,7 @@ _KERNELS: dict[tuple[str, str], object] = {}
 def _load_kernel(F):
     key = ("load", F.name)
     if key not in _KERNELS:
+
         @cp.cube(launch=True)
         def tensormap_load(input: TensorMap[F], output: Array[F]):
             barrier = cp.Barrier.shared(cp.CUBE_DIM, UNIT_POS == 0)
@@ -45,6 +46,7 @@ def _load_kernel(F):
 def _store_kernel(F):
     key = ("store", F.name)
     if key not in _KERNELS:
+
         @cp.cube(launch=True)
         def tensormap_store(input: Array[F], output: TensorMap[F]):
             shared = cp.SharedMemory.aligned(F, 32 * 16, 128)
@@ -67,10 +69,18 @@ def _store_kernel(F):
 def _im2col_kernel(F):
     key = ("im2col", F.name)
     if key not in _KERNELS:
+
         @cp.cube(launch=True)
-        def tensormap_im2col_load(input: TensorMap[F], output: Tensor[F], tile_m: Comptime[int],
-                                  kernel_h: Comptime[int], kernel_w: Comptime[int], channels: Comptime[int],
-                                  pad_h: Comptime[int], pad_w: Comptime[int]):
+        def tensormap_im2col_load(
+            input: TensorMap[F],
+            output: Tensor[F],
+            tile_m: Comptime[int],
+            kernel_h: Comptime[int],
+            kernel_w: Comptime[int],
+            channels: Comptime[int],
+            pad_h: Comptime[int],
+            pad_w: Comptime[int],
+        ):
             tile_k = kernel_h * kernel_w
             tile_width = tile_m * channels  # Preserve 128-byte alignment, works for all float kinds.
 
@@ -97,8 +107,9 @@ def _im2col_kernel(F):
 
 
 @cp.cube(launch=True)
-def tensormap_metadata(input_1: Tensor[cp.f32], output: TensorMap[cp.f32], input_2: TensorMap[cp.f32],
-                       output_2: Tensor[u32]):
+def tensormap_metadata(
+    input_1: Tensor[cp.f32], output: TensorMap[cp.f32], input_2: TensorMap[cp.f32], output_2: Tensor[u32]
+):
     output_2[0] = u32(input_1.shape(0))
     output_2[3] = u32(output_2.shape(0))
 
@@ -110,7 +121,9 @@ def test_tensormap_load(client, F):
     out = client.empty((16 * 32,), F.numpy)
 
     _load_kernel(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(32, 16),
+        client,
+        cp.CubeCount(1, 1, 1),
+        cp.CubeDim(32, 16),
         cp.TensorMapArg.tiled(cp.TensorArg(handle), (16, 32)),
         cp.ArrayArg(out),
     )
@@ -126,7 +139,9 @@ def test_tensormap_store(client, F):
     out = client.create(np.zeros((64, 64), F.numpy))
 
     _store_kernel(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(32, 16),
+        client,
+        cp.CubeCount(1, 1, 1),
+        cp.CubeDim(32, 16),
         cp.ArrayArg(handle),
         cp.TensorMapArg.tiled(cp.TensorArg.from_raw_parts(out, (64, 1), (64, 64)), (16, 32)),
     )
@@ -156,11 +171,23 @@ def test_tensormap_load_im2col(client, F):
     out = client.empty((out_size,), F.numpy)
 
     _im2col_kernel(F).launch(
-        client, cp.CubeCount(1, 1, 1), cp.CubeDim(tile_m * c, kernel_h * kernel_w),
-        cp.TensorMapArg.im2col(cp.TensorArg(handle), channels_per_pixel=c, pixels_per_column=tile_m,
-                               lower_corner=(-pad_h, -pad_w), upper_corner=(corner_h, corner_w)),
+        client,
+        cp.CubeCount(1, 1, 1),
+        cp.CubeDim(tile_m * c, kernel_h * kernel_w),
+        cp.TensorMapArg.im2col(
+            cp.TensorArg(handle),
+            channels_per_pixel=c,
+            pixels_per_column=tile_m,
+            lower_corner=(-pad_h, -pad_w),
+            upper_corner=(corner_h, corner_w),
+        ),
         cp.TensorArg.from_raw_parts(out, (tile_m, 1), (tile_k, tile_m)),
-        tile_m, kernel_h, kernel_w, c, pad_h, pad_w,
+        tile_m,
+        kernel_h,
+        kernel_w,
+        c,
+        pad_h,
+        pad_w,
     )
 
     expected = [0, 0, 0, 0, 0, 1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9]

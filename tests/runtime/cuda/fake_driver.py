@@ -25,17 +25,29 @@ from cubepy.runtime.bindings import Bindings, BufferBinding
 from cubepy.runtime.handle import Handle
 
 ERROR_CODES = {
-    "CUDA_SUCCESS": 0, "CUDA_ERROR_INVALID_VALUE": 1, "CUDA_ERROR_OUT_OF_MEMORY": 2, "CUDA_ERROR_NO_DEVICE": 100,
-    "CUDA_ERROR_INVALID_IMAGE": 200, "CUDA_ERROR_NO_BINARY_FOR_GPU": 209, "CUDA_ERROR_INVALID_PTX": 218,
-    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": 222, "CUDA_ERROR_NOT_FOUND": 500, "CUDA_ERROR_ILLEGAL_ADDRESS": 700,
+    "CUDA_SUCCESS": 0,
+    "CUDA_ERROR_INVALID_VALUE": 1,
+    "CUDA_ERROR_OUT_OF_MEMORY": 2,
+    "CUDA_ERROR_NO_DEVICE": 100,
+    "CUDA_ERROR_INVALID_IMAGE": 200,
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": 209,
+    "CUDA_ERROR_INVALID_PTX": 218,
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": 222,
+    "CUDA_ERROR_NOT_FOUND": 500,
+    "CUDA_ERROR_ILLEGAL_ADDRESS": 700,
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": 701,
 }
 ERROR_NAMES = {code: name for name, code in ERROR_CODES.items()}
 
 H200_ATTRIBUTES = {
-    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
-    "MAX_THREADS_PER_BLOCK": 1024, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
-    "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
+    "COMPUTE_CAPABILITY_MAJOR": 9,
+    "COMPUTE_CAPABILITY_MINOR": 0,
+    "MULTIPROCESSOR_COUNT": 132,
+    "MAX_THREADS_PER_BLOCK": 1024,
+    "MAX_GRID_DIM_X": 2**31 - 1,
+    "MAX_GRID_DIM_Y": 65535,
+    "MAX_GRID_DIM_Z": 65535,
+    "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
     "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 227 * 1024,
 }
 
@@ -101,8 +113,12 @@ class FakeDriver:
 
     def __init__(self, attributes: dict[str, int] | None = None, function_attributes: dict[str, int] | None = None):
         self.attributes = dict(H200_ATTRIBUTES, **(attributes or {}))
-        self.function_attributes = {"SHARED_SIZE_BYTES": 0, "MAX_THREADS_PER_BLOCK": 1024, "NUM_REGS": 32,
-                                    **(function_attributes or {})}
+        self.function_attributes = {
+            "SHARED_SIZE_BYTES": 0,
+            "MAX_THREADS_PER_BLOCK": 1024,
+            "NUM_REGS": 32,
+            **(function_attributes or {}),
+        }
         self.calls: list[tuple[str, tuple]] = []
         self.failures: dict[str, str] = {}  # call name -> error name to return once
         self.allocations: dict[int, np.ndarray] = {}
@@ -113,9 +129,17 @@ class FakeDriver:
         self.launcher = None  # called with (driver, record, kernelParams address) when set
         self.jit_log = b""
         self._ids = itertools.count(1)
-        for name in ("CUdevice_attribute", "CUfunction_attribute", "CUjit_option", "CUevent_flags",
-                     "CUtensorMapDataType", "CUtensorMapInterleave", "CUtensorMapSwizzle",
-                     "CUtensorMapL2promotion", "CUtensorMapFloatOOBfill"):
+        for name in (
+            "CUdevice_attribute",
+            "CUfunction_attribute",
+            "CUjit_option",
+            "CUevent_flags",
+            "CUtensorMapDataType",
+            "CUtensorMapInterleave",
+            "CUtensorMapSwizzle",
+            "CUtensorMapL2promotion",
+            "CUtensorMapFloatOOBfill",
+        ):
             setattr(self, name, Enum(name))
         self.cuuint64_t, self.cuuint32_t = U64, U32
 
@@ -177,7 +201,7 @@ class FakeDriver:
     def cuMemAlloc(self, nbytes):  # noqa: N802
         raw = np.zeros(nbytes + 256, np.uint8)
         start = (-raw.ctypes.data) % 256  # the driver's allocations are 256-byte aligned
-        memory = raw[start:start + nbytes]
+        memory = raw[start : start + nbytes]
         self.allocations[int(memory.ctypes.data)] = memory
         return self._result("cuMemAlloc", (nbytes,), int(memory.ctypes.data))
 
@@ -234,7 +258,7 @@ class FakeDriver:
         result = self._result("cuModuleLoadDataEx", (image, count, options, values), module)
         if result[0] != 0:
             log = values[0]
-            log[:len(self.jit_log)] = self.jit_log
+            log[: len(self.jit_log)] = self.jit_log
         return result
 
     def cuModuleGetFunction(self, module, name):  # noqa: N802
@@ -302,8 +326,9 @@ class InterpLauncher:
                 record.param_bytes.append(ctypes.string_at(pointer, abi.TENSOR_MAP_BYTES))
         info_address = int.from_bytes(ctypes.string_at(record.pointers[-1], 8), "little")
         _, info_memory = driver.allocation_of(info_address)
-        info = np.frombuffer(ctypes.string_at(info_address, 4 * _info_words(info_address, info_memory)),
-                             dtype=np.uint32)
+        info = np.frombuffer(
+            ctypes.string_at(info_address, 4 * _info_words(info_address, info_memory)), dtype=np.uint32
+        )
         for slot, (param, address) in enumerate(buffer_params):
             bindings.buffers.append(_binding_from_info(driver, param, address, info, slot))
         interp.run(definition, record.grid, bindings)
@@ -321,13 +346,13 @@ def _binding_from_info(driver: FakeDriver, param, address: int, info: np.ndarray
     start = address - base
     assert start % dtype.itemsize == 0, f"buffer {slot} starts mid-element"
     storage = memory[start:].view(dtype)
-    header = info[abi.WORDS_PER_BUFFER * slot:abi.WORDS_PER_BUFFER * (slot + 1)]
+    header = info[abi.WORDS_PER_BUFFER * slot : abi.WORDS_PER_BUFFER * (slot + 1)]
     buffer_len, length, block = (int(w) for w in header)
     assert buffer_len == storage.size // ty.line, f"buffer {slot}: info says buffer_len {buffer_len}"
     if block:
         rank = int(info[block])
-        shape = tuple(int(v) for v in info[block + 1:block + 1 + rank])
-        strides = tuple(int(v) for v in info[block + 1 + rank:block + 1 + 2 * rank])
+        shape = tuple(int(v) for v in info[block + 1 : block + 1 + rank])
+        strides = tuple(int(v) for v in info[block + 1 + rank : block + 1 + 2 * rank])
     else:
         shape, strides = (length * ty.line,), (1,)
     handle = Handle(None, storage, dtype, shape, strides)
@@ -339,9 +364,13 @@ def fake_compiler(definitions: dict[str, KernelDefinition], *, cubin: bool = Tru
 
     def compile_definition(definition: KernelDefinition, target: str, *, assemble: bool = True):
         definitions[definition.name] = definition
-        return SimpleNamespace(name=definition.name, definition=definition, target=target,
-                               ptx=f"// fake PTX of {definition.name}\n",
-                               cubin=f"fake cubin of {definition.name}".encode() if cubin else None,
-                               dynamic_shared_bytes=dynamic_shared)
+        return SimpleNamespace(
+            name=definition.name,
+            definition=definition,
+            target=target,
+            ptx=f"// fake PTX of {definition.name}\n",
+            cubin=f"fake cubin of {definition.name}".encode() if cubin else None,
+            dynamic_shared_bytes=dynamic_shared,
+        )
 
     return compile_definition

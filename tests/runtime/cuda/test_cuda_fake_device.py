@@ -56,6 +56,7 @@ def array(handle: Handle, line_size: int = 1):
 
 # -- device and memory -----------------------------------------------------------------------------
 
+
 def test_device_info_and_target(fake):
     device = CudaDevice(0, driver=fake)
     assert device.info.name == "Fake H200"
@@ -86,8 +87,9 @@ def test_strided_and_offset_handles_read_like_the_cpu_runtime(fake):
     client = make_client(fake)
     base = client.create(np.arange(20, dtype=np.float32))
     view = Handle(client, base.storage, np.float32, (3, 4), strides=(5, 1), offset=2)
-    np.testing.assert_array_equal(client.read(view), np.arange(20, dtype=np.float32)[2:].reshape(-1)[
-        np.arange(3)[:, None] * 5 + np.arange(4)])
+    np.testing.assert_array_equal(
+        client.read(view), np.arange(20, dtype=np.float32)[2:].reshape(-1)[np.arange(3)[:, None] * 5 + np.arange(4)]
+    )
 
 
 def test_allocations_are_freed_with_their_handles(fake):
@@ -109,11 +111,13 @@ def test_sanitize_is_refused(fake):
     b.store(b.buffer(U32), c(0), c(1))
     kernel = client.backend.prepare(b.kernel())
     with pytest.raises(CubeError, match="the sanitizer is a CPU-runtime feature"):
-        client.backend.run(kernel, (1, 1, 1), Bindings([BufferBinding(client.zeros(1, np.uint32), 1, (1,), (1,))]),
-                           sanitize=True)
+        client.backend.run(
+            kernel, (1, 1, 1), Bindings([BufferBinding(client.zeros(1, np.uint32), 1, (1,), (1,))]), sanitize=True
+        )
 
 
 # -- launches ----------------------------------------------------------------------------------------
+
 
 def vector_add():
     b = Builder()
@@ -147,8 +151,13 @@ def test_scalars_of_every_width_reach_the_kernel(fake):
     b.store(out, c(2), b.cast(s_i64, F32))
     b.store(out, c(3), b.cast(s_f16, F32))
     handle = client.zeros((4,), np.float32)
-    launch(client, b.kernel((1, 1, 1)), (1, 1, 1), [array(handle)],
-           [np.float32(2.5), np.bool_(True), np.int64(-(2**40)), np.float16(0.75), [1.0, 2.0, 3.0]])
+    launch(
+        client,
+        b.kernel((1, 1, 1)),
+        (1, 1, 1),
+        [array(handle)],
+        [np.float32(2.5), np.bool_(True), np.int64(-(2**40)), np.float16(0.75), [1.0, 2.0, 3.0]],
+    )
     np.testing.assert_array_equal(client.read(handle), [2.5, 1.0, -(2.0**40), 0.75])
 
 
@@ -157,8 +166,9 @@ def test_tensor_metadata_and_offsets_come_through_the_info_buffer(fake):
     b = Builder()
     t, out = Variable(VarKind.GLOBAL, 0, F32), Variable(VarKind.GLOBAL, 1, U32)
     b.params += [Param(t, "t", "tensor"), Param(out, "out", "array")]  # irb makes arrays only
-    for i, (name, dim) in enumerate([("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None),
-                                     ("buffer_len", None), ("rank", None)]):
+    for i, (name, dim) in enumerate(
+        [("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None), ("buffer_len", None), ("rank", None)]
+    ):
         b.store(out, c(i), b.meta(name, t, None if dim is None else c(dim)))
     b.store(out, c(7), b.cast(b.load(t, c(0)), U32))
     storage = client.create(np.arange(20, dtype=np.float32))
@@ -247,8 +257,11 @@ def test_a_jit_failure_reports_the_log(fake):
     client = make_client(fake, cubin=False)
     fake.failures["cuModuleLoadDataEx"] = "CUDA_ERROR_INVALID_PTX"
     fake.jit_log = b"ptxas fatal: Unexpected instruction\0"
-    with pytest.raises(CubeError, match=r"(?s)cuModuleLoadDataEx \(PTX JIT\) failed: CUDA_ERROR_INVALID_PTX.*"
-                                        r"Unexpected instruction"):
+    with pytest.raises(
+        CubeError,
+        match=r"(?s)cuModuleLoadDataEx \(PTX JIT\) failed: CUDA_ERROR_INVALID_PTX.*"
+        r"Unexpected instruction",
+    ):
         client.backend.prepare(vector_add())
 
 
@@ -261,12 +274,22 @@ def test_dynamic_shared_memory_opts_in_and_is_passed_to_the_launch(fake):
     assert fake.launches[0].shared == 100 * 1024
 
 
-@pytest.mark.parametrize("function_attributes, cube_count, message", [
-    ({}, (1, 70000, 1), r"cube_count.y = 70000 exceeds the device's limit of 65535"),
-    ({"MAX_THREADS_PER_BLOCK": 32, "NUM_REGS": 255}, (1, 1, 1),
-     r"has 64 units but the compiled kernel allows at most 32 per cube \(255 registers per unit\)"),
-    ({"SHARED_SIZE_BYTES": 240 * 1024}, (1, 1, 1), r"needs 245760 bytes of shared memory; a cube has at most 232448"),
-])
+@pytest.mark.parametrize(
+    "function_attributes, cube_count, message",
+    [
+        ({}, (1, 70000, 1), r"cube_count.y = 70000 exceeds the device's limit of 65535"),
+        (
+            {"MAX_THREADS_PER_BLOCK": 32, "NUM_REGS": 255},
+            (1, 1, 1),
+            r"has 64 units but the compiled kernel allows at most 32 per cube \(255 registers per unit\)",
+        ),
+        (
+            {"SHARED_SIZE_BYTES": 240 * 1024},
+            (1, 1, 1),
+            r"needs 245760 bytes of shared memory; a cube has at most 232448",
+        ),
+    ],
+)
 def test_launches_the_device_would_refuse_are_launch_errors(function_attributes, cube_count, message):
     fake = FakeDriver(function_attributes=function_attributes)
     client = make_client(fake)
@@ -279,8 +302,11 @@ def test_driver_failures_name_the_call(fake):
     client = make_client(fake)
     x = client.zeros((64,), np.float32)
     fake.failures["cuLaunchKernel"] = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
-    with pytest.raises(CubeError, match=r"cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*"
-                                        r"cube_dim.*\n.*kernel vector_add"):
+    with pytest.raises(
+        CubeError,
+        match=r"cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*"
+        r"cube_dim.*\n.*kernel vector_add",
+    ):
         launch(client, vector_add(), (1, 1, 1), [array(x), array(x), array(x)])
     fake.failures["cuStreamSynchronize"] = "CUDA_ERROR_ILLEGAL_ADDRESS"
     with pytest.raises(CubeError, match=r"cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS"):
@@ -307,12 +333,19 @@ def test_time_ms_uses_events_on_the_stream(fake):
 
 # -- interop --------------------------------------------------------------------------------------------
 
+
 class CudaArrayInterfaceExporter:
     """What CuPy or PyTorch expose, pointing at a fake device allocation."""
 
     def __init__(self, ptr: int, shape, typestr: str, strides=None) -> None:
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "strides": strides, "version": 3, "stream": 1}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+            "stream": 1,
+        }
 
 
 def test_from_external_borrows_a_cuda_array_interface_without_copying(fake):

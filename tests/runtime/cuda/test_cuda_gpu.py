@@ -104,11 +104,9 @@ def test_scalar_parameters_of_every_width(gpu):
     s_f32, s_bool, s_i64, s_f16 = b.scalar(F32), b.scalar(BOOL), b.scalar(I64), b.scalar(F16)
     b.scalar(line(F32, 3))
     s_u32 = b.scalar(U32)
-    for i, value in enumerate([s_f32, b.cast(s_bool, F32), b.cast(s_i64, F32), b.cast(s_f16, F32),
-                               b.cast(s_u32, F32)]):
+    for i, value in enumerate([s_f32, b.cast(s_bool, F32), b.cast(s_i64, F32), b.cast(s_f16, F32), b.cast(s_u32, F32)]):
         b.store(out, c(i), value)
-    scalars = [np.float32(2.5), np.bool_(True), np.int64(-(2**40)), np.float16(0.75), [1.0, 2.0, 3.0],
-               np.uint32(7)]
+    scalars = [np.float32(2.5), np.bool_(True), np.int64(-(2**40)), np.float16(0.75), [1.0, 2.0, 3.0], np.uint32(7)]
     (out,) = run_on(gpu, b.kernel((1, 1, 1), name="scalars"), 1, [np.zeros(5, np.float32)], scalars)
     np.testing.assert_array_equal(out, [2.5, 1.0, -(2.0**40), 0.75, 7.0])
 
@@ -117,8 +115,9 @@ def test_tensor_metadata_and_an_offset_view(gpu):
     b = Builder()
     t, out = Variable(VarKind.GLOBAL, 0, F32), Variable(VarKind.GLOBAL, 1, U32)
     b.params += [Param(t, "t", "tensor"), Param(out, "out", "array")]
-    for i, (name, dim) in enumerate([("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None),
-                                     ("buffer_len", None), ("rank", None)]):
+    for i, (name, dim) in enumerate(
+        [("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None), ("buffer_len", None), ("rank", None)]
+    ):
         b.store(out, c(i), b.meta(name, t, None if dim is None else c(dim)))
     b.store(out, c(7), b.cast(b.load(t, c(5)), U32))
     storage = gpu.create(np.arange(20, dtype=np.float32))
@@ -139,8 +138,9 @@ def test_lines_and_shared_memory(gpu):
     b.sync_cube()
     b.store(out, bi("absolute_pos"), b.load(smem, b.binary("sub", c(31), unit)))
     data = np.arange(256, dtype=np.float32)
-    assert_same_as_interp(gpu, b.kernel((32, 1, 1), name="reverse_lines"), 2, [data, np.zeros(256, np.float32)],
-                          line_sizes={0: 4, 1: 4})
+    assert_same_as_interp(
+        gpu, b.kernel((32, 1, 1), name="reverse_lines"), 2, [data, np.zeros(256, np.float32)], line_sizes={0: 4, 1: 4}
+    )
 
 
 def test_shared_memory_tree_reduction(gpu):
@@ -218,4 +218,3 @@ def test_from_external_torch_tensors_share_memory(gpu):
     view = gpu.from_external(bf16)
     assert view.dtype == np.dtype(ml_dtypes.bfloat16) and view.strides == (4, 1)
     np.testing.assert_array_equal(gpu.read(view).astype(np.float32), bf16.float().cpu().numpy())
-

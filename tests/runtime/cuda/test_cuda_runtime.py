@@ -42,6 +42,7 @@ def real_driver_module():
 
 # -- availability ---------------------------------------------------------------------------------
 
+
 def test_unavailable_reason_is_a_string_or_none_and_never_raises():
     reason = cuda.unavailable_reason()
     assert reason is None or (isinstance(reason, str) and reason)
@@ -83,15 +84,18 @@ def _no_library():
     raise OSError("libcuda.so.1: cannot open shared object file")
 
 
-@pytest.mark.parametrize("importer, loader, expected", [
-    (_missing, lambda: None, cuda_driver.NOT_INSTALLED),
-    (lambda: _fake_module(), _no_library, cuda_driver.NO_DRIVER),
-    (lambda: _fake_module(init=(100,)), lambda: None, cuda_driver.NO_DEVICE),
-    (lambda: _fake_module(init=(3,)), lambda: None, "cuInit failed: CUDA_ERROR_UNKNOWN"),
-    (lambda: _fake_module(init_raises=RuntimeError("loader")), lambda: None, "cuInit failed: RuntimeError: loader"),
-    (lambda: _fake_module(count=(0, 0)), lambda: None, cuda_driver.NO_DEVICE),
-    (lambda: _fake_module(), lambda: None, None),
-])
+@pytest.mark.parametrize(
+    "importer, loader, expected",
+    [
+        (_missing, lambda: None, cuda_driver.NOT_INSTALLED),
+        (lambda: _fake_module(), _no_library, cuda_driver.NO_DRIVER),
+        (lambda: _fake_module(init=(100,)), lambda: None, cuda_driver.NO_DEVICE),
+        (lambda: _fake_module(init=(3,)), lambda: None, "cuInit failed: CUDA_ERROR_UNKNOWN"),
+        (lambda: _fake_module(init_raises=RuntimeError("loader")), lambda: None, "cuInit failed: RuntimeError: loader"),
+        (lambda: _fake_module(count=(0, 0)), lambda: None, cuda_driver.NO_DEVICE),
+        (lambda: _fake_module(), lambda: None, None),
+    ],
+)
 def test_probe_reports_each_missing_piece(importer, loader, expected):
     assert cuda_driver.probe(importer, loader) == expected
 
@@ -117,6 +121,7 @@ def test_error_names_come_from_the_real_enum_when_cuGetErrorName_cannot_run():
 
 # -- the parameter ABI ----------------------------------------------------------------------------
 
+
 def abi_kernel():
     """A kernel with every kind of parameter, in an order that needs padding (unused ones stay in the entry)."""
     b = Builder()
@@ -141,13 +146,13 @@ def test_param_layout_places_each_kind_at_its_alignment():
     assert placed == [
         ("out", "array", 0, 8, 8),
         ("small", "scalar", 8, 1, 1),
-        ("tmap", "tensor_map", 64, 128, 64),   # the 128-byte CUtensorMap, 64-byte aligned
-        ("flag", "scalar", 192, 1, 1),         # bool travels as one byte
-        ("vec3", "scalar", 208, 16, 16),       # f32x3 is an LLVM <3 x float>: 16 bytes, align 16
+        ("tmap", "tensor_map", 64, 128, 64),  # the 128-byte CUtensorMap, 64-byte aligned
+        ("flag", "scalar", 192, 1, 1),  # bool travels as one byte
+        ("vec3", "scalar", 208, 16, 16),  # f32x3 is an LLVM <3 x float>: 16 bytes, align 16
         ("big", "scalar", 224, 8, 8),
         ("half", "scalar", 232, 2, 2),
-        ("bytes3", "scalar", 236, 4, 4),       # u8x3: padded to 4
-        ("info", "info", 240, 8, 8),           # the info pointer is always last
+        ("bytes3", "scalar", 236, 4, 4),  # u8x3: padded to 4
+        ("info", "info", 240, 8, 8),  # the info pointer is always last
     ]
     assert layout.total_bytes == 248
     assert [s.kind_index for s in layout.slots] == [0, 0, 0, 1, 2, 3, 4, 5, 0]
@@ -158,8 +163,8 @@ def test_param_layout_matches_the_ptx_entry_the_compiler_emits():
 
     definition = abi_kernel()
     ptx = compile_definition(definition, "sm_90a", assemble=False).ptx
-    entry = ptx[ptx.index(".entry"):]
-    entry = entry[:entry.index(")")]
+    entry = ptx[ptx.index(".entry") :]
+    entry = entry[: entry.index(")")]
     declared = []
     for decl in re.findall(r"\.param\s+([^,\n]+?)\s+\w+_param_\d+(\[\d+\])?", entry):
         text, array = decl
@@ -175,15 +180,18 @@ def test_param_layout_matches_the_ptx_entry_the_compiler_emits():
     assert declared == [(s.size, s.align) for s in layout.slots]
 
 
-@pytest.mark.parametrize("value, ty, expected", [
-    (True, BOOL, b"\x01"),
-    (np.bool_(False), BOOL, b"\x00"),
-    (1.5, F32, np.float32(1.5).tobytes()),
-    (-2, I64, np.int64(-2).tobytes()),
-    (0.25, F16, np.float16(0.25).tobytes()),
-    ([1.0, 2.0, 3.0], line(F32, 3), np.array([1, 2, 3], np.float32).tobytes() + bytes(4)),
-    (7, line(U8, 3), bytes([7, 7, 7, 0])),  # one value splat to every lane
-])
+@pytest.mark.parametrize(
+    "value, ty, expected",
+    [
+        (True, BOOL, b"\x01"),
+        (np.bool_(False), BOOL, b"\x00"),
+        (1.5, F32, np.float32(1.5).tobytes()),
+        (-2, I64, np.int64(-2).tobytes()),
+        (0.25, F16, np.float16(0.25).tobytes()),
+        ([1.0, 2.0, 3.0], line(F32, 3), np.array([1, 2, 3], np.float32).tobytes() + bytes(4)),
+        (7, line(U8, 3), bytes([7, 7, 7, 0])),  # one value splat to every lane
+    ],
+)
 def test_scalar_bytes(value, ty, expected):
     assert kparams.scalar_bytes(value, ty) == expected
 
@@ -209,7 +217,7 @@ def test_pack_params_writes_every_value_where_the_pointers_say():
 
     def at(name):
         slot = next(s for s in layout.slots if s.name == name)
-        return block[slot.offset:slot.offset + slot.size]
+        return block[slot.offset : slot.offset + slot.size]
 
     assert at("out") == (0x7000_0000_0100).to_bytes(8, "little")
     assert at("tmap") == descriptor
@@ -226,6 +234,7 @@ def test_pack_params_refuses_missing_arguments():
 
 # -- tensor maps -----------------------------------------------------------------------------------
 
+
 def _tensor(shape, dtype=np.float16, offset=0):
     count = int(np.prod(shape)) + offset
     return Handle(None, np.zeros(count, dtype), dtype, shape, offset=offset)
@@ -236,8 +245,13 @@ def tiled_map():
 
 
 def im2col_map():
-    return TensorMapArg.im2col(_tensor((2, 10, 12, 64)), channels_per_pixel=64, pixels_per_column=32,
-                               lower_corner=(-1, -1), upper_corner=(-1, -1))
+    return TensorMapArg.im2col(
+        _tensor((2, 10, 12, 64)),
+        channels_per_pixel=64,
+        pixels_per_column=32,
+        lower_corner=(-1, -1),
+        upper_corner=(-1, -1),
+    )
 
 
 def test_driver_arguments_for_a_tiled_map():
@@ -289,8 +303,13 @@ def test_a_driver_refusal_is_a_tensor_map_error_naming_call_and_arguments():
 
 def test_cu_enum_values_match_cuda_bindings():
     driver = real_driver_module()
-    classes = [driver.CUtensorMapDataType, driver.CUtensorMapInterleave, driver.CUtensorMapSwizzle,
-               driver.CUtensorMapL2promotion, driver.CUtensorMapFloatOOBfill]
+    classes = [
+        driver.CUtensorMapDataType,
+        driver.CUtensorMapInterleave,
+        driver.CUtensorMapSwizzle,
+        driver.CUtensorMapL2promotion,
+        driver.CUtensorMapFloatOOBfill,
+    ]
     for name, value in CU_ENUM_VALUES.items():
         owners = [cls for cls in classes if hasattr(cls, name)]
         assert len(owners) == 1, name
@@ -319,12 +338,14 @@ def test_cuda_bindings_accepts_the_encode_arguments(make_map):
 @pytest.mark.skipif(REASON is None, reason="with a driver, these calls would really run")
 def test_cuda_bindings_accepts_the_launch_and_memory_arguments():
     driver = real_driver_module()
-    packed = kparams.pack_params(kparams.param_layout(abi_kernel()), [0x1000],
-                                 [1, True, [1, 2, 3], 1, 1, 1], [bytes(128)], 0x2000)
+    packed = kparams.pack_params(
+        kparams.param_layout(abi_kernel()), [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [bytes(128)], 0x2000
+    )
     stream = driver.CUstream(0)
     host = np.zeros(16, np.uint8)
-    assert _reaches_the_driver(driver.cuLaunchKernel, driver.CUfunction(0), 1, 1, 1, 32, 1, 1, 0, stream,
-                               packed.address, 0)
+    assert _reaches_the_driver(
+        driver.cuLaunchKernel, driver.CUfunction(0), 1, 1, 1, 32, 1, 1, 0, stream, packed.address, 0
+    )
     assert _reaches_the_driver(driver.cuMemcpyHtoDAsync, 0x1000, int(host.ctypes.data), 16, stream)
     assert _reaches_the_driver(driver.cuMemcpyDtoHAsync, int(host.ctypes.data), 0x1000, 16, stream)
     assert _reaches_the_driver(driver.cuMemsetD8Async, 0x1000, 0xCD, 16, stream)

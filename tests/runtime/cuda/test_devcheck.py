@@ -36,28 +36,35 @@ def test_list_prints_the_plan(capsys):
     assert set(plan) == {"pytest_suites", "examples", "wgrad_problems"}
 
 
-@pytest.mark.parametrize("interp, cuda_result, status", [
-    ({"max error": 1e-7}, {"max error": 5e-7}, "pass"),
-    ({"max error": 0.0}, {"max error": 9e-4}, "pass"),                 # within the absolute floor
-    ({"max error": 1e-7}, {"max error": 0.5}, "fail"),
-    ({"max error": 1e-7}, {"max error": float("nan")}, "fail"),
-    ({"max error": 1e-7}, None, "fail"),
-    (None, None, "fail_both"),
-    (None, {"max error": 0.0}, "error"),
-    ({"shape": "4x4"}, {"shape": "4x5"}, "fail"),
-])
+@pytest.mark.parametrize(
+    "interp, cuda_result, status",
+    [
+        ({"max error": 1e-7}, {"max error": 5e-7}, "pass"),
+        ({"max error": 0.0}, {"max error": 9e-4}, "pass"),  # within the absolute floor
+        ({"max error": 1e-7}, {"max error": 0.5}, "fail"),
+        ({"max error": 1e-7}, {"max error": float("nan")}, "fail"),
+        ({"max error": 1e-7}, None, "fail"),
+        (None, None, "fail_both"),
+        (None, {"max error": 0.0}, "error"),
+        ({"shape": "4x4"}, {"shape": "4x5"}, "fail"),
+    ],
+)
 def test_judge_example(interp, cuda_result, status):
     assert devcheck.judge_example(interp, cuda_result, {}) == status
 
 
 def test_compare_pytest_tells_gpu_only_failures_from_shared_ones():
-    interp = {"m::a": {"outcome": "passed", "message": "", "seconds": 0.1},
-              "m::b": {"outcome": "passed", "message": "", "seconds": 0.1},
-              "m::c": {"outcome": "failed", "message": "x", "seconds": 0.1},
-              "m::d": {"outcome": "passed", "message": "", "seconds": 0.1}}
-    gpu = {"m::a": {"outcome": "passed", "message": "", "seconds": 0.2},
-           "m::b": {"outcome": "failed", "message": "mismatch", "seconds": 0.2},
-           "m::c": {"outcome": "failed", "message": "x", "seconds": 0.2}}
+    interp = {
+        "m::a": {"outcome": "passed", "message": "", "seconds": 0.1},
+        "m::b": {"outcome": "passed", "message": "", "seconds": 0.1},
+        "m::c": {"outcome": "failed", "message": "x", "seconds": 0.1},
+        "m::d": {"outcome": "passed", "message": "", "seconds": 0.1},
+    }
+    gpu = {
+        "m::a": {"outcome": "passed", "message": "", "seconds": 0.2},
+        "m::b": {"outcome": "failed", "message": "mismatch", "seconds": 0.2},
+        "m::c": {"outcome": "failed", "message": "x", "seconds": 0.2},
+    }
     statuses = {case["name"]: case["status"] for case in devcheck.compare_pytest("s", interp, gpu, [])}
     assert statuses == {"m::a": "pass", "m::b": "fail", "m::c": "fail_both", "m::d": "error"}
 
@@ -65,14 +72,17 @@ def test_compare_pytest_tells_gpu_only_failures_from_shared_ones():
 def test_the_pytest_phase_runs_both_runtimes_and_compares(tmp_path, monkeypatch):
     suite = tmp_path / "tests" / "kernels"
     suite.mkdir(parents=True)
-    (tmp_path / "tests" / "conftest.py").write_text(textwrap.dedent("""
+    (tmp_path / "tests" / "conftest.py").write_text(
+        textwrap.dedent("""
         import os, pytest
 
         @pytest.fixture
         def client():
             return os.environ["CUBEPY_TEST_RUNTIME"]
-    """))
-    (suite / "test_tma_copy.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (suite / "test_tma_copy.py").write_text(
+        textwrap.dedent("""
         import pytest
 
         def test_same(client):
@@ -84,12 +94,18 @@ def test_the_pytest_phase_runs_both_runtimes_and_compares(tmp_path, monkeypatch)
         def test_skipped_on_gpu(client):
             if client == "cuda":
                 pytest.skip("no TMA here")
-    """))
+    """)
+    )
     (suite / "test_unrelated.py").write_text("def test_cpu_only():\n    pass\n")
     monkeypatch.setattr(devcheck, "ROOT", tmp_path)
     suites = devcheck.discover_suites(tmp_path)
-    assert suites == [{"name": "tests/kernels", "files": ["tests/kernels/test_tma_copy.py"],
-                       "tma_files": ["tests/kernels/test_tma_copy.py"]}]
+    assert suites == [
+        {
+            "name": "tests/kernels",
+            "files": ["tests/kernels/test_tma_copy.py"],
+            "tma_files": ["tests/kernels/test_tma_copy.py"],
+        }
+    ]
     work = tmp_path / "work"
     work.mkdir()
     cases, notes = devcheck.run_pytest_phase(suites, time.monotonic() + 120, 1, work)

@@ -39,8 +39,15 @@ class Builder(KernelBuilder):
         super().__init__(loc=LOC)
 
 
-def launch(kernel: KernelDefinition, cube_count, buffers=(), scalars=(), *, sanitize: bool = False,
-           line_sizes: dict[int, int] | None = None) -> list[np.ndarray]:
+def launch(
+    kernel: KernelDefinition,
+    cube_count,
+    buffers=(),
+    scalars=(),
+    *,
+    sanitize: bool = False,
+    line_sizes: dict[int, int] | None = None,
+) -> list[np.ndarray]:
     """Run ``kernel`` on copies of ``buffers`` and return them after the run (same shapes)."""
     bindings = Bindings()
     handles = []

@@ -51,8 +51,21 @@ def run_cast(src: Type, dst: Type, values) -> np.ndarray:
 
 # -- integer division ---------------------------------------------------------------------------
 
-PAIRS = [(7, 2), (-7, 2), (7, -2), (-7, -2), (6, 3), (-6, 3), (0, 5), (5, 0), (-5, 0), (0, 0),
-         (-(2**31), -1), (-(2**31), 1), (2**31 - 1, -1)]
+PAIRS = [
+    (7, 2),
+    (-7, 2),
+    (7, -2),
+    (-7, -2),
+    (6, 3),
+    (-6, 3),
+    (0, 5),
+    (5, 0),
+    (-5, 0),
+    (0, 0),
+    (-(2**31), -1),
+    (-(2**31), 1),
+    (2**31 - 1, -1),
+]
 
 
 @pytest.mark.parametrize("name", ["floordiv", "mod", "div_trunc", "rem_trunc"])
@@ -100,6 +113,7 @@ def test_integer_overflow_wraps():
 
 # -- shifts ---------------------------------------------------------------------------------------
 
+
 def test_shifts_clamp_like_ptx():
     amounts = [0, 1, 31, 32, 33, 100]
     assert list(run_binary("shl", U32, [1] * 6, amounts)) == [1, 2, 2**31, 0, 0, 0]
@@ -139,10 +153,22 @@ def test_mul_hi():
 
 # -- casts ----------------------------------------------------------------------------------------
 
+
 def test_float_to_int_casts_truncate_and_saturate():
     values = [1.9, -1.9, 0.5, -0.5, 3e9, -3e9, np.nan, np.inf, -np.inf, 2147483647.0, -2147483648.0]
-    assert list(run_cast(F32, I32, values)) == [1, -1, 0, 0, 2**31 - 1, -(2**31), 0, 2**31 - 1, -(2**31),
-                                                 2**31 - 1, -(2**31)]
+    assert list(run_cast(F32, I32, values)) == [
+        1,
+        -1,
+        0,
+        0,
+        2**31 - 1,
+        -(2**31),
+        0,
+        2**31 - 1,
+        -(2**31),
+        2**31 - 1,
+        -(2**31),
+    ]
     assert list(run_cast(F32, U32, values)) == [1, 0, 0, 0, 3000000000, 0, 0, 2**32 - 1, 0, 2**31, 0]
     assert list(run_cast(F64, U8, [255.9, 256.0, -1.0, 17.2])) == [255, 255, 0, 17]
     assert list(run_cast(F64, I64, [1e19, -1e19, 9.2e18])) == [2**63 - 1, -(2**63), 9200000000000000000]
@@ -213,8 +239,9 @@ def test_powf_powi_atan2():
     np.testing.assert_allclose(run_binary("powf", F32, [2.0, 9.0], [10.0, 0.5]), [1024.0, 3.0])
     got = run_binary("powi", F32, [2.0, 3.0, 2.0], [10, 3, -1], rhs_ty=I32)
     np.testing.assert_array_equal(got, [1024.0, 27.0, 0.5])
-    np.testing.assert_allclose(run_binary("atan2", F32, [1.0, -1.0], [1.0, -1.0]), [np.pi / 4, -3 * np.pi / 4],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        run_binary("atan2", F32, [1.0, -1.0], [1.0, -1.0]), [np.pi / 4, -3 * np.pi / 4], rtol=1e-6
+    )
 
 
 def test_fma_rounds_once():
@@ -249,8 +276,9 @@ def test_bitcast_between_types_and_lines():
     b.store(as_u32, bi("unit_pos"), b.emit(ops.Bitcast(value), U32))
     b.store(halves, bi("unit_pos"), b.emit(ops.Bitcast(value), line(F16, 2)))
     data = np.array([1.0, -2.5, np.inf, 3.25], dtype=np.float32)
-    _, bits, pairs = launch(b.kernel((4, 1, 1)), 1, [data, np.zeros(4, np.uint32), np.zeros(8, np.float16)],
-                            line_sizes={2: 2})
+    _, bits, pairs = launch(
+        b.kernel((4, 1, 1)), 1, [data, np.zeros(4, np.uint32), np.zeros(8, np.float16)], line_sizes={2: 2}
+    )
     np.testing.assert_array_equal(bits, data.view(np.uint32))
     np.testing.assert_array_equal(pairs.view(np.uint16), data.view(np.uint16))
 
@@ -296,8 +324,11 @@ def _python_reference(name: str, a: int, b: int, dtype) -> int:
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), dtype=st.sampled_from(INT_TYPES),
-       name=st.sampled_from(["floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr"]))
+@given(
+    data=st.data(),
+    dtype=st.sampled_from(INT_TYPES),
+    name=st.sampled_from(["floordiv", "mod", "div_trunc", "rem_trunc", "shl", "shr"]),
+)
 def test_integer_kernels_match_python(data, dtype, name):
     from cubepy.ir import numerics
 
@@ -305,8 +336,14 @@ def test_integer_kernels_match_python(data, dtype, name):
     values = st.integers(int(info.min), int(info.max))
     a = data.draw(values)
     b = data.draw(st.one_of(values, st.sampled_from([0, 1, -1 if info.min < 0 else 2, info.bits, info.bits - 1])))
-    fn = {"floordiv": numerics.int_floordiv, "mod": numerics.int_mod, "div_trunc": numerics.int_div_trunc,
-          "rem_trunc": numerics.int_rem_trunc, "shl": numerics.shift_left, "shr": numerics.shift_right}[name]
+    fn = {
+        "floordiv": numerics.int_floordiv,
+        "mod": numerics.int_mod,
+        "div_trunc": numerics.int_div_trunc,
+        "rem_trunc": numerics.int_rem_trunc,
+        "shl": numerics.shift_left,
+        "shr": numerics.shift_right,
+    }[name]
     with np.errstate(all="ignore"):
         got = fn(np.array([a], dtype=dtype), np.array([b], dtype=dtype))
     assert int(got[0]) == _python_reference(name, a, b, dtype)

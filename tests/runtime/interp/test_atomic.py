@@ -24,22 +24,33 @@ def atomic_kernel(op: str, ty, slots: int, units: int, cubes: int = 1, shared: b
     if shared:
         target = b.shared_memory(ty, slots)
         with b.if_(b.compare("lt", bi("unit_pos"), c(slots))):
-            b.store(target, bi("unit_pos"), b.load(counters, b.binary("add", b.binary(
-                "mul", bi("cube_pos"), c(slots)), bi("unit_pos"))))
+            b.store(
+                target,
+                bi("unit_pos"),
+                b.load(counters, b.binary("add", b.binary("mul", bi("cube_pos"), c(slots)), bi("unit_pos"))),
+            )
         b.sync_cube()
     with b.if_(b.compare("ne", b.binary("mod", bi("unit_pos"), c(5)), c(4))):  # every 5th unit sits out
         b.store(olds, pos, b.atomic(op, target, address, value))
     if shared:
         b.sync_cube()
         with b.if_(b.compare("lt", bi("unit_pos"), c(slots))):
-            b.store(counters, b.binary("add", b.binary("mul", bi("cube_pos"), c(slots)), bi("unit_pos")),
-                    b.load(target, bi("unit_pos")))
+            b.store(
+                counters,
+                b.binary("add", b.binary("mul", bi("cube_pos"), c(slots)), bi("unit_pos")),
+                b.load(target, bi("unit_pos")),
+            )
     return b.kernel((units, 1, 1))
 
 
 SERIAL = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "max": max, "min": min,
-    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "max": max,
+    "min": min,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
     "exchange": lambda a, b: b,
 }
 
@@ -53,8 +64,11 @@ def serial_reference(op, counters, addresses, values, units, cubes, slots, share
         key = (lane // units) * slots + addresses[lane] if shared else addresses[lane]
         olds[lane] = counters[key]
         counters[key] = SERIAL[op](counters[key], values[lane])
-    wrap = (lambda a: np.array([int(v) for v in a], dtype=np.int64).astype(dtype)) if dtype != np.float32 else \
-        (lambda a: a.astype(dtype))
+    wrap = (
+        (lambda a: np.array([int(v) for v in a], dtype=np.int64).astype(dtype))
+        if dtype != np.float32
+        else (lambda a: a.astype(dtype))
+    )
     return wrap(counters), wrap(olds)
 
 
@@ -63,15 +77,14 @@ def serial_reference(op, counters, addresses, values, units, cubes, slots, share
 @pytest.mark.parametrize("contention", ["light", "heavy"])
 def test_integer_atomics_serialize_in_lane_order(op, shared, contention):
     units, cubes = 96, 2
-    slots = 7 if contention == "light" else 2   # "heavy": ~40 lanes per address, past the round limit
+    slots = 7 if contention == "light" else 2  # "heavy": ~40 lanes per address, past the round limit
     rng = np.random.default_rng(zlib.crc32(f"{op}-{shared}-{contention}".encode()))
     addresses = rng.integers(0, slots, units * cubes).astype(np.uint32)
     values = rng.integers(-50, 50, units * cubes).astype(np.int32)
     counters = rng.integers(-100, 100, slots * (cubes if shared else 1)).astype(np.int32)
     kernel = atomic_kernel(op, I32, slots, units, cubes, shared)
     got_counters, _, _, got_olds = launch(kernel, cubes, [counters, addresses, values, np.zeros_like(values)])
-    want_counters, want_olds = serial_reference(op, counters, addresses, values, units, cubes, slots, shared,
-                                                np.int32)
+    want_counters, want_olds = serial_reference(op, counters, addresses, values, units, cubes, slots, shared, np.int32)
     active = (np.arange(units * cubes) % units) % 5 != 4
     np.testing.assert_array_equal(got_counters, want_counters)
     np.testing.assert_array_equal(got_olds[active], want_olds[active])
@@ -82,8 +95,7 @@ def test_add_returns_an_exclusive_scan_in_lane_order():
     b = Builder()
     counter, olds = b.buffer(U32), b.buffer(U32)
     b.store(olds, bi("unit_pos"), b.atomic("add", counter, c(0), b.binary("add", bi("unit_pos"), c(1))))
-    got_counter, got_olds = launch(b.kernel((units, 1, 1)), 1, [np.array([10], np.uint32),
-                                                                np.zeros(units, np.uint32)])
+    got_counter, got_olds = launch(b.kernel((units, 1, 1)), 1, [np.array([10], np.uint32), np.zeros(units, np.uint32)])
     increments = np.arange(1, units + 1)
     np.testing.assert_array_equal(got_olds, 10 + np.cumsum(increments) - increments)
     assert got_counter[0] == 10 + increments.sum()
@@ -97,8 +109,9 @@ def test_float_add_rounds_after_every_update(monkeypatch, rounds):
     b = Builder()
     counter, inputs, olds = b.buffer(F32), b.buffer(F32), b.buffer(F32)
     b.store(olds, bi("unit_pos"), b.atomic("add", counter, c(0), b.load(inputs, bi("unit_pos"))))
-    got_counter, _, got_olds = launch(b.kernel((units, 1, 1)), 1, [np.array([0.1], np.float32), values,
-                                                                     np.zeros(units, np.float32)])
+    got_counter, _, got_olds = launch(
+        b.kernel((units, 1, 1)), 1, [np.array([0.1], np.float32), values, np.zeros(units, np.float32)]
+    )
     running = np.float32(0.1)
     for lane in range(units):
         assert got_olds[lane] == running

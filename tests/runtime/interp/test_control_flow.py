@@ -33,9 +33,26 @@ def test_vector_add_with_tail_guard():
 
 
 def test_builtins_follow_cubecl_formulas():
-    names = ["absolute_pos", "absolute_pos_x", "absolute_pos_y", "absolute_pos_z", "unit_pos", "unit_pos_x",
-             "unit_pos_y", "unit_pos_z", "cube_pos", "cube_pos_x", "cube_pos_y", "cube_pos_z", "cube_dim",
-             "cube_count", "cube_count_y", "plane_dim", "plane_pos", "unit_pos_plane"]
+    names = [
+        "absolute_pos",
+        "absolute_pos_x",
+        "absolute_pos_y",
+        "absolute_pos_z",
+        "unit_pos",
+        "unit_pos_x",
+        "unit_pos_y",
+        "unit_pos_z",
+        "cube_pos",
+        "cube_pos_x",
+        "cube_pos_y",
+        "cube_pos_z",
+        "cube_dim",
+        "cube_count",
+        "cube_count_y",
+        "plane_dim",
+        "plane_pos",
+        "unit_pos_plane",
+    ]
     dim, count = (8, 5, 2), (3, 2, 2)
     b = Builder()
     outs = [b.buffer(U32, name) for name in names]
@@ -56,11 +73,23 @@ def test_builtins_follow_cubecl_formulas():
                             pos = az * gx * gy + ay * gx + ax
                             unit = uz * dim[0] * dim[1] + uy * dim[0] + ux
                             expected = {
-                                "absolute_pos": pos, "absolute_pos_x": ax, "absolute_pos_y": ay,
-                                "absolute_pos_z": az, "unit_pos": unit, "unit_pos_x": ux, "unit_pos_y": uy,
-                                "unit_pos_z": uz, "cube_pos": cz * count[0] * count[1] + cy * count[0] + cx,
-                                "cube_pos_x": cx, "cube_pos_y": cy, "cube_pos_z": cz, "cube_dim": 80,
-                                "cube_count": 12, "cube_count_y": 2, "plane_dim": 32, "plane_pos": unit // 32,
+                                "absolute_pos": pos,
+                                "absolute_pos_x": ax,
+                                "absolute_pos_y": ay,
+                                "absolute_pos_z": az,
+                                "unit_pos": unit,
+                                "unit_pos_x": ux,
+                                "unit_pos_y": uy,
+                                "unit_pos_z": uz,
+                                "cube_pos": cz * count[0] * count[1] + cy * count[0] + cx,
+                                "cube_pos_x": cx,
+                                "cube_pos_y": cy,
+                                "cube_pos_z": cz,
+                                "cube_dim": 80,
+                                "cube_count": 12,
+                                "cube_count_y": 2,
+                                "plane_dim": 32,
+                                "plane_pos": unit // 32,
                                 "unit_pos_plane": unit % 32,
                             }
                             for name in names:
@@ -178,8 +207,11 @@ def test_switch_cases_and_default():
     out = b.buffer(U32)
     pos = bi("unit_pos")
     value = b.binary("mod", pos, c(4))
-    b.switch(value, {0: lambda: b.store(out, pos, c(100)), 2: lambda: b.store(out, pos, c(200))},
-             lambda: b.store(out, pos, c(5)))
+    b.switch(
+        value,
+        {0: lambda: b.store(out, pos, c(100)), 2: lambda: b.store(out, pos, c(200))},
+        lambda: b.store(out, pos, c(5)),
+    )
     (result,) = launch(b.kernel(), 1, [np.zeros(32, np.uint32)])
     expected = np.select([np.arange(32) % 4 == 0, np.arange(32) % 4 == 2], [100, 200], 5)
     np.testing.assert_array_equal(result, expected)
@@ -218,7 +250,9 @@ class Unknown(Operation):
 
 def test_unimplemented_operation_is_named():
     kernel = KernelDefinition("k", (), Scope((Instruction(None, Unknown(), LOC),)), (1, 1, 1))
-    with pytest.raises(InterpreterError, match="op unknown is not supported by back end interp: no implementation is registered"):
+    with pytest.raises(
+        InterpreterError, match="op unknown is not supported by back end interp: no implementation is registered"
+    ):
         launch(kernel, 1)
 
 

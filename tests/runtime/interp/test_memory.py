@@ -98,24 +98,25 @@ def test_line_buffer_metadata_counts_items():
     b.store(out, c(2), b.meta("rank", x))
     b.store(out, c(3), b.meta("shape", x, c(0)))
     b.store(out, c(4), b.meta("stride", x, c(0)))
-    _, result = launch(b.kernel((1, 1, 1)), 1, [np.zeros(32, np.float32), np.zeros(5, np.uint32)],
-                       line_sizes={0: 4})
+    _, result = launch(b.kernel((1, 1, 1)), 1, [np.zeros(32, np.float32), np.zeros(5, np.uint32)], line_sizes={0: 4})
     np.testing.assert_array_equal(result, [8, 8, 1, 32, 1])
 
 
 def test_tensor_metadata_and_offset_handle():
     b = Builder()
     t, out = b.buffer(F32), b.buffer(U32)
-    for i, (name, dim) in enumerate([("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None),
-                                     ("buffer_len", None)]):
+    for i, (name, dim) in enumerate(
+        [("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None), ("buffer_len", None)]
+    ):
         b.store(out, c(i), b.meta(name, t, None if dim is None else c(dim)))
     b.store(out, c(6), b.cast(b.load(t, c(0)), U32))
     kernel = b.kernel((1, 1, 1))
     storage = np.arange(20, dtype=np.float32)
     handle = Handle(None, storage, np.float32, (3, 4), strides=(5, 1), offset=2)
     results = np.zeros(7, np.uint32)
-    bindings = Bindings([BufferBinding(handle, 1, (3, 4), (5, 1)),
-                         BufferBinding(Handle(None, results, np.uint32, (7,)), 1, (7,), (1,))])
+    bindings = Bindings(
+        [BufferBinding(handle, 1, (3, 4), (5, 1)), BufferBinding(Handle(None, results, np.uint32, (7,)), 1, (7,), (1,))]
+    )
     run(kernel, (1, 1, 1), bindings)
     np.testing.assert_array_equal(results, [3, 4, 5, 1, 12, 18, 2])
 
@@ -141,8 +142,9 @@ def test_extract_and_insert_lane():
         b.emit(ops.InsertLane(value, c(3), c(-9, I32)))
     b.store(out, pos, value)
     data = np.arange(32, dtype=np.int32)
-    _, result, first = launch(b.kernel((8, 1, 1)), 1, [data, np.zeros(32, np.int32), np.zeros(8, np.int32)],
-                              line_sizes={0: 4, 1: 4})
+    _, result, first = launch(
+        b.kernel((8, 1, 1)), 1, [data, np.zeros(32, np.int32), np.zeros(8, np.int32)], line_sizes={0: 4, 1: 4}
+    )
     expected = data.reshape(8, 4).copy()
     np.testing.assert_array_equal(first, expected[np.arange(8), np.arange(8) % 4])
     expected[np.arange(8), np.arange(8) % 4] = -1

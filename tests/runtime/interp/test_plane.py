@@ -9,9 +9,9 @@ from cubepy.errors import SanitizerError
 
 from .irb import BOOL, F32, I32, U32, Builder, bi, c, launch, line
 
-UNITS = 40          # a full plane of 32 and a partial plane of 8 per cube
+UNITS = 40  # a full plane of 32 and a partial plane of 8 per cube
 CUBES = 2
-INACTIVE = 3        # units with unit_pos % 7 == 3 do not take part
+INACTIVE = 3  # units with unit_pos % 7 == 3 do not take part
 SENTINEL = -12345
 
 
@@ -94,12 +94,13 @@ def test_float_sum_and_line_values():
     lanes = values.reshape(-1, 2)
     for cube, units in planes():
         members = [cube * UNITS + u for u in units if active(u)]
-        np.testing.assert_allclose(got[members], np.broadcast_to(lanes[members].sum(axis=0), (len(members), 2)),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            got[members], np.broadcast_to(lanes[members].sum(axis=0), (len(members), 2)), rtol=1e-6
+        )
 
 
 def test_votes(data):
-    flags = (data % 3 == 0)
+    flags = data % 3 == 0
     all_ = run_plane("all", flags, value_ty=BOOL, out_dtype=np.bool_)
     any_ = run_plane("any", flags, value_ty=BOOL, out_dtype=np.bool_)
     ballot = run_plane("ballot", flags, value_ty=BOOL, out_ty=U32, out_dtype=np.uint32)
@@ -138,15 +139,18 @@ def shuffle_reference(op: str, data: np.ndarray, arg_of) -> np.ndarray:
     return expected
 
 
-@pytest.mark.parametrize("op, arg_of", [
-    ("broadcast", lambda u: 5),
-    ("shuffle", lambda u: (u * 5 + 3) % 37),
-    ("shuffle_xor", lambda u: 5),
-    ("shuffle_xor", lambda u: 33),
-    ("shuffle_up", lambda u: 3),
-    ("shuffle_down", lambda u: 3),
-    ("shuffle_down", lambda u: u % 4),
-])
+@pytest.mark.parametrize(
+    "op, arg_of",
+    [
+        ("broadcast", lambda u: 5),
+        ("shuffle", lambda u: (u * 5 + 3) % 37),
+        ("shuffle_xor", lambda u: 5),
+        ("shuffle_xor", lambda u: 33),
+        ("shuffle_up", lambda u: 3),
+        ("shuffle_down", lambda u: 3),
+        ("shuffle_down", lambda u: u % 4),
+    ],
+)
 def test_moves(op, arg_of, data):
     b_arg = None
     uniform = arg_of(0) == arg_of(1)
@@ -165,8 +169,9 @@ def _run_move(op, data, uniform_arg, arg_of, sanitize=False):
     with b.if_(b.compare("ne", b.binary("mod", bi("unit_pos"), c(7)), c(INACTIVE))):
         b.store(out, pos, b.plane(op, value, arg))
     arg_values = np.array([arg_of(i % UNITS) for i in range(len(data))], dtype=np.uint32)
-    return launch(b.kernel((UNITS, 1, 1)), CUBES, [data, arg_values, np.full(len(data), SENTINEL, np.int32)],
-                  sanitize=sanitize)[2]
+    return launch(
+        b.kernel((UNITS, 1, 1)), CUBES, [data, arg_values, np.full(len(data), SENTINEL, np.int32)], sanitize=sanitize
+    )[2]
 
 
 def test_sanitizer_reports_reads_of_inactive_lanes(data):

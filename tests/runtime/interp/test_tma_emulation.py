@@ -44,7 +44,7 @@ def smem_of(nbytes):
 def as_values(smem, dst, dtype, shape):
     dtype = np.dtype(dtype)
     count = int(np.prod(shape))
-    return smem[dst:dst + count * dtype.itemsize].view(dtype).reshape(shape)
+    return smem[dst : dst + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def raw_map(tm, **changes):
@@ -59,6 +59,7 @@ def nan_bytes(dtype):
 
 # ---------------------------------------------------------------------------------- loop references
 
+
 def ref_swizzle(addr, swizzle):
     """PTX swizzle tables: 16-byte chunk x of 128-byte line y goes to chunk x ^ (y mod k)."""
     k = {"none": 1, "32B": 2, "64B": 4, "128B": 8}[swizzle]
@@ -69,7 +70,7 @@ def ref_swizzle(addr, swizzle):
 def ref_store_image(smem, dst, image, swizzle):
     for o in range(0, len(image), 16):
         a = ref_swizzle(dst + o, swizzle)
-        smem[a:a + 16] = image[o:o + 16]
+        smem[a : a + 16] = image[o : o + 16]
 
 
 def ref_tiled_image(gmem, address, es, dims, byte_strides, box, estr, coords, fill):
@@ -83,7 +84,7 @@ def ref_tiled_image(gmem, address, es, dims, byte_strides, box, estr, coords, fi
         g = [coords[i] + k[i] * e[i] for i in range(r)]
         if all(0 <= g[i] < dims[i] for i in range(r)):
             a = address + sum(g[i] * byte_strides[i] for i in range(r))
-            image.extend(gmem[a:a + es])
+            image.extend(gmem[a : a + es])
         else:
             image.extend(fill)
     return np.array(image, np.uint8)
@@ -94,7 +95,7 @@ def ref_im2col_rows(dims, lower, upper, estr, ppc, coords, offsets):
     rank = len(dims)
     s = rank - 2
     last = [dims[1 + j] - 1 + upper[j] for j in range(s)]
-    b = list(coords[1:1 + s])
+    b = list(coords[1 : 1 + s])
     n = coords[rank - 1]
     rows = []
     for _ in range(ppc):
@@ -130,8 +131,7 @@ def direct_im2col(x, tap, c0, cpp, m0, ppc, stride, pad, dil, filt):
     """Section 2.4 from the convolution side: row p is output pixel m0 + p, reading
     X[n, o*stride - pad + tap*dil, c0:c0+cpp] with zeros in the padding and past the last image."""
     n_img, spatial, chans = x.shape[0], x.shape[1:-1], x.shape[-1]
-    out_dims = [(i + 2 * p - d * (f - 1) - 1) // s + 1
-                for i, p, d, f, s in zip(spatial, pad, dil, filt, stride)]
+    out_dims = [(i + 2 * p - d * (f - 1) - 1) // s + 1 for i, p, d, f, s in zip(spatial, pad, dil, filt, stride)]
     rows = np.zeros((ppc, cpp), x.dtype)
     for p in range(ppc):
         m = m0 + p
@@ -146,6 +146,7 @@ def direct_im2col(x, tap, c0, cpp, m0, ppc, stride, pad, dil, filt):
 
 
 # ---------------------------------------------------------------------------------- cubecl hardware tests
+
 
 def test_cubecl_tensormap_load():
     # test_tensormap_load: 64x64 f32, tile {16, 32} (rows, cols), tma_load_2d(.., 0, 8) = driver {8, 0}
@@ -177,8 +178,9 @@ def test_cubecl_im2col_load(dtype):
     # test_tensormap_load_im2col: 3x3 input, 8 channels, 2x2 filter, pad 1; one load per tap
     n, h, w, c = 1, 3, 3, 8
     x = np.arange(1, h * w * c + 1).reshape(n, h, w, c).astype(dtype)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=c, pixels_per_column=16,
-                             lower_corner=(-1, -1), upper_corner=(0, 0))
+    tm = TensorMapArg.im2col(
+        to_handle(x), channels_per_pixel=c, pixels_per_column=16, lower_corner=(-1, -1), upper_corner=(0, 0)
+    )
     es = np.dtype(dtype).itemsize
     tile_bytes = 16 * c * es
     smem = smem_of(4 * tile_bytes)
@@ -187,29 +189,96 @@ def test_cubecl_im2col_load(dtype):
             dst = (ky * 2 + kx) * tile_bytes
             # tma_load_im2col_4d(map, smem, n=0, h=-1, w=-1, c=0, h_off=ky, w_off=kx)
             assert im2col_load(tm, [0, -1, -1, 0], [kx, ky], smem, dst) == tile_bytes
-    pixels = [0, 0, 0, 0, 0, 1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9,
-              0, 0, 0, 0, 1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0,
-              0, 1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0, 0, 0, 0,
-              1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0, 0, 0, 0, 0]
+    pixels = [
+        0,
+        0,
+        0,
+        0,
+        0,
+        1,
+        2,
+        3,
+        0,
+        4,
+        5,
+        6,
+        0,
+        7,
+        8,
+        9,
+        0,
+        0,
+        0,
+        0,
+        1,
+        2,
+        3,
+        0,
+        4,
+        5,
+        6,
+        0,
+        7,
+        8,
+        9,
+        0,
+        0,
+        1,
+        2,
+        3,
+        0,
+        4,
+        5,
+        6,
+        0,
+        7,
+        8,
+        9,
+        0,
+        0,
+        0,
+        0,
+        1,
+        2,
+        3,
+        0,
+        4,
+        5,
+        6,
+        0,
+        7,
+        8,
+        9,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]
     expected = [v for p in pixels for v in ([0] * c if p == 0 else range((p - 1) * c + 1, p * c + 1))]
     np.testing.assert_array_equal(as_values(smem, 0, dtype, (64 * c,)).astype(np.float32), expected)
 
 
 # ---------------------------------------------------------------------------------- spec worked examples
 
+
 def nhwc_4x4():
     x = np.arange(1 * 4 * 4 * 8).reshape(1, 4, 4, 8).astype(np.float16)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=8, pixels_per_column=16,
-                             lower_corner=(-1, -1), upper_corner=(-1, -1))
+    tm = TensorMapArg.im2col(
+        to_handle(x), channels_per_pixel=8, pixels_per_column=16, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
     return x, tm
 
 
-@pytest.mark.parametrize(("tap", "zero_rows"), [
-    ((0, 0), {0, 1, 2, 3, 4, 8, 12}),
-    ((1, 1), set()),
-    ((2, 2), {3, 7, 11, 12, 13, 14, 15}),
-    ((0, 2), {0, 1, 2, 3, 7, 11, 15}),
-])
+@pytest.mark.parametrize(
+    ("tap", "zero_rows"),
+    [
+        ((0, 0), {0, 1, 2, 3, 4, 8, 12}),
+        ((1, 1), set()),
+        ((2, 2), {3, 7, 11, 12, 13, 14, 15}),
+        ((0, 2), {0, 1, 2, 3, 7, 11, 15}),
+    ],
+)
 def test_spec_2_6_worked_example(tap, zero_rows):
     x, tm = nhwc_4x4()
     r, s = tap
@@ -225,8 +294,14 @@ def test_spec_2_6_worked_example(tap, zero_rows):
 
 def test_spec_2_6_swizzle_32B_swaps_halves_of_rows_4_to_7():
     x = np.arange(4 * 4 * 16).reshape(1, 4, 4, 16).astype(np.float16)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=16, pixels_per_column=16,
-                             lower_corner=(-1, -1), upper_corner=(-1, -1), swizzle="32B")
+    tm = TensorMapArg.im2col(
+        to_handle(x),
+        channels_per_pixel=16,
+        pixels_per_column=16,
+        lower_corner=(-1, -1),
+        upper_corner=(-1, -1),
+        swizzle="32B",
+    )
     smem = smem_of(512)
     im2col_load(tm, [0, -1, -1, 0], [1, 1], smem, 0)  # tap (1,1): row j is pixel j
     rows = as_values(smem, 0, np.float16, (16, 16))
@@ -239,8 +314,9 @@ def test_spec_2_6_swizzle_32B_swaps_halves_of_rows_4_to_7():
 
 def test_spec_2_6_split_across_two_images():
     x = np.arange(2 * 4 * 4 * 8).reshape(2, 4, 4, 8).astype(np.float16)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=8, pixels_per_column=8,
-                             lower_corner=(-1, -1), upper_corner=(-1, -1))
+    tm = TensorMapArg.im2col(
+        to_handle(x), channels_per_pixel=8, pixels_per_column=8, lower_corner=(-1, -1), upper_corner=(-1, -1)
+    )
     smem = smem_of(128)
     im2col_load(tm, [0, -1, 2, 0], [1, 1], smem, 0)  # linear output 12 = (n=0, p=3, q=0), tap (1,1)
     rows = as_values(smem, 0, np.float16, (8, 8))
@@ -251,8 +327,14 @@ def test_spec_2_6_split_across_two_images():
 
 def test_spec_2_6_stride_2():
     x = np.arange(1, 1 + 5 * 5 * 8).reshape(1, 5, 5, 8).astype(np.float32)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=8, pixels_per_column=9,
-                             lower_corner=(-1, -1), upper_corner=(-1, -1), elem_stride=(1, 2, 2, 1))
+    tm = TensorMapArg.im2col(
+        to_handle(x),
+        channels_per_pixel=8,
+        pixels_per_column=9,
+        lower_corner=(-1, -1),
+        upper_corner=(-1, -1),
+        elem_stride=(1, 2, 2, 1),
+    )
     smem = smem_of(9 * 32)
     im2col_load(tm, [0, -1, -1, 0], [0, 0], smem, 0)
     reads = [(-1, -1), (-1, 1), (-1, 3), (1, -1), (1, 1), (1, 3), (3, -1), (3, 1), (3, 3)]
@@ -264,8 +346,9 @@ def test_spec_2_6_stride_2():
 def test_im2col_pixels_restart_at_lower_corner():
     # Property 1 (Triton example 4): a start at (h=1, w=3) of a 4x4 box runs w=3, then (h=2, w=0).
     x = np.zeros((1, 4, 4, 8), np.float16)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=8, pixels_per_column=4,
-                             lower_corner=(0, 0), upper_corner=(0, 0))
+    tm = TensorMapArg.im2col(
+        to_handle(x), channels_per_pixel=8, pixels_per_column=4, lower_corner=(0, 0), upper_corner=(0, 0)
+    )
     n, pix = im2col_pixels(tm, [0, 3, 1, 0], [0, 0])
     assert n.tolist() == [0, 0, 0, 0]
     assert pix.tolist() == [[3, 0, 1, 2], [1, 2, 2, 2]]  # W row, H row
@@ -273,24 +356,33 @@ def test_im2col_pixels_restart_at_lower_corner():
 
 # ---------------------------------------------------------------------------------- im2col vs convolution
 
-@pytest.mark.parametrize(("shape", "filt", "stride", "pad", "dil", "tap", "m0", "ppc"), [
-    ((2, 5, 5, 8), (3, 3), (1, 1), (2, 2), (2, 2), (1, 2), 0, 50),  # dilation 2 through the offsets
-    ((2, 5, 5, 8), (3, 3), (1, 1), (2, 2), (2, 2), (2, 0), 7, 30),
-    ((2, 5, 6, 8), (3, 2), (2, 2), (1, 0), (1, 1), (2, 1), 3, 16),  # stride 2, straddling images
-    ((3, 9, 8), (3,), (2,), (1,), (1,), (2,), 2, 12),  # rank 3 (NWC)
-    ((2, 11, 8), (4,), (1,), (3,), (3,), (3,), 5, 40),  # rank 3, dilation 3, past the last image
-    ((2, 3, 4, 5, 8), (2, 3, 3), (1, 1, 2), (1, 1, 1), (1, 1, 1), (1, 2, 0), 4, 40),  # rank 5
-    ((1, 4, 3, 3, 8), (3, 2, 2), (2, 1, 1), (1, 0, 1), (1, 2, 1), (2, 1, 1), 0, 20),  # rank 5, dil 2 (H)
-])
+
+@pytest.mark.parametrize(
+    ("shape", "filt", "stride", "pad", "dil", "tap", "m0", "ppc"),
+    [
+        ((2, 5, 5, 8), (3, 3), (1, 1), (2, 2), (2, 2), (1, 2), 0, 50),  # dilation 2 through the offsets
+        ((2, 5, 5, 8), (3, 3), (1, 1), (2, 2), (2, 2), (2, 0), 7, 30),
+        ((2, 5, 6, 8), (3, 2), (2, 2), (1, 0), (1, 1), (2, 1), 3, 16),  # stride 2, straddling images
+        ((3, 9, 8), (3,), (2,), (1,), (1,), (2,), 2, 12),  # rank 3 (NWC)
+        ((2, 11, 8), (4,), (1,), (3,), (3,), (3,), 5, 40),  # rank 3, dilation 3, past the last image
+        ((2, 3, 4, 5, 8), (2, 3, 3), (1, 1, 2), (1, 1, 1), (1, 1, 1), (1, 2, 0), 4, 40),  # rank 5
+        ((1, 4, 3, 3, 8), (3, 2, 2), (2, 1, 1), (1, 0, 1), (1, 2, 1), (2, 1, 1), 0, 20),  # rank 5, dil 2 (H)
+    ],
+)
 def test_im2col_matches_direct_convolution(shape, filt, stride, pad, dil, tap, m0, ppc):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     spatial = len(shape) - 2
     cpp = 8
     upper = [p - d * (f - 1) for p, d, f in zip(pad, dil, filt)]
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=cpp, pixels_per_column=ppc,
-                             lower_corner=[-p for p in pad], upper_corner=upper,
-                             elem_stride=(1, *stride, 1))
+    tm = TensorMapArg.im2col(
+        to_handle(x),
+        channels_per_pixel=cpp,
+        pixels_per_column=ppc,
+        lower_corner=[-p for p in pad],
+        upper_corner=upper,
+        elem_stride=(1, *stride, 1),
+    )
     expected, out_dims = direct_im2col(x, tap, 0, cpp, m0, ppc, stride, pad, dil, filt)
     n0, rest = divmod(m0, int(np.prod(out_dims)))
     o0 = np.unravel_index(rest, out_dims)
@@ -300,14 +392,15 @@ def test_im2col_matches_direct_convolution(shape, filt, stride, pad, dil, tap, m
     smem = smem_of(ppc * cpp * 4 + 128)
     assert im2col_load(tm, coords, offsets, smem, 0) == ppc * cpp * 4
     np.testing.assert_array_equal(as_values(smem, 0, np.float32, (ppc, cpp)), expected)
-    assert (smem[ppc * cpp * 4:] == SENTINEL).all()
+    assert (smem[ppc * cpp * 4 :] == SENTINEL).all()
 
 
 def test_im2col_channel_block_past_c_is_zero():
     # cubek's trick: a huge channel coordinate makes the whole load OOB zeros, still full tx bytes
     x = np.ones((1, 3, 3, 8), np.float32)
-    tm = TensorMapArg.im2col(to_handle(x), channels_per_pixel=8, pixels_per_column=4,
-                             lower_corner=(0, 0), upper_corner=(0, 0))
+    tm = TensorMapArg.im2col(
+        to_handle(x), channels_per_pixel=8, pixels_per_column=4, lower_corner=(0, 0), upper_corner=(0, 0)
+    )
     smem = smem_of(128)
     assert im2col_load(tm, [0x7FFFFF00, 0, 0, 0], [0, 0], smem, 0) == 128
     assert (smem == 0).all()
@@ -316,6 +409,7 @@ def test_im2col_channel_block_past_c_is_zero():
 
 
 # ---------------------------------------------------------------------------------- tiled mode
+
 
 def box_reference(values, box, coords, fill=0):
     """The tile at numpy-order `coords` of `values`, element by element, `fill` outside the array."""
@@ -327,15 +421,16 @@ def box_reference(values, box, coords, fill=0):
     return out
 
 
-@pytest.mark.parametrize("coords", [(-3, -2), (-3, 6), (8, -5), (8, 7), (3, 2), (-4, -8),
-                                    (10, 0), (0, 12), (100, 100), (-2**31, 2**31 - 1)])
+@pytest.mark.parametrize(
+    "coords",
+    [(-3, -2), (-3, 6), (8, -5), (8, 7), (3, 2), (-4, -8), (10, 0), (0, 12), (100, 100), (-(2**31), 2**31 - 1)],
+)
 def test_tiles_hanging_off_every_edge_2d(coords):
     values = np.arange(1, 10 * 12 + 1, dtype=np.float32).reshape(10, 12)
     tm = TensorMapArg.tiled(to_handle(values), (4, 8))
     smem = smem_of(128)
     assert tiled_load(tm, list(reversed(coords)), smem, 0) == 128
-    np.testing.assert_array_equal(as_values(smem, 0, np.float32, (4, 8)),
-                                  box_reference(values, (4, 8), coords))
+    np.testing.assert_array_equal(as_values(smem, 0, np.float32, (4, 8)), box_reference(values, (4, 8), coords))
 
 
 @pytest.mark.parametrize("coords", [(-1, -2, -3), (2, 4, 5), (-2, 5, 0), (1, 0, -4)])
@@ -344,8 +439,7 @@ def test_tiles_hanging_off_every_edge_3d(coords):
     tm = TensorMapArg.tiled(to_handle(values), (2, 3, 8))
     smem = smem_of(256)
     assert tiled_load(tm, list(reversed(coords)), smem, 128) == 96
-    np.testing.assert_array_equal(as_values(smem, 128, np.int16, (2, 3, 8)),
-                                  box_reference(values, (2, 3, 8), coords))
+    np.testing.assert_array_equal(as_values(smem, 128, np.int16, (2, 3, 8)), box_reference(values, (2, 3, 8), coords))
     assert (smem[:128] == SENTINEL).all() and (smem[224:] == SENTINEL).all()
 
 
@@ -371,8 +465,9 @@ def test_swizzle_table(swizzle):
     np.testing.assert_array_equal(swizzle_addresses(addrs, "none"), addrs)
 
 
-@pytest.mark.parametrize(("swizzle", "dst"), [("32B", 0), ("64B", 512), ("128B", 2048), ("128B", 128),
-                                              ("64B", 384), ("32B", 128)])
+@pytest.mark.parametrize(
+    ("swizzle", "dst"), [("32B", 0), ("64B", 512), ("128B", 2048), ("128B", 128), ("64B", 384), ("32B", 128)]
+)
 def test_swizzled_tiled_load(swizzle, dst):
     span = {"32B": 32, "64B": 64, "128B": 128}[swizzle]
     values = np.arange(20 * 40, dtype=np.float32).reshape(20, 40)
@@ -396,10 +491,10 @@ def test_swizzle_128B_phase_follows_the_programming_guide():
     smem = smem_of(2048)
     with pytest.warns(TmaWarning):
         tiled_load(tm, [0, 0], smem, 128)
-    lines = smem[128:128 + 1024].reshape(8, 8, 16)
+    lines = smem[128 : 128 + 1024].reshape(8, 8, 16)
     for y in range(8):
         for x in range(8):
-            chunk = values[y, 4 * x:4 * x + 4].view(np.uint8)
+            chunk = values[y, 4 * x : 4 * x + 4].view(np.uint8)
             np.testing.assert_array_equal(lines[y, ((y + 1) % 8) ^ x], chunk)
 
 
@@ -447,7 +542,7 @@ def test_nan_fill(dtype):
     tiled_load(tm, [-1, 2], smem, 0)
     tile = as_values(smem, 0, dtype, (4, cols)).astype(np.float64)
     assert np.isnan(tile[:, 0]).all() and np.isnan(tile[2:, :]).all()
-    np.testing.assert_array_equal(tile[:2, 1:], values[2:, :cols - 1].astype(np.float64))
+    np.testing.assert_array_equal(tile[:2, 1:], values[2:, : cols - 1].astype(np.float64))
     assert (smem[:es] == nan_bytes(dtype)).all()  # canonical quiet NaN of the type
 
 
@@ -456,8 +551,7 @@ def test_integer_fill_is_zero():
     tm = TensorMapArg.tiled(to_handle(values), (4, 16))
     smem = smem_of(64)
     tiled_load(tm, [8, 2], smem, 0)
-    np.testing.assert_array_equal(as_values(smem, 0, np.int8, (4, 16)),
-                                  [[-1] * 8 + [0] * 8] * 2 + [[0] * 16] * 2)
+    np.testing.assert_array_equal(as_values(smem, 0, np.int8, (4, 16)), [[-1] * 8 + [0] * 8] * 2 + [[0] * 16] * 2)
 
 
 def test_store_clips_to_the_tensor():
@@ -488,6 +582,7 @@ def test_store_unswizzles():
 
 # ---------------------------------------------------------------------------------- preconditions
 
+
 def expect_error(pattern, fn, *args):
     with pytest.raises(TensorMapError, match=pattern):
         fn(*args)
@@ -505,8 +600,13 @@ def test_precondition_errors_tiled():
     expect_error(r"rule 27", tiled_store, tm, [0, -1], smem, 0)
     expect_error(r"rule 24", tiled_store, tm, [0, 0], smem, 16)
     expect_error(r"interleave", tiled_load, raw_map(tm, interleave="16B"), [0, 0], smem, 0)
-    im = TensorMapArg.im2col(to_handle(np.zeros((1, 3, 3, 8), np.float32)), channels_per_pixel=8,
-                             pixels_per_column=4, lower_corner=(0, 0), upper_corner=(0, 0))
+    im = TensorMapArg.im2col(
+        to_handle(np.zeros((1, 3, 3, 8), np.float32)),
+        channels_per_pixel=8,
+        pixels_per_column=4,
+        lower_corner=(0, 0),
+        upper_corner=(0, 0),
+    )
     expect_error(r"rule 23", tiled_load, im, [0, 0, 0, 0], smem, 0)
     expect_error(r"rule 23", im2col_load, tm, [0, 0], [], smem, 0)
 
@@ -514,18 +614,30 @@ def test_precondition_errors_tiled():
 def test_emulator_refuses_rows_narrower_than_the_swizzle_span():
     tm = TensorMapArg.tiled(to_handle(np.zeros((16, 16), np.float32)), (4, 8), swizzle="64B")
     expect_error(r"rule 14", tiled_load, tm, [0, 0], smem_of(1024), 0)
-    im = TensorMapArg.im2col(to_handle(np.zeros((1, 3, 3, 8), np.float32)), channels_per_pixel=8,
-                             pixels_per_column=4, lower_corner=(0, 0), upper_corner=(0, 0), swizzle="64B")
+    im = TensorMapArg.im2col(
+        to_handle(np.zeros((1, 3, 3, 8), np.float32)),
+        channels_per_pixel=8,
+        pixels_per_column=4,
+        lower_corner=(0, 0),
+        upper_corner=(0, 0),
+        swizzle="64B",
+    )
     expect_error(r"rule 21", im2col_load, im, [0, 0, 0, 0], [0, 0], smem_of(1024), 0)
 
 
-@pytest.mark.parametrize(("shape", "bad_offsets", "good_offsets"), [
-    ((1, 3, 8), [65536], [65535]), ((1, 3, 3, 8), [256, 0], [255, 255]),
-    ((1, 3, 3, 3, 8), [0, 32, 0], [31, 31, 31])])
+@pytest.mark.parametrize(
+    ("shape", "bad_offsets", "good_offsets"),
+    [((1, 3, 8), [65536], [65535]), ((1, 3, 3, 8), [256, 0], [255, 255]), ((1, 3, 3, 3, 8), [0, 32, 0], [31, 31, 31])],
+)
 def test_im2col_offset_ranges(shape, bad_offsets, good_offsets):
     spatial = len(shape) - 2
-    tm = TensorMapArg.im2col(to_handle(np.zeros(shape, np.float32)), channels_per_pixel=8,
-                             pixels_per_column=4, lower_corner=[0] * spatial, upper_corner=[0] * spatial)
+    tm = TensorMapArg.im2col(
+        to_handle(np.zeros(shape, np.float32)),
+        channels_per_pixel=8,
+        pixels_per_column=4,
+        lower_corner=[0] * spatial,
+        upper_corner=[0] * spatial,
+    )
     coords = [0] * len(shape)
     smem = smem_of(128)
     expect_error(r"rule 26", im2col_load, tm, coords, bad_offsets, smem, 0)
@@ -536,9 +648,14 @@ def test_im2col_offset_ranges(shape, bad_offsets, good_offsets):
 
 
 def test_im2col_base_outside_the_box_and_off_lattice():
-    tm = TensorMapArg.im2col(to_handle(np.zeros((1, 5, 5, 8), np.float32)), channels_per_pixel=8,
-                             pixels_per_column=4, lower_corner=(-1, -1), upper_corner=(-1, -1),
-                             elem_stride=(1, 2, 2, 1))
+    tm = TensorMapArg.im2col(
+        to_handle(np.zeros((1, 5, 5, 8), np.float32)),
+        channels_per_pixel=8,
+        pixels_per_column=4,
+        lower_corner=(-1, -1),
+        upper_corner=(-1, -1),
+        elem_stride=(1, 2, 2, 1),
+    )
     smem = smem_of(128)
     expect_error(r"rule 26.*bounding box", im2col_load, tm, [0, -2, -1, 0], [0, 0], smem, 0)
     expect_error(r"rule 26.*bounding box", im2col_load, tm, [0, -1, 4, 0], [0, 0], smem, 0)
@@ -606,8 +723,7 @@ def test_tiled_load_matches_the_loop_reference(case):
     raw = rng.integers(0, 256, -(-span_bytes // es) * es, dtype=np.uint8)
     strides = [s // es for s in reversed(byte_strides)]
     h = Handle(None, raw.view(dtype), dtype, tuple(reversed(dims)), strides, offset_bytes // es)
-    tm = TensorMapArg.tiled(h, tuple(reversed(box)), elem_stride=tuple(reversed(estr)),
-                            swizzle=swizzle, oob_fill=oob)
+    tm = TensorMapArg.tiled(h, tuple(reversed(box)), elem_stride=tuple(reversed(estr)), swizzle=swizzle, oob_fill=oob)
     fill = nan_bytes(dtype) if oob == "nan" else np.zeros(es, np.uint8)
     image = ref_tiled_image(raw, offset_bytes, es, dims, byte_strides, box, estr, coords, fill)
     expected = smem_of(dst + image.size + 256)
@@ -653,9 +769,15 @@ def test_im2col_load_matches_the_loop_reference(case, seed):
     shape = (batch, *reversed(spatial), chans)
     raw = np.random.default_rng(seed).integers(0, 256, int(np.prod(shape)) * dtype.itemsize, dtype=np.uint8)
     x = raw.view(dtype).reshape(shape)
-    tm = TensorMapArg.im2col(Handle(None, raw.view(dtype), dtype, shape), channels_per_pixel=cpp,
-                             pixels_per_column=ppc, lower_corner=lower[::-1], upper_corner=upper[::-1],
-                             elem_stride=(1, *reversed(estr), 1), swizzle=swizzle)
+    tm = TensorMapArg.im2col(
+        Handle(None, raw.view(dtype), dtype, shape),
+        channels_per_pixel=cpp,
+        pixels_per_column=ppc,
+        lower_corner=lower[::-1],
+        upper_corner=upper[::-1],
+        elem_stride=(1, *reversed(estr), 1),
+        swizzle=swizzle,
+    )
     dims = [chans, *spatial, batch]
     coords = [c0, *base, n0]
     rows = ref_im2col_rows(dims, lower, upper, [1, *estr, 1], ppc, coords, offsets)

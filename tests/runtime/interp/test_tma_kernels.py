@@ -76,8 +76,9 @@ def im2col_3d(tmap: TensorMap[f32], out: Array[f32], n: i32, w: i32, c: i32, w_o
 
 
 @cp.cube(launch=True)
-def im2col_4d(tmap: TensorMap[f32], out: Array[f32], n: i32, h: i32, w: i32, c: i32, h_off: u32, w_off: u32,
-              size: Comptime[int]):
+def im2col_4d(
+    tmap: TensorMap[f32], out: Array[f32], n: i32, h: i32, w: i32, c: i32, h_off: u32, w_off: u32, size: Comptime[int]
+):
     bar = cp.Barrier.shared(CUBE_DIM, UNIT_POS == 0)
     stage = cp.SharedMemory.aligned(f32, size, 128)
     if UNIT_POS == 0:
@@ -88,8 +89,19 @@ def im2col_4d(tmap: TensorMap[f32], out: Array[f32], n: i32, h: i32, w: i32, c: 
 
 
 @cp.cube(launch=True)
-def im2col_5d(tmap: TensorMap[f32], out: Array[f32], n: i32, d: i32, h: i32, w: i32, c: i32, d_off: u32,
-              h_off: u32, w_off: u32, size: Comptime[int]):
+def im2col_5d(
+    tmap: TensorMap[f32],
+    out: Array[f32],
+    n: i32,
+    d: i32,
+    h: i32,
+    w: i32,
+    c: i32,
+    d_off: u32,
+    h_off: u32,
+    w_off: u32,
+    size: Comptime[int],
+):
     bar = cp.Barrier.shared(CUBE_DIM, UNIT_POS == 0)
     stage = cp.SharedMemory.aligned(f32, size, 128)
     if UNIT_POS == 0:
@@ -129,8 +141,7 @@ def tiled_reference(src: np.ndarray, start, box, elem_stride=None) -> np.ndarray
     return out.reshape(-1)
 
 
-def conv_im2col_rows(x: np.ndarray, filt, pad, stride, dil, tap, m0: int, rows: int, c0: int,
-                     cpp: int) -> np.ndarray:
+def conv_im2col_rows(x: np.ndarray, filt, pad, stride, dil, tap, m0: int, rows: int, c0: int, cpp: int) -> np.ndarray:
     """Rows ``m0..m0+rows`` of the im2col matrix of tap ``tap`` (a direct convolution's input indices).
 
     ``x`` is N, *spatial, C; spatial parameters are outermost first.  Row m is output pixel m in
@@ -161,8 +172,14 @@ def _conv_map(handle, *, cpp, ppc, pad, filt, dil, stride):
     """An im2col map for a convolution (docs/semantics/tma.md, "Im2col mode"), parameters outermost first."""
     lower = [-p for p in pad]
     upper = [p - d * (f - 1) for p, d, f in zip(pad, dil, filt)]
-    return cp.TensorMapArg.im2col(cp.TensorArg(handle), channels_per_pixel=cpp, pixels_per_column=ppc,
-                                  lower_corner=lower, upper_corner=upper, elem_stride=(1, *stride, 1))
+    return cp.TensorMapArg.im2col(
+        cp.TensorArg(handle),
+        channels_per_pixel=cpp,
+        pixels_per_column=ppc,
+        lower_corner=lower,
+        upper_corner=upper,
+        elem_stride=(1, *stride, 1),
+    )
 
 
 def _source(client, shape, seed=0):
@@ -171,16 +188,38 @@ def _source(client, shape, seed=0):
 
 
 # -- tiled loads --------------------------------------------------------------------------------------------
-EDGE_STARTS = [(-8, -8), (-8, 4), (-8, 16), (10, -8), (10, 16), (30, -8), (30, 4), (30, 16), (-15, -15),
-               (39, 23), (45, 0), (0, 40), (-16, 0)]
+EDGE_STARTS = [
+    (-8, -8),
+    (-8, 4),
+    (-8, 16),
+    (10, -8),
+    (10, 16),
+    (30, -8),
+    (30, 4),
+    (30, 16),
+    (-15, -15),
+    (39, 23),
+    (45, 0),
+    (0, 40),
+    (-16, 0),
+]
 
 
 @pytest.mark.parametrize("start", EDGE_STARTS, ids=str)
 def test_tile_hanging_off_every_edge(client, start):
     src, handle = _source(client, (40, 24))
     out = client.empty((16 * 16,), np.float32)
-    load_2d.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(handle), (16, 16)), cp.ArrayArg(out),
-                   start[0], start[1], 256, 128)
+    load_2d.launch(
+        client,
+        ONE,
+        CUBE,
+        cp.TensorMapArg.tiled(cp.TensorArg(handle), (16, 16)),
+        cp.ArrayArg(out),
+        start[0],
+        start[1],
+        256,
+        128,
+    )
     np.testing.assert_array_equal(client.read(out), tiled_reference(src, start, (16, 16)))
 
 
@@ -212,7 +251,7 @@ def test_each_swizzle_mode_moves_16_byte_chunks(client, swizzle):
     expected = np.empty_like(linear)
     for o in range(0, linear.size, 16):  # chunk at linear byte o lands at o ^ (((o >> 7) & M) << 4)
         a = o ^ (((o >> 7) & mask) << 4)
-        expected[a:a + 16] = linear[o:o + 16]
+        expected[a : a + 16] = linear[o : o + 16]
     np.testing.assert_array_equal(client.read(out).view(np.uint8), expected)
     assert not np.array_equal(expected, linear)
 
@@ -232,9 +271,8 @@ def test_element_strides_greater_than_one(client, elem_stride):
 def test_one_barrier_through_several_phases(client):
     src, handle = _source(client, (16, 16))
     out = client.empty((32,), np.float32)
-    pipeline_sum.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(handle), (4, 16)), cp.ArrayArg(out),
-                        3)
-    expected = sum(src[4 * k:4 * k + 4].reshape(-1)[:32] for k in range(3))
+    pipeline_sum.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(handle), (4, 16)), cp.ArrayArg(out), 3)
+    expected = sum(src[4 * k : 4 * k + 4].reshape(-1)[:32] for k in range(3))
     np.testing.assert_allclose(client.read(out), expected, rtol=1e-6)
 
 
@@ -244,10 +282,11 @@ def test_store_clips_to_the_tensor(client, start):
     values = np.arange(16 * 16, dtype=np.float32) + 1
     src = client.create(values)
     dst = client.create(np.zeros((24, 36), np.float32))
-    store_2d.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)), cp.ArrayArg(src),
-                    start[0], start[1], 256)
+    store_2d.launch(
+        client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)), cp.ArrayArg(src), start[0], start[1], 256
+    )
     expected = np.zeros((24 + 16, 36 + 16), np.float32)
-    expected[start[0]:start[0] + 16, start[1]:start[1] + 16] = values.reshape(16, 16)
+    expected[start[0] : start[0] + 16, start[1] : start[1] + 16] = values.reshape(16, 16)
     np.testing.assert_array_equal(client.read(dst), expected[:24, :36])
 
 
@@ -270,7 +309,7 @@ def test_im2col_past_the_last_image_is_zero(client):
     im2col_4d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 1, 0, -1, 0, 0, 2, 192)
     expected = conv_im2col_rows(x, (3, 3), (1, 1), (1, 1), (1, 1), (0, 2), 20, 24, 0, 8)
     np.testing.assert_array_equal(client.read(out), expected)
-    assert not client.read(out)[-8 * 12:].any()
+    assert not client.read(out)[-8 * 12 :].any()
 
 
 @pytest.mark.parametrize("tap", [(0, 0), (1, 2), (2, 1)], ids=str)
@@ -279,7 +318,9 @@ def test_im2col_stride_2(client, tap):
     tmap = _conv_map(handle, cpp=8, ppc=9, pad=(1, 1), filt=(3, 3), dil=(1, 1), stride=(2, 2))
     out = client.empty((72,), np.float32)
     im2col_4d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 0, -1, -1, 0, tap[0], tap[1], 72)
-    np.testing.assert_array_equal(client.read(out), conv_im2col_rows(x, (3, 3), (1, 1), (2, 2), (1, 1), tap, 0, 9, 0, 8))
+    np.testing.assert_array_equal(
+        client.read(out), conv_im2col_rows(x, (3, 3), (1, 1), (2, 2), (1, 1), tap, 0, 9, 0, 8)
+    )
 
 
 def test_im2col_stride_2_rows_follow_the_spec_example(client):
@@ -299,7 +340,9 @@ def test_im2col_dilation_2(client, tap):
     tmap = _conv_map(handle, cpp=8, ppc=16, pad=(2, 2), filt=(3, 3), dil=(2, 2), stride=(1, 1))
     out = client.empty((128,), np.float32)
     im2col_4d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 0, -2, -2, 0, 2 * tap[0], 2 * tap[1], 128)
-    np.testing.assert_array_equal(client.read(out), conv_im2col_rows(x, (3, 3), (2, 2), (1, 1), (2, 2), tap, 0, 16, 0, 8))
+    np.testing.assert_array_equal(
+        client.read(out), conv_im2col_rows(x, (3, 3), (2, 2), (1, 1), (2, 2), tap, 0, 16, 0, 8)
+    )
 
 
 @pytest.mark.parametrize("tap", [0, 1, 2])
@@ -317,8 +360,9 @@ def test_im2col_3d_convolution(client, tap):
     tmap = _conv_map(handle, cpp=8, ppc=64, pad=(1, 1, 1), filt=(2, 2, 2), dil=(1, 1, 1), stride=(1, 1, 1))
     out = client.empty((512,), np.float32)
     im2col_5d.launch(client, ONE, CUBE, tmap, cp.ArrayArg(out), 0, -1, -1, -1, 0, *tap, 512)
-    np.testing.assert_array_equal(client.read(out), conv_im2col_rows(x, (2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1),
-                                                                     tap, 0, 64, 0, 8))
+    np.testing.assert_array_equal(
+        client.read(out), conv_im2col_rows(x, (2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1), tap, 0, 64, 0, 8)
+    )
 
 
 # -- misuse ------------------------------------------------------------------------------------------------
@@ -436,16 +480,18 @@ def test_store_at_negative_coordinates(client):
     dst = client.create(np.zeros((24, 36), np.float32))
     src = client.create(np.ones(256, np.float32))
     with pytest.raises(cp.TensorMapError, match="rule 27"):
-        store_2d.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)), cp.ArrayArg(src),
-                        -1, 0, 256)
+        store_2d.launch(
+            client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)), cp.ArrayArg(src), -1, 0, 256
+        )
 
 
 def test_copy_with_a_map_of_another_rank(client):
     src, handle = _source(client, (4, 8, 16))
     out = client.zeros((512,), np.float32)
     with pytest.raises(cp.ExpandError, match="rank 3"):
-        load_2d.launch(client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(handle), (2, 8, 16)), cp.ArrayArg(out),
-                       0, 0, 256, 128)
+        load_2d.launch(
+            client, ONE, CUBE, cp.TensorMapArg.tiled(cp.TensorArg(handle), (2, 8, 16)), cp.ArrayArg(out), 0, 0, 256, 128
+        )
 
 
 @cp.cube(launch=True)
@@ -487,6 +533,7 @@ def test_failed_launch_restores_a_tensor_written_only_through_tma_stores(client)
     dst = client.create(np.zeros((24, 36), np.float32))
     src = client.create(np.ones(256, np.float32))
     with pytest.raises(cp.TensorMapError, match="rule 27"):
-        store_then_fail.launch(client, cp.CubeCount(2), CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)),
-                               cp.ArrayArg(src), 256)
+        store_then_fail.launch(
+            client, cp.CubeCount(2), CUBE, cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16)), cp.ArrayArg(src), 256
+        )
     np.testing.assert_array_equal(client.read(dst), np.zeros((24, 36), np.float32))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -31,9 +31,10 @@ from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope, walk
-from cubepy.ir.variable import Variable, VarKind, constant
+from cubepy.ir.variable import SourceLoc, Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
+_Uses = collections.Counter[_Key]
 
 
 def contract_pass(definition: KernelDefinition) -> KernelDefinition:
@@ -63,7 +64,7 @@ def _key(var: Variable) -> _Key:
     return (var.kind, var.id)
 
 
-def _product(var: Variable, candidates: dict[_Key, int], out: list[Instruction | None], uses) -> int | None:
+def _product(var: Variable, candidates: dict[_Key, int], uses: _Uses) -> int | None:
     """The position in ``out`` of the one-use ``mul`` defining ``var``, or None."""
     if var.kind is not VarKind.CONST or uses[_key(var)] != 1:
         return None
@@ -84,27 +85,34 @@ def _unchanged_between(mul: ops.Binary, between: list[Instruction | None]) -> bo
     return True
 
 
-def _negated(var: Variable, fresh, loc, emitted: list[Instruction]) -> Variable:
+def _negated(var: Variable, fresh: Iterator[int], loc: SourceLoc | None, emitted: list[Instruction]) -> Variable:
     """``-var``: a literal negated in place, else the result of a new ``neg`` appended to ``emitted``."""
     if var.is_constant:
-        return constant(-var.value, var.type)
+        value = var.value
+        assert isinstance(value, (int, float))  # a float literal: the product's operands are floats
+        return constant(-value, var.type)
     out = Variable(VarKind.CONST, next(fresh), var.type)
     emitted.append(Instruction(out, ops.Neg(var), loc))
     return out
 
 
-def _fuse(inst: Instruction, candidates: dict[_Key, int], out: list[Instruction | None], uses, fresh) -> bool:
+def _fuse(
+    inst: Instruction, candidates: dict[_Key, int], out: list[Instruction | None], uses: _Uses, fresh: Iterator[int]
+) -> bool:
     """Replace ``inst`` (an add/sub) by an fma at the end of ``out`` when one operand is a fusable product."""
     operation = inst.operation
+    assert isinstance(operation, (ops.Add, ops.Sub)) and inst.out is not None
     ty = inst.out.type
     if ty.elem.is_int or ty.elem.is_bool or operation.lhs.type != ty or operation.rhs.type != ty:
         return False
     sides = ((operation.lhs, operation.rhs, False), (operation.rhs, operation.lhs, True))
     for product, other, product_is_rhs in sides:
-        position = _product(product, candidates, out, uses)
+        position = _product(product, candidates, uses)
         if position is None:
             continue
-        mul: ops.Binary = out[position].operation
+        defining = out[position]
+        assert defining is not None and isinstance(defining.operation, ops.Mul)
+        mul = defining.operation
         if mul.lhs.type != ty or mul.rhs.type != ty or not _unchanged_between(mul, out[position + 1 :]):
             continue
         emitted: list[Instruction] = []
@@ -124,7 +132,7 @@ def _fuse(inst: Instruction, candidates: dict[_Key, int], out: list[Instruction 
     return False
 
 
-def _contract_scope(scope: Scope, uses, fresh) -> Scope:
+def _contract_scope(scope: Scope, uses: _Uses, fresh: Iterator[int]) -> Scope:
     out: list[Instruction | None] = []
     candidates: dict[_Key, int] = {}  # product key -> its position in out
     for inst in scope.instructions:
@@ -139,9 +147,9 @@ def _contract_scope(scope: Scope, uses, fresh) -> Scope:
     return Scope(tuple(i for i in out if i is not None))
 
 
-def _with_contracted_children(inst: Instruction, uses, fresh) -> Instruction:
+def _with_contracted_children(inst: Instruction, uses: _Uses, fresh: Iterator[int]) -> Instruction:
     operation = inst.operation
-    changes = {}
+    changes: dict[str, object] = {}
     for field in attrs.fields(type(operation)):
         value = getattr(operation, field.name)
         if isinstance(value, Scope):

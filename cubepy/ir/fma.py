@@ -28,6 +28,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -37,7 +38,7 @@ _LARGE = 2.0**990
 _SPLIT_LIMIT = 2.0**995
 
 
-def fma(a, b, c, dtype) -> np.ndarray:
+def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, dtype: DTypeLike) -> np.ndarray:
     """``a * b + c`` rounded once to ``dtype`` (f16, bf16, f32 or f64), lane-wise with broadcasting."""
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
@@ -135,7 +136,7 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         result = np.array(result, copy=True)
         for i in np.flatnonzero(hard):
             result[i] = _exact_fma64(float(a[i]), float(b[i]), float(c[i]))
-    return result
+    return np.asarray(result)
 
 
 def _exact_fma64(a: float, b: float, c: float) -> float:

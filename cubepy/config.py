@@ -84,6 +84,13 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
         Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
+        Knob(
+            "CUBEPY_CONTRACT",
+            _bool,
+            True,
+            "fuse one-use a*b+c into fma (one rounding), as nvcc's --fmad=true; "
+            "0 keeps every mul and add (a kernel's or compile's contract= wins)",
+        ),
     )
 }
 

@@ -7,6 +7,8 @@
   casts; and ``assign``) of literal operands become literals, evaluated by ``cubepy.ir.semantics``, the
   interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int
   casts, f32 rounding).  f16/bf16 and transcendental operations are left alone.
+* ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
+  becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are
   removed (to a fixed point).
 
@@ -37,6 +39,7 @@ from cubepy.ir import (
     verify,
     walk,
 )
+from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
 
 Pass = Callable[[KernelDefinition], KernelDefinition]
@@ -217,6 +220,7 @@ def _fold_scope(scope: Scope, rewrite, mapping: dict[_Key, Variable]) -> Scope:
 PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("checked_io", checked_io),
     ("fold_constants", fold_constants),
+    ("contract", contract_pass),
     ("dead_code", dead_code),
 )
 

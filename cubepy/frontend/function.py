@@ -239,14 +239,17 @@ class BoundCubeFunction:
         return f"<bound cube method {self.function.fn.__qualname__} of {self.receiver!r}>"
 
 
-def cube(fn=None, *, launch: bool = False, launch_unchecked: bool = False):
-    """Make a cube function (``@cube``) or a kernel (``@cube(launch=True)``, ``launch_unchecked=True``)."""
+def cube(fn=None, *, launch: bool = False, launch_unchecked: bool = False, contract: bool | None = None):
+    """Make a cube function (``@cube``) or a kernel (``@cube(launch=True)``, ``launch_unchecked=True``).
+
+    ``contract`` (kernels): fuse one-use ``a * b + c`` into ``fma``; None follows ``CUBEPY_CONTRACT`` (on).
+    """
 
     def wrap(function):
         if launch or launch_unchecked:
             from cubepy.frontend.kernel import Kernel
 
-            return Kernel(function, launch=launch, launch_unchecked=launch_unchecked)
+            return Kernel(function, launch=launch, launch_unchecked=launch_unchecked, contract=contract)
         return CubeFunction(function)
 
     return wrap(fn) if fn is not None else wrap

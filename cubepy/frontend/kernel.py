@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import inspect
 
+import attrs
+
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
@@ -57,6 +59,15 @@ def _cube_dim(cube_dim) -> tuple[int, int, int]:
     return (x, y, z)
 
 
+def resolve_contract(choice: bool | None) -> bool:
+    """``choice`` when given, else the ``CUBEPY_CONTRACT`` setting (on by default, as nvcc's ``--fmad=true``)."""
+    if choice is not None:
+        return bool(choice)
+    from cubepy import config  # a leaf module: settings only
+
+    return bool(config.get("CUBEPY_CONTRACT"))
+
+
 def expand_kernel_body(
     kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool, name: str
 ) -> ir.KernelDefinition:
@@ -83,10 +94,11 @@ def expand_kernel_body(
 class Kernel(CubeFunction):
     """A launchable kernel (``@cube(launch=True)`` and/or ``launch_unchecked=True``)."""
 
-    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False) -> None:
+    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False, contract: bool | None = None) -> None:
         super().__init__(fn)
         self.allow_checked = launch
         self.allow_unchecked = launch_unchecked
+        self.contract = contract  # the decorator's choice; None: CUBEPY_CONTRACT's
         self._params: list[ParamSpec] | None = None
         self._identity: str | None = None
         # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
@@ -187,14 +199,22 @@ class Kernel(CubeFunction):
         for index, register in self._register_fns:
             register(args[index], bindings)
 
-    def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
-        """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition."""
+    def contracts(self, contract: bool | None = None) -> bool:
+        """Whether ``a * b + c`` is fused: ``contract`` if given, else the decorator's, else ``CUBEPY_CONTRACT``."""
+        return resolve_contract(self.contract if contract is None else contract)
+
+    def define(self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None) -> ir.KernelDefinition:
+        """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition.
+
+        The definition records whether the ``contract`` pass fuses (``contracts(contract)``).
+        """
         params = self.params
         if len(comp_args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} compilation arguments, got {len(comp_args)}")
         try:
             definition = expand_kernel_body(self, params, tuple(comp_args), cube_dim, checked, self.name)
             ir.verify(definition)
+            definition = attrs.evolve(definition, contract=self.contracts(contract))
         except CubeError as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
         except Exception as exc:  # a bug in the user's comptime Python: keep it, say where it happened
@@ -240,10 +260,11 @@ class Kernel(CubeFunction):
         except _USER_ERRORS as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
-    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False):
+    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False, contract: bool | None = None):
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
 
         For a generic kernel, element types (``cp.Array[cp.f32]``, ``cp.f32``) bind its type parameters.
+        ``contract``: fuse one-use ``a * b + c`` into ``fma`` (None: the decorator's or ``CUBEPY_CONTRACT``'s choice).
         """
         if self.is_generic:
             bound = self.bind_types(args)
@@ -251,7 +272,7 @@ class Kernel(CubeFunction):
                 p.launch.default_compilation_arg() if isinstance(a, (BufferType, ScalarType)) else a
                 for p, a in zip(bound.params, args)
             )
-            return bound.compile(cube_dim, *args, target=target, unchecked=unchecked)
+            return bound.compile(cube_dim, *args, target=target, unchecked=unchecked, contract=contract)
         params = self.params
         if len(args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
@@ -263,9 +284,10 @@ class Kernel(CubeFunction):
             else:
                 collected.append(_one_comp_arg(self, param, arg))
         comp_args = tuple(collected)
+        contract = self.contracts(contract)
 
         def build():
-            definition = self.define(comp_args, cube_dim, checked=not unchecked)
+            definition = self.define(comp_args, cube_dim, checked=not unchecked, contract=contract)
             if hooks.COMPILE is None:
                 raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
             return hooks.COMPILE(definition, target)
@@ -274,7 +296,7 @@ class Kernel(CubeFunction):
         cached = hooks.CACHED_COMPILE
         if cached is None or hooks.COMPILE is None:
             return build()
-        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build)
+        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build, contract=contract)
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}>"
@@ -306,7 +328,7 @@ class BoundKernel(Kernel):
     """A generic kernel with its type parameters bound: an ordinary kernel whose identity names the binding."""
 
     def __init__(self, generic: Kernel, binding: dict) -> None:
-        super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked)
+        super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked, generic.contract)
         self.generic = generic
         self.binding = binding
         self.binding_text = generics.binding_text(binding)
@@ -338,10 +360,10 @@ class BoundKernel(Kernel):
         """The generic kernel's expansion twin (one per function)."""
         return self.generic.expand_function()
 
-    def define(self, comp_args: tuple, cube_dim, checked: bool) -> ir.KernelDefinition:
+    def define(self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None) -> ir.KernelDefinition:
         """Expand with the type parameters standing for their bound element types."""
         with generics.bound(self.binding):
-            return super().define(comp_args, cube_dim, checked)
+            return super().define(comp_args, cube_dim, checked, contract)
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}[{self.binding_text}]>"

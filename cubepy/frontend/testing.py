@@ -15,11 +15,12 @@ from cubepy.frontend import generics, mutability, source
 from cubepy.frontend.containers import BufferType
 from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.function import CubeFunction
-from cubepy.frontend.kernel import MAX_TYPE_RERUNS, Kernel, expand_kernel_body
+from cubepy.frontend.kernel import MAX_TYPE_RERUNS, Kernel, expand_kernel_body, resolve_contract
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
 from cubepy.frontend.tma import TensorMapType
 from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type
+from cubepy.ir import contract as ir_contract
 
 
 @attrs.frozen
@@ -101,7 +102,14 @@ def spec_value(spec, builder: KernelBuilder, name: str):
     return spec
 
 
-def _run(function: CubeFunction, call, name: str, checked: bool) -> Expansion:
+def _contracted(definition: ir.KernelDefinition, contract: bool | None, keep=()) -> ir.KernelDefinition:
+    """``definition`` marked and, when contraction is on, with one-use ``a * b + c`` fused as the passes do."""
+    if not resolve_contract(contract):
+        return definition
+    return ir_contract.contract(attrs.evolve(definition, contract=True), keep=keep)
+
+
+def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool | None = None) -> Expansion:
     node = function.definition_node()
     default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
     hints: dict = {}
@@ -115,14 +123,24 @@ def _run(function: CubeFunction, call, name: str, checked: bool) -> Expansion:
         hints = state.merged_hints()
     definition = builder.finish(name, (1, 1, 1), function.fn.__code__.co_filename)
     ir.verify(definition)
-    return Expansion(definition, result)
+    # a variable the function returns is read by its caller: never fuse it away
+    keep = [v for v in _flatten(result) if isinstance(v, ir.Variable)]
+    return Expansion(_contracted(definition, contract, keep), result)
 
 
-def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), **comptime) -> Expansion:
-    """Expand a cube function (or kernel) for ``arg_specs``; keywords are comptime arguments."""
+def expand(
+    fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: bool | None = None, **comptime
+) -> Expansion:
+    """Expand a cube function (or kernel) for ``arg_specs``; keywords are comptime arguments.
+
+    ``contract``: fuse one-use ``a * b + c`` into ``fma`` as compiling does (None: the kernel's choice, else
+    ``CUBEPY_CONTRACT``, on by default).
+    """
     try:
         if isinstance(fn, Kernel):
-            return _expand_kernel(fn, arg_specs, comptime, checked, cube_dim)
+            return _expand_kernel(
+                fn, arg_specs, comptime, checked, cube_dim, fn.contract if contract is None else contract
+            )
         if not isinstance(fn, CubeFunction):
             raise CubeError(f"cubepy.testing.expand expects a @cube function, got {type(fn).__name__}")
 
@@ -130,22 +148,26 @@ def expand(fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), **comptime
             values = [spec_value(s, builder, f"arg{i}") for i, s in enumerate(arg_specs)]
             return fn.invoke(state, tuple(values), comptime)
 
-        return _run(fn, call, fn.name, checked)
+        return _run(fn, call, fn.name, checked, contract)
     except CubeError as exc:
         raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
 
 
-def _expand_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim) -> Expansion:
+def _expand_kernel(
+    kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim, contract: bool | None
+) -> Expansion:
     if kernel.is_generic:  # element types in the specs bind the type parameters
         specs = list(arg_specs)
         aligned = [comptime[p.name] if p.name in comptime else (specs.pop(0) if specs else None) for p in kernel.params]
         kernel = kernel.bind_types(tuple(aligned))
         with generics.bound(kernel.binding):
-            return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim)
-    return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim)
+            return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract)
+    return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract)
 
 
-def _expand_concrete_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim) -> Expansion:
+def _expand_concrete_kernel(
+    kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim, contract: bool | None
+) -> Expansion:
     params = kernel.params
     specs = list(arg_specs)
     comp_args = []
@@ -165,7 +187,7 @@ def _expand_concrete_kernel(kernel: Kernel, arg_specs: tuple, comptime: dict, ch
             comp_args.append(param.launch.default_compilation_arg())
     definition = expand_kernel_body(kernel, params, tuple(comp_args), cube_dim, checked, kernel.name)
     ir.verify(definition)
-    return Expansion(definition, None)
+    return Expansion(_contracted(definition, contract), None)
 
 
 def expand_method(cls: type, name: str, this_spec, *arg_specs, checked: bool = False, **comptime) -> Expansion:

@@ -68,6 +68,7 @@ class KernelDefinition:
     barriers: tuple[Variable, ...] = ()
     checked: bool = False
     source_file: str | None = None
+    contract: bool = False  # whether the `contract` pass fuses a*b+c into fma (cubepy.ir.contract)
 
     @property
     def buffers(self) -> tuple[Param, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from cubepy.ir import numerics
+from cubepy.ir.fma import fma as fused_multiply_add
 from cubepy.ir.ops import arith
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.types import ElemType
@@ -260,9 +261,8 @@ def compare(cls: type[Operation], elem: ElemType, a: Value, b: Value) -> Value:
 
 
 def fma(a: Value, b: Value, c: Value) -> Value:
-    """a * b + c computed in f64 and rounded once to the operands' type."""
-    dtype = np.asarray(a).dtype
-    return (np.asarray(a).astype(F64) * np.asarray(b).astype(F64) + np.asarray(c).astype(F64)).astype(dtype)
+    """a * b + c rounded once, correctly, to the operands' type (``fma.rn``; see :mod:`cubepy.ir.fma`)."""
+    return fused_multiply_add(a, b, c, np.asarray(a).dtype)
 
 
 def clamp(x: Value, lo: Value, hi: Value, elem: ElemType) -> Value:

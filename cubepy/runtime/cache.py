@@ -10,7 +10,7 @@ the ``CompiledKernel`` of ``kernel.compile``: IR, LLVM, PTX texts and the cubin)
 - the kind of artifact and the runtime/target (``interp``, ``sm_90a``, ...);
 - ``kernel.identity`` (the source of every cube function the kernel reaches, so editing a callee
   changes it; values without a stable text make it per-process, which disables reuse);
-- the cube_dim, the mode (checked or not) and the compilation arguments' ``repr`` (a repr that
+- the cube_dim, the mode (checked or not), whether ``a * b + c`` is contracted, and the compilation arguments' ``repr`` (a repr that
   names a memory address is not stable across processes: such launches are not cached on disk).
 
 Entries are written atomically (a temporary file in the same folder, then ``os.replace``), so
@@ -99,7 +99,9 @@ def cache_dir() -> Path | None:
     return Path(value)
 
 
-def entry_key(kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args) -> str | None:
+def entry_key(
+    kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
+) -> str | None:
     """The hex key of one specialization, or None when its compilation arguments have no stable text."""
     comp_text = repr(comp_args)
     if " at 0x" in comp_text or "unstable:" in identity:
@@ -107,7 +109,16 @@ def entry_key(kind: str, target: str, identity: str, cube_dim, checked: bool, co
     # The types too: two classes whose reprs coincide must not share an entry.
     comp_text += repr([f"{type(a).__module__}.{type(a).__qualname__}" for a in comp_args])
     text = "\0".join(
-        (install_fingerprint(), kind, target, identity, repr(tuple(cube_dim)), repr(bool(checked)), comp_text)
+        (
+            install_fingerprint(),
+            kind,
+            target,
+            identity,
+            repr(tuple(cube_dim)),
+            repr(bool(checked)),
+            comp_text,
+            "" if contract else "no-contract",
+        )
     )
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -186,7 +197,7 @@ def for_kind(kind: str) -> DiskCache | None:
     return None if root is None else DiskCache(root, kind)
 
 
-def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: str, build):
+def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: str, build, contract: bool = True):
     """``build()`` (a ``CompiledKernel``), or the copy stored on disk for the same kernel and target.
 
     Not cached while ``CUBEPY_DUMP`` asks for dumps (building writes them).
@@ -194,7 +205,7 @@ def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: st
     store = for_kind("compile")
     if store is None or config.get("CUBEPY_DUMP"):
         return build()
-    key = entry_key("compile", target, kernel.identity, cube_dim, checked, comp_args)
+    key = entry_key("compile", target, kernel.identity, cube_dim, checked, comp_args, contract)
     if key is None:
         return build()
     compiled = store.load(key)

@@ -49,6 +49,15 @@ def _environ_key(name: str):
 
 _DEBUG_KEY = ("CUBEPY_DEBUG", _environ_key("CUBEPY_DEBUG"))
 _SANITIZE_KEY = ("CUBEPY_SANITIZE", _environ_key("CUBEPY_SANITIZE"))
+_CONTRACT_KEY = ("CUBEPY_CONTRACT", _environ_key("CUBEPY_CONTRACT"))
+
+
+def _contracts(kernel) -> bool:
+    """Whether launches of ``kernel`` fuse ``a * b + c``: its decorator's choice, else ``CUBEPY_CONTRACT`` (on)."""
+    choice = kernel.contract
+    if choice is not None:
+        return choice
+    return bool(config.get("CUBEPY_CONTRACT")) if _knob_set(_CONTRACT_KEY) else True
 
 
 def _knob_set(key: tuple) -> bool:
@@ -129,7 +138,7 @@ class ComputeClient:
     # -- kernels ---------------------------------------------------------------------------
     def compiled(self, kernel, cube_dim: tuple[int, int, int], checked: bool, comp_args: tuple):
         """The cached back-end artifact for one specialization, built on a miss."""
-        key = (kernel.identity, cube_dim, checked, comp_args)
+        key = (kernel.identity, cube_dim, checked, comp_args, _contracts(kernel))
         artifact = self._cache.get(key)
         if artifact is not None:
             self.stats["hits"] += 1
@@ -140,21 +149,21 @@ class ComputeClient:
 
     def _build(self, kernel, key: tuple):
         """A miss of the in-memory cache: the on-disk cache, else expand and prepare (then store on disk)."""
-        identity, cube_dim, checked, comp_args = key
+        identity, cube_dim, checked, comp_args, contract = key
         with self._lock:
             artifact = self._cache.get(key)
             if artifact is not None:
                 self.stats["hits"] += 1
                 return artifact
             start = time.perf_counter()
-            disk, disk_key, source = self._disk(identity, cube_dim, checked, comp_args), None, "compiled"
+            disk, disk_key, source = self._disk(identity, cube_dim, checked, comp_args, contract), None, "compiled"
             if disk is not None:
                 disk_key = disk[1]
                 artifact = disk[0].load(disk_key)
                 source = "loaded from disk"
             if artifact is None:
                 source = "compiled"
-                definition = kernel.define(comp_args, cube_dim, checked)
+                definition = kernel.define(comp_args, cube_dim, checked, contract)
                 artifact = self.backend.prepare(definition)
                 if disk is not None:
                     disk[0].store(disk_key, artifact)
@@ -165,7 +174,7 @@ class ComputeClient:
                 print(f"[cubepy] {source} {kernel.name} cube_dim={cube_dim} in {took:.1f} ms", file=sys.stderr)
         return artifact
 
-    def _disk(self, identity: str, cube_dim, checked: bool, comp_args: tuple):
+    def _disk(self, identity: str, cube_dim, checked: bool, comp_args: tuple, contract: bool = True):
         """(on-disk cache, key) for this specialization, or None (back end not cacheable, cache off, unstable key)."""
         kind = self.backend.disk_cache_kind
         if kind is None:
@@ -173,7 +182,7 @@ class ComputeClient:
         store = cache.for_kind(kind)
         if store is None:
             return None
-        key = cache.entry_key(kind, self.backend.disk_cache_target, identity, cube_dim, checked, comp_args)
+        key = cache.entry_key(kind, self.backend.disk_cache_target, identity, cube_dim, checked, comp_args, contract)
         return None if key is None else (store, key)
 
     def launch(self, kernel, cube_count, cube_dim, args: tuple, *, checked: bool = True) -> None:
@@ -189,7 +198,7 @@ class ComputeClient:
             if type(handle) is not Handle or handle.client is not self:
                 self._own(handle, f"launch of {kernel.name}")
         dims = (dim.x, dim.y, dim.z)
-        key = (kernel.identity, dims, checked, comp_args)
+        key = (kernel.identity, dims, checked, comp_args, _contracts(kernel))
         artifact = self._cache.get(key)
         if artifact is None:
             artifact = self._build(kernel, key)

@@ -21,7 +21,13 @@ def test_compiled_kernel_has_every_form():
     assert compiled.llvm != compiled.llvm_opt
     assert {"passes", "lower", "llvm_opt+emit"} <= compiled.timings.keys()
     assert all(seconds >= 0 for seconds in compiled.timings.values())
-    assert [name for name, _ in compiled.pass_dumps] == ["input", "checked_io", "fold_constants", "dead_code"]
+    assert [name for name, _ in compiled.pass_dumps] == [
+        "input",
+        "checked_io",
+        "fold_constants",
+        "contract",
+        "dead_code",
+    ]
 
 
 def test_invalid_ir_is_stopped_by_the_verifier():
@@ -75,7 +81,7 @@ def test_dump_writes_every_stage(tmp_path):
     compiled = compile_checked(vector_add(F32))
     compile_definition(vector_add(F32), dump=("ir", "passes", "llvm", "ptx", "resources"), dump_dir=tmp_path)
     names = sorted(p.name for p in (tmp_path / "vector_add").iterdir())
-    assert names[:4] == ["00-input.ir", "01-checked_io.ir", "02-fold_constants.ir", "03-dead_code.ir"]
+    assert names[:5] == ["00-input.ir", "01-checked_io.ir", "02-fold_constants.ir", "03-contract.ir", "04-dead_code.ir"]
     assert {"kernel.ir", "llvm.ll", "llvm.opt.ll", "kernel.ptx", "resources.txt"} <= set(names)
     assert not any(name.endswith(".tmp") for name in names)
     assert (tmp_path / "vector_add" / "kernel.ptx").read_text() == compiled.ptx

@@ -217,7 +217,9 @@ def test_fold_constants_substitutes_branch_operands():
 def test_run_passes_dumps_after_each_pass_in_order():
     definition, dumps = run_passes(vector_add(F32, 4, checked=True))
     assert (
-        [name for name, _ in dumps] == [name for name, _ in PIPELINE] == ["checked_io", "fold_constants", "dead_code"]
+        [name for name, _ in dumps]
+        == [name for name, _ in PIPELINE]
+        == ["checked_io", "fold_constants", "contract", "dead_code"]
     )
     assert dumps[-1][1] == format_kernel(definition)
     assert "checked=True" in dumps[0][1]

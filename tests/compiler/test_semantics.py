@@ -348,3 +348,37 @@ def test_integer_unary(elem):
     for name, expected in counts.items():
         run = elementwise(lambda lw, x, n=name: unary(lw, n, x, Type(elem)), [elem], U32)
         assert run(values).tolist() == expected, name
+
+
+def _fma_inputs(elem: ElemType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every triple of a few edge values, then random triples where one rounding and two differ."""
+    edges = _float_edges(elem)[[0, 1, 2, 3, 8, 14, 15, 17, 18, 21, 23, 24, 25, 26]]
+    a, b, c = (g.ravel() for g in np.meshgrid(edges, edges, edges, indexing="ij"))
+    rng = np.random.default_rng(12)
+    n = 4000
+    dtype = storage_dtype(elem)
+    with np.errstate(all="ignore"):
+        x = (rng.standard_normal(n) * 2.0 ** rng.integers(-8, 8, n)).astype(dtype)
+        y = (rng.standard_normal(n) * 2.0 ** rng.integers(-8, 8, n)).astype(dtype)
+        # c close to -x*y: the sum cancels, so the product's low bits (kept only by a fused op) decide it
+        z = (-(x.astype(np.float64) * y.astype(np.float64)) * (1 + rng.standard_normal(n) * 2.0**-10)).astype(dtype)
+    return np.concatenate([a, x]), np.concatenate([b, y]), np.concatenate([c, z])
+
+
+@pytest.mark.parametrize("elem", FLOATS, ids=[e.name for e in FLOATS])
+def test_fma_matches_the_interp(elem):
+    """``llvm.fma`` (what the ``fma`` op lowers to) equals the interp's correctly rounded fma, bit for bit."""
+    from cubepy.compiler.lower_arith import intrinsic
+    from cubepy.ir import semantics
+
+    a, b, c = _fma_inputs(elem)
+    run = elementwise(lambda lw, x, y, z: intrinsic(lw, "llvm.fma", [x, y, z]), [elem, elem, elem], elem)
+    got = run(a, b, c)
+    with np.errstate(all="ignore"):
+        expected = semantics.fma(a, b, c)
+        unfused = (a * b + c).astype(a.dtype) if elem in (F32, F64) else None
+    same = _same_floats(got, expected)
+    bad = np.flatnonzero(~same)
+    assert not len(bad), [(a[i], b[i], c[i], got[i], expected[i]) for i in bad[:8]]
+    if unfused is not None:  # the inputs do tell one rounding from two
+        assert not _same_floats(unfused, expected).all()

@@ -15,7 +15,7 @@ N = cp.TypeVar("N", cp.Numeric)
 I = cp.TypeVar("I", (cp.i32, cp.u32))  # noqa: E741 - a type parameter's customary one-letter name
 
 
-@cp.cube(launch=True)
+@cp.cube(launch=True, contract=False)  # numpy rounds the product and the sum separately
 def scaled_tile(a: F, x: cp.Array[F], y: cp.Array[F], out: cp.Array[F]):
     i = cp.ABSOLUTE_POS
     if i < out.len():
@@ -116,3 +116,20 @@ def test_a_generic_kernel_handed_straight_to_a_client_says_how_to_bind_it(client
         client.launch(scaled_tile, (1,), (4,), (1.0, x, x, x))
     scaled_tile.bind_types((1.0, x, x, x)).launch(client, 1, 4, 1.0, x, x, x)
     np.testing.assert_array_equal(client.read(x.handle), [3, 3, 3, 3])  # 1*1 + 1 + 1, in place
+
+
+def test_a_bound_kernel_keeps_the_decorators_contract_choice():
+    @cp.cube(launch=True, contract=False)
+    def unfused(a: F, x: cp.Array[F], out: cp.Array[F]):
+        out[cp.ABSOLUTE_POS] = a * x[cp.ABSOLUTE_POS] + x[cp.ABSOLUTE_POS]
+
+    @cp.cube(launch=True)
+    def contracted(a: F, x: cp.Array[F], out: cp.Array[F]):
+        out[cp.ABSOLUTE_POS] = a * x[cp.ABSOLUTE_POS] + x[cp.ABSOLUTE_POS]
+
+    fused = cp.testing.expand(contracted, cp.f32, cp.Array[cp.f32], cp.Array[cp.f32])
+    assert "f32 = fma" in fused.ir and "mul" not in fused.ir
+    separate = unfused.compile(cp.CubeDim(32), cp.f64, cp.Array[cp.f64], cp.Array[cp.f64])
+    assert " fma " not in separate.ir and "f64 = mul" in separate.ir
+    forced = unfused.compile(cp.CubeDim(32), cp.f64, cp.Array[cp.f64], cp.Array[cp.f64], contract=True)
+    assert "fma.rn.f64" in forced.ptx

@@ -443,6 +443,7 @@ class StubKernel:
         self.definition = definition
         self.name = definition.name
         self.identity = ("stub", definition.name)
+        self.contract = None  # the decorator's choice: CUBEPY_CONTRACT's
 
     def compilation_args(self, args) -> tuple:
         return tuple(type(a).__name__ for a in args)
@@ -451,7 +452,7 @@ class StubKernel:
         for handle in args:
             bindings.buffers.append(BufferBinding(handle, 1, (handle.size,), (1,)))
 
-    def define(self, comp_args, cube_dim, checked):
+    def define(self, comp_args, cube_dim, checked, contract=None):
         return self.definition
 
 

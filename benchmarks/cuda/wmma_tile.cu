@@ -1,0 +1,22 @@
+// Twin of benchmarks.sass_kernels.wmma_tile: one warp, a (row) and b (col) staged in shared memory, c from global.
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void wmma_tile(const half* __restrict__ a, const half* __restrict__ b,
+                                     const float* __restrict__ c, float* __restrict__ out) {
+    __shared__ half a_tile[256];
+    __shared__ half b_tile[256];
+    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    for (unsigned i = threadIdx.x; i < 256; i += 32) {
+        a_tile[i] = a[i];
+        b_tile[i] = b[i];
+    }
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> lhs;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> rhs;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(lhs, a_tile, 16);
+    wmma::load_matrix_sync(rhs, b_tile, 16);
+    wmma::load_matrix_sync(acc, c, 16, wmma::mem_row_major);
+    wmma::mma_sync(acc, lhs, rhs, acc);
+    wmma::store_matrix_sync(out, acc, 16, wmma::mem_row_major);
+}

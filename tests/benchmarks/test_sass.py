@@ -1,0 +1,36 @@
+"""``benchmarks.sass`` on two kernels: both sides compile, the table has their counts, the loop finder works."""
+
+import pytest
+
+from benchmarks import sass
+
+pytestmark = pytest.mark.skipif(sass.missing_tools() is not None, reason=str(sass.missing_tools()))
+
+
+def test_two_kernels_side_by_side(capsys):
+    rows = sass.compare(("saxpy", "SGEMM 16x16 unchecked"))
+    assert [r["name"] for r in rows] == ["saxpy f32", "SGEMM 16x16 unchecked"]
+    for row in rows:
+        for side in ("cubepy", "nvcc"):
+            assert row[side]["instructions"] > 10
+            assert row[side]["local"] == 0
+        assert row["ratio"] == row["cubepy"]["instructions"] / row["nvcc"]["instructions"]
+    gemm = rows[1]
+    # both keep the K-tile loop rolled; its 16 multiply-adds and 32 shared loads are at least 48 instructions
+    assert len(gemm["nvcc"]["loops"]) == 1 and gemm["nvcc"]["loops"][0] >= 48
+    assert gemm["cubepy"]["loops"] and gemm["cubepy"]["loops"][-1] >= 48
+    table = sass.format_table(rows)
+    assert "| saxpy f32 |" in table and "Geometric mean" in table
+
+
+def test_loop_sizes_from_a_listing():
+    listing = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0020*/                   NOP ;
+        /*0030*/                   ISETP.GE.AND P0, PT, R0, 0x10, PT ;
+        /*0040*/              @!P0 BRA 0x10 ;
+        /*0050*/                   EXIT ;
+        /*0060*/                   BRA 0x60;
+    """
+    assert sass._count(listing) == (6, [3])

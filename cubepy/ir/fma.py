@@ -41,6 +41,8 @@ _SPLIT_LIMIT = 2.0**995
 def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, dtype: DTypeLike) -> np.ndarray:
     """``a * b + c`` rounded once to ``dtype`` (f16, bf16, f32 or f64), lane-wise with broadcasting."""
     dtype = np.dtype(dtype)
+    if dtype == F32:
+        return _fma32(a, b, c)
     with np.errstate(all="ignore"):
         a64, b64, c64 = (np.asarray(v).astype(F64) for v in (a, b, c))
         a64, b64, c64 = np.broadcast_arrays(a64, b64, c64)
@@ -49,10 +51,43 @@ def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike, dtype: DTypeLike) -> np.ndarra
             return _fma64(a64.ravel(), b64.ravel(), c64.ravel()).reshape(shape)
         if dtype.name not in ("float32", "float16", "bfloat16"):
             raise TypeError(f"fma: expected f16, bf16, f32 or f64, got {dtype}")
-        odd = _add_round_to_odd(a64 * b64, c64)  # the product of two <= 24-bit values is exact in f64
-        if dtype == F32:
-            return odd.astype(F32)
+        odd = _add_round_to_odd(a64 * b64, c64)
         return _round_to_odd_f32(odd).astype(dtype)
+
+
+_F32_DROPPED = np.uint64((1 << 29) - 1)  # the f64 significand bits below f32's
+_F32_HALF = np.uint64(1 << 28)  # ... holding exactly half an f32 ulp: an f32 rounding midpoint
+_ABS_BITS = np.uint64((1 << 63) - 1)
+_F32_MIN_NORMAL_BITS = np.float64(np.finfo(np.float32).tiny).view(np.uint64)
+
+
+def _fma32(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
+    """RN32(a * b + c): the product exact in f64, the f64 sum, rounded again only where that is wrong.
+
+    f32's midpoints (the overflow threshold among them) are f64 values and RN64 is monotone, so RN64(v)
+    rounds to the same f32 as v unless it lands exactly on a midpoint (then v's side of it decides), or
+    below f32's normal range, where the midpoints are spaced differently. Only those lanes take the
+    round-to-odd path; the others cost one f64 buffer (product, then sum) and one bit buffer.
+    """
+    with np.errstate(all="ignore"):
+        total = np.asarray(np.multiply(a, b, dtype=F64))  # two 24-bit significands: exact in f64
+        np.add(total, c, out=total, dtype=F64)
+        bits = total.reshape(-1).view(np.uint64)  # 1-D: ufuncs on 0-d arrays return scalars
+        low = np.bitwise_and(bits, _F32_DROPPED)
+        suspect = np.equal(low, _F32_HALF)
+        np.bitwise_and(bits, _ABS_BITS, out=low)
+        np.subtract(low, np.uint64(1), out=low)
+        suspect |= np.less(low, _F32_MIN_NORMAL_BITS - np.uint64(1))  # nonzero and below f32's normal range
+        result = total.astype(F32)
+        if np.any(suspect):
+            lanes = np.flatnonzero(suspect)  # indices into the flattened lanes
+            a_lanes, b_lanes, c_lanes = (
+                np.broadcast_to(np.asarray(v, dtype=F64), total.shape).reshape(-1)[lanes] for v in (a, b, c)
+            )
+            flat = result.reshape(-1)
+            flat[lanes] = _add_round_to_odd(a_lanes * b_lanes, c_lanes).astype(F32)
+            result = flat.reshape(total.shape)
+    return np.asarray(result)
 
 
 def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,15 +98,19 @@ def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _round_to_odd_fix(s: np.ndarray, err: np.ndarray) -> np.ndarray:
-    """Given s = RN(v) and err = v - s exactly, the round-to-odd of v at s's precision."""
-    finite = np.isfinite(s) & np.isfinite(err)
-    inexact = finite & (err != 0)
-    even = (s.view(np.uint64) & np.uint64(1)) == 0
-    move = inexact & even
+    """Given s = RN(v) and err = v - s exactly, the round-to-odd of v at s's precision.
+
+    An inexact ``s`` with an even significand moves one ulp toward ``v``: on the bit pattern that is +1
+    when ``err`` points away from zero (the same sign as ``s``) and -1 when it points toward zero (an even
+    pattern never sits at the largest finite value, and a sum of finite values that rounds to zero is exact).
+    Integer steps on the bits cost a fraction of ``np.nextafter``.
+    """
+    bits = s.view(np.int64)
+    move = ((bits & 1) == 0) & (err != 0) & np.isfinite(s) & np.isfinite(err)
     if not np.any(move):
         return s
-    toward = np.where(err > 0, np.inf, -np.inf)
-    return np.where(move, np.nextafter(s, toward), s)
+    step = np.where((err > 0) == (s > 0), np.int64(1), np.int64(-1))
+    return (bits + np.where(move, step, np.int64(0))).view(np.float64)
 
 
 def _add_round_to_odd(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -122,6 +122,12 @@ TIES = [
     # the same tie plus 2^-80: an f64 sum rounds back onto the tie (double rounding gives 1 + 2^-11); once is above
     ("f32", 1 + 2**-12, 1 + 2**-12, 2**-80, 1 + 2**-11 + 2**-23),
     ("f32", 1 + 2**-12, 1 + 2**-12, -(2**-80), 1 + 2**-11),
+    # f32's overflow threshold (largest + half an ulp, 2^103) is a tie that goes to inf; just below it stays
+    ("f32", float(np.finfo(np.float32).max), 1.0, 2.0**103, math.inf),
+    ("f32", float(np.finfo(np.float32).max), 1.0, 2.0**103 * (1 - 2**-24), float(np.finfo(np.float32).max)),
+    # f32 subnormals: 2^-150 is half the smallest (ties to 0); 1.5 * 2^-149 + 2^-186 rounds up to 2^-148
+    ("f32", 2.0**-75, 2.0**-75, 0.0, 0.0),
+    ("f32", 2.0**-75 * (1 + 2**-12), 2.0**-75 * (1 - 2**-12 + 2**-24), 2.0**-149, 2.0**-148),
     # bf16 (8 bits): (1 + 2^-4)^2 = 1 + 2^-3 + 2^-8 is a tie; + 2^-100 must round up to 1 + 2^-3 + 2^-7
     ("bf16", 1 + 2**-4, 1 + 2**-4, 2**-100, 1 + 2**-3 + 2**-7),
     ("bf16", 1 + 2**-4, 1 + 2**-4, 0.0, 1 + 2**-3),

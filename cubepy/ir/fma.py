@@ -110,7 +110,8 @@ def _round_to_odd_fix(s: np.ndarray, err: np.ndarray) -> np.ndarray:
     if not np.any(move):
         return s
     step = np.where((err > 0) == (s > 0), np.int64(1), np.int64(-1))
-    return (bits + np.where(move, step, np.int64(0))).view(np.float64)
+    moved: np.ndarray = (bits + np.where(move, step, np.int64(0))).view(np.float64)
+    return moved
 
 
 def _add_round_to_odd(x: np.ndarray, y: np.ndarray) -> np.ndarray:

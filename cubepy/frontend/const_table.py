@@ -81,7 +81,7 @@ def const_array(table) -> ConstArrayExpand:
         earlier = f" (with the kernel's other tables, {used + nbytes} bytes)" if used else ""
         source.fail(
             f"cp.const_array: a table of {table.size} {elem.name} values is {nbytes} bytes{earlier}, more than "
-            f"CUDA's {ir.MAX_CONST_BYTES}-byte constant bank; pass a table this large as an Array argument"
+            f"CUDA's {ir.MAX_CONST_BYTES}-byte constant bank; pass large tables as Array arguments"
         )
     flat = table.ravel()
     values = tuple((flat.astype(np.float64) if elem.is_float else flat).tolist())

@@ -79,6 +79,20 @@ def test_a_checked_read_out_of_range_gives_zero(runtime):
     np.testing.assert_array_equal(got, [7.0, 0.5, 0.0, 3.25, 0.0])
 
 
+@cp.cube(launch=True)
+def signed_lookup(idx: Array[i32], out: Array[f32]):
+    out[ABSOLUTE_POS] = cp.const_array(F32_TABLE)[idx[ABSOLUTE_POS]]
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_a_negative_runtime_index_is_out_of_bounds(runtime):
+    client = cp.client(runtime)
+    out = client.zeros((3,), np.float32)
+    idx = client.create(np.array([-1, 1, -5], dtype=np.int32))
+    signed_lookup.launch(client, cp.CubeCount(1), cp.CubeDim(3), cp.ArrayArg(idx), cp.ArrayArg(out))
+    np.testing.assert_array_equal(client.read(out), [0.0, 1.5, 0.0])  # numpy's -1 would wrap to 7.0
+
+
 def test_the_sanitizer_reports_a_checked_read_out_of_range():
     with pytest.raises(cp.SanitizerError, match=r"out-of-bounds read of constant table 0 at index 5 \(length 5\)"):
         _run(LOOKUP_F32, cp.client("interp", sanitize=True), WITH_OUT_OF_RANGE, np.float32)

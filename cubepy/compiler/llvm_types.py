@@ -39,6 +39,7 @@ VOID = ir.VoidType()
 F32_TYPE = ir.FloatType()
 GLOBAL_PTR = ir.PointerType(addrspace=1)
 SHARED_PTR = ir.PointerType(addrspace=3)
+CONST_PTR = ir.PointerType(addrspace=4)
 GENERIC_PTR = ir.PointerType()
 
 # ElemType.llvm (the LLVM type name, from cubepy.ir's element table) -> the llvmlite type.

@@ -3,7 +3,8 @@
 Value model: CONST locals are SSA values; MUT locals are allocas in the entry block (LLVM's mem2reg,
 part of O3, promotes them); CONSTANT variables are LLVM constants; builtins are read from
 ``llvm.nvvm.read.ptx.sreg.*`` once, in the entry block; buffers are the entry's ``ptr addrspace(1)``
-parameters; SHARED memories are ``addrspace(3)`` globals and LOCAL_ARRAYs allocas.
+parameters; SHARED memories are ``addrspace(3)`` globals, LOCAL_ARRAYs allocas and CONST_TABLEs
+``addrspace(4)`` constant globals holding their values (PTX ``.const``, read with ``ld.const``).
 
 The entry block holds only allocas and builtin reads and branches to ``body``.  Op families lower in
 ``lower_<family>`` modules (arith, memory, control, sync, plane, tma, cmma); each registers its
@@ -22,13 +23,14 @@ from collections.abc import Callable
 
 import attrs
 import llvmlite.ir as ir
+import numpy as np
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.debuginfo import DebugInfo, first_location
 from cubepy.compiler.targets import TargetLayer
 from cubepy.compiler.targets.nvptx import NvptxTarget
 from cubepy.errors import CompileError, CubeError
-from cubepy.ir import Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
+from cubepy.ir import ConstTable, Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
 from cubepy.ir.ops import OpTable
 
 SHARED_MIN_ALIGN = 16
@@ -120,6 +122,28 @@ class KernelLowering:
     def _declare_memories(self) -> None:
         self.dynamic_shared_bytes = 0
         self.target.declare_memories(self)
+        for table in self.definition.const_tables:
+            self.const_table(table)
+
+    def const_table(self, table: ConstTable) -> ir.Value:
+        """The ``addrspace(4)`` constant global of a CONST_TABLE, its values as little-endian bytes.
+
+        Bytes rather than typed elements: one exact form for every element type (f16, bf16, bool's byte);
+        loads address it by item type through the opaque pointer.
+        """
+        key = (VarKind.CONST_TABLE, table.var.id)
+        if key not in self.memories:
+            little_endian = table.var.elem.numpy.newbyteorder("<")  # NVPTX's and x86-64's byte order
+            data = bytearray(np.asarray(table.values, dtype=little_endian).tobytes())
+            array = ir.ArrayType(lt.I8, len(data))
+            gv = ir.GlobalVariable(self.module, array, f"const{table.var.id}", addrspace=4)
+            gv.type = lt.CONST_PTR  # opaque pointer: typed-pointer text is legacy
+            gv.linkage = "internal"
+            gv.global_constant = True
+            gv.initializer = ir.Constant(array, data)
+            gv.align = lt.item_align(table.var.type)
+            self.memories[key] = gv
+        return self.memories[key]
 
     def _shared_alignment(self, var: Variable) -> int:
         return max(var.alignment or 1, SHARED_MIN_ALIGN, lt.item_align(var.type))
@@ -270,13 +294,18 @@ class KernelLowering:
 
     # -- memories ------------------------------------------------------------------------------
     def memory_base(self, var: Variable) -> ir.Value:
-        """The base pointer of a buffer, shared memory or local array."""
+        """The base pointer of a buffer, shared memory, local array or constant table."""
         if var.kind is VarKind.GLOBAL:
             return self.params[(VarKind.GLOBAL, var.id)]
         if var.kind is VarKind.SHARED:
             return self.shared_memory(var)
         if var.kind is VarKind.LOCAL_ARRAY:
             return self.local_array(var)
+        if var.kind is VarKind.CONST_TABLE:
+            declared = self.memories.get((VarKind.CONST_TABLE, var.id))
+            if declared is None:
+                raise CompileError(f"kernel {self.definition.name}: {var!r} is not a declared constant table")
+            return declared
         raise CompileError(f"{var!r} ({var.kind.value}) is not an indexable memory")
 
     def info_word(self, index: ir.Value) -> ir.Value:

@@ -1,9 +1,10 @@
 """Lowering of memory operations: indexing (checked and raw), lanes, buffer metadata and atomics.
 
-* Buffers are ``addrspace(1)``, shared memories ``addrspace(3)``, local arrays allocas.  An item is
+* Buffers are ``addrspace(1)``, shared memories ``addrspace(3)``, local arrays allocas, constant tables
+  ``addrspace(4)`` constant globals (PTX ``.const``, read with ``ld.const``).  An item is
   loaded and stored whole, aligned to its size, so a line of 4 f32 is one ``ld.global.v4``.
 * A checked index compares against the memory's length (a buffer's ``buffer_len`` from the info
-  buffer, a shared memory's or local array's declared length) and branches around the access: an
+  buffer, a shared memory's, local array's or constant table's declared length) and branches around the access: an
   out-of-bounds read gives 0 and an out-of-bounds write is skipped.  Indices are widened to 64 bits
   with their own signedness, so a negative index is out of bounds too.
 * Atomics are ``atomicrmw``/``cmpxchg`` with relaxed (``monotonic``) ordering at device scope, the

@@ -9,6 +9,7 @@
 | ``state`` | ``ExpansionState``, ``ScopeBuilder``, ``KernelBuilder``, the control stack |
 | ``values``, ``operations`` | ``ExpandElement`` and the typed construction of instructions |
 | ``elem`` | element types (``f32``...), ``Line``, ``Comptime``, literals |
+| ``const_table`` | ``const_array``: a numpy table captured from Python, read from constant memory |
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
 | ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
@@ -79,6 +80,7 @@ from cubepy.frontend.builtins import (
     sync_cube_or,
     sync_plane,
 )
+from cubepy.frontend.const_table import ConstArrayExpand, const_array
 from cubepy.frontend.containers import (
     Array,
     Atomic,
@@ -206,6 +208,8 @@ __all__ = [
     "Tensor",
     "TensorMap",
     "SharedMemory",
+    "const_array",
+    "ConstArrayExpand",
     "LocalArray",
     "Atomic",
     "Sequence",

@@ -239,9 +239,12 @@ class MemoryExpand:
 
     def describe(self) -> str:
         """What this memory is, for messages."""
-        kind = {VarKind.GLOBAL: "buffer", VarKind.SHARED: "shared memory", VarKind.LOCAL_ARRAY: "local array"}.get(
-            self.var.kind, "memory"
-        )
+        kind = {
+            VarKind.GLOBAL: "buffer",
+            VarKind.SHARED: "shared memory",
+            VarKind.LOCAL_ARRAY: "local array",
+            VarKind.CONST_TABLE: "constant table",
+        }.get(self.var.kind, "memory")
         return f"a {kind} of {self.var.type!r}"
 
     def len(self):

@@ -103,6 +103,8 @@ class ExpansionState:
         self.shared_memories: list[Variable] = []
         self.local_arrays: list[Variable] = []
         self.barriers: list[Variable] = []
+        # Constant tables by (element type, bytes): a table named twice is declared once.
+        self.const_tables: dict[tuple[ir.ElemType, bytes], ir.ConstTable] = {}
         self.control: list[ControlEntry] = []
         # Where each local was defined, to report a value used outside its branch at the user's line.
         self.defined_in: dict[tuple[VarKind, int], ScopeBuilder] = {}
@@ -155,6 +157,13 @@ class ExpansionState:
             kind
         ].append(var)
         return var
+
+    def declare_const_table(self, elem: ir.ElemType, values: tuple, key: bytes) -> Variable:
+        """The constant table holding ``values`` (``key``: their bytes), declared on first use."""
+        table = self.const_tables.get((elem, key))
+        if table is None:
+            table = self.const_tables[(elem, key)] = ir.const_table(len(self.const_tables), elem, values)
+        return table.var
 
     # -- control stack ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -305,6 +314,7 @@ class KernelBuilder:
             shared_memories=tuple(state.shared_memories),
             local_arrays=tuple(state.local_arrays),
             barriers=tuple(state.barriers),
+            const_tables=tuple(state.const_tables.values()),
             checked=state.checked,
             source_file=source_file,
         )

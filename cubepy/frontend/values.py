@@ -102,8 +102,8 @@ class ExpandBase:
     def __array__(self, dtype=None, copy=None):
         source.fail(
             "a runtime value cannot index or become a numpy array captured from Python: numpy arrays are "
-            "comptime (index them with a comptime int or cp.unroll), or pass the table as an Array "
-            "argument"
+            "comptime (index them with a comptime int or cp.unroll); to index a table with runtime indices, "
+            "read it through tbl = cp.const_array(TABLE) (constant memory) or pass it as an Array argument"
         )
 
     def __index__(self) -> int:

@@ -8,11 +8,14 @@ control flow), ``scope`` (instructions and scopes), ``kernel`` (``KernelDefiniti
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import (
+    MAX_CONST_BYTES,
     MAX_CUBE_COUNT,
     MAX_CUBE_DIM,
     MAX_UNITS_PER_CUBE,
+    ConstTable,
     KernelDefinition,
     Param,
+    const_table,
     launch_shape_problem,
 )
 from cubepy.ir.ops import branch
@@ -56,6 +59,7 @@ __all__ = [
     "I16",
     "I32",
     "I64",
+    "MAX_CONST_BYTES",
     "MAX_CUBE_COUNT",
     "MAX_CUBE_DIM",
     "MAX_UNITS_PER_CUBE",
@@ -64,6 +68,7 @@ __all__ = [
     "U32",
     "U64",
     "USIZE",
+    "ConstTable",
     "ElemType",
     "Instruction",
     "KernelDefinition",
@@ -76,6 +81,7 @@ __all__ = [
     "branch",
     "builtin",
     "child_scopes",
+    "const_table",
     "constant",
     "format_instruction",
     "format_kernel",

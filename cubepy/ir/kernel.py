@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 
 from cubepy.ir.scope import Scope
-from cubepy.ir.variable import Variable
+from cubepy.ir.types import ElemType, Type
+from cubepy.ir.variable import Variable, VarKind
 
 PARAM_ROLES = frozenset({"array", "tensor", "scalar", "tensor_map"})
 
@@ -13,6 +14,8 @@ PARAM_ROLES = frozenset({"array", "tensor", "scalar", "tensor_map"})
 MAX_UNITS_PER_CUBE = 1024
 MAX_CUBE_DIM = (1024, 1024, 64)
 MAX_CUBE_COUNT = (2**31 - 1, 65535, 65535)
+# CUDA's constant bank: the __constant__ (PTX ``.const``) data of one module shares 64 KiB.
+MAX_CONST_BYTES = 64 * 1024
 
 
 def launch_shape_problem(
@@ -52,6 +55,29 @@ class Param:
 
 
 @attrs.frozen
+class ConstTable:
+    """A read-only table the kernel declares: its CONST_TABLE variable and its values in item order.
+
+    ``values`` are Python numbers of the element type (bool, int, or float: every f16/bf16/f32/f64 value
+    is exactly a Python float), so a table is hashable, printable and part of the kernel's equality.
+    """
+
+    var: Variable
+    values: tuple[bool | int | float, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table occupies in constant memory."""
+        return len(self.values) * self.var.type.size
+
+
+def const_table(table_id: int, elem: ElemType, values: tuple[bool | int | float, ...]) -> ConstTable:
+    """The constant table ``const[table_id]`` of scalar ``elem`` items holding ``values``."""
+    var = Variable(VarKind.CONST_TABLE, table_id, Type(elem), length=len(values))
+    return ConstTable(var, tuple(values))
+
+
+@attrs.frozen
 class KernelDefinition:
     """Everything a back end needs to run or compile one specialization of a kernel.
 
@@ -66,6 +92,7 @@ class KernelDefinition:
     shared_memories: tuple[Variable, ...] = ()
     local_arrays: tuple[Variable, ...] = ()
     barriers: tuple[Variable, ...] = ()
+    const_tables: tuple[ConstTable, ...] = ()
     checked: bool = False
     source_file: str | None = None
     contract: bool = False  # whether the `contract` pass fuses a*b+c into fma (cubepy.ir.contract)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cubepy.ir.kernel import KernelDefinition
+from cubepy.ir.kernel import ConstTable, KernelDefinition
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
 from cubepy.ir.variable import Variable, VarKind
@@ -15,6 +15,7 @@ _PREFIX = {
     VarKind.TENSOR_MAP: "tmap",
     VarKind.SHARED: "shared",
     VarKind.LOCAL_ARRAY: "local",
+    VarKind.CONST_TABLE: "const",
     VarKind.BARRIER: "barrier",
 }
 
@@ -112,6 +113,18 @@ def _format_memory(var: Variable) -> str:
     return f"{format_variable(var)}: {var.type!r}[{var.length}]{align}"
 
 
+def _format_const_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def format_const_table(table: ConstTable) -> str:
+    """``const[0]: f32[3] = [0.5, 1.0, -2.0]``: a constant table's declaration with every value."""
+    values = ", ".join(_format_const_value(v) for v in table.values)
+    return f"{format_variable(table.var)}: {table.var.type!r}[{table.var.length}] = [{values}]"
+
+
 def format_kernel(kernel: KernelDefinition) -> str:
     """The whole kernel: header, parameters, declared memories and body."""
     mode = "checked" if kernel.checked else "unchecked"
@@ -124,6 +137,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
         lines.append(f"  {_format_memory(var)}")
     for var in kernel.barriers:
         lines.append(f"  {format_variable(var)}: barrier")
+    for table in kernel.const_tables:
+        lines.append(f"  {format_const_table(table)}")
     lines.append("{")
     body = format_scope(kernel.body, 1)
     if body:

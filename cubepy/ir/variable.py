@@ -24,6 +24,7 @@ class VarKind(enum.Enum):
     CONSTANT = "constant"  # a literal value
     SHARED = "shared"  # shared memory of `length` items, per cube
     LOCAL_ARRAY = "local_array"  # a per-unit array of `length` items
+    CONST_TABLE = "const_table"  # a read-only table of `length` items whose values the kernel declares
     BUILTIN = "builtin"  # a topology builtin such as absolute_pos
     BARRIER = "barrier"  # an mbarrier in shared memory
 
@@ -55,7 +56,7 @@ BUILTINS: tuple[str, ...] = (
     "unit_pos_plane",
 )
 
-MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY})
+MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
 LOCAL_KINDS = frozenset({VarKind.CONST, VarKind.MUT})
 
 
@@ -64,7 +65,7 @@ class Variable:
     """An IR value: its kind, id (unique per kind in a kernel) and item type.
 
     ``value`` holds a literal of CONSTANT variables, ``name`` the builtin's name or a debug name,
-    ``length`` and ``alignment`` the size of SHARED and LOCAL_ARRAY memories (in items / bytes).
+    ``length`` and ``alignment`` the size of SHARED, LOCAL_ARRAY and CONST_TABLE memories (in items / bytes).
     """
 
     kind: VarKind
@@ -82,7 +83,7 @@ class Variable:
 
     @property
     def is_memory(self) -> bool:
-        """True for indexable memories (global buffers, shared memory, local arrays)."""
+        """True for indexable memories (global buffers, shared memory, local arrays, constant tables)."""
         return self.kind in MEMORY_KINDS
 
     @property

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from cubepy.errors import VerifyError
-from cubepy.ir.kernel import PARAM_ROLES, KernelDefinition
+from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
@@ -30,6 +30,8 @@ RULES = (
     "break-outside-loop",
     "bad-param",
     "bad-memory-decl",
+    "bad-const-table",
+    "read-only-memory",
 )
 
 
@@ -37,6 +39,7 @@ class _Checker:
     def __init__(self, kernel: KernelDefinition | None) -> None:
         self.kernel = kernel
         self.assigned_consts: set[int] = set()
+        self.const_tables = {t.var.id: t.var for t in kernel.const_tables} if kernel is not None else {}
 
     # -- reporting -------------------------------------------------------------------------
     def fail(self, rule: str, inst: Instruction | None, detail: str) -> NoReturn:
@@ -55,6 +58,10 @@ class _Checker:
     def use(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind in LOCAL_KINDS and (var.kind, var.id) not in visible:
             self.fail("undefined-operand", inst, f"{var!r} is read before any instruction defines it")
+        if var.kind is VarKind.CONST_TABLE and self.kernel is not None and self.const_tables.get(var.id) != var:
+            self.fail(
+                "bad-const-table", inst, f"{var!r} ({var.type!r}[{var.length}]) is not a table the kernel declares"
+            )
 
     def define(self, inst: Instruction, var: Variable, visible: set[tuple[VarKind, int]]) -> None:
         if var.kind is VarKind.CONST:
@@ -139,6 +146,10 @@ _KIND_TEST: dict[str, tuple[Callable[[ElemType], bool], str]] = {
 def _check_record(c: _Checker, inst: Instruction, op: Operation) -> None:
     """The rules every operation's record implies: operand kinds, operand and result types, extra checks."""
     record = op.RECORD
+    for name in record.writes:
+        memory: Variable = getattr(op, name)
+        if memory.kind is VarKind.CONST_TABLE:
+            c.fail("read-only-memory", inst, f"{record.name} writes {memory!r}, a constant table (read-only)")
     if record.operand_kind != "any":
         accepts, expected = _KIND_TEST[record.operand_kind]
         for name in record.kind_of:
@@ -162,6 +173,43 @@ def _check_record(c: _Checker, inst: Instruction, op: Operation) -> None:
 
 
 _WHAT = {"rhs": "right operand", "otherwise": "else value", "then": "then value", "lo": "lo", "hi": "hi"}
+
+
+def _value_fits(value: object, elem: ElemType) -> bool:
+    if elem.is_bool:
+        return isinstance(value, bool)
+    if elem.is_float:
+        return isinstance(value, float)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    low, high = (0, 1 << elem.bits) if elem.kind == "uint" else (-(1 << (elem.bits - 1)), 1 << (elem.bits - 1))
+    return low <= value < high
+
+
+def _check_const_tables(c: _Checker, tables: tuple[ConstTable, ...]) -> None:
+    """Every table: a scalar CONST_TABLE variable of a unique id, non-empty, its values of its type; all in 64 KiB."""
+    seen: set[int] = set()
+    for table in tables:
+        var = table.var
+        if var.kind is not VarKind.CONST_TABLE or var.type.line != 1:
+            c.fail("bad-const-table", None, f"{var!r}: {var.type!r} is not a scalar constant-table variable")
+        if var.id in seen:
+            c.fail("bad-const-table", None, f"{var!r} is declared twice")
+        seen.add(var.id)
+        if not table.values:
+            c.fail("bad-const-table", None, f"{var!r} is empty")
+        if var.length != len(table.values):
+            c.fail("bad-const-table", None, f"{var!r} has length {var.length} but {len(table.values)} values")
+        for value in table.values:
+            if not _value_fits(value, var.elem):
+                c.fail("bad-const-table", None, f"{var!r} holds {value!r}, not a value of {var.elem!r}")
+    total = sum(t.nbytes for t in tables)
+    if total > MAX_CONST_BYTES:
+        c.fail(
+            "bad-const-table",
+            None,
+            f"the constant tables hold {total} bytes, more than CUDA's {MAX_CONST_BYTES}-byte constant bank",
+        )
 
 
 def verify_scope(scope: Scope, defined: set[tuple[VarKind, int]] | None = None) -> None:
@@ -193,6 +241,7 @@ def verify(kernel: KernelDefinition) -> None:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")
         if var.alignment is not None and var.alignment & (var.alignment - 1):
             checker.fail("bad-memory-decl", None, f"{var!r} alignment {var.alignment} is not a power of two")
+    _check_const_tables(checker, kernel.const_tables)
     if any(d < 1 for d in kernel.cube_dim):
         checker.fail("bad-param", None, f"cube_dim {kernel.cube_dim} has a zero dimension")
     checker.scope(kernel.body, set(), 0)

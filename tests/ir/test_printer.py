@@ -107,3 +107,16 @@ def test_kernel_golden_text():
             return  ; kernel.py:7
           }
         }""")
+
+
+def test_const_tables_print_every_value():
+    tables = (ir.const_table(0, ir.F32, (0.5, -2.0, float("inf"))), ir.const_table(1, ir.BOOL, (True, False)))
+    out = Ids().const(F32)
+    body = [inst(out, o.Index(tables[0].var, constant(1, U32)))]
+    assert format_kernel(kernel(body, const_tables=tables)) == textwrap.dedent("""\
+        kernel k cube_dim=(32, 1, 1) unchecked
+          const[0]: f32[3] = [0.5, -2.0, inf]
+          const[1]: bool[2] = [true, false]
+        {
+          %0: f32 = index const[0], 1u32  ; kernel.py:7
+        }""")

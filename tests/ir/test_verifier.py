@@ -144,6 +144,68 @@ def test_bad_memory_decl():
     _expect("bad-memory-decl", kernel([], shared_memories=(shared,)))
 
 
+def _table_read(table: ir.ConstTable):
+    """A kernel that declares ``table`` and reads its item 0."""
+    out = Ids().const(table.var.type)
+    return kernel([inst(out, o.Index(table.var, constant(0, U32)))], const_tables=(table,))
+
+
+def test_a_const_table_read_passes():
+    verify(_table_read(ir.const_table(0, ir.F32, (0.5, -1.0))))
+
+
+def test_bad_const_table():
+    _expect("bad-const-table", _table_read(ir.const_table(0, ir.F32, ())))  # empty
+
+
+def test_bad_const_table_over_the_constant_bank():
+    verify(_table_read(ir.const_table(0, ir.U8, (7,) * ir.MAX_CONST_BYTES)))  # exactly 64 KiB fits
+    err = _expect("bad-const-table", _table_read(ir.const_table(0, ir.U8, (7,) * (ir.MAX_CONST_BYTES + 1))))
+    assert "65537 bytes" in str(err)
+
+
+def test_bad_const_table_over_the_bank_together():
+    first, second = ir.const_table(0, ir.F32, (1.0,) * 8192), ir.const_table(1, ir.F32, (2.0,) * 8192)
+    verify(kernel([], const_tables=(first,)))  # 32 KiB each: one fits, both exceed 64 KiB
+    _expect("bad-const-table", kernel([], const_tables=(first, second, ir.const_table(2, ir.F32, (3.0,)))))
+
+
+@pytest.mark.parametrize(
+    "elem, values",
+    [(ir.F32, (1,)), (ir.I32, (1.5,)), (ir.U8, (256,)), (ir.I8, (-129,)), (ir.BOOL, (1,)), (ir.I32, (True,))],
+)
+def test_bad_const_table_value_of_another_type(elem, values):
+    err = _expect("bad-const-table", kernel([], const_tables=(ir.const_table(0, elem, values),)))
+    assert "not a value of" in str(err)
+
+
+def test_bad_const_table_length_mismatch():
+    table = ir.const_table(0, ir.F32, (1.0, 2.0))
+    wrong = ir.ConstTable(Variable(VarKind.CONST_TABLE, 0, F32, length=3), table.values)
+    _expect("bad-const-table", kernel([], const_tables=(wrong,)))
+
+
+def test_bad_const_table_read_but_not_declared():
+    table = ir.const_table(0, ir.F32, (1.0, 2.0))
+    out = Ids().const(F32)
+    err = _expect("bad-const-table", kernel([inst(out, o.Index(table.var, constant(0, U32)))]))
+    assert "not a table the kernel declares" in str(err)
+
+
+def test_read_only_memory():
+    table = ir.const_table(0, ir.F32, (1.0, 2.0))
+    store = inst(None, o.IndexAssign(table.var, constant(0, U32), constant(3.0, F32)))
+    err = _expect("read-only-memory", kernel([store], const_tables=(table,)))
+    assert "index_assign writes const[0]" in str(err)
+
+
+@pytest.mark.parametrize("kind", ["add", "load"])
+def test_read_only_memory_has_no_atomics(kind):
+    table = ir.const_table(0, ir.U32, (1, 2))
+    op = o.lookup(f"atomic_{kind}")(table.var, constant(0, U32), None if kind == "load" else constant(1, U32))
+    _expect("read-only-memory", kernel([inst(Ids().const(U32), op)], const_tables=(table,)))
+
+
 def test_every_rule_has_a_negative_test():
     tested = {name[len("test_") :].replace("_", "-") for name in globals() if name.startswith("test_")}
     assert set(RULES) <= tested, set(RULES) - tested

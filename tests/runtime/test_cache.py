@@ -125,6 +125,45 @@ def test_editing_a_callee_in_its_source_file_misses(cache_root, tmp_path):
     assert len(_entries(cache_root)) == 2
 
 
+TABLE_MODULE = """
+from pathlib import Path
+
+import numpy as np
+
+import cubepy as cp
+from cubepy import f32
+
+TABLE = np.load(Path(__file__).with_name("{name}.npy"))  # the source never changes, only this file
+
+
+@cp.cube
+def scaled(i):
+    return cp.const_array(TABLE)[i]
+
+
+@cp.cube(launch=True)
+def kernel(data: cp.Array[f32], out: cp.Array[f32]):
+    i = cp.ABSOLUTE_POS
+    if i < data.len():
+        out[i] = data[i] * scaled(i % 4)
+"""
+
+
+def test_a_const_array_table_with_other_values_misses(cache_root, tmp_path):
+    (tmp_path / "cache_table_mod.py").write_text(TABLE_MODULE.format(name="cache_table_mod"))
+    data = np.arange(64, dtype=np.float32)
+    results, identities = [], []
+    for table in ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, -4.0], [1.0, 2.0, 3.0, 4.0]):
+        np.save(tmp_path / "cache_table_mod.npy", np.array(table, dtype=np.float32))
+        module = _import_fresh(tmp_path, "cache_table_mod")
+        identities.append(module.kernel.identity)
+        client = _fresh_client()
+        results.append(_launch(client, module.kernel))
+        np.testing.assert_array_equal(results[-1], data * np.array(table, dtype=np.float32)[np.arange(64) % 4])
+    assert identities[0] != identities[1] and identities[0] == identities[2]
+    assert len(_entries(cache_root)) == 2  # the third run is the first table again: a hit
+
+
 def test_a_corrupt_entry_is_ignored_rebuilt_and_reported(cache_root, tmp_path, capsys):
     _write_module(tmp_path, "cache_corrupt_mod", 2.0)
     module = _import_fresh(tmp_path, "cache_corrupt_mod")

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 def _memory(c: Checker, inst: Instruction, var: Variable) -> None:
     if not var.is_memory:
-        c.fail("not-memory", inst, f"{var!r} is a {var.kind.value}, expected a buffer, shared memory or local array")
+        c.fail(
+            "not-memory",
+            inst,
+            f"{var!r} is a {var.kind.value}, expected a buffer, shared memory, local array or constant table",
+        )
 
 
 def _indexed(c: Checker, inst: Instruction, op: Operation) -> None:
@@ -150,6 +154,8 @@ class AtomicOp(Operation):
 
 def _check_atomic(c: Checker, inst: Instruction, op: Operation) -> None:
     assert isinstance(op, AtomicOp)
+    if op.memory.kind is VarKind.CONST_TABLE:
+        c.fail("read-only-memory", inst, f"{op.name} on {op.memory!r}: a constant table has no atomics")
     if op.RECORD.name != "atomic_load":
         if op.value is None:
             c.fail("type-mismatch", inst, f"{op.name} needs a value")

@@ -23,7 +23,15 @@ from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, c
 from cubepy.ir.ops import branch
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
-from cubepy.runtime.interp.memory import MemoryRef, global_ref, local_ref, shared_layout, shared_ref
+from cubepy.runtime.interp.memory import (
+    MemoryRef,
+    const_table_items,
+    const_table_ref,
+    global_ref,
+    local_ref,
+    shared_layout,
+    shared_ref,
+)
 from cubepy.runtime.interp.plane import PlaneLayout
 from cubepy.runtime.interp.registry import INTERP, Handler, implements
 from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
@@ -91,6 +99,7 @@ class Program:
         self._returns: dict[int, bool] = {}  # scope holds a return (it escapes loops too)
         self.body = self._compile(kernel.body)
         self.shared_offsets, self.shared_bytes = shared_layout(kernel.shared_memories)
+        self.const_tables = {table.var.id: const_table_items(table) for table in kernel.const_tables}
 
     def steps(self, scope: Scope) -> tuple[Step, ...]:
         """The prepared steps of ``scope`` (the kernel body or any nested scope)."""
@@ -293,7 +302,7 @@ class Chunk:
 
     # -- memories --------------------------------------------------------------------------
     def memory(self, var: Variable) -> MemoryRef:
-        """How this chunk addresses the memory ``var`` (a buffer, shared memory or local array)."""
+        """How this chunk addresses the memory ``var`` (a buffer, shared memory, local array or constant table)."""
         key = (var.kind, var.id)
         ref = self._memories.get(key)
         if ref is not None:
@@ -307,6 +316,11 @@ class Chunk:
             ref = shared_ref(var, self.shared_arena(), offset, self.topology.lane_of_cube())
         elif var.kind is VarKind.LOCAL_ARRAY:
             ref = local_ref(var, self.lanes)
+        elif var.kind is VarKind.CONST_TABLE:
+            items = self.program.const_tables.get(var.id)
+            if items is None:
+                raise LookupError(f"{var!r} is not declared in the kernel's constant tables")
+            ref = const_table_ref(var, items)
         else:
             raise TypeError(f"{var!r} is a {var.kind.value}, not a memory")
         self._memories[key] = ref

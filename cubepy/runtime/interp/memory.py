@@ -5,7 +5,8 @@ Every memory is an array of *items* (lines of ``L`` elements):
 - SHARED memory lives in a per-cube byte arena ``(cubes, bytes)`` (each shared memory at an offset
   aligned as declared, so TMA copies can address it by byte); a shared memory is a typed view
   ``(cubes, length[, L])`` of the arena, and a lane addresses its own cube's row;
-- a LOCAL_ARRAY is ``(lanes, length[, L])``, one row per lane.
+- a LOCAL_ARRAY is ``(lanes, length[, L])``, one row per lane;
+- a CONST_TABLE is its declared values ``(length,)``, read-only, one row shared by the whole grid.
 
 An unchecked access out of bounds on an active lane raises ``SanitizerError``; a checked read out of
 bounds gives 0 and a checked write is dropped, unless the sanitizer is on: then it is reported too (an
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.errors import SanitizerKind
-from cubepy.ir import Instruction, Variable, VarKind, ops
+from cubepy.ir import ConstTable, Instruction, Variable, VarKind, ops
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
 
@@ -104,6 +105,18 @@ def local_ref(var: Variable, lanes: int) -> MemoryRef:
     items = np.zeros(shape, dtype=numpy_dtype(var.elem))
     flat = items.reshape(-1) if line == 1 else None
     return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line, flat=flat)
+
+
+def const_table_items(table: ConstTable) -> np.ndarray:
+    """A constant table's values as a read-only numpy array of its element type."""
+    items = np.asarray(table.values, dtype=numpy_dtype(table.var.elem))
+    items.flags.writeable = False
+    return items
+
+
+def const_table_ref(var: Variable, items: np.ndarray) -> MemoryRef:
+    """A constant table as every lane reads it (one row for the whole grid)."""
+    return MemoryRef(items, var.length or 0, None, f"constant table {var.id}", 1)
 
 
 def locate(
@@ -237,7 +250,7 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read", op.speculative)
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
-    if ctx.coverage is not None and ref.owner is None:
+    if ctx.coverage is not None and op.memory.kind is VarKind.GLOBAL:
         ctx.coverage.record(ctx, op.memory, idx, valid, mask, "read")
     ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
 

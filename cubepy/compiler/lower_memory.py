@@ -31,11 +31,20 @@ def element_pointer(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir
 
 
 def memory_length(lw: KernelLowering, memory: Variable) -> ir.Value:
-    """The number of items a checked access may touch, as i64."""
+    """The number of items a checked access may touch, as i64.
+
+    A buffer's ``buffer_len``; read from the ``len`` word when the launch guarantees the two are equal
+    (``Param.len_is_buffer_len``), so LLVM sees the same value as the kernel's ``i < a.len()`` guard.
+    """
     if memory.kind is VarKind.GLOBAL:
-        word = ir.Constant(lt.I32, abi.WORDS_PER_BUFFER * memory.id + abi.BUFFER_LEN_WORD)
+        offset = abi.LEN_WORD if _len_is_buffer_len(lw, memory) else abi.BUFFER_LEN_WORD
+        word = ir.Constant(lt.I32, abi.WORDS_PER_BUFFER * memory.id + offset)
         return lw.builder.zext(lw.info_word(word), lt.I64)
     return ir.Constant(lt.I64, memory.length)
+
+
+def _len_is_buffer_len(lw: KernelLowering, memory: Variable) -> bool:
+    return any(p.len_is_buffer_len and p.var == memory for p in lw.definition.buffers)
 
 
 def _checked_region(lw: KernelLowering, memory: Variable, index: ir.Value, hint: str):

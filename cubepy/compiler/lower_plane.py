@@ -1,6 +1,9 @@
 """Lowering of plane (warp) collectives.
 
-Plane collectives honor the active mask (``activemask``), as CUDA's ``__reduce_*_sync`` do:
+Plane collectives honor the active mask (``activemask``), as CUDA's ``__reduce_*_sync`` do.  A
+collective the ``plane_uniform`` pass marked ``uniform`` (the whole plane reaches it together) skips the
+test: mask ``0xffffffff`` and only the full-plane form below, as nvcc's ``__shfl_xor_sync(0xffffffff, ...)``.
+Otherwise:
 
 * when all 32 lanes are active, reductions are butterfly shuffles (``shfl.sync.bfly``) and scans
   Hillis-Steele shuffles (``shfl.sync.up``);
@@ -85,16 +88,10 @@ def _identity(kind: str, elem: ElemType, llty: ir.Type) -> ir.Constant:
     return lt.splat(llty, top if kind == "min" else -top - 1)
 
 
-def plane_collective(lw: KernelLowering, kind: str, scan: str | None, value: ir.Value, elem: ElemType) -> ir.Value:
-    """Reduce (``scan=None``) or scan (``"inclusive"``/``"exclusive"``) ``value`` over the active lanes."""
+def _full_plane(lw: KernelLowering, kind: str, scan: str | None, value: ir.Value, elem: ElemType) -> ir.Value:
+    """The butterfly reduction or Hillis-Steele scan over all 32 lanes (mask ``0xffffffff``)."""
     b = lw.builder
-    mask = active_mask(lw)
-    identity = _identity(kind, elem, value.type)
     lane = lw.builtins.get("unit_pos_plane") or _laneid(lw)
-    full, partial, join = lw.new_block("plane.full"), lw.new_block("plane.partial"), lw.new_block("plane.join")
-    b.cbranch(b.icmp_unsigned("==", mask, FULL_MASK), full, partial)
-
-    b.position_at_end(full)
     acc = value
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
@@ -106,8 +103,30 @@ def plane_collective(lw: KernelLowering, kind: str, scan: str | None, value: ir.
             acc = b.select(has_source, _combine(lw, kind, acc, below, elem), acc)
         if scan == "exclusive":
             shifted = shuffle(lw, "up", acc, ir.Constant(lt.I32, 1), FULL_MASK)
+            identity = _identity(kind, elem, value.type)
             acc = b.select(b.icmp_unsigned("==", lane, ir.Constant(lt.I32, 0)), identity, shifted)
-    full_result, full_end = acc, b.block
+    return acc
+
+
+def plane_collective(
+    lw: KernelLowering, kind: str, scan: str | None, value: ir.Value, elem: ElemType, *, uniform: bool = False
+) -> ir.Value:
+    """Reduce (``scan=None``) or scan (``"inclusive"``/``"exclusive"``) ``value`` over the active lanes.
+
+    ``uniform``: the whole plane is known to be here; only the full-plane form, no ``activemask``.
+    """
+    if uniform:
+        return _full_plane(lw, kind, scan, value, elem)
+    b = lw.builder
+    mask = active_mask(lw)
+    identity = _identity(kind, elem, value.type)
+    lane = lw.builtins.get("unit_pos_plane") or _laneid(lw)
+    full, partial, join = lw.new_block("plane.full"), lw.new_block("plane.partial"), lw.new_block("plane.join")
+    b.cbranch(b.icmp_unsigned("==", mask, FULL_MASK), full, partial)
+
+    b.position_at_end(full)
+    full_result = _full_plane(lw, kind, scan, value, elem)
+    full_end = b.block
     b.branch(join)
 
     # Partial mask: walk the set bits of the mask; every active lane runs the same iterations.
@@ -149,18 +168,22 @@ def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) ->
     return lw.target.vote(lw, kind, predicate, mask)
 
 
-def _match(lw: KernelLowering, kind: str, value: ir.Value, elem: ElemType) -> ir.Value:
-    """match.any.sync / match.all.sync over the active lanes; floats compare their bits."""
+def _match(lw: KernelLowering, kind: str, value: ir.Value, elem: ElemType, mask: ir.Value) -> ir.Value:
+    """match.any.sync / match.all.sync over the lanes of ``mask``; floats compare their bits."""
     b = lw.builder
     bits_t = ir.IntType(elem.bits)
     if elem.is_float:
         value = b.bitcast(value, bits_t)
     width = f"i{elem.bits}"
-    mask = active_mask(lw)
     if kind == "match_any":
         return lw.call(f"llvm.nvvm.match.any.sync.{width}", lt.I32, [mask, value])
     pair = lw.call(f"llvm.nvvm.match.all.sync.{width}p", ir.LiteralStructType([lt.I32, lt.I1]), [mask, value])
     return b.extract_value(pair, 0)  # the mask when every lane matched, else 0
+
+
+def _mask(lw: KernelLowering, op: ops.PlaneOp) -> ir.Value:
+    """``0xffffffff`` for a collective the whole plane reaches (``uniform``), else ``activemask``."""
+    return FULL_MASK if op.uniform else active_mask(lw)
 
 
 def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
@@ -170,33 +193,34 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     b = lw.builder
     kind = op.name.removeprefix("plane_")
     if kind == "elect":
-        lw.define(inst.out, lw.target.elect(lw, active_mask(lw)))
+        lw.define(inst.out, lw.target.elect(lw, _mask(lw, op)))
         return
     assert op.value is not None
     value = lw.value(op.value)
     elem = op.value.elem
     if kind in ("all", "any"):
-        mask = active_mask(lw)
+        mask = _mask(lw, op)
         lw.define(inst.out, map_lanes(lw, lambda p: _vote(lw, kind, p, mask), [value], value.type))
     elif kind == "ballot":
-        bits = _vote(lw, "ballot", value, active_mask(lw))
+        bits = _vote(lw, "ballot", value, _mask(lw, op))
         if inst.out.type.is_line:
             vec_t = lt.item_type(inst.out.type)
             bits = b.insert_element(lt.splat(vec_t, 0), bits, ir.Constant(lt.I32, 0))
         lw.define(inst.out, bits)
     elif kind in ("match_any", "match_all"):
-        lw.define(inst.out, _match(lw, kind, value, elem))
+        lw.define(inst.out, _match(lw, kind, value, elem, _mask(lw, op)))
     elif kind in _MOVE_MODE:
         arg = as_u32(lw, lw.value(op.arg), op.arg)
-        lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, active_mask(lw)))
+        lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, _mask(lw, op)))
     else:  # sum, max, ..., inclusive_sum, exclusive_prod, ...
         scan, _, reduce_kind = kind.rpartition("_")
         if elem in (F16, BF16):  # accumulate in f32 and round once, as the CPU runtime does
             wide_t = ir.VectorType(lt.F32_TYPE, value.type.count) if op.value.type.is_line else lt.F32_TYPE
-            result = plane_collective(lw, reduce_kind, scan or None, b.fpext(value, wide_t), F32)
+            wide = b.fpext(value, wide_t)
+            result = plane_collective(lw, reduce_kind, scan or None, wide, F32, uniform=op.uniform)
             lw.define(inst.out, b.fptrunc(result, value.type))
         else:
-            lw.define(inst.out, plane_collective(lw, reduce_kind, scan or None, value, elem))
+            lw.define(inst.out, plane_collective(lw, reduce_kind, scan or None, value, elem, uniform=op.uniform))
 
 
 lowers(*ops.PLANE_OPS)(lower_plane)

@@ -11,6 +11,8 @@
   becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are
   removed (to a fixed point).
+* ``plane_uniform``: plane collectives the whole plane always reaches together get ``uniform=True``
+  (``cubepy.ir.uniformity``); the GPU lowering then drops their active-mask test.
 
 ``run_passes`` runs them in order and returns the text after each, for numbered dumps.
 """
@@ -41,6 +43,7 @@ from cubepy.ir import (
 )
 from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
+from cubepy.ir.uniformity import plane_uniform_pass
 
 Pass = Callable[[KernelDefinition], KernelDefinition]
 _Key = tuple[VarKind, int]
@@ -222,6 +225,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     ("contract", contract_pass),
     ("dead_code", dead_code),
+    ("plane_uniform", plane_uniform_pass),
 )
 
 

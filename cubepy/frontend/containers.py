@@ -64,10 +64,25 @@ def _item(item) -> tuple[ScalarType, int | None, bool]:
 
 @attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
 class BufferCompilationArg:
-    """The compile-relevant part of a buffer argument: element type and line size."""
+    """The compile-relevant part of a buffer argument: element type, line size, and whether ``len() == buffer_len()``.
+
+    ``len_is_buffer_len`` holds for every ``ArrayArg``, every ``TensorArg`` of a whole handle or handle view;
+    only a ``TensorArg.from_raw_parts`` whose shape does not cover its allocation differs.  Checked mode
+    then compares against the word ``len()`` reads (the same value), so LLVM can merge the check with
+    the kernel's own ``i < a.len()`` guard.
+    """
 
     elem: str
     line_size: int
+    len_is_buffer_len: bool = True  # what an ArrayArg gives; a launch always computes it from its argument
+
+
+def _len_is_buffer_len(arg, handle, line: int) -> bool:
+    """Whether the argument's logical length (its shape's items) equals its allocation's items."""
+    count = 1
+    for extent in arg.shape:
+        count *= extent
+    return count // line == handle.size // line
 
 
 class BufferType:
@@ -100,7 +115,8 @@ class BufferType:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
         if line != 1:
             _check_divides(arg, handle, line)
-        cached = self._accepted.get((handle.dtype, line))
+        covering = _len_is_buffer_len(arg, handle, line)
+        cached = self._accepted.get((handle.dtype, line, covering))
         if cached is not None:
             return cached
         dtype_elem = elem_of_dtype(handle.dtype)
@@ -113,7 +129,8 @@ class BufferType:
                 f"{self!r} takes line_size=1, got line_size={line}; annotate "
                 f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
             )
-        comp_arg = self._accepted[(handle.dtype, line)] = BufferCompilationArg(self.elem.name, line)
+        comp_arg = BufferCompilationArg(self.elem.name, line, covering)
+        self._accepted[(handle.dtype, line, covering)] = comp_arg
         return comp_arg
 
     def register(self, arg, bindings) -> None:
@@ -122,7 +139,7 @@ class BufferType:
 
     def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
-        var = builder.register(self.role, Type(self.elem.ir, comp_arg.line_size))
+        var = builder.register(self.role, Type(self.elem.ir, comp_arg.line_size), comp_arg.len_is_buffer_len)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

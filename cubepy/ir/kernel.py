@@ -42,11 +42,17 @@ def launch_shape_problem(
 
 @attrs.frozen
 class Param:
-    """A kernel parameter: its variable (GLOBAL, SCALAR or TENSOR_MAP), user-facing name and role."""
+    """A kernel parameter: its variable (GLOBAL, SCALAR or TENSOR_MAP), user-facing name and role.
+
+    ``len_is_buffer_len``: the launch guarantees a buffer's ``len`` equals its ``buffer_len`` (part of the
+    compilation argument, so of the cache key); checked accesses then compare against the ``len`` word,
+    which the kernel's own ``i < a.len()`` guard reads too.
+    """
 
     var: Variable
     name: str
     role: str  # one of PARAM_ROLES
+    len_is_buffer_len: bool = False
 
     @property
     def slot(self) -> int:

@@ -32,13 +32,13 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
       %"nctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.y"()
       %"ctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.x"()
       %".6" = mul i32 %"ctaid_x", 32
-      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
+      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
       %".7" = add i32 %".6", %"tid_x"
       %"ctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.y"()
-      %"tid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.y"()
+      %"tid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.y"(), !range !1
       %".8" = add i32 %"ctaid_y", %"tid_y"
       %"ctaid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.z"()
-      %"tid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
+      %"tid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.z"(), !range !1
       %".9" = add i32 %"ctaid_z", %"tid_z"
       %".10" = mul i32 %".5", %"nctaid_y"
       %".11" = mul i32 %".9", %".10"
@@ -49,7 +49,7 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
     body:
       %".15" = zext i32 %"absolute_pos" to i64
       %".16" = getelementptr i32, ptr addrspace(1) %"info", i32 0
-      %".17" = load i32, ptr addrspace(1) %".16", align 4, !invariant.load !0
+      %".17" = load i32, ptr addrspace(1) %".16", align 4, !invariant.load !2
       %".18" = zext i32 %".17" to i64
       %"in_bounds" = icmp ult i64 %".15", %".18"
       br i1 %"in_bounds", label %"load.in_bounds1", label %"load.join2"
@@ -61,7 +61,7 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
       %"v0" = phi  <4 x float> [%".21", %"load.in_bounds1"], [<float 0.0, float 0.0, float 0.0, float 0.0>, %"body"]
       %".24" = zext i32 %"absolute_pos" to i64
       %".25" = getelementptr i32, ptr addrspace(1) %"info", i32 3
-      %".26" = load i32, ptr addrspace(1) %".25", align 4, !invariant.load !0
+      %".26" = load i32, ptr addrspace(1) %".25", align 4, !invariant.load !2
       %".27" = zext i32 %".26" to i64
       %"in_bounds.1" = icmp ult i64 %".24", %".27"
       br i1 %"in_bounds.1", label %"store.in_bounds3", label %"store.join4"
@@ -89,7 +89,9 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
 
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
 
-    !0 = !{  }""")
+    !0 = !{ i32 0, i32 32 }
+    !1 = !{ i32 0, i32 1 }
+    !2 = !{  }""")
 
 
 GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
@@ -100,7 +102,7 @@ GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
     define ptx_kernel void @"floordiv_i32"(ptr addrspace(1) %"a", i32 %"divisor", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
     {
     entry:
-      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
+      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
       br label %"body"
     body:
       %".5" = zext i32 %"tid_x" to i64
@@ -130,7 +132,8 @@ GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
     }
 
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
-""")
+
+    !0 = !{ i32 0, i32 32 }""")
 
 
 GOLDEN_STRIDED_SUM = textwrap.dedent("""\

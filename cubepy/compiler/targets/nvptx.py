@@ -88,8 +88,17 @@ class NvptxTarget:
         return lw.function.args[-1]
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
-        """``llvm.nvvm.read.ptx.sreg.<name>``."""
-        return lw.call(f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [], name_hint=name.replace(".", "_"))
+        """``llvm.nvvm.read.ptx.sreg.<name>``; ``tid.<axis>`` and ``laneid`` carry their ``!range``.
+
+        ``tid.x`` lies in ``[0, cube_dim.x)`` (per axis, not the cube's unit count LLVM would assume from
+        ``reqntid``), so ``UNIT_POS_Y * 16 + k < 256`` is provable and checked shared accesses fold away.
+        """
+        value = lw.call(f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [], name_hint=name.replace(".", "_"))
+        base, _, axis = name.partition(".")
+        bound = lw.definition.cube_dim["xyz".index(axis)] if base == "tid" else 32 if name == "laneid" else None
+        if bound is not None:
+            value.set_metadata("range", lw.module.add_metadata([ir.Constant(lt.I32, 0), ir.Constant(lt.I32, bound)]))
+        return value
 
     def sync_cube(self, lw: KernelLowering) -> None:
         """bar.sync 0: every unit of the cube, with shared-memory visibility."""

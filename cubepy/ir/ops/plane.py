@@ -17,10 +17,15 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class PlaneOp(Operation):
-    """A plane (warp) collective; ``arg`` is the lane/offset of moves, unused otherwise."""
+    """A plane (warp) collective; ``arg`` is the lane/offset of moves, unused otherwise.
+
+    ``uniform``: the whole plane always reaches it together (set by the ``plane_uniform`` pass,
+    ``cubepy.ir.uniformity``), so back ends may use the full-plane form without the active-mask test.
+    """
 
     value: Variable | None = None
     arg: Variable | None = None
+    uniform: bool = False
 
 
 def _needs_value(c: Checker, inst: Instruction, op: Operation) -> None:

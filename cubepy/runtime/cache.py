@@ -99,6 +99,12 @@ def cache_dir() -> Path | None:
     return Path(value)
 
 
+def libdevice_cache_dir() -> Path | None:
+    """Where the compiler keeps libdevice subsets (``<CUBEPY_CACHE_DIR>/libdevice``), or None when disabled."""
+    root = cache_dir()
+    return None if root is None else root / "libdevice"
+
+
 def entry_key(
     kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
 ) -> str | None:

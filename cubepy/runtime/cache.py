@@ -78,14 +78,14 @@ def install_fingerprint() -> str:
         entries = []
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
+            relative = folder[len(root) + 1 :]  # os.walk's folders start with root (relpath is slow)
             for name in files:
                 if name.endswith(".py"):
-                    path = os.path.join(folder, name)
                     try:
-                        stat = os.stat(path)
+                        stat = os.stat(os.path.join(folder, name))
                     except OSError:
                         continue
-                    entries.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}\n")
+                    entries.append(f"{os.path.join(relative, name)}:{stat.st_size}:{stat.st_mtime_ns}\n")
         digest.update("".join(sorted(entries)).encode())
         _fingerprint = digest.hexdigest()
     return _fingerprint

@@ -23,7 +23,6 @@ numba's caches are).  ``CUBEPY_CACHE_DIR=off`` (or ``0``/``none``) disables the 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
@@ -66,6 +65,8 @@ def install_fingerprint() -> str:
     """A hash of cubepy's version and its source files' paths, sizes and mtimes (computed once per process)."""
     global _fingerprint
     if _fingerprint is None:
+        import hashlib  # here, not at import: hashlib (OpenSSL) costs `import cubepy` several ms
+
         import numpy
 
         from cubepy import __version__
@@ -109,6 +110,8 @@ def entry_key(
     kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
 ) -> str | None:
     """The hex key of one specialization, or None when its compilation arguments have no stable text."""
+    import hashlib
+
     comp_text = repr(comp_args)
     if " at 0x" in comp_text or "unstable:" in identity:
         return None

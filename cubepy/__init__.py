@@ -20,9 +20,14 @@ __version__ = "0.1.0"
 def _compile_hook(definition, target):
     from cubepy import config
     from cubepy.compiler.compiled import compile_definition
+    from cubepy.runtime.cache import libdevice_cache_dir
 
     return compile_definition(
-        definition, target, dump=config.get("CUBEPY_DUMP"), dump_dir=config.get("CUBEPY_DUMP_DIR")
+        definition,
+        target,
+        dump=config.get("CUBEPY_DUMP"),
+        dump_dir=config.get("CUBEPY_DUMP_DIR"),
+        libdevice_cache=libdevice_cache_dir(),
     )
 
 

@@ -11,7 +11,7 @@
 | ``debuginfo`` | source lines -> ``.loc`` directives |
 | ``target`` | architectures, O3 + PTX emission in a forked child, LLVM-abort isolation |
 | ``toolkit`` | finding ptxas and libdevice |
-| ``libdevice`` | parsing libdevice once and linking only the functions a kernel calls |
+| ``libdevice`` | cutting out (and caching on disk) the libdevice functions a kernel calls |
 | ``ptxas`` | PTX -> cubin and the ``ptxas -v`` resource report |
 | ``compiled`` | ``compile_definition`` and ``CompiledKernel`` |
 

@@ -100,11 +100,13 @@ def compile_definition(
     assemble: bool = True,
     dump: Collection[str] = (),
     dump_dir: str | os.PathLike = "cubepy_dump",
+    libdevice_cache: str | os.PathLike | None = None,
 ) -> CompiledKernel:
     """Compile a kernel's IR to PTX (and a cubin when ``assemble`` and ptxas is available).
 
     ``dump`` names stages to write under ``dump_dir`` (see ``CompiledKernel.dump``); the caller maps
-    ``CUBEPY_DUMP``/``CUBEPY_DUMP_DIR`` onto them (settings live outside the compiler's layer).
+    ``CUBEPY_DUMP``/``CUBEPY_DUMP_DIR`` onto them (settings live outside the compiler's layer), and
+    ``libdevice_cache`` (a folder that keeps the libdevice subsets kernels link, or None) onto ``CUBEPY_CACHE_DIR``.
     """
     from cubepy.compiler.lower import lower_kernel  # llvmlite.ir is imported only when compiling
 
@@ -122,11 +124,11 @@ def compile_definition(
     timings["lower"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    module = check_module(llvm_text, lowered.entry_name, lowered.libdevice)
+    module = check_module(llvm_text, lowered.entry_name, lowered.libdevice, libdevice_cache)
     timings["llvm_check"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    emitted = optimize_and_emit(module, arch, lowered.entry_name, lowered.libdevice)
+    emitted = optimize_and_emit(module, arch, lowered.entry_name, lowered.libdevice, libdevice_cache=libdevice_cache)
     timings["llvm_opt+emit"] = time.perf_counter() - start
     timings.update({f"child_{key}": value for key, value in emitted.timings.items()})
 

@@ -114,30 +114,54 @@ class EmitResult:
     timings: dict[str, float]
 
 
-def check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str] = frozenset()):
-    """Parse and verify LLVM IR in-process and reject calls LLVM would pass through to ptxas."""
+def check_module(
+    text: str,
+    kernel_name: str,
+    libdevice_calls: frozenset[str] = frozenset(),
+    libdevice_cache: str | os.PathLike | None = None,
+):
+    """Parse and verify LLVM IR in-process and reject calls LLVM would pass through to ptxas.
+
+    ``libdevice_cache`` is the folder of libdevice subsets (``cubepy.compiler.libdevice``), or None.
+    """
     with _LLVM_LOCK:
-        return _check_module(text, kernel_name, libdevice_calls)
+        return _check_module(text, kernel_name, libdevice_calls, libdevice_cache)
 
 
 # Functions the CUDA driver provides to every module (ptxas leaves them to the linker): debug_print's vprintf.
 DEVICE_RUNTIME_FUNCTIONS = frozenset({"vprintf"})
 
 
-def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
+def libdevice_names(module, libdevice_calls: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The libdevice functions a parsed kernel ``module`` declares, with those its lowering recorded."""
+    return frozenset(f.name for f in module.functions if f.is_declaration and f.name.startswith("__nv_")) | set(
+        libdevice_calls
+    )
+
+
+def _libdevice_subset(names: frozenset[str], kernel_name: str, cache) -> libdevice.Subset | None:
+    """The libdevice subset defining ``names`` (None when there are none); raises when libdevice lacks one."""
+    if not names:
+        return None
+    found = libdevice.subset(names, cache)
+    if found is None:
+        raise CompileError(
+            f"kernel {kernel_name}: needs libdevice ({', '.join(sorted(names))}) but no "
+            "CUDA toolkit with nvvm/libdevice/libdevice.10.bc was found (set CUDA_HOME)"
+        )
+    if found.missing:
+        raise CompileError(f"kernel {kernel_name}: libdevice has no function {min(found.missing)!r}")
+    return found
+
+
+def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str], libdevice_cache):
     llvm = binding()
     try:
         module = llvm.parse_assembly(text)
         module.verify()
     except RuntimeError as error:
         raise CompileError(f"kernel {kernel_name}: LLVM rejected the lowered IR: {error}") from error
-    needs_libdevice = bool(libdevice_calls) or any(f.name.startswith("__nv_") for f in module.functions)
-    lib = libdevice.load() if needs_libdevice else None
-    if needs_libdevice and lib is None:
-        raise CompileError(
-            f"kernel {kernel_name}: needs libdevice ({', '.join(sorted(libdevice_calls))}) but no "
-            "CUDA toolkit with nvvm/libdevice/libdevice.10.bc was found (set CUDA_HOME)"
-        )
+    _libdevice_subset(libdevice_names(module, libdevice_calls), kernel_name, libdevice_cache)
     for function in module.functions:
         if not function.is_declaration:
             continue
@@ -147,28 +171,30 @@ def _check_module(text: str, kernel_name: str, libdevice_calls: frozenset[str]):
             # (an LLVM quirk) and would become a call ptxas cannot parse.
             if not list(function.attributes):
                 raise CompileError(f"kernel {kernel_name}: unknown LLVM intrinsic {name!r}")
-        elif name.startswith("__nv_"):
-            if not libdevice.provides(lib, name):
-                raise CompileError(f"kernel {kernel_name}: libdevice has no function {name!r}")
-        elif name not in DEVICE_RUNTIME_FUNCTIONS:
+        elif not name.startswith("__nv_") and name not in DEVICE_RUNTIME_FUNCTIONS:
             raise CompileError(f"kernel {kernel_name}: call to unresolved external function {name!r}")
     return module
 
 
 def optimize_and_emit(
-    module, target: Target, kernel_name: str, libdevice_calls: frozenset[str] = frozenset(), *, isolate: bool = True
+    module,
+    target: Target,
+    kernel_name: str,
+    libdevice_calls: frozenset[str] = frozenset(),
+    *,
+    isolate: bool = True,
+    libdevice_cache: str | os.PathLike | None = None,
 ) -> EmitResult:
     """Link libdevice, run O3 and emit PTX for a checked module; in a forked child unless ``isolate=False``."""
 
-    needs_libdevice = bool(libdevice_calls) or any(f.name.startswith("__nv_") for f in module.functions)
+    lib = _libdevice_subset(libdevice_names(module, libdevice_calls), kernel_name, libdevice_cache)
 
     def work() -> bytes:
         llvm = binding()
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        if needs_libdevice:
-            lib = libdevice.load()
-            module.link_in(lib if isolate else lib.clone())
+        if lib is not None:
+            module.link_in(libdevice.parse(lib))
             for function in module.functions:
                 if not function.is_declaration and function.name != kernel_name:
                     function.linkage = "internal"

@@ -64,7 +64,7 @@ class _Hasher:
             return
         self.seen.add(id(fn))
         try:
-            text = "".join(source.function_source(fn)[0])
+            text = source.function_text(fn)
         except ExpandError:
             self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
             return

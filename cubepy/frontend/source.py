@@ -8,6 +8,7 @@ the frontend, so messages always point at the user's file and line.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import linecache
 import os
@@ -63,6 +64,45 @@ def function_source(fn: types.FunctionType) -> tuple[list[str], int]:
         code.co_filename,
         code.co_firstlineno,
     )
+
+
+def function_text(fn: types.FunctionType) -> str:
+    """The source text of ``fn`` (decorators to its last statement), for hashing: ``function_source`` without tokenize.
+
+    ``inspect.getsourcelines`` tokenizes the file (its first use in a process compiles tokenize's regular
+    expressions, tens of ms, which a disk-cache hit would pay for the kernel's identity alone); this parses the
+    file with ``ast`` (C, cached per file text) and cuts the function's lines.  Anything it cannot place
+    (lambdas, code without a file) falls back to ``function_source``.
+    """
+    fn = inspect.unwrap(fn)  # as inspect.getsourcelines does (a functools.wraps wrapper's source is not fn's)
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_name != "<lambda>":
+        lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
+        node = _definition_at(code.co_filename, lines, code.co_name, code.co_firstlineno) if lines else None
+        if node is not None and node.end_lineno is not None:
+            return "".join(lines[code.co_firstlineno - 1 : node.end_lineno])
+    return "".join(function_source(fn)[0])
+
+
+# file name -> (the linecache lines it was parsed from, {(name, first line): definition node})
+_DEFINITIONS: dict[str, tuple[list[str], dict[tuple[str, int], ast.AST]]] = {}
+
+
+def _definition_at(filename: str, lines: list[str], name: str, first_line: int):
+    """The ``def`` of ``name`` whose first line (its first decorator's) is ``first_line``, or None."""
+    cached = _DEFINITIONS.get(filename)
+    if cached is None or cached[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return None
+        found: dict[tuple[str, int], ast.AST] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                found[(node.name, start)] = node
+        cached = _DEFINITIONS[filename] = (lines, found)
+    return cached[1].get((name, first_line))
 
 
 def _register_command_line_source(code: types.CodeType) -> bool:

@@ -23,7 +23,6 @@ numba's caches are).  ``CUBEPY_CACHE_DIR=off`` (or ``0``/``none``) disables the 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
@@ -66,6 +65,8 @@ def install_fingerprint() -> str:
     """A hash of cubepy's version and its source files' paths, sizes and mtimes (computed once per process)."""
     global _fingerprint
     if _fingerprint is None:
+        import hashlib  # here, not at import: hashlib (OpenSSL) costs `import cubepy` several ms
+
         import numpy
 
         from cubepy import __version__
@@ -78,14 +79,14 @@ def install_fingerprint() -> str:
         entries = []
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
+            relative = folder[len(root) + 1 :]  # os.walk's folders start with root (relpath is slow)
             for name in files:
                 if name.endswith(".py"):
-                    path = os.path.join(folder, name)
                     try:
-                        stat = os.stat(path)
+                        stat = os.stat(os.path.join(folder, name))
                     except OSError:
                         continue
-                    entries.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}\n")
+                    entries.append(f"{os.path.join(relative, name)}:{stat.st_size}:{stat.st_mtime_ns}\n")
         digest.update("".join(sorted(entries)).encode())
         _fingerprint = digest.hexdigest()
     return _fingerprint
@@ -99,10 +100,18 @@ def cache_dir() -> Path | None:
     return Path(value)
 
 
+def libdevice_cache_dir() -> Path | None:
+    """Where the compiler keeps libdevice subsets (``<CUBEPY_CACHE_DIR>/libdevice``), or None when disabled."""
+    root = cache_dir()
+    return None if root is None else root / "libdevice"
+
+
 def entry_key(
     kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
 ) -> str | None:
     """The hex key of one specialization, or None when its compilation arguments have no stable text."""
+    import hashlib
+
     comp_text = repr(comp_args)
     if " at 0x" in comp_text or "unstable:" in identity:
         return None

@@ -115,3 +115,70 @@ def test_a_kernel_in_a_jupyter_notebook_launches_and_prints():
         "[cube (0, 0, 0) unit (1, 0, 0)] data[1] = 3",
         "[cube (1, 0, 0) unit (0, 0, 0)] data[2] = 6",
     ]
+
+
+# ``function_text`` (the kernel identity's source, read without tokenize) against ``inspect.getsourcelines``.
+
+
+def _decorated_kernel_factory():
+    import functools
+
+    def passthrough(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return fn(*args)
+
+        return wrapper
+
+    @passthrough
+    def inner(
+        x,
+        y,
+    ):
+        total = x + (
+            y  # a multi-line expression ends the body
+        )
+        return total
+
+    return inner
+
+
+class _Holder:
+    @staticmethod
+    def method(a):  # a comment on the def line
+        if a:
+            return 1
+        else:
+            return 2
+
+
+def test_function_text_is_the_source_inspect_reads():
+    import inspect
+
+    from cubepy.frontend import source
+
+    functions = [
+        _decorated_kernel_factory(),
+        _Holder.method,
+        _decorated_kernel_factory,
+        test_function_text_is_the_source_inspect_reads,
+    ]
+    for fn in functions:
+        assert source.function_text(fn) == "".join(inspect.getsourcelines(inspect.unwrap(fn))[0]), fn.__qualname__
+    assert source.function_text(_Holder.method).rstrip().endswith("return 2")
+
+
+def test_function_text_falls_back_for_lambdas_and_exec_text():
+    from cubepy.frontend import source
+
+    square = lambda v: v * v  # noqa: E731 - the case under test
+    assert source.function_text(square).strip().startswith("square = lambda")
+    name = "<function-text-test>"
+    text = "def made(v):\n    return v + 1\n"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    namespace: dict = {}
+    exec(compile(text, name, "exec"), namespace)
+    assert source.function_text(namespace["made"]) == text
+    with pytest.raises(ExpandError, match="cannot read the source"):
+        exec(compile("def hidden(v):\n    return v\n", "<not-registered>", "exec"), namespace)
+        source.function_text(namespace["hidden"])

@@ -14,6 +14,7 @@ import pytest
 
 import cubepy as cp
 from cubepy import config
+from cubepy.compiler import toolkit
 from cubepy.runtime import cache
 from cubepy.runtime.client import ComputeClient
 from cubepy.runtime.interp.backend import InterpBackend
@@ -228,6 +229,23 @@ def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
     second = module.kernel.compile((32, 1, 1), *args)
     assert first == second and calls == ["sm_90a"]
     assert len(_entries(cache_root, "compile")) == 1
+
+
+@pytest.mark.skipif(toolkit.find_libdevice() is None, reason="libdevice not found (no CUDA toolkit)")
+def test_kernel_compile_keeps_its_libdevice_subset_in_the_cache_folder(cache_root):
+    from cubepy.compiler import libdevice
+
+    @cp.cube(launch=True)
+    def exp_kernel(data: cp.Array[cp.f32]):
+        i = cp.ABSOLUTE_POS
+        if i < data.len():
+            data[i] = cp.exp(data[i])
+
+    libdevice.clear_memory()
+    args = [p.launch.default_compilation_arg() for p in exp_kernel.params]
+    compiled = exp_kernel.compile((32, 1, 1), *args)
+    assert "__nv_" not in compiled.ptx
+    assert len(list((cache_root / "libdevice").glob("*.bc"))) == 1
 
 
 WORKER = """

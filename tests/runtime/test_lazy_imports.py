@@ -52,3 +52,19 @@ def test_bf16_still_resolves_to_ml_dtypes_on_first_use():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_import_cubepy_leaves_hashlib_to_the_first_cache_use():
+    # hashlib may come with the interpreter's own start-up (site); cubepy must not be what loads it.
+    at_start = _imported_modules("pass")
+    names = _imported_modules("import cubepy")
+    assert "hashlib" in at_start or "hashlib" not in names
+    code = (
+        "import sys, cubepy as cp\n"
+        "from cubepy.runtime import cache\n"
+        "assert len(cache.install_fingerprint()) == 64\n"
+        "assert all(getattr(cp, name) is not None for name in cp.__all__)\n"
+        "assert 'hashlib' in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr

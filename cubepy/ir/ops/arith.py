@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     from cubepy.ir.scope import Instruction
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Unary(Operation):
     """out = op(input), lane-wise."""
 
     input: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Binary(Operation):
     """out = lhs op rhs, lane-wise; operands and result share one item type (powi: int exponent)."""
 
@@ -36,7 +36,7 @@ class Binary(Operation):
     rhs: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Compare(Operation):
     """out = lhs op rhs as a bool (or a line of bools)."""
 
@@ -260,7 +260,7 @@ _FMA_DOC = "out = a * b + c with one rounding."
         doc=_FMA_DOC,
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Fma(Operation):
     """out = a * b + c with one rounding."""
 
@@ -281,7 +281,7 @@ class Fma(Operation):
         doc="min(max(input, lo), hi).",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Clamp(Operation):
     """out = min(max(input, lo), hi)."""
 
@@ -301,7 +301,7 @@ class Clamp(Operation):
         doc="cond ? then : otherwise.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Select(Operation):
     """out = cond ? then : otherwise (lane-wise when cond is a line)."""
 
@@ -321,7 +321,7 @@ class Select(Operation):
         doc="Conversion to the result's element type.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Cast(Operation):
     """out = input converted to out's element type; a scalar input is broadcast to out's line."""
 
@@ -333,7 +333,7 @@ class Cast(Operation):
         "bitcast", "arith", result=GIVEN, pure=True, checks=(_check_bitcast,), doc="The bits of input reinterpreted."
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Bitcast(Operation):
     """out = the bits of input reinterpreted as out's type (same total size)."""
 
@@ -341,7 +341,7 @@ class Bitcast(Operation):
 
 
 @declare(OpRecord("assign", "arith", result=same_as("input"), pure=True, doc="out = input."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Assign(Operation):
     """out = input; out is a mutable local (or a fresh immutable one)."""
 

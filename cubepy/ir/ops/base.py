@@ -12,11 +12,16 @@ from cubepy.ir.types import ElemType, Type
 from cubepy.ir.variable import Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Operation:
     """An operation; its ``RECORD`` (see :mod:`cubepy.ir.ops.record`) says what it is."""
 
     RECORD: ClassVar[OpRecord]
+
+    def __repr__(self) -> str:
+        """``Name(field=value, ...)`` as attrs writes it; op classes say ``repr=False``: one method, not one compiled per class."""
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in attrs.fields(type(self)) if f.repr)
+        return f"{type(self).__qualname__.rsplit('>.', 1)[-1]}({fields})"
 
     @property
     def name(self) -> str:

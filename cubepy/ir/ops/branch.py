@@ -13,7 +13,7 @@ from cubepy.ir.variable import Variable
 
 
 @declare(OpRecord("if", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class If(Operation):
     """Run ``body`` when ``cond`` (a scalar bool) holds."""
 
@@ -22,7 +22,7 @@ class If(Operation):
 
 
 @declare(OpRecord("if_else", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class IfElse(Operation):
     """Run ``then_body`` when ``cond`` holds, ``else_body`` otherwise."""
 
@@ -32,7 +32,7 @@ class IfElse(Operation):
 
 
 @declare(OpRecord("switch", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Switch(Operation):
     """Run the body of the case equal to ``value`` (an integer), or ``default``; no fall-through."""
 
@@ -46,7 +46,7 @@ class Switch(Operation):
 
 
 @declare(OpRecord("range_loop", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RangeLoop(Operation):
     """for index in range(start, end, step) (``inclusive`` includes end); ``index`` is defined per iteration.
 
@@ -66,7 +66,7 @@ class RangeLoop(Operation):
 
 
 @declare(OpRecord("loop", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Loop(Operation):
     """Run ``body`` until a Break (or Return)."""
 
@@ -74,19 +74,19 @@ class Loop(Operation):
 
 
 @declare(OpRecord("break", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Break(Operation):
     """Leave the innermost loop."""
 
 
 @declare(OpRecord("continue", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Continue(Operation):
     """Go to the next iteration of the innermost loop."""
 
 
 @declare(OpRecord("return", "branch"))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Return(Operation):
     """End the unit's execution of the kernel."""
 

@@ -48,7 +48,7 @@ def fragment_length(ident: str, elem: ElemType) -> int:
     return 16 if elem == F16 else 8  # f16: 8 x f16x2 registers; bf16: 4 x b32 registers
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CmmaFill(Operation):
     """Set every element of ``fragment`` to ``value``."""
 
@@ -57,7 +57,7 @@ class CmmaFill(Operation):
     ident: str = "accumulator"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CmmaLoad(Operation):
     """Load ``fragment`` from ``memory[offset..]`` (items ``stride`` apart between rows/columns)."""
 
@@ -69,7 +69,7 @@ class CmmaLoad(Operation):
     layout: str = "row"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CmmaExecute(Operation):
     """``d = a @ b + c`` for the plane (all its units take part)."""
 
@@ -81,7 +81,7 @@ class CmmaExecute(Operation):
     b_layout: str = "row"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CmmaStore(Operation):
     """Store the accumulator ``fragment`` to ``memory[offset..]``."""
 
@@ -92,7 +92,7 @@ class CmmaStore(Operation):
     layout: str = "row"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CmmaCast(Operation):
     """``output = input`` converted element by element (accumulator fragments)."""
 

@@ -45,7 +45,7 @@ def _check_format(c: Checker, inst: Instruction, op: Operation) -> None:
 
 
 @declare(OpRecord("debug_print", "debug", checks=(_check_format,), doc="Print one line per unit that runs it."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DebugPrint(Operation):
     """Every unit that runs it prints one line: ``format`` (canonical printf, see ``cubepy.ir.printf``) filled
     with ``args``, prefixed with its cube and unit positions.  No result; never removed as dead code."""

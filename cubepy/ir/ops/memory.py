@@ -41,7 +41,7 @@ def _indexed(c: Checker, inst: Instruction, op: Operation) -> None:
         doc="memory[index].",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Index(Operation):
     """out = memory[index]; ``checked`` reads give 0 out of bounds (launch), unchecked ones are raw.
 
@@ -66,7 +66,7 @@ def _check_store(c: Checker, inst: Instruction, op: Operation) -> None:
         "index_assign", "memory", writes=("memory",), checks=(_indexed, _check_store), doc="memory[index] = value."
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class IndexAssign(Operation):
     """memory[index] = value; ``checked`` writes out of bounds are dropped."""
 
@@ -83,7 +83,7 @@ def _check_lane(c: Checker, inst: Instruction, op: Operation) -> None:
 @declare(
     OpRecord("extract_lane", "memory", result=scalar_of("line"), pure=True, checks=(_check_lane,), doc="line[lane].")
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ExtractLane(Operation):
     """out = line[lane]."""
 
@@ -99,7 +99,7 @@ def _check_insert(c: Checker, inst: Instruction, op: Operation) -> None:
 
 
 @declare(OpRecord("insert_lane", "memory", checks=(_check_lane, _check_insert), doc="target[lane] = value."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class InsertLane(Operation):
     """target[lane] = value, where target is a mutable line local (no result)."""
 
@@ -109,7 +109,7 @@ class InsertLane(Operation):
 
 
 # -- buffer metadata -----------------------------------------------------------------------------------
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Metadata(Operation):
     """out = a buffer's len, buffer_len, rank, or shape/stride of dimension ``dim`` (u32)."""
 
@@ -143,7 +143,7 @@ METADATA_OPS: tuple[type[Metadata], ...] = (Len, BufferLen, Shape, Stride, Rank)
 
 
 # -- atomics -------------------------------------------------------------------------------------------
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AtomicOp(Operation):
     """out = old memory[index]; memory[index] = old op value (load/store/exchange as named)."""
 
@@ -236,7 +236,7 @@ def _check_cas(c: Checker, inst: Instruction, op: Operation) -> None:
         doc="Atomic compare-and-exchange.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AtomicCompareExchange(Operation):
     """out = old memory[index]; if old == cmp: memory[index] = new."""
 

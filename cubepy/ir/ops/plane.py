@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cubepy.ir.scope import Instruction
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PlaneOp(Operation):
     """A plane (warp) collective; ``arg`` is the lane/offset of moves, unused otherwise.
 

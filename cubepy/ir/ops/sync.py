@@ -18,19 +18,19 @@ FENCE_SCOPES = ("cube", "device", "system")
 
 
 @declare(OpRecord("sync_cube", "sync", doc="Barrier for every unit of the cube."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncCube(Operation):
     """Barrier for every unit of the cube, with shared-memory visibility."""
 
 
 @declare(OpRecord("sync_plane", "sync", doc="Barrier for the units of one plane."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncPlane(Operation):
     """Barrier for the units of one plane."""
 
 
 @declare(OpRecord("sync_async_proxy_shared", "sync", doc="Generic-proxy shared writes made visible to TMA."))
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncProxyShared(Operation):
     """Make generic-proxy shared-memory writes visible to the async proxy (TMA)."""
 
@@ -50,7 +50,7 @@ def _check_fence_scope(c: Checker, inst: Instruction, op: Operation) -> None:
         "memory accesses before it are ordered before those after it, as seen from the scope.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Fence(Operation):
     """A memory fence at ``scope`` ("cube", "device" or "system"); no barrier."""
 
@@ -67,7 +67,7 @@ class Fence(Operation):
         doc="Barrier of the cube (sync_cube) that also gives how many of its units passed a true pred.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncCubeCount(Operation):
     """``__syncthreads_count(pred)``."""
 
@@ -84,7 +84,7 @@ class SyncCubeCount(Operation):
         doc="Barrier of the cube (sync_cube) that also gives whether pred holds on every unit.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncCubeAnd(Operation):
     """``__syncthreads_and(pred)``."""
 
@@ -101,7 +101,7 @@ class SyncCubeAnd(Operation):
         doc="Barrier of the cube (sync_cube) that also gives whether pred holds on some unit.",
     )
 )
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SyncCubeOr(Operation):
     """``__syncthreads_or(pred)``."""
 

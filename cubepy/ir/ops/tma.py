@@ -47,7 +47,7 @@ IM2COL_RANKS = range(3, 6)
 TMA_RULES = ("not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-operand-type", "bad-immediate")
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierInit(Operation):
     """The units where ``is_elected`` holds initialise ``barrier`` for ``arrival_count`` arrivals; then the cube syncs."""
 
@@ -56,14 +56,14 @@ class BarrierInit(Operation):
     is_elected: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierArrive(Operation):
     """out (token) = arrive once on ``barrier``."""
 
     barrier: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierArriveExpectTx(Operation):
     """out (token) = raise the expected transaction bytes by ``tx_bytes``, then arrive ``arrivals`` times."""
 
@@ -72,7 +72,7 @@ class BarrierArriveExpectTx(Operation):
     tx_bytes: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierExpectTx(Operation):
     """Raise the expected transaction bytes of the current phase by ``tx_bytes`` (no arrival)."""
 
@@ -80,7 +80,7 @@ class BarrierExpectTx(Operation):
     tx_bytes: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierWait(Operation):
     """Block until the phase that ``token`` was taken in has completed."""
 
@@ -88,7 +88,7 @@ class BarrierWait(Operation):
     token: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BarrierWaitParity(Operation):
     """Block until the phase of parity ``phase`` (0 or 1) has completed."""
 
@@ -96,7 +96,7 @@ class BarrierWaitParity(Operation):
     phase: Variable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaLoad(Operation):
     """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``."""
 
@@ -109,7 +109,7 @@ class TmaLoad(Operation):
     rank: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaLoadIm2col(Operation):
     """Im2col-mode copy at ``coords`` {c, w[, h[, d]], n} with filter ``offsets`` (W first) into ``smem[offset..]``."""
 
@@ -123,7 +123,7 @@ class TmaLoadIm2col(Operation):
     rank: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaStore(Operation):
     """Tile-mode copy of ``smem[offset..]`` to the box at ``coords`` (innermost first); joins the open bulk group."""
 
@@ -135,19 +135,19 @@ class TmaStore(Operation):
     rank: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaGroupCommit(Operation):
     """Close the open bulk group of this unit's TMA stores."""
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaGroupWait(Operation):
     """Wait until at most ``pending`` committed bulk groups of this unit are still writing global memory."""
 
     pending: int = -1
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TmaGroupWaitRead(Operation):
     """Wait until at most ``pending`` committed bulk groups still read their shared-memory source."""
 

@@ -9,6 +9,7 @@ device just before the launch on the same stream.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,8 +83,9 @@ class CudaBackend:
         compile_fn = self._compile_fn
         if compile_fn is None:
             from cubepy.compiler.compiled import compile_definition
+            from cubepy.runtime.cache import libdevice_cache_dir
 
-            compile_fn = compile_definition
+            compile_fn = functools.partial(compile_definition, libdevice_cache=libdevice_cache_dir())
         compiled = compile_fn(definition, self.device.info.target, assemble=True)
         final = getattr(compiled, "definition", None) or definition
         module, loaded_from = self._load(compiled)

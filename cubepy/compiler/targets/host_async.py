@@ -19,7 +19,7 @@ its slot of the shared block, zeroed by the driver when a cube starts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import llvmlite.ir as ir
@@ -100,7 +100,7 @@ def _changed(lw: KernelLowering) -> None:
 
 def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
     """Elected units initialise the barrier; then the whole cube syncs (as ``bar.sync 0`` on the GPU)."""
-    op: ops.BarrierInit = inst.operation
+    op = cast(ops.BarrierInit, inst.operation)
     b = lw.builder
     init, join = lw.new_block("mbarrier.init"), lw.new_block("mbarrier.ready")
     b.cbranch(lw.value(op.is_elected), init, join)
@@ -120,14 +120,14 @@ def lower_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """Expect the bytes, then ``arrivals`` arrivals."""
-    op: ops.BarrierArriveExpectTx = inst.operation
+    op = cast(ops.BarrierArriveExpectTx, inst.operation)
     lw.define(inst.out, _call(lw, "arrive_expect_tx", inst, [_wide(lw, op.arrivals), _wide(lw, op.tx_bytes)]))
     _changed(lw)
 
 
 def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """Raise the current phase's expected bytes."""
-    op: ops.BarrierExpectTx = inst.operation
+    op = cast(ops.BarrierExpectTx, inst.operation)
     _call(lw, "expect_tx", inst, [_wide(lw, op.tx_bytes)])
     _changed(lw)
 
@@ -150,12 +150,12 @@ def _wait(lw: KernelLowering, inst: Instruction, kind: str, operand: Variable) -
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the token's phase has completed."""
-    _wait(lw, inst, "wait", inst.operation.token)
+    _wait(lw, inst, "wait", cast(ops.BarrierWait, inst.operation).token)
 
 
 def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the current phase's parity differs from the operand's."""
-    _wait(lw, inst, "wait_parity", inst.operation.phase)
+    _wait(lw, inst, "wait_parity", cast(ops.BarrierWaitParity, inst.operation).phase)
 
 
 def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
@@ -165,14 +165,14 @@ def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
 
 def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
     """Copy the box into shared memory now and credit the barrier with its bytes."""
-    op: ops.TmaLoad = inst.operation
+    op = cast(ops.TmaLoad, inst.operation)
     _call(lw, "load", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
     _changed(lw)
 
 
 def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
     """The im2col walk into shared memory now; the barrier is credited with its bytes."""
-    op: ops.TmaLoadIm2col = inst.operation
+    op = cast(ops.TmaLoadIm2col, inst.operation)
     operands = _copy_operands(lw, op) + [_wide(lw, o) for o in op.offsets]
     _call(lw, "load_im2col", inst, operands, rank=op.rank, mode="im2col")
     _changed(lw)
@@ -180,7 +180,7 @@ def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_tma_store(lw: KernelLowering, inst: Instruction) -> None:
     """Write the shared box to global memory now (the store completes at issue)."""
-    op: ops.TmaStore = inst.operation
+    op = cast(ops.TmaStore, inst.operation)
     _call(lw, "store", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
 
 

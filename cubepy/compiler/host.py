@@ -18,13 +18,16 @@ from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, run_isolated
 from cubepy.compiler.targets.host import DRIVER_NAME, PLANE, HostTarget
+from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, verify
 
 # C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
 # Every libdevice function the lowering calls has a C library twin (rhypot is composed from hypot).
 _LIBM = {*LIBDEVICE_FUNCTIONS.values(), "fmod", "pow", "hypot"} - {"rhypot"}
-HOST_SYMBOLS = frozenset({"aligned_alloc", "free"} | {name + suffix for name in _LIBM for suffix in ("", "f")})
+HOST_SYMBOLS = frozenset(
+    {"aligned_alloc", "free", HOST_OP_SYMBOL} | {name + suffix for name in _LIBM for suffix in ("", "f")}
+)
 
 
 @attrs.frozen
@@ -42,6 +45,7 @@ class HostKernel:
     llvm: str
     llvm_opt: str
     timings: dict
+    host_calls: tuple[HostCall, ...] = ()  # the TMA / mbarrier instructions the runtime emulates, by site
 
 
 @functools.cache
@@ -136,4 +140,5 @@ def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostK
         llvm=text,
         llvm_opt=optimized,
         timings=timings,
+        host_calls=tuple(target.host_calls),
     )

@@ -360,7 +360,8 @@ class KernelLowering:
         """Lower one instruction, attaching its source line; errors name the instruction."""
         if self.debug is not None:
             self.builder.debug_metadata = self.debug.location(inst.loc)
-        lowering = LLVM.get(type(inst.operation))
+        # A target may replace some lowerings (the host's TMA and mbarriers): its ``op_table``, else LLVM's.
+        lowering = getattr(self.target, "op_table", LLVM).get(type(inst.operation))
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
         reason = self.target.unsupported_reason(inst.operation)
         if reason is not None:

@@ -17,7 +17,10 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 * Shared memories and mbarriers live at fixed offsets in the cube's shared block (``cube.shared``).
 * Math: the C library (``expf``, ``pow``, ...), which MCJIT resolves in this process.
 
-TMA, mbarriers and tensor-core fragments are not supported by this target yet (``unsupported_reason``).
+* TMA copies and mbarriers call the runtime's emulation (``host_async``); a wait that is not done suspends
+  with state ``AT_MBARRIER``.
+
+Tensor-core fragments are not supported by this target yet (``unsupported_reason``).
 """
 
 from __future__ import annotations
@@ -39,41 +42,19 @@ if TYPE_CHECKING:
 # The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
 CTX_SHARED, CTX_STATE, CTX_SITE, CTX_MASK, CTX_PUBLISH, CTX_SNAPSHOT, CTX_HANDLES = 0, 8, 16, 24, 32, 40, 48
 CTX_CTAID, CTX_NCTAID = 56, 68
-CTX_BYTES = 80
-RUNNABLE, AT_BARRIER, AT_PLANE, DONE = 0, 1, 2, 3
+# Barrier-state changes so far (i32, the driver re-tests waiting units after one); the cube's fault: 0, or
+# 1 + the unit found deadlocked at an mbarrier wait, or -1 when an emulated operation raised (i32).
+CTX_EPOCH, CTX_FAULT = 80, 84
+CTX_BYTES = 88
+RUNNABLE, AT_BARRIER, AT_PLANE, DONE, AT_MBARRIER = 0, 1, 2, 3, 4
+BARRIER_ROW_BYTES = 40  # an mbarrier's emulated state (cubepy.runtime.interp.mbarrier.ROW_BYTES)
 DRIVER_NAME = "cubepy_run_cubes"
 PLANE = 32
 SHARED_ALIGN = 64
 FRAME_ALIGN = 64
 
-_TMA_REASON = (
-    "TMA copies are not emulated by the compiled host code yet (the interp runs them; use cp.client('interp'))"
-)
-_MBARRIER_REASON = "mbarriers are not emulated by the compiled host code yet (the interp runs them)"
 _CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
 UNSUPPORTED: dict[type, str] = {
-    **{
-        op: _TMA_REASON
-        for op in (
-            ops.TmaLoad,
-            ops.TmaLoadIm2col,
-            ops.TmaStore,
-            ops.TmaGroupCommit,
-            ops.TmaGroupWait,
-            ops.TmaGroupWaitRead,
-        )
-    },
-    **{
-        op: _MBARRIER_REASON
-        for op in (
-            ops.BarrierInit,
-            ops.BarrierArrive,
-            ops.BarrierArriveExpectTx,
-            ops.BarrierExpectTx,
-            ops.BarrierWait,
-            ops.BarrierWaitParity,
-        )
-    },
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
@@ -91,9 +72,12 @@ class HostOpTable(OpTable):
         if not self._loaded:
             self._loaded = True
             from cubepy.compiler.lower import LLVM
+            from cubepy.compiler.targets.host_async import HOST_LOWERINGS
 
             for cls, implementation in LLVM.load().implementations.items():
-                if cls in UNSUPPORTED:
+                if cls in HOST_LOWERINGS:
+                    self.implementations[cls] = HOST_LOWERINGS[cls]
+                elif cls in UNSUPPORTED:
                     self.unsupported(cls, reason=UNSUPPORTED[cls])
                 else:
                     self.implementations[cls] = implementation
@@ -136,18 +120,21 @@ def _invariant(load: ir.Value) -> ir.Value:
 
 
 def needs_coroutines(definition: KernelDefinition) -> bool:
-    """Whether some unit may have to wait for others (a barrier or a plane operation)."""
-    return any(isinstance(inst.operation, (ops.SyncCube, ops.SyncPlane, ops.PlaneOp)) for inst in walk(definition.body))
+    """Whether some unit may have to wait for others (a barrier, an mbarrier wait or a plane operation)."""
+    waits = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp, ops.BarrierInit, ops.BarrierWait, ops.BarrierWaitParity)
+    return any(isinstance(inst.operation, waits) for inst in walk(definition.body))
 
 
 def shared_layout(definition: KernelDefinition, lw: KernelLowering) -> tuple[dict[tuple[VarKind, int], int], int]:
-    """Byte offset of every shared memory and mbarrier in the cube's shared block, and the block's size."""
+    """Byte offset of every shared memory and mbarrier state row in the cube's shared block, and the block's size.
+
+    The barrier rows come last, one after another (the driver zeroes them when a cube starts)."""
     offsets, end = lw._shared_layout()
     placed = {(VarKind.SHARED, var_id): offset for var_id, offset in offsets.items()}
+    end = -(-end // 8) * 8
     for var in definition.barriers:
-        end = -(-end // 8) * 8
         placed[(VarKind.BARRIER, var.id)] = end
-        end += 8
+        end += BARRIER_ROW_BYTES
     return placed, end
 
 
@@ -161,6 +148,10 @@ class HostTarget:
         self.data_layout = data_layout
         self.coroutine = needs_coroutines(definition)
         self.shared_bytes = 0
+        self.placed: dict[tuple[VarKind, int], int] = {}
+        self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
+        self.host_calls: list = []  # host_async.HostCall per emulated instruction, indexed by its site
+        self.op_table = CPU
         self._site = 0
         self._ret_block: ir.Block | None = None
 
@@ -237,6 +228,10 @@ class HostTarget:
     def declare_memories(self, lw: KernelLowering) -> None:
         """Shared memories and mbarriers at their offsets in the cube's shared block; local arrays as allocas."""
         placed, self.shared_bytes = shared_layout(lw.definition, lw)
+        self.placed = placed
+        rows = [offset for (kind, _), offset in placed.items() if kind is VarKind.BARRIER]
+        if rows:
+            self.barrier_rows = (min(rows), len(rows) * BARRIER_ROW_BYTES)
         b = lw.alloca_builder
         for key, offset in placed.items():
             lw.memories[key] = b.gep(
@@ -286,6 +281,17 @@ class HostTarget:
     def sync_plane(self, lw: KernelLowering) -> None:
         """Suspend as a plane collective: the plane's units resume together."""
         self._suspend(lw, AT_PLANE)
+
+    def suspend_on_mbarrier(self, lw: KernelLowering, call_site: int) -> None:
+        """Suspend at an mbarrier wait that is not done; ``call_site`` (in the published word) names it."""
+        lw.builder.store(ir.Constant(I64, call_site), self.publish)
+        self._suspend(lw, AT_MBARRIER)
+
+    def bump_epoch(self, lw: KernelLowering) -> None:
+        """Count one change of barrier state in the cube context."""
+        b = lw.builder
+        where = b.gep(b.function.args[1], [ir.Constant(I64, CTX_EPOCH)], source_etype=I8)
+        b.store(b.add(b.load(where, typ=I32), ir.Constant(I32, 1)), where)
 
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """Nothing: there is no separate TMA proxy on the host."""
@@ -386,9 +392,9 @@ class HostTarget:
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
 
-        emit_driver(lw.module, lw.function, lw.definition, self.coroutine)
+        emit_driver(lw.module, lw.function, lw.definition, self.coroutine, self.barrier_rows)
 
     def unsupported_reason(self, operation: Operation) -> str | None:
-        """TMA, mbarriers and cmma are not compiled for the host yet."""
+        """cmma and debug_print are not compiled for the host yet."""
         cls = type(operation)
         return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

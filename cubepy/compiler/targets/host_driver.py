@@ -14,12 +14,16 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.targets.host import (
     AT_BARRIER,
+    AT_MBARRIER,
     AT_PLANE,
     CTX_CTAID,
+    CTX_EPOCH,
+    CTX_FAULT,
     CTX_HANDLES,
     CTX_MASK,
     CTX_NCTAID,
     CTX_PUBLISH,
+    CTX_SHARED,
     CTX_SITE,
     CTX_SNAPSHOT,
     CTX_STATE,
@@ -85,8 +89,18 @@ class _Emitter:
         return self.b.gep(base, [self.b.zext(index, I64)], source_etype=ty)
 
 
-def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefinition, coroutine: bool) -> ir.Function:
-    """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``."""
+def emit_driver(
+    module: ir.Module,
+    unit: ir.Function,
+    definition: KernelDefinition,
+    coroutine: bool,
+    barrier_rows: tuple[int, int] = (0, 0),
+) -> ir.Function:
+    """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
+
+    ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
+    are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
+    """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
     params, cube, first, last = fn.args
     e = _Emitter(fn)
@@ -114,12 +128,23 @@ def emit_driver(module: ir.Module, unit: ir.Function, definition: KernelDefiniti
         ctaid = [b.urem(linear, nx), b.urem(b.udiv(linear, nx), ny), b.udiv(linear, b.mul(nx, ny))]
         for axis, value in enumerate(ctaid):
             b.store(value, ctx(CTX_CTAID + 4 * axis))
+        if barrier_rows[1]:
+            shared = b.load(ctx(CTX_SHARED), typ=PTR)
+            rows = b.gep(shared, [_const(barrier_rows[0], I64)], source_etype=I8)
+            memset = module.globals.get("llvm.memset.p0.i64") or ir.Function(
+                module, ir.FunctionType(lt.VOID, [PTR, I8, I64, I1]), "llvm.memset.p0.i64"
+            )
+            b.call(memset, [rows, _const(0, I8), _const(barrier_rows[1], I64), _const(0, I1)])
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return
         _schedule(e, unit, params, cube, arrays, units, ctaid)
 
-    e.loop(first, last, run_cube)
+    def run_unless_failed(linear: ir.Value) -> None:
+        healthy = b.icmp_signed("==", b.load(ctx(CTX_FAULT), typ=I32), _const(0))
+        e.when(healthy, lambda: run_cube(linear))
+
+    e.loop(first, last, run_unless_failed)
     b.ret_void()
     e.entry.branch(fn.blocks[1])
     return fn
@@ -139,6 +164,8 @@ def _schedule(
         b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
 
     e.loop(_const(0), _const(units), start)
+    polled = e.var(I1, _const(0, I1), "polled")  # waiting units were resumed at least once in this cube
+    last_poll = e.var(I32, _const(0), "last_poll")  # CTX_EPOCH when they were last resumed
     head, after = e.block("schedule"), e.block("scheduled")
     b.branch(head)
     b.position_at_end(head)
@@ -198,9 +225,10 @@ def _schedule(
         e.when(b.icmp_unsigned("!=", e.load(lowest), _const(-1)), found)
 
     e.loop(_const(0), _const(planes), release_plane)
-    barrier = e.block("barrier")
-    b.cbranch(e.load(progress, I1), head, barrier)
-    b.position_at_end(barrier)
+    stuck = e.block("stuck")
+    b.cbranch(e.load(progress, I1), head, stuck)
+    b.position_at_end(stuck)
+    _mbarrier_waiters(e, cube, state, units, polled, last_poll, head, after)
     released = e.var(I1, _const(0, I1), "released")
 
     def release_barrier(u: ir.Value) -> None:
@@ -217,3 +245,51 @@ def _schedule(
         unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.destroy"
     )
     e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
+
+
+def _mbarrier_waiters(
+    e: _Emitter,
+    cube: ir.Value,
+    state: ir.Value,
+    units: int,
+    polled: ir.Value,
+    last_poll: ir.Value,
+    head: ir.Block,
+    after: ir.Block,
+) -> None:
+    """Nothing is runnable: resume the units waiting at mbarriers if some barrier changed since they last
+    tested, else report the first of them as deadlocked (``CTX_FAULT``) and end the cube.  Without waiting
+    units, fall through to the ``sync_cube`` release."""
+    b = e.b
+    first = e.var(I32, _const(-1), "first_waiter")
+
+    def note(u: ir.Value) -> None:
+        waiting = b.icmp_unsigned("==", b.load(e.element(state, u, I32), typ=I32), _const(AT_MBARRIER))
+        unseen = b.icmp_signed("<", e.load(first), _const(0))
+        e.when(b.and_(waiting, unseen), lambda: b.store(u, first))
+
+    e.loop(_const(0), _const(units), note)
+    waiters, no_waiters = e.block("mbarrier.waiters"), e.block("mbarrier.none")
+    b.cbranch(b.icmp_signed(">=", e.load(first), _const(0)), waiters, no_waiters)
+    b.position_at_end(waiters)
+    epoch = b.load(b.gep(cube, [_const(CTX_EPOCH, I64)], source_etype=I8), typ=I32)
+    changed = b.or_(b.not_(e.load(polled, I1)), b.icmp_unsigned("!=", epoch, e.load(last_poll)))
+    poll, deadlock = e.block("mbarrier.poll"), e.block("mbarrier.deadlock")
+    b.cbranch(changed, poll, deadlock)
+    b.position_at_end(poll)
+    b.store(_const(1, I1), polled)
+    b.store(epoch, last_poll)
+
+    def wake(u: ir.Value) -> None:
+        slot = e.element(state, u, I32)
+        e.when(
+            b.icmp_unsigned("==", b.load(slot, typ=I32), _const(AT_MBARRIER)),
+            lambda: b.store(_const(RUNNABLE), slot),
+        )
+
+    e.loop(_const(0), _const(units), wake)
+    b.branch(head)
+    b.position_at_end(deadlock)
+    b.store(b.add(e.load(first), _const(1)), b.gep(cube, [_const(CTX_FAULT, I64)], source_etype=I8))
+    b.branch(after)
+    b.position_at_end(no_waiters)

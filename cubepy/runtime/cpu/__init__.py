@@ -3,6 +3,7 @@
 | module | what it does |
 |---|---|
 | ``loader`` | object code -> an MCJIT engine and the ctypes entry ``cubepy_run_cubes`` |
+| ``emulation`` | ``cubepy_host_op``: TMA copies and mbarriers of compiled code, run by the interp's emulation |
 | ``backend`` | ``CpuBackend``: compile (``cubepy.compiler.host``), launch checks, pack parameters, run cubes on threads |
 
 The execution model (units as coroutines, planes of 32, barriers) is described in

@@ -12,6 +12,7 @@ from cubepy.compiler import abi
 from cubepy.compiler.host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host import (
     CTX_BYTES,
+    CTX_FAULT,
     CTX_HANDLES,
     CTX_MASK,
     CTX_NCTAID,
@@ -23,8 +24,9 @@ from cubepy.compiler.targets.host import (
     SHARED_ALIGN,
 )
 from cubepy.errors import CubeError, LaunchError
+from cubepy.runtime.backend import written_slots
 from cubepy.runtime.bindings import Bindings
-from cubepy.runtime.cpu import loader
+from cubepy.runtime.cpu import emulation, loader
 from cubepy.runtime.cuda import params as kparams
 
 SANITIZER_ON_INTERP = (
@@ -119,17 +121,48 @@ class CpuBackend:
             int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
         ]
         info = abi.pack_info(bindings.buffers, extended)
-        maps = [bytes(abi.TENSOR_MAP_BYTES) for _ in bindings.tensor_maps]  # only TMA ops read them: unsupported
+        maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
         packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, int(info.ctypes.data))
+        if not kernel.host_calls:
+            self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data))
+            del packed, info
+            return
+        # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
+        # kernel may write, so a failed launch writes nothing (as on the interp).
+        buffers, tensor_maps = written_slots(kernel.definition)
+        storages = {id(bindings.buffers[s].handle.storage): bindings.buffers[s].handle.storage for s in buffers}
+        for s in tensor_maps:
+            storage = bindings.tensor_maps[s].handle.storage
+            storages[id(storage)] = storage
+        snapshots = [(storage, storage.copy()) for storage in storages.values()]
+        params = int(packed.block.ctypes.data)
+        try:
+            with emulation.launch(params, kernel, list(bindings.tensor_maps)) as record:
+                spaces = self._run_cubes(kernel, cube_count, params)
+                if record.error is not None:
+                    raise record.error
+                for space in spaces:
+                    fault = int(space.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0])
+                    if fault > 0:
+                        unit = fault - 1
+                        call = kernel.host_calls[int(space.publish[unit])]
+                        raise record.deadlock(space.address, unit, call)
+        except BaseException:
+            for storage, saved in snapshots:
+                storage[...] = saved
+            raise
+        finally:
+            del packed, info
+
+    def _run_cubes(self, kernel: HostKernel, cube_count: tuple[int, int, int], params: int) -> list[_Workspace]:
+        """Run every cube of the launch; the cube contexts used (for their fault words)."""
         run = loader.entry(kernel)
         total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
-        params = int(packed.block.ctypes.data)
         workers = min(self.threads, total)
         if workers <= 1 or total * kernel.units < 4096:
             space = _Workspace(kernel, cube_count)  # must outlive the call: the compiled code uses its arrays
             run(params, space.address, 0, total)
-            del space, packed, info
-            return
+            return [space]
         tasks = min(total, workers * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]
         spaces = [_Workspace(kernel, cube_count) for _ in range(workers)]
@@ -149,7 +182,7 @@ class CpuBackend:
         futures = [pool.submit(chunk, bounds[t], bounds[t + 1]) for t in range(tasks) if bounds[t] < bounds[t + 1]]
         for future in futures:
             future.result()
-        del packed, info
+        return spaces
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:

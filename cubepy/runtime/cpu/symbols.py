@@ -12,6 +12,7 @@ import ctypes
 import functools
 import struct
 
+from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL
 from cubepy.errors import CompileError
 
 # f32 -> bf16, round to nearest even, NaN kept quiet (the same rounding numpy's ml_dtypes.bfloat16 does).
@@ -111,6 +112,11 @@ def ensure_resolvable(kernel_name: str, object_code: bytes) -> None:
     for name in undefined_symbols(object_code):
         if name in _PROVIDED:
             _support_engine()
+            continue
+        if name == HOST_OP_SYMBOL:  # TMA copies and mbarriers, run by the interp's emulation
+            from cubepy.runtime.cpu import emulation
+
+            emulation.register()
             continue
         if not hasattr(process, name):
             raise CompileError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cubepy.errors import LaunchError
-from cubepy.runtime.backend import MAX_SHARED_BYTES
+from cubepy.runtime.backend import MAX_SHARED_BYTES, written_slots
 from cubepy.runtime.bindings import Bindings
 
 
@@ -39,19 +39,7 @@ class InterpBackend:
         cached = self._writes.get(id(definition))
         if cached is not None and cached[0] is definition:
             return cached[1]
-        from cubepy.ir import VarKind, walk
-
-        buffers: set[int] = set()
-        maps: set[int] = set()
-        for inst in walk(definition.body):
-            operation = inst.operation
-            for field in operation.RECORD.writes:
-                var = getattr(operation, field)
-                if var.kind is VarKind.GLOBAL:
-                    buffers.add(var.id)
-                elif var.kind is VarKind.TENSOR_MAP:
-                    maps.add(var.id)
-        slots = (tuple(sorted(buffers)), tuple(sorted(maps)))
+        slots = written_slots(definition)
         if len(self._writes) > 4096:
             self._writes.clear()
         self._writes[id(definition)] = (definition, slots)

@@ -19,10 +19,12 @@ from cubepy.errors import TensorMapError
 
 __all__ = [
     "TmaWarning",
+    "box_bytes",
     "fill_bytes",
     "im2col_load",
     "im2col_pixels",
     "im2col_rows",
+    "slice_address",
     "swizzle_addresses",
     "tiled_box",
     "tiled_load",
@@ -183,6 +185,35 @@ def im2col_pixels(tm: Any, coords: Sequence[int], offsets: Sequence[int]) -> tup
     # [INFERRED] the batch index honours elementStrides[N] (section 2.7); rule 22 keeps it at 1.
     n = coords[rank - 1] + steps * estr[rank - 1]
     return n, pix
+
+
+# -------------------------------------------------------------------- a kernel's copy instruction
+
+
+def box_bytes(tm: Any, op: str, mode: str, rank: int) -> int:
+    """The bytes one copy of ``tm`` moves, after checking the map suits a rank-``rank`` ``mode`` copy (rule 23)."""
+    if tm.mode != mode or tm.rank != rank:
+        raise TensorMapError(
+            f"{op}: a rank-{rank} {mode} copy on a rank-{tm.rank} {tm.mode} tensor map; breaks rule 23"
+        )
+    return int(tm.box_bytes)
+
+
+def slice_address(
+    op: str, smem: str, capacity: int, item: int, base: int, offset: int, length: int, nbytes: int
+) -> int:
+    """The shared byte address of ``smem[offset]`` (``smem`` starts at ``base`` and holds ``capacity`` items of
+    ``item`` bytes), after checking the slice ``[offset, offset + length)`` fits it and holds ``nbytes``."""
+    if offset + length > capacity:
+        raise TensorMapError(
+            f"{op}: the shared slice [{offset}, {offset + length}) runs past the end of {smem} ({capacity} items)"
+        )
+    if nbytes > length * item:
+        raise TensorMapError(
+            f"{op}: the box is {nbytes} bytes but its shared slice holds {length} items "
+            f"({length * item} bytes); breaks rule 28"
+        )
+    return base + offset * item
 
 
 # -------------------------------------------------------------------- preconditions

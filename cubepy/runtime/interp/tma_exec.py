@@ -32,42 +32,15 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
-from cubepy.runtime.interp import sync, tma
+from cubepy.runtime.interp import mbarrier, sync, tma
+from cubepy.runtime.interp.mbarrier import BarrierState
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
-MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1]
 _EXTENSION_KEY = "tma.barriers"
-
-
-class BarrierState:
-    """One barrier's state in every cube of a chunk (arrays indexed by chunk-relative cube)."""
-
-    __slots__ = ("initialized", "arrival_count", "pending", "tx", "phase")
-
-    def __init__(self, cubes: int) -> None:
-        self.initialized = np.zeros(cubes, dtype=bool)
-        self.arrival_count = np.zeros(cubes, dtype=np.int64)
-        self.pending = np.zeros(cubes, dtype=np.int64)
-        self.tx = np.zeros(cubes, dtype=np.int64)  # bytes expected minus bytes delivered
-        self.phase = np.zeros(cubes, dtype=np.int64)  # phases completed so far
-
-    def settle(self) -> None:
-        """Complete every phase whose arrivals and transaction bytes are all in."""
-        done = self.initialized & (self.pending == 0) & (self.tx == 0)
-        if done.any():
-            self.phase[done] += 1
-            self.pending[done] = self.arrival_count[done]
-
-    def describe(self, cube: int) -> str:
-        """The phase, pending arrivals and outstanding bytes of ``cube``, for messages."""
-        return (
-            f"phase {self.phase[cube]} has {self.pending[cube]} of {self.arrival_count[cube]} arrivals "
-            f"pending and {self.tx[cube]} transaction bytes outstanding"
-        )
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -75,7 +48,7 @@ def _state(ctx: Chunk, var: Variable) -> BarrierState:
     states = ctx.extensions.setdefault(_EXTENSION_KEY, {})
     state = states.get(var.id)
     if state is None:
-        state = states[var.id] = BarrierState(ctx.topology.cubes)
+        state = states[var.id] = BarrierState.fresh(ctx.topology.cubes)
     return state
 
 
@@ -95,65 +68,12 @@ def _cube_of(ctx: Chunk, lanes: np.ndarray) -> np.ndarray:
     return lanes // ctx.topology.units
 
 
-def _initialized(ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray) -> np.ndarray:
-    """The cube of each lane; a SanitizerError when a lane's cube never initialised the barrier."""
-    cubes = _cube_of(ctx, lanes)
-    missing = ~state.initialized[cubes]
-    if missing.any():
-        ctx.fail(
-            inst,
-            f"{var!r} is used before barrier_init (no unit of this cube was elected to initialise it)",
-            int(lanes[np.argmax(missing)]),
-            kind=SanitizerKind.BARRIER_MISUSE,
-        )
-    return cubes
-
-
-def _add_arrivals(
-    ctx: Chunk,
-    inst: Instruction,
-    state: BarrierState,
-    var: Variable,
-    lanes: np.ndarray,
-    arrivals: np.ndarray,
-    tx_bytes: np.ndarray,
-) -> np.ndarray:
-    """Expect ``tx_bytes`` then arrive ``arrivals`` times per lane; each lane's token (its phase)."""
-    cubes = _initialized(ctx, inst, state, var, lanes)
-    bad = (arrivals < 1) | (arrivals > MAX_ARRIVAL_COUNT)
-    if bad.any():
-        lane = int(np.argmax(bad))
-        ctx.fail(
-            inst,
-            f"arrival count {arrivals[lane]} on {var!r} is outside [1, {MAX_ARRIVAL_COUNT}]",
-            int(lanes[lane]),
-            kind=SanitizerKind.BARRIER_MISUSE,
-        )
-    totals = np.zeros_like(state.pending)
-    np.add.at(totals, cubes, arrivals)
-    if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
-        tokens = state.phase[cubes].copy()
-        np.add.at(state.tx, cubes, tx_bytes)
-        state.pending -= totals
-        state.settle()
-        return tokens
-    # Some cube gets more arrivals than its phase still waits for: apply them one unit at a time (in lane
-    # order; the hardware order is unspecified), so phases complete in between as they would on the GPU.
-    tokens = np.empty(lanes.size, dtype=np.int64)
-    for k, (lane, cube) in enumerate(zip(lanes.tolist(), cubes.tolist())):
-        if arrivals[k] > state.pending[cube]:
-            ctx.fail(
-                inst,
-                f"{arrivals[k]} arrivals on {var!r} but its phase waits for only "
-                f"{state.pending[cube]} more; {state.describe(cube)}",
-                lane,
-                kind=SanitizerKind.BARRIER_OVERFLOW,
-            )
-        tokens[k] = state.phase[cube]
-        state.tx[cube] += tx_bytes[k]
-        state.pending[cube] -= arrivals[k]
-        state.settle()
-    return tokens
+def _run(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
+    """``step()``, a ``BarrierFault`` becoming the SanitizerError of the unit it names."""
+    try:
+        return step()
+    except mbarrier.BarrierFault as fault:
+        ctx.fail(inst, fault.message, int(lanes[fault.index]), kind=fault.kind)
 
 
 def _wait(
@@ -197,30 +117,21 @@ def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoRet
 
 def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> int:
     """The byte address of ``smem[offset]``, after checking that ``nbytes`` fit the slice and the memory."""
-    item = op.smem.type.size
     offset = int(_per_lane(ctx, op.offset, np.array([lane]))[0])
     length = int(_per_lane(ctx, op.length, np.array([lane]))[0])
-    if offset + length > op.smem.length:
-        _misuse(
-            ctx,
-            inst,
-            lane,
-            TensorMapError(
-                f"{op.name}: the shared slice [{offset}, {offset + length}) runs past the end of {op.smem!r} "
-                f"({op.smem.length} items)"
-            ),
+    try:
+        return tma.slice_address(
+            op.name,
+            repr(op.smem),
+            op.smem.length,
+            op.smem.type.size,
+            ctx.shared_offset(op.smem),
+            offset,
+            length,
+            nbytes,
         )
-    if nbytes > length * item:
-        _misuse(
-            ctx,
-            inst,
-            lane,
-            TensorMapError(
-                f"{op.name}: the box is {nbytes} bytes but its shared slice holds {length} items "
-                f"({length * item} bytes); breaks rule 28"
-            ),
-        )
-    return ctx.shared_offset(op.smem) + offset * item
+    except TensorMapError as error:
+        _misuse(ctx, inst, lane, error)
 
 
 def _tensor_map(ctx: Chunk, op):
@@ -228,16 +139,10 @@ def _tensor_map(ctx: Chunk, op):
 
 
 def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: int) -> int:
-    if tm.mode != mode or tm.rank != rank:
-        _misuse(
-            ctx,
-            inst,
-            lane,
-            TensorMapError(
-                f"{inst.op}: a rank-{rank} {mode} copy on a rank-{tm.rank} {tm.mode} tensor map; breaks rule 23"
-            ),
-        )
-    return tm.box_bytes
+    try:
+        return tma.box_bytes(tm, inst.op, mode, rank)
+    except TensorMapError as error:
+        _misuse(ctx, inst, lane, error)
 
 
 # -- barriers ---------------------------------------------------------------------------------------------
@@ -247,30 +152,10 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op: ops.BarrierInit = inst.operation
     lanes = _active_lanes(mask)
     elected = np.broadcast_to(np.asarray(ctx.read(op.is_elected), dtype=bool), (ctx.lanes,))[lanes]
-    counts = _per_lane(ctx, op.arrival_count, lanes)
+    counts = _per_lane(ctx, op.arrival_count, lanes)[elected]
     state = _state(ctx, op.barrier)
-    cubes = _cube_of(ctx, lanes)
-    for lane, cube, count in zip(lanes[elected], cubes[elected], counts[elected]):
-        if not 1 <= count <= MAX_ARRIVAL_COUNT:
-            ctx.fail(
-                inst,
-                f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]",
-                int(lane),
-                kind=SanitizerKind.BARRIER_MISUSE,
-            )
-        if state.initialized[cube] and state.arrival_count[cube] != count and state.phase[cube] == 0:
-            ctx.fail(
-                inst,
-                f"two units initialise {op.barrier!r} with different arrival counts "
-                f"({state.arrival_count[cube]} and {count})",
-                int(lane),
-                kind=SanitizerKind.BARRIER_MISUSE,
-            )
-        state.initialized[cube] = True
-        state.arrival_count[cube] = count
-        state.pending[cube] = count
-        state.tx[cube] = 0
-        state.phase[cube] = 0
+    chosen = lanes[elected]
+    _run(ctx, inst, chosen, lambda: mbarrier.initialize(state, repr(op.barrier), _cube_of(ctx, chosen), counts))
     sync.sync_cube(ctx, inst, mask)  # the init ends with a cube-wide barrier (bar.sync 0)
 
 
@@ -280,7 +165,8 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op: ops.BarrierArrive = inst.operation
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
-    tokens = _add_arrivals(ctx, inst, _state(ctx, op.barrier), op.barrier, lanes, ones, np.zeros_like(ones))
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -291,7 +177,8 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
-    tokens = _add_arrivals(ctx, inst, _state(ctx, op.barrier), op.barrier, lanes, arrivals, tx_bytes)
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -306,10 +193,9 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Raise the current phase's expected transaction bytes."""
     op: ops.BarrierExpectTx = inst.operation
     lanes = _active_lanes(mask)
-    state = _state(ctx, op.barrier)
-    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
-    np.add.at(state.tx, cubes, _per_lane(ctx, op.tx_bytes, lanes))
-    state.settle()
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
+    _run(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, repr(op.barrier), cubes, tx_bytes))
 
 
 @implements(ops.BarrierWait)
@@ -317,10 +203,10 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the token's phase has completed."""
     op: ops.BarrierWait = inst.operation
     lanes = _active_lanes(mask)
-    state = _state(ctx, op.barrier)
-    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
-    _wait(ctx, inst, state, op.barrier, lanes, state.phase[cubes] > tokens)
+    done = _run(ctx, inst, lanes, lambda: mbarrier.token_done(state, repr(op.barrier), cubes, tokens))
+    _wait(ctx, inst, state, op.barrier, lanes, done)
 
 
 @implements(ops.BarrierWaitParity)
@@ -328,10 +214,10 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the current phase's parity differs from the one waited for."""
     op: ops.BarrierWaitParity = inst.operation
     lanes = _active_lanes(mask)
-    state = _state(ctx, op.barrier)
-    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
-    parity = _per_lane(ctx, op.phase, lanes) & 1
-    _wait(ctx, inst, state, op.barrier, lanes, (state.phase[cubes] & 1) != parity)
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    phases = _per_lane(ctx, op.phase, lanes)
+    done = _run(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
+    _wait(ctx, inst, state, op.barrier, lanes, done)
 
 
 # -- copies -----------------------------------------------------------------------------------------------
@@ -344,8 +230,8 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
     """Each issuing unit runs ``copy(tm, lane, cube_shared, dst)`` and credits the barrier's bytes."""
     op = inst.operation
     lanes = _active_lanes(mask)
-    state = _state(ctx, op.barrier)
-    cubes = _initialized(ctx, inst, state, op.barrier, lanes)
+    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    _run(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     for lane, cube in zip(lanes.tolist(), cubes.tolist()):

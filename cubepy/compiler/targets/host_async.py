@@ -1,0 +1,204 @@
+"""TMA copies and mbarriers on the host target: calls into the runtime's emulation, one call per instruction.
+
+The GPU lowering (``cubepy.compiler.lower_tma``) emits NVVM intrinsics; on the host each of these operations
+becomes a call of ``cubepy_host_op(params, cube, unit, site, operands)``, which the cpu runtime binds to
+``cubepy.runtime.cpu.emulation``: the same tensor-map walk, swizzle and out-of-bounds fill
+(``cubepy.runtime.interp.tma``) and the same barrier state machine (``cubepy.runtime.interp.mbarrier``) the
+interp runs.  ``site`` indexes the kernel's ``HostCall`` table (what the instruction is: its kind, the
+barrier and shared memory it names and where they sit in the cube's shared block, its source line);
+``operands`` points to the instruction's run-time values widened to i64 (the tensor map's address in the
+parameter block, the slice offset and length, coordinates, tokens, byte counts).  The call returns the
+token of an arrival and 1/0 for "this wait is done".
+
+Copies complete when they are issued, as on the interp.  A wait that is not done suspends the unit
+(state ``AT_MBARRIER``, the call site in its ``published`` word) and tests again when the driver resumes
+it; the driver resumes waiting units after the barrier state changed (``CTX_EPOCH`` counts the calls that
+change it) and reports a deadlock when it did not.  A barrier's state is a ``mbarrier.ROW_BYTES`` row in
+its slot of the shared block, zeroed by the driver when a cube starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import attrs
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower import unsigned_index
+from cubepy.ir import Instruction, Variable, VarKind, ops
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+    from cubepy.compiler.targets.host import HostTarget
+
+HOST_OP_SYMBOL = "cubepy_host_op"
+I64 = lt.I64
+I32 = lt.I32
+PTR = lt.GENERIC_PTR
+
+
+@attrs.frozen
+class HostCall:
+    """One TMA or mbarrier instruction of a host kernel, as the runtime's emulation needs to know it."""
+
+    kind: str  # init | arrive | arrive_expect_tx | expect_tx | wait | wait_parity | load | load_im2col | store
+    name: str  # the operation's name (tma_load, barrier_wait, ...)
+    where: str  # "file:line: " or ""
+    text: str  # the instruction, for error messages
+    barrier: str = ""  # repr of the barrier variable
+    barrier_offset: int = -1  # its state row in the shared block
+    smem: str = ""  # repr of the shared memory a copy reads or writes
+    smem_offset: int = 0
+    smem_capacity: int = 0  # items
+    item: int = 0  # bytes per item
+    rank: int = 0
+    mode: str = ""  # tiled | im2col
+
+
+def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Value], **static) -> ir.Value:
+    """Record ``inst`` in the target's call table and call the runtime with its operands; the i64 result."""
+    target: HostTarget = lw.target  # type: ignore[assignment]
+    op = inst.operation
+    barrier = getattr(op, "barrier", None)
+    if barrier is not None:
+        static.update(barrier=repr(barrier), barrier_offset=target.placed[(VarKind.BARRIER, barrier.id)])
+    smem = getattr(op, "smem", None)
+    if smem is not None:
+        static.update(
+            smem=repr(smem),
+            smem_offset=target.placed[(VarKind.SHARED, smem.id)],
+            smem_capacity=smem.length or 0,
+            item=smem.type.size,
+        )
+    where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
+    target.host_calls.append(HostCall(kind, op.name, where, str(inst), **static))
+    site = ir.Constant(I32, len(target.host_calls) - 1)
+    b = lw.builder
+    block = lw.alloca_builder.alloca(ir.ArrayType(I64, max(len(operands), 1)), name=f"{kind}.operands")
+    block.type = PTR  # opaque pointers, as the rest of the lowering
+    for index, value in enumerate(operands):
+        b.store(value, b.gep(block, [ir.Constant(I64, index)], source_etype=I64))
+    fn = lw.function
+    result = lw.call(HOST_OP_SYMBOL, I64, [fn.args[0], fn.args[1], fn.args[2], site, block])
+    return result
+
+
+def _wide(lw: KernelLowering, var: Variable) -> ir.Value:
+    """An integer operand as i64, extended by its signedness (as the interp reads it)."""
+    value = lw.value(var)
+    if value.type == lt.I1:
+        return lw.builder.zext(value, I64)
+    return unsigned_index(lw, value, var)
+
+
+def _changed(lw: KernelLowering) -> None:
+    """Count a change of some barrier's state (the driver re-tests waiting units after one)."""
+    target: HostTarget = lw.target  # type: ignore[assignment]
+    target.bump_epoch(lw)
+
+
+def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
+    """Elected units initialise the barrier; then the whole cube syncs (as ``bar.sync 0`` on the GPU)."""
+    op = cast(ops.BarrierInit, inst.operation)
+    b = lw.builder
+    init, join = lw.new_block("mbarrier.init"), lw.new_block("mbarrier.ready")
+    b.cbranch(lw.value(op.is_elected), init, join)
+    b.position_at_end(init)
+    _call(lw, "init", inst, [_wide(lw, op.arrival_count)])
+    _changed(lw)
+    b.branch(join)
+    b.position_at_end(join)
+    lw.target.sync_cube(lw)
+
+
+def lower_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
+    """One arrival; the token is the phase arrived on."""
+    lw.define(inst.out, _call(lw, "arrive", inst, []))
+    _changed(lw)
+
+
+def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
+    """Expect the bytes, then ``arrivals`` arrivals."""
+    op = cast(ops.BarrierArriveExpectTx, inst.operation)
+    lw.define(inst.out, _call(lw, "arrive_expect_tx", inst, [_wide(lw, op.arrivals), _wide(lw, op.tx_bytes)]))
+    _changed(lw)
+
+
+def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
+    """Raise the current phase's expected bytes."""
+    op = cast(ops.BarrierExpectTx, inst.operation)
+    _call(lw, "expect_tx", inst, [_wide(lw, op.tx_bytes)])
+    _changed(lw)
+
+
+def _wait(lw: KernelLowering, inst: Instruction, kind: str, operand: Variable) -> None:
+    """Test the phase; while it is not complete, suspend (state AT_MBARRIER) and test again when resumed."""
+    target: HostTarget = lw.target  # type: ignore[assignment]
+    b = lw.builder
+    value = _wide(lw, operand)
+    test, waiting, done = lw.new_block("mbarrier.test"), lw.new_block("mbarrier.suspend"), lw.new_block("mbarrier.done")
+    b.branch(test)
+    b.position_at_end(test)
+    result = _call(lw, kind, inst, [value])
+    b.cbranch(b.icmp_unsigned("!=", result, ir.Constant(I64, 0)), done, waiting)
+    b.position_at_end(waiting)
+    target.suspend_on_mbarrier(lw, len(target.host_calls) - 1)
+    b.branch(test)
+    b.position_at_end(done)
+
+
+def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
+    """Wait until the token's phase has completed."""
+    _wait(lw, inst, "wait", cast(ops.BarrierWait, inst.operation).token)
+
+
+def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
+    """Wait until the current phase's parity differs from the operand's."""
+    _wait(lw, inst, "wait_parity", cast(ops.BarrierWaitParity, inst.operation).phase)
+
+
+def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
+    tensor_map = lw.builder.ptrtoint(lw.params[(VarKind.TENSOR_MAP, op.tensor_map.id)], I64)
+    return [tensor_map, _wide(lw, op.offset), _wide(lw, op.length), *(_wide(lw, c) for c in op.coords)]
+
+
+def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
+    """Copy the box into shared memory now and credit the barrier with its bytes."""
+    op = cast(ops.TmaLoad, inst.operation)
+    _call(lw, "load", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
+    _changed(lw)
+
+
+def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
+    """The im2col walk into shared memory now; the barrier is credited with its bytes."""
+    op = cast(ops.TmaLoadIm2col, inst.operation)
+    operands = _copy_operands(lw, op) + [_wide(lw, o) for o in op.offsets]
+    _call(lw, "load_im2col", inst, operands, rank=op.rank, mode="im2col")
+    _changed(lw)
+
+
+def lower_tma_store(lw: KernelLowering, inst: Instruction) -> None:
+    """Write the shared box to global memory now (the store completes at issue)."""
+    op = cast(ops.TmaStore, inst.operation)
+    _call(lw, "store", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
+
+
+def lower_group(lw: KernelLowering, inst: Instruction) -> None:
+    """Nothing: stores complete at issue, so committing and waiting on bulk groups has nothing left to do."""
+
+
+HOST_LOWERINGS = {
+    ops.BarrierInit: lower_barrier_init,
+    ops.BarrierArrive: lower_barrier_arrive,
+    ops.BarrierArriveExpectTx: lower_barrier_arrive_expect_tx,
+    ops.BarrierExpectTx: lower_barrier_expect_tx,
+    ops.BarrierWait: lower_barrier_wait,
+    ops.BarrierWaitParity: lower_barrier_wait_parity,
+    ops.TmaLoad: lower_tma_load,
+    ops.TmaLoadIm2col: lower_tma_load_im2col,
+    ops.TmaStore: lower_tma_store,
+    ops.TmaGroupCommit: lower_group,
+    ops.TmaGroupWait: lower_group,
+    ops.TmaGroupWaitRead: lower_group,
+}

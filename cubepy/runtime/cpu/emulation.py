@@ -1,0 +1,217 @@
+"""``cubepy_host_op``: the compiled host code's TMA copies and mbarriers, run by the interp's emulation.
+
+The host lowering (``cubepy.compiler.targets.host_async``) turns each TMA or mbarrier instruction into a
+call ``cubepy_host_op(params, cube, unit, site, operands)``.  This module binds that symbol to one ctypes
+callback, which finds the launch by its parameter block's address, the instruction by ``site`` in the
+kernel's ``HostCall`` table, and calls the functions the interp calls: ``interp.tma`` (tensor-map walk,
+swizzle, out-of-bounds fill, preconditions) and ``interp.mbarrier`` (arrivals, transaction bytes, phases).
+
+* A tensor-map parameter holds a handle instead of a CUtensorMap: ``TENSOR_MAP_MAGIC`` and the map's
+  slot; the launch record holds the ``TensorMapArg`` descriptions.
+* A barrier's state is a row of int64 in its slot of the cube's shared block; shared memory is the cube's
+  block, which the compiled code passes through its cube context.
+* Errors cannot cross the C frames: the first one is kept in the launch record, the cube context's fault
+  word is set (the driver runs no more cubes there), every later call does nothing (a wait reports done),
+  and ``LaunchRecord.raise_if_failed`` raises it once the compiled code returned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from cubepy.compiler.host import HostKernel
+from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED
+from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
+from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
+from cubepy.runtime.interp import mbarrier, tma
+
+TENSOR_MAP_MAGIC = b"cubepyTM"
+assert BARRIER_ROW_BYTES == mbarrier.ROW_BYTES, "the host target's barrier rows must hold the emulated state"
+HostOp = ctypes.CFUNCTYPE(
+    ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p
+)
+_ONE_CUBE = np.zeros(1, dtype=np.int64)
+_launches: dict[int, LaunchRecord] = {}
+_launches_lock = threading.Lock()
+
+
+def tensor_map_handle(slot: int) -> bytes:
+    """The 128 bytes a tensor-map parameter holds on the cpu runtime: the magic and the map's slot."""
+    return (TENSOR_MAP_MAGIC + struct.pack("<I", slot)).ljust(128, b"\0")
+
+
+class LaunchRecord:
+    """One running launch: its kernel, tensor maps, the cube contexts' shared views and the first error."""
+
+    def __init__(self, kernel: HostKernel, tensor_maps: list) -> None:
+        self.kernel = kernel
+        self.tensor_maps = tensor_maps
+        self.error: BaseException | None = None
+        self._views: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def shared(self, cube: int) -> np.ndarray:
+        """The shared block of the cube context at ``cube`` as uint8."""
+        address = ctypes.c_uint64.from_address(cube + CTX_SHARED).value
+        view = self._views.get(address)
+        if view is None:
+            size = max(self.kernel.shared_bytes, 1)
+            view = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+            self._views[address] = view
+        return view
+
+    def describe_unit(self, cube: int, unit: int) -> str:
+        """``unit (x, y, z) of cube (x, y, z)``, as the interp names a lane."""
+        dx, dy, _ = self.kernel.definition.cube_dim
+        ctaid = tuple(ctypes.c_uint32.from_address(cube + CTX_CTAID + 4 * axis).value for axis in range(3))
+        return f"unit {(unit % dx, (unit // dx) % dy, unit // (dx * dy))} of cube {ctaid}"
+
+    def fail(self, cube: int, error: BaseException) -> None:
+        """Keep the first error and stop the cube context's remaining cubes."""
+        with self._lock:
+            if self.error is None:
+                self.error = error
+        ctypes.c_int32.from_address(cube + CTX_FAULT).value = -1
+
+    def barrier_state(self, cube: int, call: HostCall) -> mbarrier.BarrierState:
+        """The state row of ``call``'s barrier in the cube's shared block."""
+        row = self.shared(cube)[call.barrier_offset : call.barrier_offset + BARRIER_ROW_BYTES]
+        return mbarrier.BarrierState(row.view(np.int64).reshape(1, mbarrier.FIELDS))
+
+    def deadlock(self, cube: int, unit: int, call: HostCall) -> SanitizerError:
+        """The error of a wait the driver found can never complete."""
+        kind = SanitizerKind.BARRIER_DEADLOCK
+        state = self.barrier_state(cube, call)
+        return SanitizerError(
+            f"{call.where}{kind.value}: wait on {call.barrier} can never complete: every live unit of the cube "
+            f"waits (at an mbarrier or sync_cube) and no copy is in flight; {state.describe(0)}, by "
+            f"{self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
+            kind,
+        )
+
+
+@contextmanager
+def launch(params: int, kernel: HostKernel, tensor_maps: list) -> Iterator[LaunchRecord]:
+    """Make the launch whose parameter block is at ``params`` known to ``cubepy_host_op`` while it runs."""
+    record = LaunchRecord(kernel, tensor_maps)
+    with _launches_lock:
+        _launches[params] = record
+    try:
+        yield record
+    finally:
+        with _launches_lock:
+            del _launches[params]
+
+
+def _operands(address: int, count: int) -> list[int]:
+    return list((ctypes.c_int64 * count).from_address(address)) if count else []
+
+
+def _tensor_map(record: LaunchRecord, address: int) -> Any:
+    raw = ctypes.string_at(address, len(TENSOR_MAP_MAGIC) + 4)
+    if raw[: len(TENSOR_MAP_MAGIC)] != TENSOR_MAP_MAGIC:
+        raise TensorMapError("the tensor-map parameter does not hold a cpu runtime handle")
+    (slot,) = struct.unpack_from("<I", raw, len(TENSOR_MAP_MAGIC))
+    return record.tensor_maps[slot]
+
+
+def _copy(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int:
+    """A TMA load (returns 0; the barrier is credited) or store."""
+    spatial = call.rank - 2 if call.kind == "load_im2col" else 0
+    values = _operands(operands, 3 + call.rank + spatial)
+    tm = _tensor_map(record, values[0])
+    offset, length = values[1], values[2]
+    coords, offsets = values[3 : 3 + call.rank], values[3 + call.rank :]
+    state = None
+    if call.kind != "store":
+        state = record.barrier_state(cube, call)
+        mbarrier.require_initialized(state, call.barrier, _ONE_CUBE)
+    nbytes = tma.box_bytes(tm, call.name, call.mode, call.rank)
+    address = tma.slice_address(
+        call.name, call.smem, call.smem_capacity, call.item, call.smem_offset, offset, length, nbytes
+    )
+    smem = record.shared(cube)
+    if call.kind == "store":
+        tma.tiled_store(tm, coords, smem, address)
+        return 0
+    if call.kind == "load":
+        delivered = tma.tiled_load(tm, coords, smem, address)
+    else:
+        delivered = tma.im2col_load(tm, coords, offsets, smem, address)
+    assert state is not None
+    state.tx[0] -= delivered
+    state.settle()
+    return 0
+
+
+def _barrier(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int:
+    """An mbarrier operation on the cube's row: a token, 1/0 for a wait, else 0."""
+    state = record.barrier_state(cube, call)
+    name, kind = call.barrier, call.kind
+    one = np.ones(1, dtype=np.int64)
+    if kind == "arrive":
+        return int(mbarrier.arrive(state, name, _ONE_CUBE, one, np.zeros(1, dtype=np.int64))[0])
+    values = np.array(_operands(operands, 2 if kind == "arrive_expect_tx" else 1), dtype=np.int64)
+    if kind == "init":
+        mbarrier.initialize(state, name, _ONE_CUBE, values)
+        return 0
+    if kind == "arrive_expect_tx":
+        return int(mbarrier.arrive(state, name, _ONE_CUBE, values[:1], values[1:])[0])
+    if kind == "expect_tx":
+        mbarrier.expect_tx(state, name, _ONE_CUBE, values)
+        return 0
+    if kind == "wait":
+        return int(mbarrier.token_done(state, name, _ONE_CUBE, values)[0])
+    if kind == "wait_parity":
+        return int(mbarrier.parity_done(state, name, _ONE_CUBE, values)[0])
+    raise AssertionError(f"unknown host call kind {kind!r}")
+
+
+def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int:
+    record = _launches.get(params)
+    if record is None or record.error is not None:
+        return 1  # after an error every call does nothing; a wait is done so the cube can end
+    call = record.kernel.host_calls[site]
+    try:
+        if call.kind in ("load", "load_im2col", "store"):
+            return _copy(record, cube, call, operands)
+        return _barrier(record, cube, call, operands)
+    except mbarrier.BarrierFault as fault:
+        message = (
+            fault.message if fault.message.startswith(fault.kind.value) else f"{fault.kind.value}: {fault.message}"
+        )
+        error: BaseException = SanitizerError(
+            f"{call.where}{message}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}", fault.kind
+        )
+    except TensorMapError as exc:
+        kind = SanitizerKind.TMA_MISUSE
+        error = TmaMisuseError(
+            f"{call.where}{kind.value}: {exc}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}",
+            kind,
+        )
+        error.__cause__ = exc
+    except BaseException as exc:  # noqa: BLE001 - must not unwind through the compiled code's frames
+        error = exc
+    record.fail(cube, error)
+    return 1
+
+
+_callback = HostOp(_host_op)  # kept alive for as long as compiled code may call it
+_registered = False
+
+
+def register() -> None:
+    """Make ``cubepy_host_op`` resolvable for the host object code (once per process)."""
+    global _registered
+    if not _registered:
+        from cubepy.compiler.target import binding
+
+        binding().add_symbol(HOST_OP_SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
+        _registered = True

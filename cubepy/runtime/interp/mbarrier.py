@@ -1,0 +1,159 @@
+"""The mbarrier state machine: arrival counts, transaction bytes and phases (PTX ``mbarrier``).
+
+One implementation for both CPU runtimes: the lockstep interp (``interp.tma_exec``) keeps one row per
+cube of its chunk; the compiled cpu runtime keeps one row in the barrier's slot of the cube's shared block
+and calls these functions from the host code (``cubepy.runtime.cpu.emulation``).
+
+* A row holds whether the barrier was initialised, its arrival count, the arrivals still pending in the
+  current phase, a signed transaction count (bytes expected minus bytes delivered) and the number of
+  completed phases.  A phase completes when no arrival is pending and the transaction count is zero;
+  the pending count then resets to the arrival count.  A copy may complete before its bytes are
+  expected (CubeCL issues the load before ``arrive_and_expect_tx``), so the count may go negative.
+* A token is the index of the phase its arrival belonged to; ``wait(token)`` is done once that phase
+  completed, ``wait_parity(p)`` once the current phase's parity differs from ``p`` (the hardware rule).
+
+Misuse raises ``BarrierFault`` with the index (into the caller's arrays) of the offending unit; each
+runtime turns it into its ``SanitizerError`` naming the unit and the source line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cubepy.errors import SanitizerKind
+
+MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1]
+FIELDS = 5  # initialized, arrival_count, pending, tx, phase (int64 each)
+ROW_BYTES = FIELDS * 8
+
+
+class BarrierFault(Exception):
+    """A barrier bug of ``kind`` by the unit at ``index`` of the arrays passed in."""
+
+    def __init__(self, kind: SanitizerKind, message: str, index: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.index = index
+
+
+class BarrierState:
+    """One barrier's state in a number of cubes: column views of an ``(cubes, FIELDS)`` int64 table."""
+
+    __slots__ = ("table", "initialized", "arrival_count", "pending", "tx", "phase")
+
+    def __init__(self, table: np.ndarray) -> None:
+        if table.dtype != np.int64 or table.ndim != 2 or table.shape[1] != FIELDS:
+            raise ValueError(f"a barrier table is (cubes, {FIELDS}) int64, not {table.shape} {table.dtype}")
+        self.table = table
+        self.initialized = table[:, 0]  # 0 or 1
+        self.arrival_count = table[:, 1]
+        self.pending = table[:, 2]
+        self.tx = table[:, 3]  # bytes expected minus bytes delivered
+        self.phase = table[:, 4]  # phases completed so far
+
+    @classmethod
+    def fresh(cls, cubes: int) -> BarrierState:
+        """Uninitialised barriers for ``cubes`` cubes."""
+        return cls(np.zeros((cubes, FIELDS), dtype=np.int64))
+
+    def settle(self) -> None:
+        """Complete every phase whose arrivals and transaction bytes are all in."""
+        done = (self.initialized != 0) & (self.pending == 0) & (self.tx == 0)
+        if done.any():
+            self.phase[done] += 1
+            self.pending[done] = self.arrival_count[done]
+
+    def describe(self, cube: int) -> str:
+        """The phase, pending arrivals and outstanding bytes of ``cube``, for messages."""
+        return (
+            f"phase {self.phase[cube]} has {self.pending[cube]} of {self.arrival_count[cube]} arrivals "
+            f"pending and {self.tx[cube]} transaction bytes outstanding"
+        )
+
+
+def initialize(state: BarrierState, name: str, cubes: np.ndarray, counts: np.ndarray) -> None:
+    """``mbarrier.init`` by each elected unit: ``counts[k]`` arrivals per phase in cube ``cubes[k]``."""
+    for k, (cube, count) in enumerate(zip(cubes.tolist(), counts.tolist())):
+        if not 1 <= count <= MAX_ARRIVAL_COUNT:
+            raise BarrierFault(
+                SanitizerKind.BARRIER_MISUSE, f"barrier arrival count {count} is outside [1, {MAX_ARRIVAL_COUNT}]", k
+            )
+        if state.initialized[cube] and state.arrival_count[cube] != count and state.phase[cube] == 0:
+            raise BarrierFault(
+                SanitizerKind.BARRIER_MISUSE,
+                f"two units initialise {name} with different arrival counts ({state.arrival_count[cube]} and {count})",
+                k,
+            )
+        state.initialized[cube] = 1
+        state.arrival_count[cube] = count
+        state.pending[cube] = count
+        state.tx[cube] = 0
+        state.phase[cube] = 0
+
+
+def require_initialized(state: BarrierState, name: str, cubes: np.ndarray) -> None:
+    """Fault on the first unit whose cube never initialised the barrier."""
+    missing = state.initialized[cubes] == 0
+    if missing.any():
+        raise BarrierFault(
+            SanitizerKind.BARRIER_MISUSE,
+            f"{name} is used before barrier_init (no unit of this cube was elected to initialise it)",
+            int(np.argmax(missing)),
+        )
+
+
+def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarray, tx_bytes: np.ndarray) -> np.ndarray:
+    """Each unit expects ``tx_bytes[k]`` then arrives ``arrivals[k]`` times; each unit's token (its phase)."""
+    require_initialized(state, name, cubes)
+    bad = (arrivals < 1) | (arrivals > MAX_ARRIVAL_COUNT)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise BarrierFault(
+            SanitizerKind.BARRIER_MISUSE,
+            f"arrival count {arrivals[k]} on {name} is outside [1, {MAX_ARRIVAL_COUNT}]",
+            k,
+        )
+    totals = np.zeros_like(state.pending)
+    np.add.at(totals, cubes, arrivals)
+    if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
+        tokens = state.phase[cubes].copy()
+        np.add.at(state.tx, cubes, tx_bytes)
+        state.pending -= totals
+        state.settle()
+        return tokens
+    # Some cube gets more arrivals than its phase still waits for: apply them one unit at a time (in order;
+    # the hardware order is unspecified), so phases complete in between as they would on the GPU.
+    tokens = np.empty(cubes.size, dtype=np.int64)
+    for k, cube in enumerate(cubes.tolist()):
+        if arrivals[k] > state.pending[cube]:
+            raise BarrierFault(
+                SanitizerKind.BARRIER_OVERFLOW,
+                f"{arrivals[k]} arrivals on {name} but its phase waits for only "
+                f"{state.pending[cube]} more; {state.describe(cube)}",
+                k,
+            )
+        tokens[k] = state.phase[cube]
+        state.tx[cube] += tx_bytes[k]
+        state.pending[cube] -= arrivals[k]
+        state.settle()
+    return tokens
+
+
+def expect_tx(state: BarrierState, name: str, cubes: np.ndarray, tx_bytes: np.ndarray) -> None:
+    """``mbarrier.expect_tx``: raise the current phase's expected transaction bytes."""
+    require_initialized(state, name, cubes)
+    np.add.at(state.tx, cubes, tx_bytes)
+    state.settle()
+
+
+def token_done(state: BarrierState, name: str, cubes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Per unit, whether the phase its token names has completed."""
+    require_initialized(state, name, cubes)
+    return state.phase[cubes] > tokens
+
+
+def parity_done(state: BarrierState, name: str, cubes: np.ndarray, phases: np.ndarray) -> np.ndarray:
+    """Per unit, whether the current phase's parity differs from the parity of ``phases``."""
+    require_initialized(state, name, cubes)
+    return (state.phase[cubes] & 1) != (phases & 1)

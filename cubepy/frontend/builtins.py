@@ -127,9 +127,16 @@ def sync_cube() -> None:
     current_scope().append(irops.SyncCube())
 
 
-def sync_plane() -> None:
-    """Wait until every unit of the plane gets here."""
-    current_scope().append(irops.SyncPlane())
+def sync_plane(mask=None) -> None:
+    """Wait until every unit of the plane gets here; with a u32 ``mask``, the lanes it names (CUDA's __syncwarp).
+
+    Every unit that reaches a masked ``sync_plane`` must be in its mask, and all of them must pass the
+    same mask (CUDA leaves anything else undefined; the interp's sanitizer reports it).
+    """
+    if mask is None:
+        current_scope().append(irops.SyncPlane())
+        return
+    current_scope().append(irops.SyncPlane(operations.convert(mask, Type(ir.U32), "sync_plane mask")))
 
 
 def _sync_cube_reduce(cls, pred) -> ExpandElement:

@@ -110,6 +110,11 @@ def test_type_mismatch():
     _expect("type-mismatch", kernel([inst(ids.const(U32), o.lookup("add")(constant(1.0, F32), constant(1.0, F32)))]))
 
 
+def test_type_mismatch_of_a_sync_plane_mask():
+    _expect("type-mismatch", kernel([inst(None, o.SyncPlane(constant(-1, Type(ir.I32))))]))
+    verify(kernel([inst(None, o.SyncPlane(constant(0xFFFF, U32)))]))  # a u32 mask is well formed
+
+
 def test_elem_kind():
     ids = Ids()
     _expect("elem-kind", kernel([inst(ids.const(U32), o.lookup("sqrt")(constant(4, U32)))]))

@@ -44,8 +44,8 @@ class TargetLayer(Protocol):
     def sync_cube(self, lw: KernelLowering) -> None:
         """Wait until every unit of the cube arrives; shared memory written before is visible after."""
 
-    def sync_plane(self, lw: KernelLowering) -> None:
-        """Reconverge the plane; shared memory written by its units before is visible after."""
+    def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
+        """Reconverge the plane (or the lanes of the i32 ``mask``); shared memory written before is visible after."""
 
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """Make generic shared-memory writes visible to the TMA unit."""

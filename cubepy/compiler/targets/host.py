@@ -284,8 +284,8 @@ class HostTarget:
         """Suspend until every unit of the cube that has not returned waits at a barrier."""
         self._suspend(lw, AT_BARRIER)
 
-    def sync_plane(self, lw: KernelLowering) -> None:
-        """Suspend as a plane collective: the plane's units resume together."""
+    def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
+        """Suspend as a plane collective: the plane's units here resume together (``mask`` names them)."""
         self._suspend(lw, AT_PLANE)
 
     def suspend_on_mbarrier(self, lw: KernelLowering, call_site: int) -> None:

@@ -104,9 +104,9 @@ class NvptxTarget:
         """bar.sync 0: every unit of the cube, with shared-memory visibility."""
         lw.call("llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [ir.Constant(lt.I32, 0)])
 
-    def sync_plane(self, lw: KernelLowering) -> None:
-        """bar.warp.sync over the whole plane."""
-        lw.call("llvm.nvvm.bar.warp.sync", lt.VOID, [ir.Constant(lt.I32, -1)])
+    def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
+        """bar.warp.sync over the whole plane, or over ``mask``'s lanes."""
+        lw.call("llvm.nvvm.bar.warp.sync", lt.VOID, [ir.Constant(lt.I32, -1) if mask is None else mask])
 
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """fence.proxy.async.shared::cta."""

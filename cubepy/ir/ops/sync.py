@@ -23,10 +23,25 @@ class SyncCube(Operation):
     """Barrier for every unit of the cube, with shared-memory visibility."""
 
 
-@declare(OpRecord("sync_plane", "sync", doc="Barrier for the units of one plane."))
+def _check_sync_plane_mask(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, SyncPlane)
+    if op.mask is not None and op.mask.type != Type(U32):
+        c.fail("type-mismatch", inst, f"sync_plane mask must be a u32 scalar, got {op.mask.type}")
+
+
+@declare(
+    OpRecord(
+        "sync_plane",
+        "sync",
+        checks=(_check_sync_plane_mask,),
+        doc="Barrier for the units of one plane (all of them, or the lanes of a u32 mask: CUDA's __syncwarp).",
+    )
+)
 @attrs.frozen(repr=False)
 class SyncPlane(Operation):
-    """Barrier for the units of one plane."""
+    """Barrier for the units of one plane; with ``mask``, for the lanes whose bits it sets."""
+
+    mask: Variable | None = None
 
 
 @declare(OpRecord("sync_async_proxy_shared", "sync", doc="Generic-proxy shared writes made visible to TMA."))

@@ -15,7 +15,7 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.registry import implements
-from cubepy.runtime.interp.values import Mask
+from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
@@ -58,6 +58,11 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if ctx.sanitizer is not None:  # the barrier orders the earlier accesses of each plane here
         layout = ctx.plane_layout()
         ctx.sanitizer.sync_plane(layout.active(mask.bits).any(axis=1).reshape(ctx.topology.cubes, -1))
+    op = inst.operation
+    assert isinstance(op, ops.SyncPlane)
+    if op.mask is not None and ctx.launch.sanitize:
+        _check_plane_mask(ctx, inst, op.mask, mask)
+        return
     if mask.full or not ctx.launch.sanitize:
         return
     layout = ctx.plane_layout()
@@ -74,6 +79,42 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             int(np.argmax(layout.scatter(marker))),
             kind=SanitizerKind.DIVERGENT_BARRIER,
         )
+
+
+def _check_plane_mask(ctx: Chunk, inst: Instruction, mask_var, mask: Mask) -> None:
+    """A masked sync_plane: the units here pass one mask, are in it, and every live unit it names is here."""
+    layout = ctx.plane_layout()
+    here = layout.active(mask.bits)
+    live = layout.active(~ctx.returned)
+    values = layout.gather(np.broadcast_to(np.asarray(ctx.read(mask_var), dtype=np.uint32), (ctx.lanes,)))
+    first = np.argmax(here, axis=1)
+    plane_mask = values[np.arange(len(values)), first]  # the mask the plane's first unit here passes
+    lanes = np.arange(PLANE_SIZE, dtype=np.uint32)
+    in_mask = ((plane_mask[:, None] >> lanes) & np.uint32(1)).astype(bool)
+
+    def report(plane: int, lane: int, why: str) -> None:
+        marker = np.zeros(here.shape, dtype=bool)
+        marker[plane, lane] = True
+        ctx.fail(
+            inst,
+            f"sync_plane(mask=0x{int(plane_mask[plane]):08x}): {why}",
+            int(np.argmax(layout.scatter(marker))),
+            kind=SanitizerKind.DIVERGENT_BARRIER,
+        )
+
+    different = here & (values != plane_mask[:, None])
+    if different.any():
+        plane, lane = np.argwhere(different)[0]
+        report(int(plane), int(lane), f"lane {lane} passes a different mask 0x{int(values[plane, lane]):08x}")
+    outside = here & ~in_mask
+    if outside.any():
+        plane, lane = np.argwhere(outside)[0]
+        report(int(plane), int(lane), f"lane {lane} reaches this barrier but is not in its mask")
+    planes_here = np.asarray(here.any(axis=1))
+    missing = planes_here[:, None] & in_mask & live & ~here
+    if missing.any():
+        plane, lane = np.argwhere(missing)[0]
+        report(int(plane), int(first[plane]), f"lane {lane} is in the mask and live but does not reach this barrier")
 
 
 @implements(ops.SyncProxyShared)

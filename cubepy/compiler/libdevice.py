@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import attrs
 
 from cubepy.compiler.toolkit import find_libdevice
 from cubepy.errors import CompileError
+from cubepy.files import write_atomically
 
 __all__ = ["Subset", "clear_memory", "find_libdevice", "parse", "subset"]
 
@@ -160,22 +160,10 @@ def _read_entry(entry: Path, wanted: frozenset[str]) -> Subset | None:
 
 def _write_entry(entry: Path, bitcode: bytes) -> None:
     """Store ``bitcode`` at ``entry`` atomically; a folder that cannot be written only costs the reuse."""
-    tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{entry.stem[:16]}.", suffix=".tmp", dir=entry.parent)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(bitcode)
-        os.replace(tmp, entry)
-        tmp = None
+        write_atomically(entry, bitcode)
     except OSError:
         pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def parse(found: Subset):

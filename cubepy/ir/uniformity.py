@@ -32,27 +32,11 @@ from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.variable import BUILTINS, Variable, VarKind
 
 PLANE_WIDTH = 32
-_UNIFORM_BUILTINS = frozenset(
-    {
-        "cube_pos",
-        "cube_pos_x",
-        "cube_pos_y",
-        "cube_pos_z",
-        "cube_dim",
-        "cube_dim_x",
-        "cube_dim_y",
-        "cube_dim_z",
-        "cube_count",
-        "cube_count_x",
-        "cube_count_y",
-        "cube_count_z",
-        "plane_dim",
-        "plane_pos",
-    }
-)
+# The builtins every unit of a plane reads the same: all but the unit's own positions.
+_UNIFORM_BUILTINS = frozenset(name for name in BUILTINS if not name.startswith(("absolute_pos", "unit_pos")))
 # Collectives whose result is the same on every unit that takes part.
 _UNIFORM_RESULTS = (
     ops.PlaneSum,

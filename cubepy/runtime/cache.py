@@ -27,10 +27,10 @@ import io
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 from cubepy import config
+from cubepy.files import write_atomically
 from cubepy.ir.types import ElemType as _ElemType
 
 FORMAT = 1
@@ -179,23 +179,11 @@ class DiskCache:
         except Exception as exc:  # an artifact holding something unpicklable: keep it in memory only
             _debug(f"not storing {path.name}: {type(exc).__name__}: {exc}")
             return False
-        tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, path)
-            tmp = None
+            write_atomically(path, data)
         except OSError as exc:  # read-only or full disk: the cache is an optimization only
             _debug(f"cannot write {path}: {exc}")
             return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
         _debug(f"stored {path}")
         return True
 

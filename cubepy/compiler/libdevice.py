@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from cubepy.files import write_atomically
 
 __all__ = ["Subset", "clear_memory", "find_libdevice", "parse", "subset"]
 
-FORMAT = 1  # bump when the way a subset is built changes
+FORMAT = 2  # bump when the way a subset is built changes
 # References every wanted function so that linking libdevice into the stub resolves them; linkonce_odr and
 # unreferenced, so linking the subset into a kernel leaves it behind.
 _KEEP = "__cubepy_libdevice_keep"
@@ -134,7 +135,15 @@ def _build(path: str, wanted: frozenset[str]) -> Subset:
     )
     stub.link_in(library)
     missing = frozenset(name for name in ordered if stub.get_function(name).is_declaration)
-    return Subset(stub.as_bitcode(), missing, "built")
+    return Subset(_contractable_multiplies(llvm, stub).as_bitcode(), missing, "built")
+
+
+def _contractable_multiplies(llvm, module):
+    """``module`` with every ``fmul`` marked ``contract``: a kernel's add marked the same way may fuse with
+    a function's last multiply (nvcc's --fmad=true). libdevice's own adds carry no flag, so nothing inside
+    the library changes."""
+    text = re.sub(r"= fmul ", "= fmul contract ", str(module))
+    return llvm.parse_assembly(text)
 
 
 def _read_entry(entry: Path, wanted: frozenset[str]) -> Subset | None:

@@ -81,6 +81,7 @@ class KernelLowering:
 
     def __init__(self, definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> None:
         self.definition = definition
+        self.contract = definition.contract  # float adds may fuse with a libdevice function's last multiply
         self.sm = sm
         self.target = target if target is not None else NvptxTarget(sm)
         self.name = entry_name(definition.name)

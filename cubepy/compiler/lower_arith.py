@@ -233,6 +233,11 @@ def binary(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, ty: Type) ->
     elem = ty.elem
     if elem.is_float:
         simple = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}
+        if name in ("add", "sub") and lw.contract:
+            # `contract` lets LLVM fuse the add with a libdevice function's final multiply (expf's
+            # ex2 * 2^k), as nvcc does; cubepy's own multiplies carry no flag, so they never fuse here:
+            # the contract pass alone decides those.
+            return simple[name](a, c, flags=("contract",))
         if name in simple:
             return simple[name](a, c)
         if name in ("min", "max"):

@@ -28,6 +28,7 @@ class HostLowering:
     """The slice of ``KernelLowering`` the arithmetic helpers use, with libdevice mapped to libm."""
 
     sm = 90
+    contract = True  # float adds carry LLVM's `contract` flag as in a contracting kernel (no multiply to fuse here)
 
     def __init__(self, module: ir.Module, builder: ir.IRBuilder) -> None:
         self.module = module

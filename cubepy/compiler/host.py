@@ -79,8 +79,13 @@ def host_machine():
     return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
 
 
-def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostKernel:
-    """Verify, run the IR passes, lower for the host and build object code (the LLVM work in a child)."""
+def compile_host(
+    definition: KernelDefinition, *, isolate: bool = True, report_out_of_bounds: bool = False
+) -> HostKernel:
+    """Verify, run the IR passes, lower for the host and build object code (the LLVM work in a child).
+
+    ``report_out_of_bounds``: a checked access that misses calls the runtime, which reports it.
+    """
     from cubepy.compiler.lower import lower_kernel
 
     timings: dict[str, float] = {}
@@ -90,7 +95,7 @@ def compile_host(definition: KernelDefinition, *, isolate: bool = True) -> HostK
     timings["passes"] = time.perf_counter() - start
     start = time.perf_counter()
     machine = host_machine()
-    target = HostTarget(machine.triple, str(machine.target_data), definition)
+    target = HostTarget(machine.triple, str(machine.target_data), definition, report_out_of_bounds)
     lowered = lower_kernel(definition, 0, target)
     text = str(lowered.module)
     timings["lower"] = time.perf_counter() - start

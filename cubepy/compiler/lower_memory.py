@@ -47,14 +47,28 @@ def _len_is_buffer_len(lw: KernelLowering, memory: Variable) -> bool:
     return any(p.len_is_buffer_len and p.var == memory for p in lw.definition.buffers)
 
 
-def _checked_region(lw: KernelLowering, memory: Variable, index: ir.Value, hint: str):
-    """Branch on ``index < length``: returns (in-bounds block, join block, block the check ended in)."""
+def _checked_region(lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, access: str):
+    """Branch on ``index < length``: (in-bounds block, join block, the block a miss reaches the join from).
+
+    A target that reports misses (the cpu runtime under ``sanitize=True``) gets a block that calls its
+    report first; reads the frontend evaluated ahead of a guard (``speculative``) are never reported.
+    """
     b = lw.builder
-    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
-    access, join = lw.new_block(f"{hint}.in_bounds"), lw.new_block(f"{hint}.join")
-    check_block = b.block
-    b.cbranch(in_bounds, access, join)
-    return access, join, check_block
+    length = memory_length(lw, memory)
+    in_bounds = b.icmp_unsigned("<", index, length, name="in_bounds")
+    hint = "load" if access == "read" else "store"
+    hit, join = lw.new_block(f"{hint}.in_bounds"), lw.new_block(f"{hint}.join")
+    if not lw.target.reports_out_of_bounds or getattr(inst.operation, "speculative", False):
+        miss_from = b.block
+        b.cbranch(in_bounds, hit, join)
+        return hit, join, miss_from
+    miss = lw.new_block(f"{hint}.out_of_bounds")
+    b.cbranch(in_bounds, hit, miss)
+    b.position_at_end(miss)
+    lw.target.report_out_of_bounds(lw, inst, memory, index, length, access)
+    miss_from = b.block
+    b.branch(join)
+    return hit, join, miss_from
 
 
 def load_item(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
@@ -72,7 +86,7 @@ def lower_index(lw: KernelLowering, inst: Instruction) -> None:
         lw.define(inst.out, load_item(lw, op.memory, index))
         return
     b = lw.builder
-    access, join, check_block = _checked_region(lw, op.memory, index, "load")
+    access, join, check_block = _checked_region(lw, inst, op.memory, index, "read")
     b.position_at_end(access)
     loaded = load_item(lw, op.memory, index)
     loaded_block = b.block
@@ -92,7 +106,7 @@ def lower_index_assign(lw: KernelLowering, inst: Instruction) -> None:
     value = lw.to_memory(lw.value(op.value), op.value.type)
     join = None
     if op.checked:
-        access, join, _ = _checked_region(lw, op.memory, index, "store")
+        access, join, _ = _checked_region(lw, inst, op.memory, index, "write")
         b.position_at_end(access)
     b.store(value, element_pointer(lw, op.memory, index), align=lt.item_align(op.memory.type))
     if join is not None:

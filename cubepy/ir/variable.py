@@ -132,3 +132,17 @@ class SourceLoc:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+_MEMORY_LABELS = {
+    VarKind.GLOBAL: "global buffer",
+    VarKind.SHARED: "shared memory",
+    VarKind.LOCAL_ARRAY: "local array",
+    VarKind.CONST_TABLE: "constant table",
+}
+
+
+def describe_memory(var: Variable, name: str | None = None) -> str:
+    """How error messages name a memory: ``global buffer 0 (x)``, ``shared memory 3``, ``constant table 1``."""
+    label = f"{_MEMORY_LABELS.get(var.kind, var.kind.value)} {var.id}"
+    return f"{label} ({name})" if name else label

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import llvmlite.ir as ir
 
     from cubepy.compiler.lower import KernelLowering
+    from cubepy.ir import Instruction, Variable
     from cubepy.ir.ops import Operation
 
 
@@ -25,6 +26,14 @@ class TargetLayer(Protocol):
     name: str
     triple: str
     data_layout: str
+    # Whether a checked access that misses calls ``report_out_of_bounds`` (the cpu runtime's
+    # ``sanitize=True``); the GPU target never does, so its code is the same either way.
+    reports_out_of_bounds: bool
+
+    def report_out_of_bounds(
+        self, lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
+    ) -> None:
+        """Emit the report of a checked ``access`` ("read"/"write") of ``memory`` that missed (i64 operands)."""
 
     def declare_entry(self, lw: KernelLowering) -> ir.Function:
         """Create the entry function and bind ``lw.params`` for every kernel parameter and the info buffer."""

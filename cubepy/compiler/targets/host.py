@@ -36,7 +36,7 @@ from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import KernelDefinition
+    from cubepy.ir import Instruction, KernelDefinition, Variable
     from cubepy.ir.ops import Operation
 
 # The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
@@ -149,7 +149,10 @@ class HostTarget:
 
     name = "cpu"
 
-    def __init__(self, triple: str, data_layout: str, definition: KernelDefinition) -> None:
+    def __init__(
+        self, triple: str, data_layout: str, definition: KernelDefinition, report_out_of_bounds: bool = False
+    ) -> None:
+        self.reports_out_of_bounds = report_out_of_bounds
         self.triple = triple
         self.data_layout = data_layout
         self.coroutine = needs_coroutines(definition)
@@ -283,6 +286,14 @@ class HostTarget:
     def sync_cube(self, lw: KernelLowering) -> None:
         """Suspend until every unit of the cube that has not returned waits at a barrier."""
         self._suspend(lw, AT_BARRIER)
+
+    def report_out_of_bounds(
+        self, lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
+    ) -> None:
+        """A call into the runtime, which raises the out-of-bounds report after the launch."""
+        from cubepy.compiler.targets import host_async
+
+        host_async.report_out_of_bounds(lw, inst, memory, index, length, access)
 
     def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
         """Suspend as a plane collective: the plane's units here resume together (``mask`` names them)."""

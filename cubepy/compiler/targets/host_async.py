@@ -27,6 +27,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import unsigned_index
 from cubepy.ir import Instruction, Variable, VarKind, ops
+from cubepy.ir.variable import describe_memory
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -42,7 +43,9 @@ PTR = lt.GENERIC_PTR
 class HostCall:
     """One TMA or mbarrier instruction of a host kernel, as the runtime's emulation needs to know it."""
 
-    kind: str  # init | arrive | arrive_expect_tx | expect_tx | wait | wait_parity | load | load_im2col | store
+    # init | arrive | arrive_expect_tx | expect_tx | wait | wait_parity | load | load_im2col | store,
+    # or oob_read | oob_write: a checked access that missed, reported under sanitize=True
+    kind: str
     name: str  # the operation's name (tma_load, barrier_wait, ...)
     where: str  # "file:line: " or ""
     text: str  # the instruction, for error messages
@@ -54,6 +57,7 @@ class HostCall:
     item: int = 0  # bytes per item
     rank: int = 0
     mode: str = ""  # tiled | im2col
+    memory: str = ""  # an out-of-bounds report's memory, as messages name it ("global buffer 0 (x)")
 
 
 def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Value], **static) -> ir.Value:
@@ -202,3 +206,12 @@ HOST_LOWERINGS = {
     ops.TmaGroupWait: lower_group,
     ops.TmaGroupWaitRead: lower_group,
 }
+
+
+def report_out_of_bounds(
+    lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
+) -> None:
+    """A checked access that missed: the runtime raises the out-of-bounds report (unit, index, line)."""
+    param = next((p for p in lw.definition.params if p.var == memory), None)
+    label = describe_memory(memory, param.name if param is not None else None)
+    _call(lw, f"oob_{access}", inst, [index, length], memory=label)

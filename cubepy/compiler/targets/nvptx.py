@@ -17,6 +17,7 @@ from cubepy.ir import VarKind
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
+    from cubepy.ir import Instruction, Variable
     from cubepy.ir.ops import Operation
 
 _SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
@@ -28,9 +29,16 @@ class NvptxTarget:
     name = "cuda"
     triple = TRIPLE
     data_layout = DATA_LAYOUT
+    reports_out_of_bounds = False
 
     def __init__(self, sm: int = 90) -> None:
         self.sm = sm
+
+    def report_out_of_bounds(
+        self, lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
+    ) -> None:
+        """Never called: checked mode on the GPU reads 0 and drops writes without a word."""
+        raise NotImplementedError("the NVPTX target does not report out-of-bounds accesses")
 
     def declare_entry(self, lw: KernelLowering) -> ir.Function:
         """The ``ptx_kernel`` entry: one parameter per kernel parameter, then the info pointer."""

@@ -22,4 +22,4 @@ def make_client(*, sanitize: bool = False):
     from cubepy.runtime.client import ComputeClient
     from cubepy.runtime.cpu.backend import CpuBackend
 
-    return ComputeClient("cpu", CpuBackend(), sanitize=sanitize)
+    return ComputeClient("cpu", CpuBackend(report_out_of_bounds=sanitize), sanitize=sanitize)

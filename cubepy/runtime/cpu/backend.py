@@ -29,9 +29,8 @@ from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader
 from cubepy.runtime.cuda import params as kparams
 
-SANITIZER_ON_INTERP = (
-    "the sanitizer runs on the interp runtime only: use cp.client('interp', sanitize=True) "
-    "(the cpu runtime reports nothing but the kernel's results)"
+NO_OUT_OF_BOUNDS_REPORTS = (
+    "this cpu client was made without sanitize=True; its kernels were compiled without out-of-bounds reports"
 )
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
@@ -76,20 +75,23 @@ class CpuBackend:
     name = "cpu"
     disk_cache_kind = "cpu"
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, report_out_of_bounds: bool = False) -> None:
         self.threads = threads or os.cpu_count() or 1
+        # sanitize=True on the cpu runtime: checked-mode accesses that miss are reported (unit, index, line);
+        # races, barrier misuse and the rest of the sanitizer stay on the interp.
+        self.report_out_of_bounds = report_out_of_bounds
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._extended: dict[int, tuple[HostKernel, list[bool], abi.ParamLayout]] = {}
 
     @property
     def disk_cache_target(self) -> str:
-        """The machine the object code is for: another CPU never loads it from the disk cache."""
-        return host_target_name()
+        """The machine the object code is for (another CPU never loads it), and whether it reports misses."""
+        return host_target_name() + ("+oob-reports" if self.report_out_of_bounds else "")
 
     def prepare(self, definition) -> HostKernel:
         """Compile for the host (unsupported operations raise CompileError naming them)."""
-        return compile_host(definition)
+        return compile_host(definition, report_out_of_bounds=self.report_out_of_bounds)
 
     def check_launch(self, kernel: HostKernel, cube_count: tuple[int, int, int]) -> None:
         """Reject launches the GPU would refuse: too much shared memory, too many cubes for the driver's i32."""
@@ -110,8 +112,8 @@ class CpuBackend:
 
     def run(self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
         """Pack the parameter block (as the cuda runtime does) and run every cube; returns when all finished."""
-        if sanitize:
-            raise CubeError(SANITIZER_ON_INTERP)
+        if sanitize and not self.report_out_of_bounds:
+            raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
         extended, layout = self._abi(kernel)
         if len(bindings.buffers) != len(extended):
             raise LaunchError(

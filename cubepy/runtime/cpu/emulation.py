@@ -31,6 +31,7 @@ from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.runtime.interp import mbarrier, tma
+from cubepy.runtime.interp.memory import out_of_bounds_text
 
 TENSOR_MAP_MAGIC = b"cubepyTM"
 assert BARRIER_ROW_BYTES == mbarrier.ROW_BYTES, "the host target's barrier rows must hold the emulated state"
@@ -180,6 +181,15 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
         return 1  # after an error every call does nothing; a wait is done so the cube can end
     call = record.kernel.host_calls[site]
     try:
+        if call.kind in ("oob_read", "oob_write"):
+            index, length = _operands(operands, 2)
+            kind = SanitizerKind.OUT_OF_BOUNDS
+            text = out_of_bounds_text(call.kind[4:], call.memory, index, length, checked=True)
+            report = SanitizerError(
+                f"{call.where}{text}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}", kind
+            )
+            record.fail(cube, report)
+            return 0
         if call.kind in ("load", "load_im2col", "store"):
             return _copy(record, cube, call, operands)
         return _barrier(record, cube, call, operands)

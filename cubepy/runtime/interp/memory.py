@@ -22,6 +22,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import ConstTable, Instruction, Variable, VarKind, ops
+from cubepy.ir.variable import describe_memory
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
 
@@ -71,7 +72,7 @@ def global_ref(var: Variable, binding, name: str) -> MemoryRef:
     length = binding.buffer_len
     flat = handle.storage[handle.offset : handle.offset + length * line]
     items = flat if line == 1 else flat.reshape(length, line)
-    return MemoryRef(items, length, None, f"global buffer {var.id} ({name})", line)
+    return MemoryRef(items, length, None, describe_memory(var, name), line)
 
 
 def shared_layout(shared: tuple[Variable, ...]) -> tuple[dict[int, int], int]:
@@ -95,7 +96,7 @@ def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray)
     items = typed if line == 1 else typed.reshape(arena.shape[0], var.length, line)
     aligned = arena.flags.c_contiguous and arena.shape[1] % dtype.itemsize == 0 and offset % dtype.itemsize == 0
     flat = arena.reshape(-1).view(dtype) if line == 1 and aligned else None
-    return MemoryRef(items, var.length, owner, f"shared memory {var.id}", line, offset, flat)
+    return MemoryRef(items, var.length, owner, describe_memory(var), line, offset, flat)
 
 
 def local_ref(var: Variable, lanes: int) -> MemoryRef:
@@ -104,7 +105,7 @@ def local_ref(var: Variable, lanes: int) -> MemoryRef:
     shape = (lanes, var.length) + ((line,) if line > 1 else ())
     items = np.zeros(shape, dtype=numpy_dtype(var.elem))
     flat = items.reshape(-1) if line == 1 else None
-    return MemoryRef(items, var.length, np.arange(lanes), f"local array {var.id}", line, flat=flat)
+    return MemoryRef(items, var.length, np.arange(lanes), describe_memory(var), line, flat=flat)
 
 
 def const_table_items(table: ConstTable) -> np.ndarray:
@@ -116,7 +117,7 @@ def const_table_items(table: ConstTable) -> np.ndarray:
 
 def const_table_ref(var: Variable, items: np.ndarray) -> MemoryRef:
     """A constant table as every lane reads it (one row for the whole grid)."""
-    return MemoryRef(items, var.length or 0, None, f"constant table {var.id}", 1)
+    return MemoryRef(items, var.length or 0, None, describe_memory(var), 1)
 
 
 def locate(
@@ -158,9 +159,8 @@ def locate(
     return np.where(valid, idx, 0), valid
 
 
-def _out_of_bounds(
-    ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int, checked: bool
-) -> None:
+def out_of_bounds_text(access: str, label: str, index: int, length: int, checked: bool) -> str:
+    """The out-of-bounds report every runtime gives: what, where, and what checked mode did instead."""
     hidden = ""
     if checked:
         hidden = (
@@ -168,11 +168,14 @@ def _out_of_bounds(
             if access == "read"
             else " in checked mode (without the sanitizer the write is dropped)"
         )
+    return f"out-of-bounds {access} of {label} at index {index} (length {length}){hidden}"
+
+
+def _out_of_bounds(
+    ctx: Chunk, inst: Instruction, ref: MemoryRef, access: str, index: int, lane: int, checked: bool
+) -> None:
     ctx.fail(
-        inst,
-        f"out-of-bounds {access} of {ref.label} at index {index} (length {ref.length}){hidden}",
-        lane,
-        kind=SanitizerKind.OUT_OF_BOUNDS,
+        inst, out_of_bounds_text(access, ref.label, index, ref.length, checked), lane, kind=SanitizerKind.OUT_OF_BOUNDS
     )
 
 

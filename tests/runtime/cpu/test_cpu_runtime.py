@@ -7,7 +7,7 @@ import pytest
 
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, CUBE_POS, UNIT_POS, Array, cube, f32, u32
-from cubepy.errors import CubeError
+from cubepy.errors import SanitizerError, SanitizerKind
 
 
 @pytest.fixture
@@ -143,17 +143,56 @@ def test_mbarrier_arrive_and_wait_run_on_the_host(cpu):
     np.testing.assert_array_equal(cpu.read(ho), np.ones(32, np.float32))
 
 
-def test_sanitizer_stays_on_interp():
-    sanitizing = cp.client("cpu", sanitize=True)
-    ho = sanitizing.zeros(4, f32)
-    with pytest.raises(CubeError, match="interp"):
-        read_past_end.launch(
-            sanitizing,
-            cp.CubeCount(1),
-            cp.CubeDim(4),
-            cp.ArrayArg(sanitizing.create(np.zeros(4, np.float32))),
-            cp.ArrayArg(ho),
-        )
+@cube(launch=True)
+def write_past_end(out: Array[f32]):
+    out[UNIT_POS + 2] = f32(UNIT_POS)
+
+
+@cube(launch=True)
+def shared_past_end(out: Array[f32]):
+    tile = cp.SharedMemory[f32](4)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    out[UNIT_POS] = tile[UNIT_POS + 1]
+
+
+def _report(client, kernel, *args) -> str:
+    with pytest.raises(SanitizerError) as failure:
+        kernel.launch(client, cp.CubeCount(1), cp.CubeDim(4), *args)
+    assert failure.value.kind is SanitizerKind.OUT_OF_BOUNDS
+    return str(failure.value)
+
+
+def test_sanitize_reports_checked_misses_as_the_interp_does():
+    """sanitize=True on cpu: a checked read or write that misses is the interp's out-of-bounds report, and
+    the launch writes nothing."""
+    reports = []
+    for runtime in ("cpu", "interp"):
+        client = cp.client(runtime, sanitize=True)
+        x, out = client.create(np.arange(4, dtype=np.float32)), client.zeros(4, f32)
+        reports.append(_report(client, read_past_end, cp.ArrayArg(x), cp.ArrayArg(out)))
+        np.testing.assert_array_equal(client.read(out), np.zeros(4, np.float32))
+    assert reports[0] == reports[1]
+    assert "out-of-bounds read of global buffer 0 (x) at index 30 (length 4) in checked mode" in reports[0]
+    assert "by unit (0, 0, 0) of cube (0, 0, 0)" in reports[0] and "test_cpu_runtime.py:123" in reports[0]
+
+    cpu = cp.client("cpu", sanitize=True)
+    out = cpu.zeros(4, f32)
+    text = _report(cpu, write_past_end, cp.ArrayArg(out))
+    assert "out-of-bounds write of global buffer 0 (out) at index 4 (length 4)" in text and "unit (2, 0, 0)" in text
+    text = _report(cpu, shared_past_end, cp.ArrayArg(cpu.zeros(4, f32)))
+    assert "out-of-bounds read of shared memory" in text and "at index 4 (length 4)" in text
+
+
+def test_without_sanitize_a_miss_reads_zero_and_the_object_code_has_no_report(cpu):
+    out = cpu.zeros(4, f32)
+    write_past_end.launch(cpu, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(out))
+    np.testing.assert_array_equal(cpu.read(out), np.array([0, 0, 0, 1], np.float32))
+    reporting = cp.client("cpu", sanitize=True)
+    definition = write_past_end.compile(cp.CubeDim(4), cp.ArrayArg(out)).definition
+    plain, reported = cpu.backend.prepare(definition), reporting.backend.prepare(definition)
+    assert plain.host_calls == () and [call.kind for call in reported.host_calls] == ["oob_write"]
+    assert cpu.backend.disk_cache_target != reporting.backend.disk_cache_target
 
 
 def test_disk_cache_keeps_the_object_code(tmp_path):

@@ -16,7 +16,7 @@ import attrs
 
 from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.passes import run_passes
-from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, run_isolated
+from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, optimize, run_isolated
 from cubepy.compiler.targets.host import DRIVER_NAME, PLANE, HostTarget
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import CompileError
@@ -115,9 +115,7 @@ def compile_host(
         stage: dict[str, float] = {}
         began = time.perf_counter()
         tm = host_machine()
-        builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-        builder.getModulePassManager().run(module, builder)
-        optimized = str(module)
+        optimized = optimize(tm, module)
         stage["o3"] = time.perf_counter() - began
         began = time.perf_counter()
         obj = tm.emit_object(module)

@@ -81,7 +81,6 @@ class KernelLowering:
 
     def __init__(self, definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> None:
         self.definition = definition
-        self.contract = definition.contract  # float adds may fuse with a libdevice function's last multiply
         self.sm = sm
         self.target = target if target is not None else NvptxTarget(sm)
         self.name = entry_name(definition.name)
@@ -234,6 +233,11 @@ class KernelLowering:
             self.builder = saved
 
     # -- values ------------------------------------------------------------------------------
+    @property
+    def contract(self) -> bool:
+        """Whether float adds may fuse with a libdevice function's last multiply (the kernel contracts)."""
+        return self.definition.contract
+
     def value(self, var: Variable) -> ir.Value:
         """The LLVM value of a variable read as an operand (registers: bool is i1)."""
         kind = var.kind

@@ -105,6 +105,14 @@ def binding():
     return llvm
 
 
+def optimize(machine, module) -> str:
+    """Run LLVM's O3 pipeline for ``machine`` over ``module`` in place; the optimized IR text."""
+    llvm = binding()
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
+    builder.getModulePassManager().run(module, builder)
+    return str(module)
+
+
 @attrs.frozen
 class EmitResult:
     """What the LLVM stage produced: optimized IR text, PTX and the child's own stage timings."""
@@ -203,9 +211,7 @@ def optimize_and_emit(
             cpu=target.arch, features=target.features, opt=3
         )
         start = time.perf_counter()
-        builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
-        builder.getModulePassManager().run(module, builder)
-        optimized = str(module)
+        optimized = optimize(machine, module)
         timings["o3"] = time.perf_counter() - start
         start = time.perf_counter()
         ptx = machine.emit_assembly(module)

@@ -180,12 +180,7 @@ def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else
 
 
 _COMPARE = {
-    "lt": operator.lt,
-    "le": operator.le,
-    "gt": operator.gt,
-    "ge": operator.ge,
-    "eq": operator.eq,
-    "ne": operator.ne,
+    **operations.PY_COMPARE,
     "is": operator.is_,
     "is_not": operator.is_not,
     "in": lambda a, b: a in b,

@@ -39,7 +39,7 @@ _PY_BINARY = {
     "min": min,
     "max": max,
 }
-_PY_COMPARE = {
+PY_COMPARE = {  # Python's comparison of two comptime values, by IR compare name
     "lt": operator.lt,
     "le": operator.le,
     "gt": operator.gt,
@@ -336,7 +336,7 @@ def _int_power(base: ExpandElement, exponent: int) -> ExpandElement:
 def compare(op: str, lhs, rhs):
     """``lhs op rhs`` as a bool (a line of bools for lines)."""
     if not isinstance(lhs, ExpandBase) and not isinstance(rhs, ExpandBase):
-        return _PY_COMPARE[op](lhs, rhs)
+        return PY_COMPARE[op](lhs, rhs)
     pair = coerce(lhs, rhs, op)
     if pair is None:
         return NotImplemented

@@ -56,6 +56,12 @@ FRAME_ALIGN = 64
 _CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
 UNSUPPORTED: dict[type, str] = {
     **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
+    # Plane-collective: each unit's registers are gathered across the plane's 32 units.
+    **{
+        op: "register-fragment tensor-core ops (mma.sync, ldmatrix, stmatrix) exchange registers across the "
+        "plane's 32 units; the compiled host code does not emulate them yet (the interp runs them)"
+        for op in (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)
+    },
     # The lowering emits NVVM intrinsics for these (bar.red, match.sync) that the host back end cannot select.
     **{
         op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "

@@ -9,6 +9,8 @@ named by their input type); shared addresses keep address space 3 so ptxas sees 
 
 from __future__ import annotations
 
+from typing import cast
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -45,7 +47,7 @@ def _read_registers(lw: KernelLowering, var: Variable, reg_type: ir.Type) -> lis
     b = lw.builder
     return [
         b.load(b.gep(base, [ir.Constant(lt.I32, r * per_reg)], source_etype=item), typ=reg_type, align=REGISTER_BYTES)
-        for r in range(var.length // per_reg)
+        for r in range((var.length or 0) // per_reg)
     ]
 
 
@@ -64,7 +66,7 @@ def _unpack(lw: KernelLowering, result: ir.Value, count: int) -> list[ir.Value]:
 
 def lower_mma_sync(lw: KernelLowering, inst: Instruction) -> None:
     """``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>``."""
-    op: ops.MmaSync = inst.operation
+    op = cast(ops.MmaSync, inst.operation)
     shape = ops.mma_shape(op.shape)
     input_type = _input_register_type(op.a.elem)
     acc_type = _register_type(op.c.elem)
@@ -91,7 +93,7 @@ def _matrix_name(verb: str, op: ops.Ldmatrix | ops.Stmatrix) -> str:
 
 def lower_ldmatrix(lw: KernelLowering, inst: Instruction) -> None:
     """``ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16``."""
-    op: ops.Ldmatrix = inst.operation
+    op = cast(ops.Ldmatrix, inst.operation)
     ret = lt.I32 if op.count == 1 else ir.LiteralStructType([lt.I32] * op.count)
     result = lw.call(_matrix_name("ldmatrix", op), ret, [_rows_address(lw, op)])
     _write_registers(lw, op.fragment, _unpack(lw, result, op.count))
@@ -99,7 +101,7 @@ def lower_ldmatrix(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_stmatrix(lw: KernelLowering, inst: Instruction) -> None:
     """``stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16`` (sm_90)."""
-    op: ops.Stmatrix = inst.operation
+    op = cast(ops.Stmatrix, inst.operation)
     address = _rows_address(lw, op)
     registers = _read_registers(lw, op.fragment, lt.I32)
     fn = lw.declare(_matrix_name("stmatrix", op), ir.VoidType(), [address.type] + [lt.I32] * op.count)

@@ -13,6 +13,7 @@ where ``cp.mma_fragment_index`` places it, through a checked view, converted to 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import attrs
 import numpy as np
@@ -180,7 +181,7 @@ def _elem(handle, table: dict, what: str) -> cp.ScalarType:
 class MmaSyncLaunch:
     """Everything the GEMM is launched with."""
 
-    kernel: object
+    kernel: Any  # the @cube(launch=True) kernel
     args: tuple
     cube_count: cp.CubeCount
     cube_dim: cp.CubeDim

@@ -15,7 +15,7 @@ modulo 2**32 like the instruction without ``.satfinite``.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def _tf32(values: np.ndarray) -> np.ndarray:
 @implements(ops.MmaSync)
 def mma_sync(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """d := a @ b + c on every active plane, fragments read and written per unit."""
-    op: ops.MmaSync = inst.operation
+    op = cast(ops.MmaSync, inst.operation)
     active = _planes(ctx, inst, mask)
     shape = ops.mma_shape(op.shape)
     a_items, b_items = ctx.memory(op.a).items, ctx.memory(op.b).items
@@ -112,6 +112,12 @@ def _row_offsets(ctx: Chunk, inst: Instruction, op: ops.Ldmatrix | ops.Stmatrix,
     return per_plane
 
 
+def _owners(ref: MemoryRef) -> np.ndarray:
+    """Each plane's lanes' rows of the shared ``ref`` (the cube each lane belongs to), ``(planes, 32)``."""
+    assert ref.owner is not None, "ldmatrix/stmatrix memory is shared memory, one row per cube"
+    return ref.owner.reshape(-1, PLANE_SIZE)
+
+
 def _lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(matrix, row, col)`` ``(32, 2 count)``: which item of which matrix each lane's element is."""
     lane = np.arange(PLANE_SIZE)[:, None]
@@ -125,13 +131,13 @@ def _lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.
 @implements(ops.Ldmatrix)
 def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Every unit's fragment := its elements of the plane's ``count`` 8x8 matrices."""
-    op: ops.Ldmatrix = inst.operation
+    op = cast(ops.Ldmatrix, inst.operation)
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     rows = _row_offsets(ctx, inst, op, ref, active)
     matrix, row, col = _lane_elements(op.count, op.trans)
     index = rows[:, matrix, row] + col  # (planes, 32, 2 count)
-    cube = ref.owner.reshape(-1, PLANE_SIZE)[:, :1, None]
+    cube = _owners(ref)[:, :1, None]
     values = ref.items[cube, np.where(active[:, None, None], index, 0)]
     fragment = ctx.memory(op.fragment).items
     units = np.repeat(active, PLANE_SIZE)
@@ -141,12 +147,12 @@ def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.Stmatrix)
 def stmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """The plane's ``count`` 8x8 matrices := the units' fragment elements."""
-    op: ops.Stmatrix = inst.operation
+    op = cast(ops.Stmatrix, inst.operation)
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     rows = _row_offsets(ctx, inst, op, ref, active)
     matrix, row, col = _lane_elements(op.count, op.trans)
     values = ctx.memory(op.fragment).items.reshape(-1, PLANE_SIZE, 2 * op.count)
-    cubes = ref.owner.reshape(-1, PLANE_SIZE)[:, 0]
+    cubes = _owners(ref)[:, 0]
     for plane in np.flatnonzero(active):
         ref.items[cubes[plane], rows[plane][matrix, row] + col] = values[plane]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from cubepy.errors import SanitizerKind
-from cubepy.ir import F32, Instruction, ops
+from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.cmma import _planes
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
@@ -62,24 +62,29 @@ def _tf32(values: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
+def mma_result(shape: ops.MmaShape, a_items: np.ndarray, b_items: np.ndarray, c_items: np.ndarray) -> np.ndarray:
+    """Per-unit ``d`` fragments ``(lanes, 4)`` of ``d = a @ b + c`` for whole planes of per-unit fragments."""
+    if a_items.dtype == np.float32:  # tf32
+        a_items, b_items = _tf32(a_items), _tf32(b_items)
+    exact = np.int64 if shape.accumulator.is_int else np.float64
+    a = gather(a_items.astype(exact), shape.a, (shape.m, shape.k))
+    b = gather(b_items.astype(exact), shape.b, (shape.k, shape.n))
+    c = gather(c_items.astype(exact), shape.c, (shape.m, shape.n))
+    d = np.matmul(a, b) + c
+    result = d.astype(np.int64).astype(np.uint32).view(np.int32) if shape.accumulator.is_int else d.astype(np.float32)
+    return scatter(result, shape.c)
+
+
 @implements(ops.MmaSync)
 def mma_sync(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """d := a @ b + c on every active plane, fragments read and written per unit."""
     op = cast(ops.MmaSync, inst.operation)
     active = _planes(ctx, inst, mask)
     shape = ops.mma_shape(op.shape)
-    a_items, b_items = ctx.memory(op.a).items, ctx.memory(op.b).items
-    if op.a.elem == F32:  # tf32
-        a_items, b_items = _tf32(a_items), _tf32(b_items)
-    exact = np.int64 if shape.accumulator.is_int else np.float64
-    a = gather(a_items.astype(exact), shape.a, (shape.m, shape.k))
-    b = gather(b_items.astype(exact), shape.b, (shape.k, shape.n))
-    c = gather(ctx.memory(op.c).items.astype(exact), shape.c, (shape.m, shape.n))
-    d = np.matmul(a, b) + c
+    a, b, c = (ctx.memory(v).items for v in (op.a, op.b, op.c))
     d_ref = ctx.memory(op.d)
-    result = d.astype(np.int64).astype(np.uint32).view(np.int32) if shape.accumulator.is_int else d.astype(np.float32)
     units = np.repeat(active, PLANE_SIZE)
-    d_ref.items[units] = scatter(result, shape.c).astype(d_ref.items.dtype)[units]
+    d_ref.items[units] = mma_result(shape, a, b, c).astype(d_ref.items.dtype)[units]
 
 
 def _row_offsets(ctx: Chunk, inst: Instruction, op: ops.Ldmatrix | ops.Stmatrix, ref: MemoryRef, active: np.ndarray):
@@ -118,7 +123,7 @@ def _owners(ref: MemoryRef) -> np.ndarray:
     return ref.owner.reshape(-1, PLANE_SIZE)
 
 
-def _lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(matrix, row, col)`` ``(32, 2 count)``: which item of which matrix each lane's element is."""
     lane = np.arange(PLANE_SIZE)[:, None]
     element = np.arange(2 * count)[None, :]
@@ -135,7 +140,7 @@ def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     rows = _row_offsets(ctx, inst, op, ref, active)
-    matrix, row, col = _lane_elements(op.count, op.trans)
+    matrix, row, col = lane_elements(op.count, op.trans)
     index = rows[:, matrix, row] + col  # (planes, 32, 2 count)
     cube = _owners(ref)[:, :1, None]
     values = ref.items[cube, np.where(active[:, None, None], index, 0)]
@@ -151,7 +156,7 @@ def stmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     rows = _row_offsets(ctx, inst, op, ref, active)
-    matrix, row, col = _lane_elements(op.count, op.trans)
+    matrix, row, col = lane_elements(op.count, op.trans)
     values = ctx.memory(op.fragment).items.reshape(-1, PLANE_SIZE, 2 * op.count)
     cubes = _owners(ref)[:, 0]
     for plane in np.flatnonzero(active):

@@ -420,3 +420,38 @@ def test_misuse_is_reported(client):
         mma_by_half_a_plane.launch(
             client, cp.CubeCount(1), cp.CubeDim(PLANE), cp.ArrayArg(client.zeros((32,), np.float32))
         )
+
+
+@cube(launch=True)
+def ldmatrix_of_unwritten_rows(out: Array[f16]):
+    tile = SharedMemory[f16](128)
+    for i in range(UNIT_POS_PLANE, 64, 32):
+        tile[i] = f16(0.0)  # rows 0..7 written, rows 8..15 not
+    cp.sync_cube()
+    frag = cp.ldmatrix(tile, UNIT_POS_PLANE * 8, 2)
+    out[UNIT_POS_PLANE] = frag[2]
+
+
+@cube(launch=True)
+def stmatrix_racing_a_read(out: Array[f16]):
+    """Plane 1 reads what plane 0's stmatrix writes, with no sync_cube between them."""
+    tile = SharedMemory[f16](256)
+    frag = cp.LocalArray[f16](2)
+    frag[0] = f16(1.0)
+    frag[1] = f16(2.0)
+    if cp.PLANE_POS == 0:
+        cp.stmatrix(tile, UNIT_POS_PLANE * 8, frag, 1)
+    else:
+        out[UNIT_POS_PLANE] = tile[UNIT_POS_PLANE]
+
+
+def test_the_sanitizer_checks_ldmatrix_and_stmatrix_rows():
+    client = cp.client("interp", sanitize=True)
+    with pytest.raises(cp.SanitizerError, match="uninitialized read: shared memory .* index 64"):
+        ldmatrix_of_unwritten_rows.launch(
+            client, cp.CubeCount(1), cp.CubeDim(PLANE), cp.ArrayArg(client.zeros((32,), np.float16))
+        )
+    with pytest.raises(cp.SanitizerError, match="data race"):
+        stmatrix_racing_a_read.launch(
+            client, cp.CubeCount(1), cp.CubeDim(2 * PLANE), cp.ArrayArg(client.zeros((32,), np.float16))
+        )

@@ -23,6 +23,7 @@ from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp.cmma import _planes
 from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.sanitizer import SELF_REPORTING
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 
 if TYPE_CHECKING:
@@ -133,6 +134,29 @@ def lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.n
     return (matrix, inner, outer) if trans else (matrix, outer, inner)
 
 
+def _sanitize_rows(
+    ctx: Chunk,
+    inst: Instruction,
+    ref: MemoryRef,
+    rows: np.ndarray,
+    active: np.ndarray,
+    kind: str,
+    matrices: np.ndarray | None = None,
+) -> None:
+    """Hand the sanitizer each row's 8 items, as accessed by the unit that gave the row's address."""
+    assert ctx.sanitizer is not None
+    count = rows.shape[1]
+    planes = np.flatnonzero(active)
+    lanes = (planes[:, None] * PLANE_SIZE + np.arange(ROWS * count)[None, :]).ravel()
+    starts = rows[planes].reshape(-1)
+    for column in range(ROWS):
+        value = None if matrices is None else matrices[planes][:, :, :, column].reshape(-1)
+        ctx.sanitizer.mark_access(ctx, inst, ref, lanes, starts + column, kind, value)
+
+
+SELF_REPORTING.update({ops.Ldmatrix, ops.Stmatrix})  # race- and initialization-checked row by row
+
+
 @implements(ops.Ldmatrix)
 def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Every unit's fragment := its elements of the plane's ``count`` 8x8 matrices."""
@@ -144,6 +168,8 @@ def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     index = rows[:, matrix, row] + col  # (planes, 32, 2 count)
     cube = _owners(ref)[:, :1, None]
     values = ref.items[cube, np.where(active[:, None, None], index, 0)]
+    if ctx.sanitizer is not None:
+        _sanitize_rows(ctx, inst, ref, rows, active, "read")
     fragment = ctx.memory(op.fragment).items
     units = np.repeat(active, PLANE_SIZE)
     fragment[units] = values.reshape(-1, 2 * op.count)[units]
@@ -158,6 +184,10 @@ def stmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     rows = _row_offsets(ctx, inst, op, ref, active)
     matrix, row, col = lane_elements(op.count, op.trans)
     values = ctx.memory(op.fragment).items.reshape(-1, PLANE_SIZE, 2 * op.count)
+    if ctx.sanitizer is not None:
+        matrices = np.zeros((len(active), op.count, ROWS, ROWS), dtype=values.dtype)
+        matrices[:, matrix, row, col] = values  # what each row's 8 items become
+        _sanitize_rows(ctx, inst, ref, rows, active, "write", matrices)
     cubes = _owners(ref)[:, 0]
     for plane in np.flatnonzero(active):
         ref.items[cubes[plane], rows[plane][matrix, row] + col] = values[plane]

@@ -12,6 +12,7 @@
 | ``const_table`` | ``const_array``: a numpy table captured from Python, read from constant memory |
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
 | ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
+| ``mma`` | tensor cores with per-unit register fragments: ``mma_sync``, ``ldmatrix``, ``stmatrix``, index maps |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
 | ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
 | ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
@@ -153,6 +154,7 @@ from cubepy.frontend.intrinsics import (
 )
 from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
+from cubepy.frontend.mma import ldmatrix, mma_fragment, mma_fragment_index, mma_sync, stmatrix
 from cubepy.frontend.printing import debug_print
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
@@ -288,8 +290,13 @@ __all__ = [
     "tma_group_commit",
     "tma_group_wait",
     "tma_group_wait_read",
-    # tensor cores (cooperative matrices)
+    # tensor cores (cooperative matrices; per-unit register fragments)
     "cmma",
+    "mma_sync",
+    "mma_fragment",
+    "mma_fragment_index",
+    "ldmatrix",
+    "stmatrix",
     # math and markers
     *_intrinsics.RECORD_FUNCTIONS,
     "abs",

@@ -19,8 +19,10 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 
 * TMA copies and mbarriers call the runtime's emulation (``host_async``); a wait that is not done suspends
   with state ``AT_MBARRIER``.
+* ``mma_sync``, ``ldmatrix`` and ``stmatrix`` publish their operands to the runtime's emulation and
+  suspend as plane collectives (``host_mma``).
 
-Tensor-core fragments are not supported by this target yet (``unsupported_reason``).
+cmma fragments are not supported by this target yet (``unsupported_reason``).
 """
 
 from __future__ import annotations
@@ -79,10 +81,12 @@ class HostOpTable(OpTable):
             self._loaded = True
             from cubepy.compiler.lower import LLVM
             from cubepy.compiler.targets.host_async import HOST_LOWERINGS
+            from cubepy.compiler.targets.host_mma import HOST_MMA_LOWERINGS
 
+            host_lowerings = {**HOST_LOWERINGS, **HOST_MMA_LOWERINGS}
             for cls, implementation in LLVM.load().implementations.items():
-                if cls in HOST_LOWERINGS:
-                    self.implementations[cls] = HOST_LOWERINGS[cls]
+                if cls in host_lowerings:
+                    self.implementations[cls] = host_lowerings[cls]
                 elif cls in UNSUPPORTED:
                     self.unsupported(cls, reason=UNSUPPORTED[cls])
                 else:
@@ -127,7 +131,9 @@ def _invariant(load: ir.Value) -> ir.Value:
 
 def needs_coroutines(definition: KernelDefinition) -> bool:
     """Whether some unit may have to wait for others (a barrier, an mbarrier wait or a plane operation)."""
-    waits = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp, ops.BarrierInit, ops.BarrierWait, ops.BarrierWaitParity)
+    waits: tuple[type[Operation], ...] = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp, ops.BarrierInit)
+    waits += (ops.BarrierWait, ops.BarrierWaitParity)
+    waits += (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
     return any(isinstance(inst.operation, waits) for inst in walk(definition.body))
 
 

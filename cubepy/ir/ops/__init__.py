@@ -1,12 +1,13 @@
 """IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops import arith, branch, cmma, debug, memory, plane, sync, tma
+from cubepy.ir.ops import arith, branch, cmma, debug, memory, mma, plane, sync, tma
 from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
 from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
 from cubepy.ir.ops.debug import DebugPrint
 from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
+from cubepy.ir.ops.mma import *  # noqa: F403  (register-fragment tensor cores: MmaSync, Ldmatrix, Stmatrix)
 from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ... PlaneShuffleDown)
 from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
 from cubepy.ir.ops.sync import *  # noqa: F403  (barriers, predicate barriers, fences)
@@ -37,6 +38,7 @@ __all__ = [
     "declare",
     "lookup",
     "memory",
+    "mma",
     "plane",
     "sync",
     "tma",
@@ -44,6 +46,7 @@ __all__ = [
 __all__ += arith.__all__
 __all__ += cmma.__all__
 __all__ += memory.__all__
+__all__ += mma.__all__
 __all__ += plane.__all__
 __all__ += sync.__all__
 __all__ += tma.__all__

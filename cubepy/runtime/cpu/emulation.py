@@ -1,4 +1,4 @@
-"""``cubepy_host_op``: the compiled host code's TMA copies and mbarriers, run by the interp's emulation.
+"""``cubepy_host_op``: the compiled host code's TMA copies, mbarriers and plane matrix ops, run by the interp's emulation.
 
 The host lowering (``cubepy.compiler.targets.host_async``) turns each TMA or mbarrier instruction into a
 call ``cubepy_host_op(params, cube, unit, site, operands)``.  This module binds that symbol to one ctypes
@@ -30,6 +30,7 @@ from cubepy.compiler.host import HostKernel
 from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
+from cubepy.runtime.cpu import plane_ops
 from cubepy.runtime.interp import mbarrier, tma
 from cubepy.runtime.interp.memory import out_of_bounds_text
 
@@ -55,6 +56,7 @@ class LaunchRecord:
         self.kernel = kernel
         self.tensor_maps = tensor_maps
         self.error: BaseException | None = None
+        self.plane_batches = plane_ops.PlaneBatches()
         self._views: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -192,6 +194,9 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
             return 0
         if call.kind in ("load", "load_im2col", "store"):
             return _copy(record, cube, call, operands)
+        if call.kind in plane_ops.OPERAND_COUNTS:
+            values = _operands(operands, plane_ops.OPERAND_COUNTS[call.kind])
+            return plane_ops.host_plane_op(record, cube, unit, call, values)
         return _barrier(record, cube, call, operands)
     except mbarrier.BarrierFault as fault:
         message = (

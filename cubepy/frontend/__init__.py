@@ -100,6 +100,8 @@ from cubepy.frontend.elem import (
     ScalarType,
     bf16,
     boolean,
+    e4m3,
+    e5m2,
     f16,
     f32,
     f64,
@@ -183,6 +185,8 @@ __all__ = [
     # types
     "f16",
     "bf16",
+    "e4m3",
+    "e5m2",
     "f32",
     "f64",
     "i8",

@@ -46,7 +46,7 @@ LLVM = OpTable(
     "llvm",
     modules=tuple(
         f"cubepy.compiler.lower_{family}"
-        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cmma", "print")
+        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cmma", "wgmma", "print")
     ),
 )
 lowers = LLVM.implements

@@ -12,6 +12,7 @@
 | ``const_table`` | ``const_array``: a numpy table captured from Python, read from constant memory |
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
 | ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
+| ``wgmma`` | Hopper warpgroup MMA: matrix descriptors, ``wgmma_mma_async``, fence/commit/wait |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
 | ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
 | ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
@@ -171,6 +172,15 @@ from cubepy.frontend.tma import (
     tma_store_5d,
 )
 from cubepy.frontend.values import ExpandElement
+from cubepy.frontend.wgmma import (
+    wgmma_a_position,
+    wgmma_accumulator_position,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
 
 __all__ = [
     # decorators, kernels and protocols
@@ -330,6 +340,14 @@ __all__ = [
     "dot",
     "magnitude",
     "normalize",
+    # warpgroup MMA (Hopper)
+    "wgmma_a_position",
+    "wgmma_accumulator_position",
+    "wgmma_commit_group",
+    "wgmma_descriptor",
+    "wgmma_fence",
+    "wgmma_mma_async",
+    "wgmma_wait_group",
     # expansion internals users may need (intrinsic authors, tests)
     "ExpandElement",
     "ExpansionState",

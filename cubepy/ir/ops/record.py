@@ -125,7 +125,7 @@ def all_operations() -> tuple[type[Operation], ...]:
     return tuple(_REGISTRY.values())
 
 
-FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "debug")
+FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "debug", "wgmma")
 
 
 def _load_families() -> None:

@@ -18,6 +18,8 @@ reads of an accumulator across them.
 
 from __future__ import annotations
 
+from typing import cast
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -49,7 +51,8 @@ def _load_elements(lw: KernelLowering, var: Variable) -> list[ir.Value]:
     base = lw.local_array(var)
     item = lt.item_type(Type(var.elem), memory=True)
     b = lw.builder
-    return [b.load(b.gep(base, [ir.Constant(lt.I32, i)], source_etype=item), typ=item) for i in range(var.length)]
+    length = var.length or 0
+    return [b.load(b.gep(base, [ir.Constant(lt.I32, i)], source_etype=item), typ=item) for i in range(length)]
 
 
 def _store_elements(lw: KernelLowering, var: Variable, values: list[ir.Value]) -> None:
@@ -76,7 +79,7 @@ def _fence_accumulators(lw: KernelLowering) -> None:
 
 def lower_descriptor(lw: KernelLowering, inst: Instruction) -> None:
     """The 64-bit matrix descriptor of ``smem[offset..]``."""
-    op: ops.WgmmaDescriptor = inst.operation
+    op = cast(ops.WgmmaDescriptor, inst.operation)
     _require_sm90a(lw)
     b = lw.builder
     index = unsigned_index(lw, lw.value(op.offset), op.offset)
@@ -114,7 +117,7 @@ def _a_registers(lw: KernelLowering, a: Variable) -> list[ir.Value]:
 
 def lower_mma_async(lw: KernelLowering, inst: Instruction) -> None:
     """``wgmma.mma_async.sync.aligned.m64n{N}k{K}.f32.{t}.{t}`` by inline asm."""
-    op: ops.WgmmaMmaAsync = inst.operation
+    op = cast(ops.WgmmaMmaAsync, inst.operation)
     _require_sm90a(lw)
     b = lw.builder
     accumulators = _load_elements(lw, op.d)
@@ -164,7 +167,7 @@ def lower_commit(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_wait(lw: KernelLowering, inst: Instruction) -> None:
     """``wgmma.wait_group.sync.aligned N``."""
-    op: ops.WgmmaWaitGroup = inst.operation
+    op = cast(ops.WgmmaWaitGroup, inst.operation)
     _sync_asm(lw, f"wgmma.wait_group.sync.aligned {op.pending};")
 
 

@@ -90,14 +90,14 @@ def wgmma_mma_async(acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=Tru
     the ``wgmma_wait_group`` that covers this operation's group.
     """
     input_elem = _input_elem(elem)
-    shape = tuple(operations.comptime_value(v) if operations.is_comptime(v) else v for v in shape)
+    dims = tuple(operations.comptime_value(v) if operations.is_comptime(v) else v for v in shape)
     k = irops.wgmma_k(input_elem)
-    if len(shape) != 3 or shape[0] != 64 or shape[2] != k or shape[1] not in range(8, 257, 8):
+    if len(dims) != 3 or dims[0] != 64 or dims[2] != k or dims[1] not in range(8, 257, 8):
         source.fail(
-            f"wgmma_mma_async: shape {shape} with {input_elem.name} inputs; expected (64, N, {k}) with N a "
+            f"wgmma_mma_async: shape {dims} with {input_elem.name} inputs; expected (64, N, {k}) with N a "
             "multiple of 8 from 8 to 256"
         )
-    n = shape[1]
+    n = dims[1]
     if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
         source.fail(f"wgmma_mma_async: the accumulator must be a LocalArray[f32], got {type(acc).__name__}")
     if acc.var.length != irops.accumulator_length(n):

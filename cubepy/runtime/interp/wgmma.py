@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -215,7 +215,7 @@ def _check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index, mas
 @implements(ops.WgmmaDescriptor)
 def wgmma_descriptor(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = the descriptor of ``smem[offset..]`` (its byte address in the cube's shared arena)."""
-    op: ops.WgmmaDescriptor = inst.operation
+    op = cast(ops.WgmmaDescriptor, inst.operation)
     offset = np.asarray(ctx.read(op.offset)).astype(np.int64)
     address = ctx.shared_offset(op.smem) + offset * op.smem.type.size
     misaligned = (np.broadcast_to(address, (ctx.lanes,)) % 16 != 0) & mask.bits
@@ -231,6 +231,7 @@ def wgmma_descriptor(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lbo = np.asarray(ctx.read(op.leading_byte_offset)).astype(np.int64)
     sbo = np.asarray(ctx.read(op.stride_byte_offset)).astype(np.int64)
     code = ops.WGMMA_SWIZZLES[op.swizzle]
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, encode_descriptor(address, lbo, sbo, code), mask)
 
 
@@ -250,7 +251,7 @@ def wgmma_commit_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.WgmmaWaitGroup)
 def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Make visible the results of every committed group but the ``pending`` newest, on the active units."""
-    op: ops.WgmmaWaitGroup = inst.operation
+    op = cast(ops.WgmmaWaitGroup, inst.operation)
     _warpgroups(ctx, inst, mask)
     state = _state(ctx)
     kept: list[_Pending] = []
@@ -269,7 +270,7 @@ def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.WgmmaMmaAsync)
 def wgmma_mma_async(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Start ``d = a @ b (+ d)`` for each active warpgroup; the result is pending until its wait."""
-    op: ops.WgmmaMmaAsync = inst.operation
+    op = cast(ops.WgmmaMmaAsync, inst.operation)
     groups = _warpgroups(ctx, inst, mask)
     state = _state(ctx)
     k, n = wgmma_k(op.elem), op.n

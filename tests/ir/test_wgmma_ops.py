@@ -71,9 +71,7 @@ def _verify(*operations):
 
 
 def test_a_correct_sequence_verifies_and_prints():
-    definition = _verify(
-        o.WgmmaFence(), lambda d: _mma(_acc(64), d, d), o.WgmmaCommitGroup(), o.WgmmaWaitGroup(0)
-    )
+    definition = _verify(o.WgmmaFence(), lambda d: _mma(_acc(64), d, d), o.WgmmaCommitGroup(), o.WgmmaWaitGroup(0))
     verify(definition)
     text = format_kernel(definition)
     for name in ("wgmma_descriptor", "wgmma_fence", "wgmma_mma_async", "wgmma_commit_group", "wgmma_wait_group"):

@@ -58,7 +58,14 @@ def wgmma_kernel(name: str, n: int, swizzle: str, a_in_registers: bool):
     half = n // 2
 
     @cube(launch=True)
-    def wgmma_tile(a_img: Array[elem], b_img: Array[elem], a_regs: Array[elem], c: Array[f32], out: Array[f32], accumulate: cp.boolean):
+    def wgmma_tile(
+        a_img: Array[elem],
+        b_img: Array[elem],
+        a_regs: Array[elem],
+        c: Array[f32],
+        out: Array[f32],
+        accumulate: cp.boolean,
+    ):
         a_tile = SharedMemory[elem](a_items, alignment=1024)
         b_tile = SharedMemory[elem](b_items, alignment=1024)
         for i in range(UNIT_POS, a_items, 128):
@@ -79,10 +86,24 @@ def wgmma_kernel(name: str, n: int, swizzle: str, a_in_registers: bool):
                 for i in cp.unroll(range(regs)):
                     a_frag[i] = a_regs[(s * 128 + UNIT_POS) * regs + i]
                 cp.wgmma_fence()
-                cp.wgmma_mma_async(acc, a_frag, b_desc + advance, shape=(64, n, k), elem=elem if name != "tf32" else "tf32", scale_d=scale)
+                cp.wgmma_mma_async(
+                    acc,
+                    a_frag,
+                    b_desc + advance,
+                    shape=(64, n, k),
+                    elem=elem if name != "tf32" else "tf32",
+                    scale_d=scale,
+                )
             else:
                 cp.wgmma_fence()
-                cp.wgmma_mma_async(acc, a_desc + advance, b_desc + advance, shape=(64, n, k), elem=elem if name != "tf32" else "tf32", scale_d=scale)
+                cp.wgmma_mma_async(
+                    acc,
+                    a_desc + advance,
+                    b_desc + advance,
+                    shape=(64, n, k),
+                    elem=elem if name != "tf32" else "tf32",
+                    scale_d=scale,
+                )
         cp.wgmma_commit_group()
         cp.wgmma_wait_group(0)
         for i in cp.unroll(range(half)):
@@ -149,7 +170,7 @@ def test_a_64_x_64_tile_from_shared_memory_matches_numpy(client, name, swizzle):
     assert (np.abs(got - reference) <= bound).all()
 
 
-@pytest.mark.parametrize("n", [8, 128, 256])
+@pytest.mark.parametrize("n", [8, 128, pytest.param(256, marks=pytest.mark.slow)])
 def test_other_widths(client, n):
     got, reference, bound = run_tile(client, "bf16", n, "128B", a_in_registers=False, accumulate=True, seed=n)
     assert (np.abs(got - reference) <= bound).all()
@@ -165,3 +186,173 @@ def test_a_from_registers_matches_numpy(client, name, swizzle):
 def test_scale_d_false_overwrites_the_accumulator(client):
     got, reference, bound = run_tile(client, "f16", 16, "64B", a_in_registers=False, accumulate=False, seed=3)
     assert (np.abs(got - reference) <= bound).all()
+
+
+# -- descriptor bits ----------------------------------------------------------------------------------------
+@cube(launch=True)
+def descriptors(out: Array[u64]):
+    """Descriptors of slices of the second shared memory (its arena offset is 1024: the first fills 0..1023)."""
+    first = SharedMemory[cp.f16](512, alignment=1024)
+    second = SharedMemory[cp.f16](2048, alignment=1024)
+    first[UNIT_POS] = cp.f16(0)
+    if UNIT_POS == 0:
+        out[0] = cp.wgmma_descriptor(second.slice(64, 2048), 128, 256, "128B")
+        out[1] = cp.wgmma_descriptor(second, 16, 1024, "none")
+        out[2] = cp.wgmma_descriptor(second, 16, 512, "64B")
+        out[3] = cp.wgmma_descriptor(second.slice(16, 2048), 16, 256, "32B")
+        out[4] = cp.wgmma_descriptor(first, 0x3FFF0, 0x3FFF0, "none")
+
+
+def test_descriptor_bits_by_hand(client):
+    out = client.zeros((5,), np.uint64)
+    descriptors.launch(client, cp.CubeCount(1), cp.CubeDim(128), cp.ArrayArg(out))
+    got = [int(v) for v in client.read(out)]
+    # start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, base offset 0 (49-51),
+    # layout type in 62-63 (0 none, 1 128B, 2 64B, 3 32B).
+    assert got[0] == (1 << 62) | (16 << 32) | (8 << 16) | 72  # 1024 + 64 * 2 = 1152 = 72 << 4
+    assert got[0] == 0x4000_0010_0008_0048
+    assert got[1] == 0x0000_0040_0001_0040  # start 1024 (64), LBO 16 (1), SBO 1024 (64), no swizzle
+    assert got[2] == 0x8000_0020_0001_0040  # 64B: layout type 2; SBO 512 (32)
+    assert got[3] == 0xC000_0010_0001_0042  # 32B: layout type 3; start 1024 + 32 = 1056 (66)
+    assert got[4] == 0x0000_3FFF_3FFF_0000  # the widest offsets fill their 14 bits
+
+
+# -- asynchronous visibility ------------------------------------------------------------------------------
+@cube(launch=True)
+def read_before_and_after_wait(before: Array[f32], middle: Array[f32], after: Array[f32], early: cp.boolean):
+    """Two groups into two accumulators; snapshots before any wait, after wait_group(1), after wait_group(0)."""
+    a_tile = SharedMemory[cp.f16](64 * 16, alignment=1024)
+    b_tile = SharedMemory[cp.f16](8 * 16, alignment=1024)
+    for i in range(UNIT_POS, 64 * 16, 128):
+        a_tile[i] = cp.f16(1)
+    if UNIT_POS < 8 * 16:
+        b_tile[UNIT_POS] = cp.f16(2)
+    cp.sync_cube()
+    first = LocalArray[f32](4)
+    second = LocalArray[f32](4)
+    for i in cp.unroll(range(4)):
+        first[i] = f32(-1)
+        second[i] = f32(-2)
+    a_desc = cp.wgmma_descriptor(a_tile, 128, 256, "none")
+    b_desc = cp.wgmma_descriptor(b_tile, 128, 256, "none")
+    cp.wgmma_fence()
+    cp.wgmma_mma_async(first, a_desc, b_desc, shape=(64, 8, 16), elem=cp.f16, scale_d=True)
+    cp.wgmma_commit_group()
+    cp.wgmma_mma_async(second, a_desc, b_desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)
+    cp.wgmma_mma_async(second, a_desc, b_desc, shape=(64, 8, 16), elem=cp.f16, scale_d=True)
+    cp.wgmma_commit_group()
+    if early:
+        before[UNIT_POS] = first[0] + second[0]  # BUG when early: neither result is visible yet
+    cp.wgmma_wait_group(1)
+    middle[UNIT_POS * 2] = first[0]
+    middle[UNIT_POS * 2 + 1] = second[1]  # BUG: the second group is still running (a pending read)
+    cp.wgmma_wait_group(0)
+    after[UNIT_POS * 2] = first[0]
+    after[UNIT_POS * 2 + 1] = second[1]
+
+
+def _visibility(client, early: bool):
+    outs = [client.zeros((128,), np.float32), client.zeros((256,), np.float32), client.zeros((256,), np.float32)]
+    read_before_and_after_wait.launch(
+        client, cp.CubeCount(1), cp.CubeDim(128), *map(cp.ArrayArg, outs), cp.ScalarArg(early, cp.boolean)
+    )
+    return [client.read(o) for o in outs]
+
+
+def test_results_are_visible_only_after_their_wait_group():
+    before, middle, after = _visibility(cp.client("interp"), early=True)
+    # 16 products of 1 * 2: first = -1 + 32 = 31; second = 32 (overwrite), then + 32 (chained) = 64.
+    np.testing.assert_array_equal(before, np.full(128, -3.0))  # both accumulators still hold their old values
+    np.testing.assert_array_equal(middle[0::2], np.full(128, 31.0))  # wait_group(1): the older group is done
+    np.testing.assert_array_equal(middle[1::2], np.full(128, -2.0))  # the newer one is not
+    np.testing.assert_array_equal(after[0::2], np.full(128, 31.0))
+    np.testing.assert_array_equal(after[1::2], np.full(128, 64.0))
+
+
+def _bug_lines(kernel) -> list[int]:
+    import inspect
+
+    lines, first = inspect.getsourcelines(kernel.fn if hasattr(kernel, "fn") else kernel.__wrapped__)
+    return [first + i for i, text in enumerate(lines) if "# BUG" in text]
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_the_sanitizer_reports_a_read_of_a_pending_accumulator(early):
+    with pytest.raises(SanitizerError) as info:
+        _visibility(cp.client("interp", sanitize=True), early=early)
+    message = str(info.value)
+    assert info.value.kind is SanitizerKind.WGMMA_PENDING_READ
+    line = _bug_lines(read_before_and_after_wait)[0 if early else 1]
+    assert f"test_wgmma.py:{line}: wgmma pending read" in message
+    assert "unit (0, 0, 0) of cube (0, 0, 0)" in message and "has not completed" in message
+    assert "started at " in message and "test_wgmma.py:" in message.split("started at ", 1)[1]
+
+
+# -- misuse ---------------------------------------------------------------------------------------------------
+@cube(launch=True)
+def misaligned_swizzled_tile(out: Array[f32]):
+    a_tile = SharedMemory[cp.f16](64 * 64 + 64, alignment=1024)
+    for i in range(UNIT_POS, 64 * 64 + 64, 128):
+        a_tile[i] = cp.f16(1)
+    cp.sync_cube()
+    acc = LocalArray[f32](4)
+    desc = cp.wgmma_descriptor(a_tile.slice(64, 64 * 64 + 64), 16, 1024, "128B")  # starts at byte 128
+    cp.wgmma_fence()
+    cp.wgmma_mma_async(acc, desc, desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)
+    cp.wgmma_commit_group()
+    cp.wgmma_wait_group(0)
+    out[UNIT_POS] = acc[0]
+
+
+@cube(launch=True)
+def half_a_warpgroup(out: Array[f32]):
+    a_tile = SharedMemory[cp.f16](64 * 16, alignment=1024)
+    for i in range(UNIT_POS, 64 * 16, 128):
+        a_tile[i] = cp.f16(1)
+    cp.sync_cube()
+    acc = LocalArray[f32](4)
+    desc = cp.wgmma_descriptor(a_tile, 128, 256, "none")
+    if UNIT_POS < 64:
+        cp.wgmma_mma_async(acc, desc, desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)
+    out[UNIT_POS] = f32(0)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "detail"),
+    [
+        (misaligned_swizzled_tile, "128B-swizzled tile starts at shared byte 128"),
+        (half_a_warpgroup, "every unit of the warpgroup must execute a wgmma"),
+    ],
+)
+def test_misuse_is_reported(kernel, detail):
+    client = cp.client("interp")
+    with pytest.raises(SanitizerError) as info:
+        kernel.launch(client, cp.CubeCount(1), cp.CubeDim(128), cp.ArrayArg(client.zeros((128,), np.float32)))
+    assert info.value.kind is SanitizerKind.WGMMA_MISUSE and detail in str(info.value)
+
+
+def test_a_tile_read_of_unwritten_shared_memory_is_an_uninitialized_read():
+    @cube(launch=True)
+    def unwritten_b(out: Array[f32]):
+        a_tile = SharedMemory[cp.f16](64 * 16, alignment=1024)
+        b_tile = SharedMemory[cp.f16](8 * 16, alignment=1024)
+        for i in range(UNIT_POS, 64 * 16, 128):
+            a_tile[i] = cp.f16(1)
+        cp.sync_cube()
+        acc = LocalArray[f32](4)
+        cp.wgmma_mma_async(
+            acc,
+            cp.wgmma_descriptor(a_tile, 128, 256),
+            cp.wgmma_descriptor(b_tile, 128, 256),
+            shape=(64, 8, 16),
+            elem=cp.f16,
+            scale_d=False,
+        )
+        cp.wgmma_commit_group()
+        cp.wgmma_wait_group(0)
+        out[UNIT_POS] = acc[0]
+
+    client = cp.client("interp", sanitize=True)
+    with pytest.raises(SanitizerError) as info:
+        unwritten_b.launch(client, cp.CubeCount(1), cp.CubeDim(128), cp.ArrayArg(client.zeros((128,), np.float32)))
+    assert info.value.kind is SanitizerKind.UNINITIALIZED_READ and "wgmma reads shared byte 2048" in str(info.value)

@@ -356,3 +356,61 @@ def test_a_tile_read_of_unwritten_shared_memory_is_an_uninitialized_read():
     with pytest.raises(SanitizerError) as info:
         unwritten_b.launch(client, cp.CubeCount(1), cp.CubeDim(128), cp.ArrayArg(client.zeros((128,), np.float32)))
     assert info.value.kind is SanitizerKind.UNINITIALIZED_READ and "wgmma reads shared byte 2048" in str(info.value)
+
+
+# -- tiles loaded by TMA with a 128-byte swizzle ------------------------------------------------------------
+TMA_KERNELS: dict = {}
+
+
+def tma_wgmma_kernel(name: str):
+    """A and B (64 rows of 128 bytes each) loaded by TMA with swizzle 128B, then 4 wgmma K steps."""
+    if name in TMA_KERNELS:
+        return TMA_KERNELS[name]
+    elem, k, _ = INPUTS[name]
+    items = 64 * 128 // elem.size
+    input_type = "tf32" if name == "tf32" else elem
+
+    @cube(launch=True)
+    def tma_then_wgmma(a_map: cp.TensorMap[elem], b_map: cp.TensorMap[elem], out: Array[f32]):
+        bar = cp.Barrier.shared(cp.CUBE_DIM, UNIT_POS == 0)
+        a_tile = SharedMemory.aligned(elem, items, 1024)
+        b_tile = SharedMemory.aligned(elem, items, 1024)
+        if UNIT_POS == 0:
+            bar.arrive_and_expect_tx(1, 2 * 64 * 128)
+            bar.tma_load_2d(a_map, a_tile, 0, 0)
+            bar.tma_load_2d(b_map, b_tile, 0, 0)
+        else:
+            bar.arrive()
+        bar.wait_parity(0)
+        acc = LocalArray[f32](32)
+        a_desc = cp.wgmma_descriptor(a_tile, 16, 1024, "128B")
+        b_desc = cp.wgmma_descriptor(b_tile, 16, 1024, "128B")
+        cp.wgmma_fence()
+        for s in cp.unroll(range(4)):
+            step = u64(2 * s)  # 32 bytes further along K
+            cp.wgmma_mma_async(acc, a_desc + step, b_desc + step, shape=(64, 64, k), elem=input_type, scale_d=s > 0)
+        cp.wgmma_commit_group()
+        cp.wgmma_wait_group(0)
+        for i in cp.unroll(range(32)):
+            out[UNIT_POS * 32 + i] = acc[i]
+
+    TMA_KERNELS[name] = tma_then_wgmma
+    return tma_then_wgmma
+
+
+@pytest.mark.parametrize("name", ["f16", "tf32", "e4m3"])
+def test_tiles_loaded_by_tma_with_the_128B_swizzle(client, name):
+    dtype = INPUTS[name][2]
+    cols = 128 // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(11)
+    a, b = random_inputs(name, 64, cols, rng), random_inputs(name, 64, cols, rng)
+    maps = [cp.TensorMapArg.tiled(cp.TensorArg(client.create(x)), (64, cols), swizzle="128B") for x in (a, b)]
+    out = client.zeros((128 * 32,), np.float32)
+    tma_wgmma_kernel(name).launch(client, cp.CubeCount(1), cp.CubeDim(128), *maps, cp.ArrayArg(out))
+    raw = client.read(out)
+    got = np.zeros((64, 64))
+    for (unit, i), (r, col) in d_table(64).items():
+        got[r, col] = raw[unit * 32 + i]
+    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+    bound = 4 * 2.0**-23 * (np.abs(wide_a) @ np.abs(wide_b).T)
+    assert (np.abs(got - wide_a @ wide_b.T) <= bound).all()

@@ -42,7 +42,7 @@ HOST_REASON = (
 
 
 def _check_arch(lw: KernelLowering) -> None:
-    if lw.target.name == "cpu":
+    if getattr(getattr(lw, "target", None), "name", None) == "cpu":
         raise CompileError(HOST_REASON)
     if lw.sm < FP8_MIN_SM:
         raise CompileError(f"fp8 conversions need sm_{FP8_MIN_SM} or later (cvt ... e4m3x2/e5m2x2), got sm_{lw.sm}")

@@ -91,6 +91,10 @@ class SanitizerKind(Enum):
     """An asynchronous barrier used before ``barrier_init``, or initialised with a bad arrival count."""
     TMA_MISUSE = "tma misuse"
     """A TMA copy that breaks a tensor-map or shared-memory rule (alignment, box size, map mode)."""
+    WGMMA_MISUSE = "wgmma misuse"
+    """A ``wgmma`` run by part of a warpgroup, or a matrix descriptor that breaks a layout rule."""
+    WGMMA_PENDING_READ = "wgmma pending read"
+    """A read of an accumulator whose ``wgmma`` result is not yet visible (no ``wgmma_wait_group`` covered it)."""
     ZERO_RANGE_STEP = "zero range step"
     """A runtime ``range`` whose step is zero (the loop runs zero iterations; Python would raise)."""
 

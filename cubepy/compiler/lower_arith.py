@@ -424,6 +424,10 @@ def convert(lw: KernelLowering, value: ir.Value, src: ElemType, dst: ElemType, l
     target = lt.item_type(Type(dst, line))
     if src == dst:
         return value
+    if src.is_fp8 or dst.is_fp8:
+        from cubepy.compiler import lower_fp8
+
+        return lower_fp8.convert(lw, value, src, dst, line, lambda v, s, d: convert(lw, v, s, d, 1))
     if dst.is_bool:
         if src.is_float:  # NaN is true, as in C and numpy
             return b.fcmp_unordered("!=", value, lt.splat(value.type, 0.0))

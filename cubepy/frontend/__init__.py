@@ -13,6 +13,7 @@
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
 | ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
 | ``mma`` | tensor cores with per-unit register fragments: ``mma_sync``, ``ldmatrix``, ``stmatrix``, index maps |
+| ``wgmma`` | Hopper warpgroup MMA: matrix descriptors, ``wgmma_mma_async``, fence/commit/wait |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
 | ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
 | ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
@@ -101,6 +102,8 @@ from cubepy.frontend.elem import (
     ScalarType,
     bf16,
     boolean,
+    e4m3,
+    e5m2,
     f16,
     f32,
     f64,
@@ -171,6 +174,15 @@ from cubepy.frontend.tma import (
     tma_store_5d,
 )
 from cubepy.frontend.values import ExpandElement
+from cubepy.frontend.wgmma import (
+    wgmma_a_position,
+    wgmma_accumulator_position,
+    wgmma_commit_group,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_mma_async,
+    wgmma_wait_group,
+)
 
 __all__ = [
     # decorators, kernels and protocols
@@ -185,6 +197,8 @@ __all__ = [
     # types
     "f16",
     "bf16",
+    "e4m3",
+    "e5m2",
     "f32",
     "f64",
     "i8",
@@ -333,6 +347,14 @@ __all__ = [
     "dot",
     "magnitude",
     "normalize",
+    # warpgroup MMA (Hopper)
+    "wgmma_a_position",
+    "wgmma_accumulator_position",
+    "wgmma_commit_group",
+    "wgmma_descriptor",
+    "wgmma_fence",
+    "wgmma_mma_async",
+    "wgmma_wait_group",
     # expansion internals users may need (intrinsic authors, tests)
     "ExpandElement",
     "ExpansionState",

@@ -80,6 +80,8 @@ f16, bf16, f32, f64 = (SCALAR_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
 i8, i16, i32, i64 = (SCALAR_TYPES[n] for n in ("i8", "i16", "i32", "i64"))
 u8, u16, u32, u64 = (SCALAR_TYPES[n] for n in ("u8", "u16", "u32", "u64"))
 boolean, usize = SCALAR_TYPES["bool"], SCALAR_TYPES["usize"]
+# 8-bit floats (OCP FP8): stored, converted by cast (f32/f16 <-> fp8, saturating) and fed to wgmma.
+e4m3, e5m2 = SCALAR_TYPES["e4m3"], SCALAR_TYPES["e5m2"]
 
 
 def _scalar_by_name(name: str) -> ScalarType:
@@ -131,8 +133,8 @@ def _limits(elem: ir.ElemType):
     if elem.is_bool:
         return (False, True)
     dtype = elem.numpy
-    if elem.is_float:
-        info = sys.modules["ml_dtypes"].finfo(dtype) if elem is ir.BF16 else np.finfo(dtype)
+    if elem.is_float or elem.is_fp8:
+        info = sys.modules["ml_dtypes"].finfo(dtype) if elem is ir.BF16 or elem.is_fp8 else np.finfo(dtype)
         return (float(info.min), float(info.max))
     info = np.iinfo(dtype)
     return (int(info.min), int(info.max))

@@ -192,6 +192,8 @@ def _folds(value, elem: ir.ElemType) -> bool:
     Integer wrapping and in-range float truncation agree everywhere; a float outside the integer range
     (or NaN) is left to the back end's cast, whose saturation numpy does not reproduce.
     """
+    if elem.is_fp8:  # the back ends' saturating fp8 rounding, not a constant of the IR
+        return False
     if not elem.is_int or not isinstance(value, float):
         return True
     if not math.isfinite(value):
@@ -254,7 +256,16 @@ def coerce(lhs, rhs, what: str) -> tuple[ExpandElement, ExpandElement] | None:
     if isinstance(a, ExpandElement) and isinstance(b, ExpandElement):
         _note_weak(a, b)
     result = unify((lhs, rhs), what)
+    if result is not None:
+        _no_fp8_arithmetic(result[0], what)
     return None if result is None else (result[0], result[1])
+
+
+def _no_fp8_arithmetic(operand: ExpandElement, what: str) -> None:
+    """fp8 is stored, converted and fed to tensor cores; arithmetic needs an explicit conversion first."""
+    if operand.elem.is_fp8:
+        name = operand.elem.name
+        source.fail(f"`{what}` on {name} values: fp8 is not computed with; convert first, e.g. f32(x) or f16(x)")
 
 
 def _note_weak(a: ExpandElement, b: ExpandElement) -> None:
@@ -387,6 +398,7 @@ def unary(op: str, value):
         source.fail(f"{op} expects a number or a runtime value, got {type(value).__name__}")
     x = as_element(value)
     elem = x.elem
+    _no_fp8_arithmetic(x, op)
     if op == "invert":
         op = "not" if elem.is_bool else "bitnot"
         if elem.is_float:

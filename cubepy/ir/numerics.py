@@ -122,6 +122,8 @@ def convert(x: Value, src: np.dtype[Any], dst: np.dtype[Any]) -> Value:
     """Numeric conversion with GPU semantics (saturating float->int, bool as 0/1, single rounding)."""
     if src == dst:
         return x
+    if src.name in FP8_MAX or dst.name in FP8_MAX:
+        return _convert_fp8(x, src, dst)
     if dst.kind == "b":
         return np.asarray(x) != 0  # NaN is true, as in C
     if dst.kind in "iu":
@@ -134,6 +136,25 @@ def convert(x: Value, src: np.dtype[Any], dst: np.dtype[Any]) -> Value:
     if src.kind in "iub":
         array = array.astype(np.float64)
     return array.astype(dst)
+
+
+# The largest finite value of each fp8 dtype (OCP FP8), by numpy name.
+FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+
+
+def _convert_fp8(x: Value, src: np.dtype[Any], dst: np.dtype[Any]) -> Value:
+    """Conversions from and to fp8, as PTX's ``cvt.rn.satfinite`` does.
+
+    fp8 -> anything goes through f32 (exact).  To fp8: the value as f32 (one rounding from f64 or an
+    integer), then round to nearest even with saturation: magnitudes past the largest finite fp8 value
+    and infinities become that value with their sign, NaN stays NaN.
+    """
+    if src.name in FP8_MAX:
+        return convert(np.asarray(x).astype(np.float32), np.dtype(np.float32), dst)
+    wide = np.asarray(convert(x, src, np.dtype(np.float32)))
+    limit = np.float32(FP8_MAX[dst.name])
+    clipped = np.where(np.isnan(wide), wide, np.clip(wide, -limit, limit))
+    return clipped.astype(dst)
 
 
 def count_ones(a: Value) -> Value:

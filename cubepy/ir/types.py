@@ -20,7 +20,8 @@ class ElemType:
     """A scalar element type and everything the layers need to know about it.
 
     ``name``; ``size`` in bytes (the ABI size in memory; bool is one byte); ``kind`` (float, int, uint
-    or bool); ``numpy_name``, the name of the numpy dtype that stores it (``"bfloat16"`` is
+    bool, or fp8: an 8-bit float that is only stored, converted and fed to tensor cores, never computed
+    with); ``numpy_name``, the name of the numpy dtype that stores it (``"bfloat16"`` is
     ``ml_dtypes.bfloat16``); ``llvm``, the LLVM type name in registers (bool is ``i1`` there and ``i8``
     in memory); ``tma_code``, the ``CUtensorMapDataType`` value a TMA descriptor uses for it, or None
     when tensor maps cannot hold it.
@@ -28,7 +29,7 @@ class ElemType:
 
     name: str
     size: int
-    kind: str  # "float" | "int" | "uint" | "bool"
+    kind: str  # "float" | "int" | "uint" | "bool" | "fp8"
     numpy_name: str
     llvm: str
     tma_code: int | None = None
@@ -42,6 +43,11 @@ class ElemType:
     def is_int(self) -> bool:
         """True for signed and unsigned integers (not bool)."""
         return self.kind in ("int", "uint")
+
+    @property
+    def is_fp8(self) -> bool:
+        """True for the 8-bit floats e4m3 and e5m2 (storage and tensor-core inputs; no arithmetic)."""
+        return self.kind == "fp8"
 
     @property
     def is_bool(self) -> bool:
@@ -65,12 +71,15 @@ class ElemType:
         return self.name
 
 
-def _load_numpy_dtype(numpy_name: str) -> np.dtype[Any]:
-    if numpy_name == "bfloat16":
-        import ml_dtypes  # imported here only: it takes ~1 s and most kernels never use bf16
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
-        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-        return bfloat16
+
+def _load_numpy_dtype(numpy_name: str) -> np.dtype[Any]:
+    if numpy_name in _ML_DTYPES:
+        import ml_dtypes  # imported here only: it takes ~1 s and most kernels never use bf16 or fp8
+
+        found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, numpy_name))
+        return found
     return np.dtype(numpy_name)
 
 
@@ -89,10 +98,31 @@ U16 = ElemType("u16", 2, "uint", "uint16", "i16", tma_code=1)
 U32 = ElemType("u32", 4, "uint", "uint32", "i32", tma_code=2)
 U64 = ElemType("u64", 8, "uint", "uint64", "i64", tma_code=4)
 BOOL = ElemType("bool", 1, "bool", "bool", "i1")
+# fp8 (OCP FP8: e4m3 with no infinity, max 448; e5m2 IEEE-like, max 57344) is stored as one byte (i8 in
+# LLVM).  CUtensorMapDataType has no fp8 code: a tensor map moves fp8 as UINT8 (TMA copies bytes).
+E4M3 = ElemType("e4m3", 1, "fp8", "float8_e4m3fn", "i8", tma_code=0)
+E5M2 = ElemType("e5m2", 1, "fp8", "float8_e5m2", "i8", tma_code=0)
 # usize is the address-width unsigned integer; every target here is 64-bit.
 USIZE = ElemType("usize", 8, "uint", "uint64", "i64")
 
-ALL_ELEM_TYPES: tuple[ElemType, ...] = (F16, BF16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, BOOL, USIZE)
+ALL_ELEM_TYPES: tuple[ElemType, ...] = (
+    F16,
+    BF16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    BOOL,
+    USIZE,
+    E4M3,
+    E5M2,
+)
 ELEM_BY_NAME: dict[str, ElemType] = {e.name: e for e in ALL_ELEM_TYPES}
 # numpy dtype name -> element type; usize shares uint64 with u64, which keeps it.
 _ELEM_BY_NUMPY_NAME: dict[str, ElemType] = {e.numpy_name: e for e in reversed(ALL_ELEM_TYPES)}
@@ -170,6 +200,8 @@ def is_lossless(src: ElemType, dst: ElemType) -> bool:
     """Whether every value of ``src`` is exactly representable in ``dst`` (implicit conversion allowed)."""
     if src == dst:
         return True
+    if src.is_fp8 or dst.is_fp8:  # fp8 converts only by an explicit cast (it is not computed with)
+        return False
     if src.is_bool:
         return not dst.is_bool
     if dst.is_bool:

@@ -139,7 +139,7 @@ _KIND_TEST: dict[str, tuple[Callable[[ElemType], bool], str]] = {
     "float": (lambda elem: elem.is_float, "a float"),
     "int": (lambda elem: elem.is_int, "an integer"),
     "bool": (lambda elem: elem.is_bool, "bool"),
-    "number": (lambda elem: not elem.is_bool, "a number"),
+    "number": (lambda elem: not elem.is_bool and not elem.is_fp8, "a number (not bool or fp8)"),
 }
 
 

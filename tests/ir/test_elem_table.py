@@ -26,6 +26,9 @@ EXPECTED = {
     "u64": (8, np.uint64, "i64", 4),
     "bool": (1, np.bool_, "i1", None),
     "usize": (8, np.uint64, "i64", None),
+    # cuda.h has no fp8 code: fp8 tensor maps move bytes as UINT8.
+    "e4m3": (1, ml_dtypes.float8_e4m3fn, "i8", 0),
+    "e5m2": (1, ml_dtypes.float8_e5m2, "i8", 0),
 }
 
 
@@ -53,6 +56,8 @@ def test_each_entry_matches_numpy_llvm_and_cuda_h(name):
         (np.int8, "i8"),
         (np.uint64, "u64"),
         (np.bool_, "bool"),
+        (ml_dtypes.float8_e4m3fn, "e4m3"),
+        (ml_dtypes.float8_e5m2, "e5m2"),
     ],
 )
 def test_a_numpy_dtype_maps_back_to_its_element_type(numpy_type, name):

@@ -218,6 +218,34 @@ def range_with_a_zero_step(out: Array[f32]):
         out[UNIT_POS] = f32(i)
 
 
+@cube(launch=True)
+def wgmma_by_half_a_warpgroup(out: Array[f32]):
+    tile = cp.SharedMemory[cp.f16](64 * 16, alignment=1024)
+    for i in range(UNIT_POS, 64 * 16, 64):
+        tile[i] = cp.f16(1)
+    cp.sync_cube()
+    acc = cp.LocalArray[f32](4)
+    desc = cp.wgmma_descriptor(tile, 128, 256)
+    cp.wgmma_mma_async(acc, desc, desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)  # BUG: 64 units
+    out[UNIT_POS] = f32(0)
+
+
+@cube(launch=True)
+def wgmma_read_before_its_wait(out: Array[f32]):  # launched with 128 units: one warpgroup
+    tile = cp.SharedMemory[cp.f16](64 * 16, alignment=1024)
+    for i in range(UNIT_POS, 64 * 16, 128):
+        tile[i] = cp.f16(1)
+    cp.sync_cube()
+    acc = cp.LocalArray[f32](4)
+    desc = cp.wgmma_descriptor(tile, 128, 256)
+    cp.wgmma_mma_async(acc, desc, desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)
+    cp.wgmma_commit_group()
+    value = acc[0]  # BUG: no wgmma_wait_group yet
+    cp.wgmma_wait_group(0)
+    if UNIT_POS < 64:
+        out[UNIT_POS] = value
+
+
 INPUT, TENSOR_MAP = "input buffer", "tensor map"
 BUGGY = [
     # kernel, kind, extra first argument (None, INPUT or TENSOR_MAP), what the message must name
@@ -244,6 +272,8 @@ BUGGY = [
     (waits_for_one_unit_too_many, SanitizerKind.BARRIER_DEADLOCK, None, "1 of 65 arrivals pending"),
     (tma_load_to_misaligned_shared, SanitizerKind.TMA_MISUSE, TENSOR_MAP, "rule 24"),
     (range_with_a_zero_step, SanitizerKind.ZERO_RANGE_STEP, None, "range() step is zero"),
+    (wgmma_by_half_a_warpgroup, SanitizerKind.WGMMA_MISUSE, None, "not a multiple of 128"),
+    (wgmma_read_before_its_wait, SanitizerKind.WGMMA_PENDING_READ, None, "has not completed"),
     (
         checked_read_past_end,
         SanitizerKind.OUT_OF_BOUNDS,
@@ -282,7 +312,8 @@ def _launch(kernel, extra: str | None, client) -> None:
         source = client.create(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))
         args.insert(0, cp.TensorMapArg.tiled(cp.TensorArg(source), (16, 16)))
     launch = kernel.launch_unchecked if hasattr(kernel, "launch_unchecked") else kernel.launch
-    launch(client, cp.CubeCount(2), cp.CubeDim(64), *args)
+    units = 128 if kernel.name == "wgmma_read_before_its_wait" else 64  # wgmma needs a whole warpgroup
+    launch(client, cp.CubeCount(2), cp.CubeDim(units), *args)
 
 
 @pytest.mark.parametrize(("kernel", "kind", "extra", "detail"), BUGGY, ids=[k.name for k, *_ in BUGGY])

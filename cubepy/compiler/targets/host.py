@@ -22,7 +22,7 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 * ``mma_sync``, ``ldmatrix`` and ``stmatrix`` publish their operands to the runtime's emulation and
   suspend as plane collectives (``host_mma``).
 
-cmma fragments are not supported by this target yet (``unsupported_reason``).
+Warpgroup MMA (wgmma) is not supported by this target yet (``unsupported_reason``).
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ UNSUPPORTED: dict[type, str] = {
         op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "
         "use the interp runtime"
         for op in (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr, ops.PlaneMatchAny, ops.PlaneMatchAll)
+    },
+    # wgmma is PTX inline assembly; an emulation through the host-call path (host_async) is not written yet.
+    **{
+        op: "warpgroup MMA (wgmma) lowers to PTX inline assembly and has no host emulation yet; use the interp runtime"
+        for op in (ops.WgmmaDescriptor, ops.WgmmaMmaAsync, ops.WgmmaFence, ops.WgmmaCommitGroup, ops.WgmmaWaitGroup)
     },
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",

@@ -1,6 +1,6 @@
 """IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops import arith, branch, cmma, debug, memory, mma, plane, sync, tma
+from cubepy.ir.ops import arith, branch, cmma, debug, memory, mma, plane, sync, tma, wgmma
 from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
@@ -12,6 +12,7 @@ from cubepy.ir.ops.plane import *  # noqa: F403  (plane collectives: PlaneSum ..
 from cubepy.ir.ops.record import GIVEN, Check, Checker, OpRecord, OpTable, all_operations, declare, lookup
 from cubepy.ir.ops.sync import *  # noqa: F403  (barriers, predicate barriers, fences)
 from cubepy.ir.ops.tma import *  # noqa: F403  (barriers and TMA copies: BarrierInit ... TmaGroupWaitRead)
+from cubepy.ir.ops.wgmma import *  # noqa: F403  (warpgroup MMA: WgmmaDescriptor ... WgmmaWaitGroup)
 
 __all__ = [
     "BRANCH_OPS",
@@ -42,6 +43,7 @@ __all__ = [
     "plane",
     "sync",
     "tma",
+    "wgmma",
 ]
 __all__ += arith.__all__
 __all__ += cmma.__all__
@@ -50,3 +52,4 @@ __all__ += mma.__all__
 __all__ += plane.__all__
 __all__ += sync.__all__
 __all__ += tma.__all__
+__all__ += wgmma.__all__

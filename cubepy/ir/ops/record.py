@@ -125,7 +125,7 @@ def all_operations() -> tuple[type[Operation], ...]:
     return tuple(_REGISTRY.values())
 
 
-FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "mma", "debug")
+FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "mma", "debug", "wgmma")
 
 
 def _load_families() -> None:

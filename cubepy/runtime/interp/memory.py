@@ -251,6 +251,10 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op: ops.Index = inst.operation
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read", op.speculative)
+    if ctx.extensions and op.memory.kind is VarKind.LOCAL_ARRAY:
+        check_local_read = ctx.extensions.get("check_local_read")  # set by op families with async registers
+        if check_local_read is not None:
+            check_local_read(ctx, inst, op.memory, idx, mask)  # type: ignore[operator]
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
     if ctx.coverage is not None and op.memory.kind is VarKind.GLOBAL:

@@ -25,7 +25,19 @@ INTERP = OpTable(
     "interp",
     modules=tuple(
         f"cubepy.runtime.interp.{family}"
-        for family in ("executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma", "mma", "printing")
+        for family in (
+            "executor",
+            "arith",
+            "memory",
+            "atomic",
+            "plane",
+            "sync",
+            "tma_exec",
+            "cmma",
+            "mma",
+            "wgmma",
+            "printing",
+        )
     ),
 )
 implements = INTERP.implements

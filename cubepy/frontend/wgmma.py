@@ -1,0 +1,159 @@
+"""``cp.wgmma_*``: Hopper's warpgroup MMA (``wgmma.mma_async``) with shared-memory matrix descriptors.
+
+A warpgroup is four consecutive planes (128 units whose first unit index is a multiple of 128); every
+unit of it makes each call together.  ``wgmma_descriptor`` describes a K-major tile in shared memory;
+``wgmma_mma_async`` starts ``acc = a @ b (+ acc)`` for a 64 x N x K tile; ``wgmma_commit_group`` closes
+the group of started operations and ``wgmma_wait_group(n)`` waits until at most ``n`` groups are still
+running; the accumulator holds the results only after that wait.  ``wgmma_fence`` must come between
+ordinary writes of the accumulator or of A's registers and the ``wgmma`` that reads them.
+The layouts (descriptor bits, canonical K-major tiles, swizzles, per-unit fragments) are in
+docs/guide/wgmma.md; ``wgmma_accumulator_position`` and ``wgmma_a_position`` give the fragment maps.
+"""
+
+from __future__ import annotations
+
+from cubepy import ir
+from cubepy.frontend import operations, source
+from cubepy.frontend.containers import MemoryExpand, SliceExpand
+from cubepy.frontend.elem import to_elem
+from cubepy.frontend.state import current_scope
+from cubepy.frontend.values import ExpandElement
+from cubepy.ir import Type, VarKind
+from cubepy.ir import ops as irops
+
+__all__ = [
+    "wgmma_a_position",
+    "wgmma_accumulator_position",
+    "wgmma_commit_group",
+    "wgmma_descriptor",
+    "wgmma_fence",
+    "wgmma_mma_async",
+    "wgmma_wait_group",
+]
+
+SWIZZLES = tuple(irops.WGMMA_SWIZZLES)
+
+
+def wgmma_descriptor(smem, leading_byte_offset, stride_byte_offset, swizzle: str = "none") -> ExpandElement:
+    """The u64 matrix descriptor of a K-major tile starting at ``smem`` (shared memory or a slice of it).
+
+    ``leading_byte_offset``: bytes between the two 16-byte K chunks of a row (no swizzle; ignored with a
+    swizzle); ``stride_byte_offset``: bytes between consecutive groups of 8 rows; ``swizzle``: ``"none"``,
+    ``"32B"``, ``"64B"`` or ``"128B"``.  Offsets must be multiples of 16 (the descriptor keeps bits 4-17).
+    """
+    if swizzle not in SWIZZLES:
+        source.fail(f"wgmma_descriptor: swizzle {swizzle!r}; expected one of {', '.join(SWIZZLES)}")
+    if isinstance(smem, SliceExpand):
+        memory, offset = smem.base, smem.offset
+    elif isinstance(smem, MemoryExpand):
+        memory, offset = smem, 0
+    else:
+        source.fail(f"wgmma_descriptor: expected shared memory or a slice of it, got {type(smem).__name__}")
+    if memory.var.kind is not VarKind.SHARED:
+        source.fail(f"wgmma_descriptor: wgmma reads shared memory, got {memory.describe()}")
+    for what, value in (("leading_byte_offset", leading_byte_offset), ("stride_byte_offset", stride_byte_offset)):
+        if operations.is_number(value) and (int(value) % 16 or not 0 <= int(value) < 1 << 18):
+            source.fail(f"wgmma_descriptor: {what} {value} must be a multiple of 16 below 2^18")
+    op = irops.WgmmaDescriptor(
+        memory.var,
+        operations.to_index(offset, "wgmma_descriptor offset"),
+        operations.to_index(leading_byte_offset, "wgmma_descriptor leading_byte_offset"),
+        operations.to_index(stride_byte_offset, "wgmma_descriptor stride_byte_offset"),
+        swizzle,
+    )
+    result = operations.emit(op)
+    assert result is not None
+    return result
+
+
+def _input_elem(elem) -> ir.ElemType:
+    if elem == "tf32":
+        return ir.F32
+    try:
+        found = to_elem(elem)
+    except TypeError:
+        found = None
+    if found not in irops.WGMMA_INPUTS:
+        source.fail(
+            f"wgmma_mma_async: inputs of {elem!r}; expected cp.f16, cp.bf16, 'tf32' (cp.f32), cp.e4m3 or cp.e5m2"
+        )
+    return found
+
+
+def wgmma_mma_async(acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=True) -> None:
+    """Start ``acc = a @ b + (acc if scale_d else 0)`` for the warpgroup, a 64 x N x K tile (``shape``).
+
+    ``acc``: ``LocalArray[f32](N // 2)`` (each unit's part of the 64 x N result); ``a``: a descriptor of the
+    64 x K tile or ``LocalArray[elem]`` of A's registers (8 f16/bf16, 4 tf32, 16 fp8); ``b``: a descriptor of
+    the N x K tile (K-major, that is B transposed); ``elem``: the input type (``cp.f16``, ``cp.bf16``,
+    ``"tf32"``, ``cp.e4m3``, ``cp.e5m2``); K is 16, 8 and 32 for them.  The results are in ``acc`` after
+    the ``wgmma_wait_group`` that covers this operation's group.
+    """
+    input_elem = _input_elem(elem)
+    dims = tuple(operations.comptime_value(v) if operations.is_comptime(v) else v for v in shape)
+    k = irops.wgmma_k(input_elem)
+    if len(dims) != 3 or dims[0] != 64 or dims[2] != k or dims[1] not in range(8, 257, 8):
+        source.fail(
+            f"wgmma_mma_async: shape {dims} with {input_elem.name} inputs; expected (64, N, {k}) with N a "
+            "multiple of 8 from 8 to 256"
+        )
+    n = dims[1]
+    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
+        source.fail(f"wgmma_mma_async: the accumulator must be a LocalArray[f32], got {type(acc).__name__}")
+    if acc.var.length != irops.accumulator_length(n):
+        source.fail(
+            f"wgmma_mma_async: a 64 x {n} accumulator is LocalArray[f32]({irops.accumulator_length(n)}) per unit, "
+            f"got {acc.var.length} items"
+        )
+    if isinstance(a, MemoryExpand):
+        count = irops.a_register_count(input_elem)
+        if a.var.kind is not VarKind.LOCAL_ARRAY or a.var.type != Type(input_elem) or a.var.length != count:
+            source.fail(
+                f"wgmma_mma_async: A in registers is LocalArray[{input_elem.name}]({count}), got {a.describe()}"
+            )
+        a_var = a.var
+    else:
+        a_var = _descriptor(a, "a")
+    b_var = _descriptor(b, "b")
+    scale = operations.to_bool(scale_d).var
+    current_scope().append(irops.WgmmaMmaAsync(acc.var, a_var, b_var, scale, n, input_elem))
+
+
+def _descriptor(value, what: str) -> ir.Variable:
+    element = operations.as_element(value, f"wgmma_mma_async {what}")
+    if element.type != Type(ir.U64):
+        source.fail(
+            f"wgmma_mma_async: {what} must be a u64 matrix descriptor (cp.wgmma_descriptor), got {element.type!r}"
+        )
+    return element.var
+
+
+def wgmma_fence() -> None:
+    """``wgmma.fence``: order this unit's register writes (accumulator, A) before the next ``wgmma`` reads them."""
+    current_scope().append(irops.WgmmaFence())
+
+
+def wgmma_commit_group() -> None:
+    """``wgmma.commit_group``: close the group of ``wgmma_mma_async`` operations started since the last commit."""
+    current_scope().append(irops.WgmmaCommitGroup())
+
+
+def wgmma_wait_group(pending) -> None:
+    """``wgmma.wait_group``: wait until at most ``pending`` (0..7, comptime) committed groups are running."""
+    count = operations.comptime_value(pending) if operations.is_comptime(pending) else pending
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 7:
+        source.fail(f"wgmma_wait_group: pending must be a comptime integer 0..7, got {pending!r}")
+    current_scope().append(irops.WgmmaWaitGroup(count))
+
+
+def wgmma_accumulator_position(unit, i):
+    """(row, col) in the 64 x N accumulator of element ``i`` of unit ``unit``'s accumulator array.
+
+    Works on Python integers and, inside a kernel, on runtime ones (``i`` usually comptime).
+    """
+    return irops.accumulator_position(unit, i)
+
+
+def wgmma_a_position(elem, unit, i):
+    """(row, k) in the 64 x K tile of A of element ``i`` of unit ``unit``'s A registers (inputs ``elem``)."""
+    return irops.a_position(_input_elem(elem).size, unit, i)

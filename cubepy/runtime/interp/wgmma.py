@@ -1,0 +1,302 @@
+"""Warpgroup MMA (``cubepy.ir.ops.wgmma``) in the lockstep interp: descriptors read exactly, results deferred.
+
+* ``wgmma_descriptor`` encodes the PTX ISA's 64-bit matrix descriptor from the slice's byte address in
+  the cube's shared arena (the interp's shared-memory address): bits 0-13 start address >> 4, 16-29
+  leading byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset (0), 62-63 the swizzle mode
+  (0 none, 1 128B, 2 64B, 3 32B).
+* ``wgmma_mma_async`` decodes the descriptors (so descriptor arithmetic, as CUTLASS's ``desc + k``, works),
+  reads the K-major tiles byte by byte through the canonical layout and the swizzle (see
+  ``tile_addresses``), takes A from the units' registers through the ISA's fragment map when A is a
+  local array, and computes ``A @ B^T (+ D)``: the exact products summed in f64, rounded once to f32.
+  The result is kept per unit as *pending*; a later ``wgmma_mma_async`` on the same accumulator sees it
+  (the hardware chains accumulators in order), ordinary reads do not.
+* ``wgmma_commit_group`` closes each unit's open group; ``wgmma_wait_group(n)`` writes the pending
+  results of every group but the ``n`` newest into the accumulators.  Under the sanitizer a read of an
+  accumulator with a pending result is a ``wgmma pending read``.
+* Misuse (part of a warpgroup, a descriptor that differs across it, a tile outside the arena, a
+  non-zero base offset or a swizzled tile whose start has row-phase bits set) is ``wgmma misuse``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from cubepy.errors import SanitizerKind
+from cubepy.ir import F32, ElemType, Instruction, Variable, VarKind, ops
+from cubepy.ir.ops.wgmma import WARPGROUP, a_position, a_register_count, accumulator_position, wgmma_k
+from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.sanitizer import SELF_REPORTING
+from cubepy.runtime.interp.values import Mask, numpy_dtype
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+SELF_REPORTING.add(ops.WgmmaDescriptor)  # it only takes an address: no shared byte is read or written
+SELF_REPORTING.add(ops.WgmmaMmaAsync)  # its reads are checked here (uninitialized bytes)
+
+ROW_BYTES = 32  # every wgmma reads 32 bytes of K per row
+SWIZZLE_WIDTH = {0: 0, 1: 128, 2: 64, 3: 32}  # layout type -> bytes per swizzled row
+SWIZZLE_MASK = {0: 0, 1: 7, 2: 3, 3: 1}  # bits of the 128-byte line index XORed into the 16-byte chunk
+SWIZZLE_NAME = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
+_FIELD = 0x3FFF
+
+
+def encode_descriptor(address, leading_byte_offset, stride_byte_offset, layout_type: int):
+    """The 64-bit descriptor (uint64, lane-wise) of the PTX ISA's matrix-descriptor format."""
+    start = (np.asarray(address, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
+    lbo = (np.asarray(leading_byte_offset, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
+    sbo = (np.asarray(stride_byte_offset, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
+    return start | (lbo << np.uint64(16)) | (sbo << np.uint64(32)) | (np.uint64(layout_type) << np.uint64(62))
+
+
+def decode_descriptor(desc: int) -> tuple[int, int, int, int, int]:
+    """(start address, leading byte offset, stride byte offset, base offset, layout type) of a descriptor."""
+    return (
+        (desc & _FIELD) << 4,
+        ((desc >> 16) & _FIELD) << 4,
+        ((desc >> 32) & _FIELD) << 4,
+        (desc >> 49) & 7,
+        (desc >> 62) & 3,
+    )
+
+
+def tile_addresses(desc: int, rows: int) -> np.ndarray:
+    """Byte addresses ``(rows, 32)`` of a K-major tile: row r, byte b of its 32 bytes of K.
+
+    Canonical K-major layouts (PTX ISA; CUTLASS ``make_gmma_desc``), core matrices of 8 rows x 16 bytes:
+    no swizzle: ``start + (r // 8) * SBO + (r % 8) * 16 + (b // 16) * LBO + b % 16``; a swizzle of W bytes
+    (32, 64, 128): ``start + (r // 8) * SBO + (r % 8) * W + b``, then the address's 16-byte chunk bits 4-6
+    are XORed with its bits 7-9 (1, 2 or 3 of them), as a TMA copy with that swizzle writes them.
+    """
+    start, lbo, sbo, _base, layout = decode_descriptor(desc)
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    b = np.arange(ROW_BYTES, dtype=np.int64)[None, :]
+    if layout == 0:
+        return start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
+    logical = start + (r // 8) * sbo + (r % 8) * SWIZZLE_WIDTH[layout] + b
+    return logical ^ (((logical >> 7) & SWIZZLE_MASK[layout]) << 4)
+
+
+# -- checks ---------------------------------------------------------------------------------------------
+def _warpgroups(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
+    """The indices of the chunk's warpgroups that run ``inst``; every unit of each must."""
+    if ctx.topology.units % WARPGROUP:
+        ctx.fail(
+            inst,
+            f"wgmma needs whole warpgroups: the cube has {ctx.topology.units} units, not a multiple of {WARPGROUP}",
+            0,
+            kind=SanitizerKind.WGMMA_MISUSE,
+        )
+    bits = mask.bits.reshape(-1, WARPGROUP)
+    active = bits.any(axis=1)
+    partial = active & ~bits.all(axis=1)
+    if partial.any():
+        group = int(np.argmax(partial))
+        lane = group * WARPGROUP + int(np.argmin(bits[group]))
+        ctx.fail(inst, "every unit of the warpgroup must execute a wgmma", lane, kind=SanitizerKind.WGMMA_MISUSE)
+    return np.flatnonzero(active)
+
+
+def _uniform(ctx: Chunk, inst: Instruction, var: Variable, group: int, what: str) -> int:
+    """The value of ``var`` in warpgroup ``group``, which must be the same on all its units."""
+    value = np.asarray(ctx.read(var))
+    if value.ndim == 0:
+        return int(value)
+    part = value[group * WARPGROUP : (group + 1) * WARPGROUP]
+    if (part != part[0]).any():
+        lane = group * WARPGROUP + int(np.argmax(part != part[0]))
+        ctx.fail(inst, f"the {what} differs across the warpgroup", lane, kind=SanitizerKind.WGMMA_MISUSE)
+    return int(part[0])
+
+
+def _read_tile(ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemType, group: int) -> np.ndarray:
+    """The ``(rows, K)`` tile a descriptor describes, from the warpgroup's cube's shared arena."""
+    lane = group * WARPGROUP
+    _start, _lbo, _sbo, base, layout = decode_descriptor(desc)
+    if base:
+        ctx.fail(inst, f"descriptor base offset {base} is not emulated (use 0)", lane, kind=SanitizerKind.WGMMA_MISUSE)
+    if layout and (_start >> 7) & SWIZZLE_MASK[layout]:
+        ctx.fail(
+            inst,
+            f"a {SWIZZLE_NAME[layout]}-swizzled tile starts at shared byte {_start}, not at row 0 of its swizzle "
+            "pattern: the ISA then needs the descriptor's base offset, which this emulation does not model",
+            lane,
+            kind=SanitizerKind.WGMMA_MISUSE,
+        )
+    addresses = tile_addresses(desc, rows)
+    arena = ctx.shared_arena()
+    if addresses.min() < 0 or addresses.max() >= arena.shape[1]:
+        ctx.fail(
+            inst,
+            f"the descriptor's {rows}-row tile reaches shared byte {int(addresses.max())}, past the "
+            f"{arena.shape[1]} bytes of shared memory",
+            lane,
+            kind=SanitizerKind.OUT_OF_BOUNDS,
+        )
+    cube = lane // ctx.topology.units
+    if ctx.sanitizer is not None:
+        written = ctx.sanitizer.written[cube, addresses]
+        if not written.all():
+            byte = int(addresses.reshape(-1)[np.argmax(~written.reshape(-1))])
+            kind = SanitizerKind.UNINITIALIZED_READ
+            ctx.fail(inst, f"wgmma reads shared byte {byte} that no unit wrote", lane, kind=kind)
+    raw = np.ascontiguousarray(arena[cube, addresses])
+    return raw.view(numpy_dtype(elem)).reshape(rows, wgmma_k(elem))
+
+
+def _as_tf32(values: np.ndarray) -> np.ndarray:
+    """f32 values with the 13 low mantissa bits cleared: the tf32 value wgmma uses."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
+# -- async state ------------------------------------------------------------------------------------------
+class _Pending:
+    """Results of one ``wgmma_mma_async`` not yet visible: per lane of ``lanes``, its ``group`` and ``values``."""
+
+    __slots__ = ("var", "lanes", "group", "values", "inst")
+
+    def __init__(self, var: Variable, lanes: np.ndarray, group: np.ndarray, values: np.ndarray, inst) -> None:
+        self.var, self.lanes, self.group, self.values, self.inst = var, lanes, group, values, inst
+
+
+class WgmmaState:
+    """Each lane's committed-group count and the pending results of a chunk."""
+
+    def __init__(self, lanes: int) -> None:
+        self.committed = np.zeros(lanes, dtype=np.int64)
+        self.pending: list[_Pending] = []
+
+    def latest(self, var: Variable, items: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+        """The accumulator ``var`` on ``lanes`` as the next wgmma sees it: its registers, then pending results."""
+        values = items[lanes].astype(np.float32)
+        for entry in self.pending:
+            if entry.var.id == var.id:
+                hit = np.isin(lanes, entry.lanes)
+                if hit.any():
+                    where = np.searchsorted(entry.lanes, lanes[hit])
+                    values[hit] = entry.values[where]
+        return values
+
+
+def _state(ctx: Chunk) -> WgmmaState:
+    state = ctx.extensions.get("wgmma")
+    if state is None:
+        state = ctx.extensions["wgmma"] = WgmmaState(ctx.lanes)
+        if ctx.launch.sanitize:
+            ctx.extensions["check_local_read"] = _check_pending_read
+    return state  # type: ignore[return-value]
+
+
+def _check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index, mask: Mask) -> None:
+    """Report a read of an accumulator element whose wgmma result is still pending (sanitizer only)."""
+    state: WgmmaState = ctx.extensions["wgmma"]  # type: ignore[assignment]
+    for entry in state.pending:
+        if entry.var.id != var.id:
+            continue
+        reading = np.flatnonzero(mask.bits)
+        hit = np.intersect1d(reading, entry.lanes)
+        if hit.size:
+            lane = int(hit[0])
+            where = entry.inst.loc
+            started = f" started at {where.file}:{where.line}" if where is not None else ""
+            ctx.fail(
+                inst,
+                f"reads accumulator {var!r} while the wgmma{started} has not completed (no wgmma_wait_group "
+                "covered its group); the read gives the value from before that wgmma",
+                lane,
+                kind=SanitizerKind.WGMMA_PENDING_READ,
+            )
+
+
+# -- handlers ---------------------------------------------------------------------------------------------
+@implements(ops.WgmmaDescriptor)
+def wgmma_descriptor(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """out = the descriptor of ``smem[offset..]`` (its byte address in the cube's shared arena)."""
+    op = cast(ops.WgmmaDescriptor, inst.operation)
+    offset = np.asarray(ctx.read(op.offset)).astype(np.int64)
+    address = ctx.shared_offset(op.smem) + offset * op.smem.type.size
+    misaligned = (np.broadcast_to(address, (ctx.lanes,)) % 16 != 0) & mask.bits
+    if misaligned.any():
+        lane = int(np.argmax(misaligned))
+        ctx.fail(
+            inst,
+            f"a matrix descriptor's start must be 16-byte aligned, got shared byte "
+            f"{int(np.broadcast_to(address, (ctx.lanes,))[lane])}",
+            lane,
+            kind=SanitizerKind.WGMMA_MISUSE,
+        )
+    lbo = np.asarray(ctx.read(op.leading_byte_offset)).astype(np.int64)
+    sbo = np.asarray(ctx.read(op.stride_byte_offset)).astype(np.int64)
+    code = ops.WGMMA_SWIZZLES[op.swizzle]
+    assert inst.out is not None  # the record gives it a result
+    ctx.write(inst.out, encode_descriptor(address, lbo, sbo, code), mask)
+
+
+@implements(ops.WgmmaFence)
+def wgmma_fence(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Nothing to do: the lockstep interp's register writes are visible at once."""
+    _warpgroups(ctx, inst, mask)
+
+
+@implements(ops.WgmmaCommitGroup)
+def wgmma_commit_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Close each active unit's open group."""
+    _warpgroups(ctx, inst, mask)
+    _state(ctx).committed[mask.bits] += 1
+
+
+@implements(ops.WgmmaWaitGroup)
+def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Make visible the results of every committed group but the ``pending`` newest, on the active units."""
+    op = cast(ops.WgmmaWaitGroup, inst.operation)
+    _warpgroups(ctx, inst, mask)
+    state = _state(ctx)
+    kept: list[_Pending] = []
+    for entry in state.pending:
+        done = mask.bits[entry.lanes] & (entry.group < state.committed[entry.lanes] - op.pending)
+        if done.any():
+            items = ctx.memory(entry.var).items
+            items[entry.lanes[done]] = entry.values[done]
+            keep = ~done
+            entry.lanes, entry.group, entry.values = entry.lanes[keep], entry.group[keep], entry.values[keep]
+        if entry.lanes.size:
+            kept.append(entry)
+    state.pending = kept
+
+
+@implements(ops.WgmmaMmaAsync)
+def wgmma_mma_async(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Start ``d = a @ b (+ d)`` for each active warpgroup; the result is pending until its wait."""
+    op = cast(ops.WgmmaMmaAsync, inst.operation)
+    groups = _warpgroups(ctx, inst, mask)
+    state = _state(ctx)
+    k, n = wgmma_k(op.elem), op.n
+    units = np.arange(WARPGROUP)
+    d_rows, d_cols = accumulator_position(units[:, None], np.arange(n // 2)[None, :])
+    from_registers = op.a.kind is VarKind.LOCAL_ARRAY
+    if from_registers:
+        a_rows, a_cols = a_position(op.elem.size, units[:, None], np.arange(a_register_count(op.elem))[None, :])
+        a_items = ctx.memory(op.a).items
+    d_items = ctx.memory(op.d).items
+    for group in groups:
+        lanes = np.arange(group * WARPGROUP, (group + 1) * WARPGROUP)
+        if from_registers:
+            a = np.zeros((64, k), dtype=a_items.dtype)
+            a[a_rows, a_cols] = a_items[lanes]
+        else:
+            a = _read_tile(ctx, inst, _uniform(ctx, inst, op.a, group, "descriptor of A"), 64, op.elem, group)
+        b = _read_tile(ctx, inst, _uniform(ctx, inst, op.b, group, "descriptor of B"), n, op.elem, group)
+        if op.elem == F32:
+            a, b = _as_tf32(a), _as_tf32(b)
+        product = a.astype(np.float64) @ b.astype(np.float64).T
+        if _uniform(ctx, inst, op.scale_d, group, "scale_d"):
+            previous = state.latest(op.d, d_items, lanes)
+            accumulator = np.zeros((64, n), dtype=np.float64)
+            accumulator[d_rows, d_cols] = previous
+            product += accumulator
+        values = product.astype(np.float32)[d_rows, d_cols]
+        group_of = state.committed[lanes].copy()
+        state.pending.append(_Pending(op.d, lanes, group_of, values, inst))

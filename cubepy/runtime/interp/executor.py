@@ -38,7 +38,7 @@ from cubepy.runtime.interp.memory import (
     shared_ref,
 )
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import INTERP, Handler, implements
+from cubepy.runtime.interp.registry import INTERP, Handler
 from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
 from cubepy.runtime.interp.schedule import InFlight, Picker, Schedule
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, Topology, ValueStore, literal, numpy_dtype

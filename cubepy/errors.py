@@ -91,6 +91,10 @@ class SanitizerKind(Enum):
     """An asynchronous barrier used before ``barrier_init``, or initialised with a bad arrival count."""
     TMA_MISUSE = "tma misuse"
     """A TMA copy that breaks a tensor-map or shared-memory rule (alignment, box size, map mode)."""
+    TMA_UNCOVERED_ACCESS = "tma uncovered access"
+    """A read or write of shared bytes a TMA load fills, before the unit waited for the barrier phase covering it."""
+    TMA_STAGE_REUSE = "tma stage reuse"
+    """A TMA load into shared bytes another unit read with no release (arrive, then a wait on it) in between."""
     ZERO_RANGE_STEP = "zero range step"
     """A runtime ``range`` whose step is zero (the loop runs zero iterations; Python would raise)."""
 

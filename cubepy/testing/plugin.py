@@ -13,7 +13,9 @@ The ``client`` fixture gives a ``ComputeClient``:
   divergent barrier or an out-of-bounds access fails the test with a ``SanitizerError``.  Turn it off for one
   test with ``@pytest.mark.cubepy_sanitize(False)``, for a run with ``--cubepy-sanitize=off``;
 - with ``--cubepy-schedule=lockstep|random:SEED|adversarial`` given to the interp client (a cubepy whose interp
-  has no schedules skips those tests, saying so).
+  has no schedules skips those tests, saying so).  The option also sets ``CUBEPY_SCHEDULE`` for the run, so
+  interp clients a test makes itself (``cp.client("interp")``) follow it too; a failing test's report then
+  names the schedule to rerun it with.
 
 ``@pytest.mark.races_by_design`` marks a test whose kernel races in a way CUDA allows and the test tolerates:
 its ``client`` has no sanitizer, and it is skipped when ``CUBEPY_SANITIZE`` turns the sanitizer on for every
@@ -75,6 +77,27 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[_RUNTIMES] = selected_runtimes(config)
     config.stash[_SCHEDULE] = schedule_options(config.getoption("--cubepy-schedule"))
+    text = config.getoption("--cubepy-schedule")
+    if text:  # clients that name no schedule read CUBEPY_SCHEDULE at each launch
+        os.environ["CUBEPY_SCHEDULE"] = text.strip()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """The interp schedule of this run, when ``--cubepy-schedule`` chose one."""
+    text = config.getoption("--cubepy-schedule")
+    return f"cubepy interp schedule: {text}" if text else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A failing test's report says which interp schedule (and seed) it ran under, to replay it."""
+    outcome = yield
+    report = outcome.get_result()
+    text = item.config.getoption("--cubepy-schedule")
+    if text and report.failed:
+        report.sections.append(
+            ("cubepy schedule", f"ran under the interp schedule {text}; replay with --cubepy-schedule={text}")
+        )
 
 
 def schedule_options(text: str | None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
+from cubepy.runtime.interp import async_races
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
@@ -87,8 +88,16 @@ def _release(ctx: Chunk, inst: Instruction, state: CubeBarrier, reduce: str | No
             state.result[complete] = pred.any(axis=1)[complete]
     state.generation[complete] += 1
     state.arrived.reshape(-1, units)[complete] = False
-    if ctx.sanitizer is not None:  # the barrier ends the race-tracking interval of the cubes released
-        ctx.sanitizer.sync_cube(complete)
+    _sanitizer_release(ctx, complete)
+
+
+def _sanitizer_release(ctx: Chunk, cubes: np.ndarray) -> None:
+    """The barrier ends the race-tracking interval of the released ``cubes`` (bool per chunk cube)."""
+    if ctx.sanitizer is not None:
+        ctx.sanitizer.sync_cube(cubes)
+        races = ctx.extensions.get(async_races.KEY)
+        if races is not None:
+            races.cube_released(cubes, ctx.topology.units)  # type: ignore[attr-defined]
 
 
 class CubeBarrierWait(Wait):
@@ -171,8 +180,7 @@ def _check_together(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Barrier of a cube: every live unit of the cube arrives before any goes on."""
     if mask.full:  # the whole chunk is here: nobody waits
-        if ctx.sanitizer is not None:
-            ctx.sanitizer.sync_cube(np.ones(ctx.topology.cubes, dtype=bool))
+        _sanitizer_release(ctx, np.ones(ctx.topology.cubes, dtype=bool))
         return
     if ctx.frees and ctx.launch.sanitize:
         _check_together(ctx, inst, mask)
@@ -262,8 +270,7 @@ def sync_cube_reduce(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         if _arrive(ctx, inst, mask, reduce):
             _write_reduction(ctx, inst, _barrier(ctx), mask)
         return
-    if ctx.sanitizer is not None:
-        ctx.sanitizer.sync_cube(np.ones(ctx.topology.cubes, dtype=bool))
+    _sanitizer_release(ctx, np.ones(ctx.topology.cubes, dtype=bool))
     units = ctx.topology.units
     pred = np.broadcast_to(ctx.read(op.pred), (ctx.lanes,)).reshape(-1, units)
     if isinstance(op, ops.SyncCubeCount):

@@ -35,7 +35,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
-from cubepy.runtime.interp import mbarrier, sync, tma
+from cubepy.runtime.interp import async_races, mbarrier, sync, tma
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.mbarrier import BarrierState
 from cubepy.runtime.interp.registry import blocking, implements
@@ -103,6 +103,10 @@ class BarrierPhaseWait(Wait):
         ready[lanes[done]] = True
         return ready
 
+    def resume(self, ctx: Chunk, mask: Mask) -> None:
+        """The lanes that go on have observed the phases completed so far (for the async race checks)."""
+        _note_waited(ctx, self.var, self.state, np.flatnonzero(mask.bits))
+
     def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
         """Which barrier, and the state of the phase the first waiting lane needs."""
         lane = int(np.argmax(bits))
@@ -121,6 +125,7 @@ def _wait(
     parity,
 ) -> None:
     """Suspend the lanes whose phase is not complete until another group (or a landing copy) completes it."""
+    _note_waited(ctx, var, state, lanes[done])
     if done.all():
         return
     waiting = np.zeros(ctx.lanes, dtype=bool)
@@ -191,6 +196,7 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
+    _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -203,7 +209,20 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
+    _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
+
+
+def _note_arrival(ctx: Chunk, var: Variable, lanes: np.ndarray, tokens: np.ndarray) -> None:
+    races = async_races.tracker(ctx)
+    if races is not None:
+        races.arrived(var.id, lanes, tokens)
+
+
+def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarray) -> None:
+    races = async_races.tracker(ctx)
+    if races is not None and lanes.size:
+        races.waited(var.id, lanes, state.phase[_cube_of(ctx, lanes)])
 
 
 def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
@@ -265,8 +284,12 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     eager = ctx.picker.land_eagerly()
+    races = async_races.tracker(ctx)
     for lane, cube in zip(lanes.tolist(), cubes.tolist()):
-        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, mode, op.rank))
+        nbytes = _box_bytes(ctx, inst, lane, tm, mode, op.rank)
+        dst = _shared_box(ctx, inst, op, lane, nbytes)
+        if races is not None:
+            races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
         land = _load_landing(ctx, inst, state, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 @blocking
 def run_if(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Run the body for the lanes where the condition holds."""
-    op: branch.If = inst.operation
+    op = inst.operation
+    assert isinstance(op, branch.If)
     inner = mask.where(ctx.read(op.cond))
     if inner.any:
         ctx.enter(op.body, inner)
@@ -38,7 +39,8 @@ def run_if(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @blocking
 def run_if_else(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Run the then-body where the condition holds, then the else-body on the other lanes."""
-    op: branch.IfElse = inst.operation
+    op = inst.operation
+    assert isinstance(op, branch.IfElse)
     cond = ctx.read(op.cond)
     else_mask = mask.where(np.logical_not(cond))
     if else_mask.any:
@@ -52,7 +54,8 @@ def run_if_else(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @blocking
 def run_switch(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Run each case's body for the lanes whose value matches it, the default for the rest (in that order)."""
-    op: branch.Switch = inst.operation
+    op = inst.operation
+    assert isinstance(op, branch.Switch)
     value = ctx.read(op.value)
     rest = mask
     regions = []
@@ -72,7 +75,9 @@ def run_switch(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @blocking
 def run_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Iterate until every lane broke out or returned."""
-    ctx.enter_loop(inst.operation.body, mask, None)
+    op = inst.operation
+    assert isinstance(op, branch.Loop)
+    ctx.enter_loop(op.body, mask, None)
 
 
 class RangeIndex:
@@ -127,7 +132,8 @@ class RangeIndex:
 @blocking
 def run_range_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """for index in start..end step: each lane runs its own trip count."""
-    op: branch.RangeLoop = inst.operation
+    op = inst.operation
+    assert isinstance(op, branch.RangeLoop)
     start, end, step = ctx.read(op.start), ctx.read(op.end), ctx.read(op.step)
     index = RangeIndex(op, start, end, step)
     if ctx.launch.sanitize:

@@ -83,9 +83,10 @@ def _release(ctx: Chunk, inst: Instruction, state: CubeBarrier, reduce: str | No
         if reduce == "count":
             state.result[complete] = pred.sum(axis=1)[complete]
         elif reduce == "and":
-            state.result[complete] = ~(arrived & ~state.pred.reshape(-1, units)).any(axis=1)[complete]
+            some_false = np.asarray((arrived & ~state.pred.reshape(-1, units)).any(axis=1))
+            state.result[complete] = ~some_false[complete]
         else:
-            state.result[complete] = pred.any(axis=1)[complete]
+            state.result[complete] = np.asarray(pred.any(axis=1))[complete]
     state.generation[complete] += 1
     state.arrived.reshape(-1, units)[complete] = False
     _sanitizer_release(ctx, complete)
@@ -148,7 +149,9 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, reduce: str | None) -> bo
     state.arrived |= bits
     state.at[bits] = id(inst)
     if reduce is not None:
-        state.pred[bits] = np.broadcast_to(ctx.read(inst.operation.pred), (ctx.lanes,))[bits]
+        op = inst.operation
+        assert isinstance(op, (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr))
+        state.pred[bits] = np.broadcast_to(ctx.read(op.pred), (ctx.lanes,))[bits]
     before = np.repeat(state.generation, ctx.topology.units)
     _release(ctx, inst, state, reduce)
     released = np.repeat(state.generation, ctx.topology.units) > before

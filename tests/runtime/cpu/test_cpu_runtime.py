@@ -183,7 +183,7 @@ def test_sanitize_reports_checked_misses_as_the_interp_does():
     assert "out-of-bounds write of global buffer 0 (out) at index 4 (length 4)" in text and "unit (2, 0, 0)" in text
     text = _report(cpu, shared_past_end, cp.ArrayArg(cpu.zeros(4, f32)))
     assert "out-of-bounds read of shared memory" in text and "at index 4 (length 4)" in text
-    interp = cp.client("interp", sanitize=True)
+    interp = cp.client("interp", sanitize=True, schedule="lockstep")
     assert _report(interp, shared_past_end, cp.ArrayArg(interp.zeros(4, f32))) == text
     assert _report(interp, write_past_end, cp.ArrayArg(interp.zeros(4, f32))) == _report(
         cpu, write_past_end, cp.ArrayArg(cpu.zeros(4, f32))

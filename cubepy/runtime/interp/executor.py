@@ -15,37 +15,31 @@ last use while one group holds every lane.
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import numpy as np
 
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
-from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
-from cubepy.ir.ops import branch
+from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.groups import Frame, Group, LoopControl, LoopState, Wait
 from cubepy.runtime.interp.memory import (
     MemoryRef,
-    const_table_items,
     const_table_ref,
     global_ref,
     local_ref,
-    shared_layout,
     shared_ref,
 )
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import INTERP, Handler
-from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
+from cubepy.runtime.interp.program import Program, prepare, source_prefix
+from cubepy.runtime.interp.sanitizer import SharedSanitizer
 from cubepy.runtime.interp.schedule import InFlight, Picker, Schedule
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, Topology, ValueStore, literal, numpy_dtype
 
 MAX_LANES_PER_CHUNK = 1 << 16
 MAX_CHUNK_MEMORY_BYTES = 1 << 28  # shared arenas plus local arrays of one chunk
-PROGRAM_CACHE_SIZE = 64
 
 
 class LaneCounter:
@@ -73,123 +67,6 @@ def counting() -> Iterator[LaneCounter]:
         yield _counter
     finally:
         _counter = saved
-
-
-def _where(inst: Instruction) -> str:
-    return f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
-
-
-class Step:
-    """One instruction ready to run: its handler, the locals that die after it, whether lanes may leave."""
-
-    __slots__ = ("inst", "handler", "dead", "may_exit", "foreign_shared", "control")
-
-    def __init__(self, inst: Instruction, handler: Handler, dead: tuple[int, ...], may_exit: bool) -> None:
-        self.inst = inst
-        self.handler = handler
-        self.dead = dead  # ValueStore keys of immutable locals whose last use is this step
-        self.may_exit = may_exit  # a break/continue/return here (or nested) can shrink the scope's mask
-        # Shared memories this op writes without telling the sanitizer (TMA, cmma): see sanitizer.py.
-        self.foreign_shared = foreign_shared_operands(inst.operation)
-        # The executor looks at the frame stack and pending blocks only after these steps.
-        self.control = may_exit or getattr(handler, "interp_control", False)
-
-
-class Program:
-    """A kernel prepared for execution: handlers resolved, literals converted, lifetimes computed."""
-
-    def __init__(self, kernel: KernelDefinition) -> None:
-        self.kernel = kernel
-        self.scopes: dict[int, tuple[Step, ...]] = {}
-        self.literals: dict[int, np.ndarray | np.generic] = {}
-        self._uses: dict[int, frozenset[int]] = {}
-        self._escapes: dict[int, bool] = {}  # scope may shrink its parent's mask (break/continue/return)
-        self._returns: dict[int, bool] = {}  # scope holds a return (it escapes loops too)
-        self.body = self._compile(kernel.body)
-        self.shared_offsets, self.shared_bytes = shared_layout(kernel.shared_memories)
-        self.const_tables = {table.var.id: const_table_items(table) for table in kernel.const_tables}
-
-    def steps(self, scope: Scope) -> tuple[Step, ...]:
-        """The prepared steps of ``scope`` (the kernel body or any nested scope)."""
-        return self.scopes[id(scope)]
-
-    def may_leave(self, scope: Scope) -> bool:
-        """Whether a break, continue or return inside ``scope`` can take lanes out of it."""
-        return self._escapes[id(scope)]
-
-    def _compile(self, scope: Scope) -> tuple[Step, ...]:
-        key = id(scope)
-        if key in self.scopes:
-            return self.scopes[key]
-        infos: list[tuple[Instruction, Handler, bool]] = []
-        last_use: dict[int, int] = {}
-        defined: set[int] = set()
-        scope_uses: set[int] = set()
-        returns = False
-        for position, inst in enumerate(scope.instructions):
-            operation = inst.operation
-            handler = INTERP.get(type(operation))
-            if handler is None:
-                raise InterpreterError(
-                    f"{_where(inst)}{INTERP.missing_message(type(operation))}\n  in instruction: {inst}"
-                )
-            children = child_scopes(operation)
-            for child in children:
-                self._compile(child)
-            used = {var.id for var in operation.operands() if var.kind is VarKind.CONST}
-            for var in operation.operands():
-                if var.kind is VarKind.CONSTANT:
-                    self.literals[id(var)] = literal(var.value, var.type)
-            for child in children:
-                used |= self._uses[id(child)]
-            if inst.out is not None and inst.out.kind is VarKind.CONST:
-                defined.add(inst.out.id)
-                used.add(inst.out.id)
-            for const_id in used:
-                last_use[const_id] = position
-            scope_uses |= used
-            is_return = isinstance(operation, branch.Return) or any(self._returns[id(c)] for c in children)
-            returns = returns or is_return
-            if isinstance(operation, (branch.Break, branch.Continue, branch.Return)):
-                may_exit = True
-            elif isinstance(operation, (branch.Loop, branch.RangeLoop)):
-                may_exit = is_return  # break and continue stop at the loop
-            else:
-                may_exit = any(self._escapes[id(c)] for c in children)
-            infos.append((inst, handler, may_exit))
-        dying: dict[int, list[int]] = {}
-        for const_id in defined:
-            dying.setdefault(last_use[const_id], []).append(const_id * 2)
-        steps = tuple(
-            Step(inst, handler, tuple(dying.get(position, ())), may_exit)
-            for position, (inst, handler, may_exit) in enumerate(infos)
-        )
-        self.scopes[key] = steps
-        self._uses[key] = frozenset(scope_uses)
-        self._escapes[key] = any(step.may_exit for step in steps)
-        self._returns[key] = returns
-        return steps
-
-
-_PROGRAMS: OrderedDict[int, Program] = OrderedDict()
-# Launches may come from several threads: a get, move_to_end and eviction must not interleave
-# (another thread's eviction between a hit and move_to_end would raise KeyError).
-_PROGRAMS_LOCK = threading.Lock()
-
-
-def prepare(kernel: KernelDefinition) -> Program:
-    """The prepared program of ``kernel`` (cached: the cache holds the kernel, so ids stay unique)."""
-    with _PROGRAMS_LOCK:
-        program = _PROGRAMS.get(id(kernel))
-        if program is not None and program.kernel is kernel:
-            _PROGRAMS.move_to_end(id(kernel))
-            return program
-    program = Program(kernel)  # outside the lock: preparing is pure, two threads may both do it
-    with _PROGRAMS_LOCK:
-        _PROGRAMS[id(kernel)] = program
-        while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
-            _PROGRAMS.popitem(last=False)
-    return program
 
 
 class Launch:
@@ -370,7 +247,9 @@ class Chunk:
             message = f"{kind.value}: {message}"  # every report starts with its kind
         if self.schedule.name != "lockstep":  # the interleaving that found it, to replay it
             message = f"{message} (schedule {self.schedule.describe()})"
-        raise SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind)
+        raise SanitizerError(
+            f"{source_prefix(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind
+        )
 
     # -- groups and their frames ------------------------------------------------------------
     def exited(self) -> np.ndarray:
@@ -450,7 +329,7 @@ class Chunk:
                     raise
                 except Exception as exc:
                     raise InterpreterError(
-                        f"{_where(step.inst)}interp failed on `{step.inst}`: {type(exc).__name__}: {exc}"
+                        f"{source_prefix(step.inst)}interp failed on `{step.inst}`: {type(exc).__name__}: {exc}"
                     ) from exc
                 if step.foreign_shared and self.sanitizer is not None:
                     self._mark_foreign_writes(step.foreign_shared, mask)
@@ -590,7 +469,7 @@ class Chunk:
         assert wait is not None and first.waiting is not None
         lane = int(np.argmax(first.waiting))
         others = "".join(
-            f"\n  also waiting: {_where(g.wait.inst)}{g.wait.describe(self, g.waiting)}"  # type: ignore[union-attr,arg-type]
+            f"\n  also waiting: {source_prefix(g.wait.inst)}{g.wait.describe(self, g.waiting)}"  # type: ignore[union-attr,arg-type]
             for g in blocked[1:4]
         )
         self.fail(

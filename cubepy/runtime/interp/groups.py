@@ -20,7 +20,8 @@ from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
     from cubepy.ir import Instruction
-    from cubepy.runtime.interp.executor import Chunk, Step
+    from cubepy.runtime.interp.executor import Chunk
+    from cubepy.runtime.interp.program import Step
 
 
 class LoopState:

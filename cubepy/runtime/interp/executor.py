@@ -161,6 +161,7 @@ class Chunk:
         self.frees = True  # one group holds every lane: dead locals may be freed, writes need no merge
         self.schedule = launch.schedule
         self.picker = Picker(launch.schedule, first_cube)
+        self.parks = launch.schedule.name == "lockstep"  # groups wait at joins for the others to merge
         self.in_flight = InFlight()  # asynchronous copies issued and not landed
         self.extensions: dict[str, object] = {}  # per-chunk state of op families defined elsewhere
         self._memories: dict[tuple[VarKind, int], MemoryRef] = {}
@@ -306,6 +307,9 @@ class Chunk:
                     if control.range is not None and self.frees:
                         values.free((values.key(control.range.op.index),))
                     self._back_in(frames)
+                    if self.parks and len(self.groups) > 1:
+                        group.parked = True  # a join: let the other groups catch up (they merge when they do)
+                        return budget
                 else:
                     frames.append(Frame(control.body, body_mask))
                 continue
@@ -352,6 +356,9 @@ class Chunk:
             else:
                 frames.pop()
                 self._back_in(frames)
+                if self.parks and len(self.groups) > 1 and frames:
+                    group.parked = True  # a join: let the other groups catch up (they merge when they do)
+                    return budget
         self.finished = self.finished | group.lanes
         return budget
 

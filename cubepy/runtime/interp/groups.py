@@ -141,7 +141,7 @@ class Wait:
 class Group:
     """Lanes of a chunk that run together, with their continuation and, when blocked, their wait."""
 
-    __slots__ = ("lanes", "frames", "loops", "home", "wait", "waiting", "order")
+    __slots__ = ("lanes", "frames", "loops", "home", "wait", "waiting", "order", "parked")
 
     def __init__(self, lanes: np.ndarray, frames: list[Frame], home: int, order: int) -> None:
         self.lanes = lanes  # the lanes this group owns (returned ones included until it finishes)
@@ -151,6 +151,8 @@ class Group:
         self.wait: Wait | None = None
         self.waiting: np.ndarray | None = None
         self.order = order  # creation order: the lockstep schedule runs the oldest runnable group
+        # Stopped at the end of a region while other groups exist, so that they can catch up and merge.
+        self.parked = False
 
     def position(self) -> tuple:
         """The program point: equal for groups whose frame stacks run the same regions at the same step."""

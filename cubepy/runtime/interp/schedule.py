@@ -115,7 +115,11 @@ class Picker:
         if name == "lockstep":
             if not runnable:
                 return None, 0
-            return min(runnable, key=lambda group: group.order), UNBOUNDED
+            # Groups that stopped at a join wait for the others, so that those reach it too and merge.
+            pool = [group for group in runnable if not group.parked] or runnable
+            chosen = min(pool, key=lambda group: group.order)
+            chosen.parked = False
+            return chosen, UNBOUNDED
         if name == "adversarial":
             if not runnable:
                 return None, copies - 1  # the newest copy lands last of all that could

@@ -13,6 +13,7 @@ import pytest
 
 import cubepy as cp
 from cubepy import CUBE_DIM, PLANE_POS, UNIT_POS, Array, Comptime, TensorMap, f32
+from cubepy.runtime import interp
 
 STAGES = 3
 TILES = 8  # more than twice the stages: every stage is reused, the barriers go through several phases
@@ -197,3 +198,36 @@ def test_schedule_setting(monkeypatch):
     monkeypatch.setenv("CUBEPY_SCHEDULE", "sideways")
     with pytest.raises(cp.CubeError, match="CUBEPY_SCHEDULE"):
         config.get("CUBEPY_SCHEDULE")
+
+
+@cp.cube(launch=True)
+def split_then_long_tail(out: Array[f32], split: Comptime[bool]):
+    """Plane 1 waits for an arrival plane 0 makes in its own branch (when ``split``), then a long common tail."""
+    bar = cp.Barrier.shared(32, UNIT_POS == 0)
+    if split:
+        if PLANE_POS == 1:
+            bar.wait_parity(0)  # blocks until plane 0 below has arrived: the cube splits here
+        else:
+            bar.arrive()
+    else:
+        if PLANE_POS == 0:
+            bar.arrive()
+        bar.wait_parity(0)
+    acc = f32(0.0)
+    for i in range(64):
+        acc += f32(i)
+    out[UNIT_POS] = acc
+
+
+def test_split_groups_merge_again_at_the_join():
+    """Under lockstep the waiting plane is split off; once both halves reach the join they run the tail as one."""
+    client = _client("lockstep", None)
+    counts = {}
+    for split in (False, True):
+        out = client.zeros((64,), np.float32)
+        with interp.counting() as counter:
+            split_then_long_tail.launch(client, cp.CubeCount(1, 1, 1), cp.CubeDim(64, 1, 1), cp.ArrayArg(out), split)
+        np.testing.assert_array_equal(client.read(out), np.full(64, sum(range(64)), np.float32))
+        counts[split] = counter.instructions
+    tail = 64 * 3  # at least three instructions per iteration of the tail loop
+    assert counts[True] < counts[False] + tail  # the tail ran once, not once per half

@@ -37,6 +37,8 @@ RUNTIMES_ENV = "CUBEPY_TEST_RUNTIME"  # a comma list; what the device check sets
 SCHEDULES = ("lockstep", "random", "adversarial")
 _RUNTIMES = pytest.StashKey[list]()
 _SCHEDULE = pytest.StashKey[dict[str, Any]]()
+_SAVED_ENV = pytest.StashKey[str | None]()
+SCHEDULE_ENV = "CUBEPY_SCHEDULE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,7 +81,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SCHEDULE] = schedule_options(config.getoption("--cubepy-schedule"))
     text = config.getoption("--cubepy-schedule")
     if text:  # clients that name no schedule read CUBEPY_SCHEDULE at each launch
-        os.environ["CUBEPY_SCHEDULE"] = text.strip()
+        config.stash[_SAVED_ENV] = os.environ.get(SCHEDULE_ENV)
+        os.environ[SCHEDULE_ENV] = text.strip()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give ``CUBEPY_SCHEDULE`` back its value from before the run (an in-process inner session ends too)."""
+    if _SAVED_ENV not in config.stash:
+        return
+    saved = config.stash[_SAVED_ENV]
+    if saved is None:
+        os.environ.pop(SCHEDULE_ENV, None)
+    else:
+        os.environ[SCHEDULE_ENV] = saved
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

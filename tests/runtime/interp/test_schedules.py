@@ -231,3 +231,48 @@ def test_split_groups_merge_again_at_the_join():
         counts[split] = counter.instructions
     tail = 64 * 3  # at least three instructions per iteration of the tail loop
     assert counts[True] < counts[False] + tail  # the tail ran once, not once per half
+
+
+@cp.cube(launch=True)
+def store_then_reuse(tmap: TensorMap[f32], src: Array[f32], waits_read: Comptime[bool]):
+    """Unit 0 TMA-stores a 16 x 16 stage, then the stage is zeroed (after tma_group_wait_read only when ``waits_read``)."""
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    for i in range(UNIT_POS, 256, CUBE_DIM):
+        stage[i] = src[i]
+    cp.sync_async_proxy_shared()
+    cp.sync_cube()
+    if UNIT_POS == 0:
+        cp.tma_store_2d(stage, tmap, 0, 0)
+        cp.tma_group_commit()
+        if waits_read:
+            cp.tma_group_wait_read(0)
+    cp.sync_cube()
+    for i in range(UNIT_POS, 256, CUBE_DIM):
+        stage[i] = f32(0.0)
+    if UNIT_POS == 0:
+        cp.tma_group_wait(0)
+
+
+def _store(client, waits_read: bool) -> tuple[np.ndarray, np.ndarray]:
+    src = np.random.default_rng(5).standard_normal(256).astype(np.float32)
+    dst = client.zeros((16, 16), np.float32)
+    tmap = cp.TensorMapArg.tiled(cp.TensorArg(dst), (16, 16))
+    store_then_reuse.launch(
+        client, cp.CubeCount(1, 1, 1), cp.CubeDim(64, 1, 1), tmap, cp.ArrayArg(client.create(src)), waits_read
+    )
+    return client.read(dst), src.reshape(16, 16)
+
+
+@pytest.mark.parametrize(("schedule", "seed"), SCHEDULES, ids=IDS)
+def test_store_source_kept_until_the_read_wait(schedule, seed):
+    got, expected = _store(_client(schedule, seed), waits_read=True)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_store_reads_its_source_when_it_lands():
+    """Lockstep stores at issue, so reusing the stage early goes unseen; adversarial lands the store at the last
+    legal point (the group wait), after the stage was zeroed."""
+    got, expected = _store(_client("lockstep", None), waits_read=False)
+    np.testing.assert_array_equal(got, expected)
+    got, _ = _store(_client("adversarial", None), waits_read=False)
+    np.testing.assert_array_equal(got, np.zeros((16, 16), np.float32))

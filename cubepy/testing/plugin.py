@@ -12,8 +12,7 @@ The ``client`` fixture gives a ``ComputeClient``:
 - with the sanitizer on where the runtime has one (the interp): a data race, an uninitialized shared read, a
   divergent barrier or an out-of-bounds access fails the test with a ``SanitizerError``.  Turn it off for one
   test with ``@pytest.mark.cubepy_sanitize(False)``, for a run with ``--cubepy-sanitize=off``;
-- with ``--cubepy-schedule=lockstep|random:SEED|adversarial`` given to the interp client (a cubepy whose interp
-  has no schedules skips those tests, saying so).  The option also sets ``CUBEPY_SCHEDULE`` for the run, so
+- with ``--cubepy-schedule=lockstep|random:SEED|adversarial`` given to the interp client.  The option also sets ``CUBEPY_SCHEDULE`` for the run, so
   interp clients a test makes itself (``cp.client("interp")``) follow it too; a failing test's report then
   names the schedule to rerun it with.
 
@@ -190,13 +189,6 @@ def client(request: pytest.FixtureRequest) -> cp.ComputeClient:
         options.update(schedule)
     try:
         return cp.client(name, **options)
-    except TypeError as error:
-        if "schedule" in options and "argument" in str(error):  # cp.client() got an unexpected keyword
-            pytest.skip(
-                f"--cubepy-schedule={request.config.getoption('--cubepy-schedule')}: this cubepy's interp "
-                f"runtime has no schedules yet ({error})"
-            )
-        raise
     except CubeError as error:
         if name not in cp.runtimes():
             pytest.skip(f"runtime {name!r} is not available here: {error}")

@@ -62,7 +62,8 @@ def _target(text: str) -> str:
     return name
 
 
-def _schedule(text: str) -> str:
+def schedule_text(text: str) -> str:
+    """``text`` as a canonical interp schedule, ``lockstep``, ``random:SEED`` or ``adversarial`` (else ValueError)."""
     name, colon, seed = text.strip().partition(":")
     name = name.strip() or "lockstep"
     if name not in ("lockstep", "random", "adversarial") or (
@@ -96,7 +97,7 @@ KNOBS: dict[str, Knob] = {
         Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
         Knob(
             "CUBEPY_SCHEDULE",
-            _schedule,
+            schedule_text,
             "lockstep",
             "how the interp interleaves planes and lands TMA copies when a client names no schedule: "
             "lockstep, random:SEED or adversarial (docs/runtime/schedules.md)",

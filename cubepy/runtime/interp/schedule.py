@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cubepy import config
 from cubepy.errors import CubeError
 
 SCHEDULES = ("lockstep", "random", "adversarial")
@@ -53,15 +54,8 @@ class Schedule:
 
 def parse(text: str) -> Schedule:
     """``lockstep``, ``random``, ``random:SEED`` or ``adversarial`` as a Schedule (``ValueError`` otherwise)."""
-    name, colon, seed = text.strip().partition(":")
-    name = name.strip() or "lockstep"
-    if name not in SCHEDULES:
-        raise ValueError("expected lockstep, random, random:SEED or adversarial")
-    if colon:
-        if name != "random" or not seed.strip().isdigit():
-            raise ValueError("only random takes a seed, a non-negative int: random:SEED")
-        return Schedule(name, int(seed))
-    return Schedule(name)
+    name, colon, seed = config.schedule_text(text).partition(":")
+    return Schedule(name, int(seed)) if colon else Schedule(name)
 
 
 class InFlight:

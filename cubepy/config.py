@@ -62,6 +62,17 @@ def _target(text: str) -> str:
     return name
 
 
+def schedule_text(text: str) -> str:
+    """``text`` as a canonical interp schedule, ``lockstep``, ``random:SEED`` or ``adversarial`` (else ValueError)."""
+    name, colon, seed = text.strip().partition(":")
+    name = name.strip() or "lockstep"
+    if name not in ("lockstep", "random", "adversarial") or (
+        colon and (name != "random" or not seed.strip().isdigit())
+    ):
+        raise ValueError("expected lockstep, random, random:SEED (a non-negative int) or adversarial")
+    return f"{name}:{int(seed)}" if colon else name
+
+
 def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "cubepy")
@@ -84,6 +95,13 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob("CUBEPY_DEBUG", _int, 0, "verbosity: 1 launches and cache hits, 2 stage timings"),
         Knob("CUBEPY_SANITIZE", _bool, False, "run the interp runtime's sanitizer on every launch"),
+        Knob(
+            "CUBEPY_SCHEDULE",
+            schedule_text,
+            "lockstep",
+            "how the interp interleaves planes and lands TMA copies when a client names no schedule: "
+            "lockstep, random:SEED or adversarial (docs/runtime/schedules.md)",
+        ),
         Knob(
             "CUBEPY_CONTRACT",
             _bool,

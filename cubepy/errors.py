@@ -95,6 +95,10 @@ class SanitizerKind(Enum):
     """A ``wgmma`` run by part of a warpgroup, or a matrix descriptor that breaks a layout rule."""
     WGMMA_PENDING_READ = "wgmma pending read"
     """A read of an accumulator whose ``wgmma`` result is not yet visible (no ``wgmma_wait_group`` covered it)."""
+    TMA_UNCOVERED_ACCESS = "tma uncovered access"
+    """A read or write of shared bytes a TMA load fills, before the unit waited for the barrier phase covering it."""
+    TMA_STAGE_REUSE = "tma stage reuse"
+    """A TMA load into shared bytes another unit read with no release (arrive, then a wait on it) in between."""
     ZERO_RANGE_STEP = "zero range step"
     """A runtime ``range`` whose step is zero (the loop runs zero iterations; Python would raise)."""
 

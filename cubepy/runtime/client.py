@@ -90,6 +90,7 @@ class ComputeClient:
         self._cache: dict[tuple, object] = {}
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "misses": 0}
+        self.schedule: object | None = None  # the interp's Schedule when the client names one
 
     # -- buffers ---------------------------------------------------------------------------
     def create(self, array) -> Handle:
@@ -221,10 +222,14 @@ class ComputeClient:
         return f"ComputeClient({self.name!r})"
 
 
-def _interp_client(sanitize: bool) -> ComputeClient:
+def _interp_client(sanitize: bool, schedule: str | None = None, seed: int | None = None) -> ComputeClient:
     from cubepy.runtime.interp.backend import InterpBackend  # the handlers load on first use, not at import
+    from cubepy.runtime.interp.schedule import Schedule
 
-    return ComputeClient("interp", InterpBackend(), sanitize=sanitize)
+    chosen = None if schedule is None else Schedule(schedule, 0 if seed is None else seed)
+    made = ComputeClient("interp", InterpBackend(chosen), sanitize=sanitize)
+    made.schedule = chosen
+    return made
 
 
 def _cpu_unavailable_reason() -> str | None:
@@ -266,7 +271,7 @@ RUNTIMES: dict[str, Runtime] = {
     "cpu": Runtime(_cpu_unavailable_reason, _cpu_client),
 }
 
-_clients: dict[tuple[str, bool], ComputeClient] = {}
+_clients: dict[tuple[str, bool, str | None, int | None], ComputeClient] = {}
 
 
 def runtimes() -> list[str]:
@@ -283,19 +288,29 @@ def unavailable_reason(name: str) -> str | None:
     return runtime.unavailable_reason()
 
 
-def client(name: str | None = None, *, sanitize: bool = False) -> ComputeClient:
-    """The client of runtime ``name`` (default: ``CUBEPY_RUNTIME``, else ``interp``)."""
+def client(
+    name: str | None = None, *, sanitize: bool = False, schedule: str | None = None, seed: int | None = None
+) -> ComputeClient:
+    """The client of runtime ``name`` (default: ``CUBEPY_RUNTIME``, else ``interp``).
+
+    ``schedule`` (interp only): how planes interleave and TMA copies land, ``"lockstep"``, ``"random"``
+    (with ``seed``) or ``"adversarial"``; None follows ``CUBEPY_SCHEDULE`` (see docs/runtime/schedules.md).
+    """
     name = name or config.get("CUBEPY_RUNTIME")
-    key = (name, sanitize)
+    if seed is not None and schedule != "random":
+        raise CubeError(f"seed={seed!r} needs schedule='random' (got schedule={schedule!r})")
+    key = (name, sanitize, schedule, seed)
     existing = _clients.get(key)
     if existing is not None:
         return existing
     runtime = RUNTIMES.get(name)
     if runtime is None:
         raise CubeError(f"unknown runtime {name!r}; available: {', '.join(runtimes())}")
+    if schedule is not None and name != "interp":
+        raise CubeError(f"schedule={schedule!r}: only the interp runtime has schedules, not {name!r}")
     reason = runtime.unavailable_reason()
     if reason is not None:
         raise CubeError(f"runtime {name!r} is unavailable: {reason}")
-    made = runtime.make_client(sanitize)
+    made = _interp_client(sanitize, schedule, seed) if schedule is not None else runtime.make_client(sanitize)
     _clients[key] = made
     return made

@@ -12,8 +12,9 @@ The ``client`` fixture gives a ``ComputeClient``:
 - with the sanitizer on where the runtime has one (the interp): a data race, an uninitialized shared read, a
   divergent barrier or an out-of-bounds access fails the test with a ``SanitizerError``.  Turn it off for one
   test with ``@pytest.mark.cubepy_sanitize(False)``, for a run with ``--cubepy-sanitize=off``;
-- with ``--cubepy-schedule=lockstep|random:SEED|adversarial`` given to the interp client (a cubepy whose interp
-  has no schedules skips those tests, saying so).
+- with ``--cubepy-schedule=lockstep|random:SEED|adversarial`` given to the interp client.  The option also sets ``CUBEPY_SCHEDULE`` for the run, so
+  interp clients a test makes itself (``cp.client("interp")``) follow it too; a failing test's report then
+  names the schedule to rerun it with.
 
 ``@pytest.mark.races_by_design`` marks a test whose kernel races in a way CUDA allows and the test tolerates:
 its ``client`` has no sanitizer, and it is skipped when ``CUBEPY_SANITIZE`` turns the sanitizer on for every
@@ -35,6 +36,8 @@ RUNTIMES_ENV = "CUBEPY_TEST_RUNTIME"  # a comma list; what the device check sets
 SCHEDULES = ("lockstep", "random", "adversarial")
 _RUNTIMES = pytest.StashKey[list]()
 _SCHEDULE = pytest.StashKey[dict[str, Any]]()
+_SAVED_ENV = pytest.StashKey[str | None]()
+SCHEDULE_ENV = "CUBEPY_SCHEDULE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,6 +78,39 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[_RUNTIMES] = selected_runtimes(config)
     config.stash[_SCHEDULE] = schedule_options(config.getoption("--cubepy-schedule"))
+    text = config.getoption("--cubepy-schedule")
+    if text:  # clients that name no schedule read CUBEPY_SCHEDULE at each launch
+        config.stash[_SAVED_ENV] = os.environ.get(SCHEDULE_ENV)
+        os.environ[SCHEDULE_ENV] = text.strip()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give ``CUBEPY_SCHEDULE`` back its value from before the run (an in-process inner session ends too)."""
+    if _SAVED_ENV not in config.stash:
+        return
+    saved = config.stash[_SAVED_ENV]
+    if saved is None:
+        os.environ.pop(SCHEDULE_ENV, None)
+    else:
+        os.environ[SCHEDULE_ENV] = saved
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """The interp schedule of this run, when ``--cubepy-schedule`` chose one."""
+    text = config.getoption("--cubepy-schedule")
+    return f"cubepy interp schedule: {text}" if text else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A failing test's report says which interp schedule (and seed) it ran under, to replay it."""
+    outcome = yield
+    report = outcome.get_result()
+    text = item.config.getoption("--cubepy-schedule")
+    if text and report.failed:
+        report.sections.append(
+            ("cubepy schedule", f"ran under the interp schedule {text}; replay with --cubepy-schedule={text}")
+        )
 
 
 def schedule_options(text: str | None) -> dict[str, Any]:
@@ -153,13 +189,6 @@ def client(request: pytest.FixtureRequest) -> cp.ComputeClient:
         options.update(schedule)
     try:
         return cp.client(name, **options)
-    except TypeError as error:
-        if "schedule" in options and "argument" in str(error):  # cp.client() got an unexpected keyword
-            pytest.skip(
-                f"--cubepy-schedule={request.config.getoption('--cubepy-schedule')}: this cubepy's interp "
-                f"runtime has no schedules yet ({error})"
-            )
-        raise
     except CubeError as error:
         if name not in cp.runtimes():
             pytest.skip(f"runtime {name!r} is not available here: {error}")

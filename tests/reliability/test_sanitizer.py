@@ -246,6 +246,33 @@ def wgmma_read_before_its_wait(out: Array[f32]):  # launched with 128 units: one
         out[UNIT_POS] = value
 
 
+@cube(launch=True)
+def tma_stage_read_before_its_wait(tmap: TensorMap[f32], out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage, 0, 0)
+        bar.arrive_and_expect_tx(1, 1024)
+    out[UNIT_POS] = stage[UNIT_POS]  # BUG: read before the wait that covers the load
+    bar.wait_parity(0)
+
+
+@cube(launch=True)
+def tma_reload_while_others_read(tmap: TensorMap[f32], out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage, 0, 0)
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(0)
+    first = stage[UNIT_POS]
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage, 16, 0)  # BUG: the other units' reads of the stage are not released
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(1)
+    out[UNIT_POS] = first + stage[UNIT_POS]
+
+
 INPUT, TENSOR_MAP = "input buffer", "tensor map"
 BUGGY = [
     # kernel, kind, extra first argument (None, INPUT or TENSOR_MAP), what the message must name
@@ -274,6 +301,8 @@ BUGGY = [
     (range_with_a_zero_step, SanitizerKind.ZERO_RANGE_STEP, None, "range() step is zero"),
     (wgmma_by_half_a_warpgroup, SanitizerKind.WGMMA_MISUSE, None, "not a multiple of 128"),
     (wgmma_read_before_its_wait, SanitizerKind.WGMMA_PENDING_READ, None, "has not completed"),
+    (tma_stage_read_before_its_wait, SanitizerKind.TMA_UNCOVERED_ACCESS, TENSOR_MAP, "test_sanitizer.py:"),
+    (tma_reload_while_others_read, SanitizerKind.TMA_STAGE_REUSE, TENSOR_MAP, "read at "),
     (
         checked_read_past_end,
         SanitizerKind.OUT_OF_BOUNDS,
@@ -421,13 +450,75 @@ def guarded_reads(inp: Array[f32], out: Array[f32]):
     out[UNIT_POS] = cp.select(next_positive, nxt, f32(-1))
 
 
-@pytest.mark.parametrize(
-    "kernel",
-    [tree_reduction, same_value_flag_and_plane_exchange, double_buffered, shared_atomics_then_sync, guarded_reads],
-    ids=lambda k: k.name,
-)
+@cube(launch=True)
+def tma_stage_read_after_its_wait(tmap: TensorMap[f32], out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage, 0, 0)
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(0)
+    out[UNIT_POS] = stage[UNIT_POS]
+
+
+@cube(launch=True)
+def tma_reload_after_a_release(tmap: TensorMap[f32], out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    empty = cp.Barrier.shared(CUBE_DIM, UNIT_POS == 0)
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    if UNIT_POS == 0:
+        bar.tma_load_2d(tmap, stage, 0, 0)
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(0)
+    first = stage[UNIT_POS]
+    empty.arrive()  # every unit releases the stage
+    if UNIT_POS == 0:
+        empty.wait_parity(0)  # the producer waits for the release before reusing the stage
+        bar.tma_load_2d(tmap, stage, 16, 0)
+        bar.arrive_and_expect_tx(1, 1024)
+    bar.wait_parity(1)
+    out[UNIT_POS] = first + stage[UNIT_POS]
+
+
+CORRECT = [
+    tree_reduction,
+    same_value_flag_and_plane_exchange,
+    double_buffered,
+    shared_atomics_then_sync,
+    guarded_reads,
+    tma_stage_read_after_its_wait,
+    tma_reload_after_a_release,
+]
+EXTRA = {guarded_reads: INPUT, tma_stage_read_after_its_wait: TENSOR_MAP, tma_reload_after_a_release: TENSOR_MAP}
+
+
+@pytest.mark.parametrize("kernel", CORRECT, ids=lambda k: k.name)
 def test_correct_kernel_has_no_report(kernel):
-    _launch(kernel, INPUT if kernel is guarded_reads else None, cp.client("interp", sanitize=True))
+    _launch(kernel, EXTRA.get(kernel), cp.client("interp", sanitize=True))
+
+
+@pytest.mark.parametrize("schedule", [("random", 1), ("random", 2), ("adversarial", None)], ids=str)
+@pytest.mark.parametrize("kernel", [tma_stage_read_after_its_wait, tma_reload_after_a_release], ids=lambda k: k.name)
+def test_correct_tma_kernel_has_no_report_under_other_schedules(kernel, schedule):
+    _launch(kernel, TENSOR_MAP, cp.client("interp", sanitize=True, schedule=schedule[0], seed=schedule[1]))
+
+
+@pytest.mark.parametrize("schedule", [("random", 1), ("adversarial", None)], ids=str)
+@pytest.mark.parametrize(
+    ("kernel", "kind"),
+    [
+        (tma_stage_read_before_its_wait, SanitizerKind.TMA_UNCOVERED_ACCESS),
+        (tma_reload_while_others_read, SanitizerKind.TMA_STAGE_REUSE),
+    ],
+    ids=["uncovered", "reuse"],
+)
+def test_async_race_is_flagged_under_other_schedules(kernel, kind, schedule):
+    with pytest.raises(SanitizerError) as info:
+        _launch(kernel, TENSOR_MAP, cp.client("interp", sanitize=True, schedule=schedule[0], seed=schedule[1]))
+    # A random interleaving may run a reader before the load is even issued: then no unit wrote the bytes yet.
+    early = {SanitizerKind.UNINITIALIZED_READ} if kind is SanitizerKind.TMA_UNCOVERED_ACCESS else set()
+    assert info.value.kind in {kind} | early, str(info.value)
+    assert f"test_sanitizer.py:{_bug_line(kernel)}" in str(info.value)
 
 
 def test_guarded_reads_are_hoisted_and_compute_the_guarded_values():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
+import os
 import textwrap
 
 import numpy as np
@@ -139,14 +139,47 @@ def test_bad_schedule_is_a_usage_error(pytester: pytest.Pytester):
     result.stderr.fnmatch_lines(["*--cubepy-schedule=random:x: expected lockstep, random, random:SEED*"])
 
 
-def test_schedule_reaches_the_interp_client_or_skips_saying_why(pytester: pytest.Pytester):
-    pytester.makepyfile(test_names="def test_name(client):\n    assert client.name == 'interp'\n")
-    result = pytester.runpytest(*PLUGIN, "-rs", "--cubepy-runtimes=interp", "--cubepy-schedule=random:3")
-    if "schedule" in inspect.signature(cp.client).parameters:
-        result.assert_outcomes(passed=1)
-    else:
-        result.assert_outcomes(skipped=1)
-        result.stdout.fnmatch_lines(["*--cubepy-schedule=random:3: this cubepy's interp runtime has no schedules*"])
+def test_schedule_reaches_the_interp_client(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_names="def test_name(client):\n    assert client.name == 'interp'\n"
+        "    assert client.schedule.describe() == 'random:3'\n"
+    )
+    result = pytester.runpytest(*PLUGIN, "--cubepy-runtimes=interp", "--cubepy-schedule=random:3")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["cubepy interp schedule: random:3"])
+
+
+MISSING_SYNC_TESTS = textwrap.dedent("""
+    import numpy as np
+
+    import cubepy as cp
+    from cubepy import UNIT_POS, Array, cube, f32
+
+
+    @cube(launch=True)
+    def shift(out: Array[f32]):
+        tile = cp.SharedMemory[f32](64)
+        tile[UNIT_POS] = f32(UNIT_POS)
+        out[UNIT_POS] = tile[(UNIT_POS + 32) % 64]  # no sync_cube: plane 0 reads what plane 1 writes
+
+
+    def test_own_client():
+        client = cp.client("interp")  # names no schedule: CUBEPY_SCHEDULE, which the option sets
+        out = client.zeros((64,), np.float32)
+        shift.launch(client, 1, 64, cp.ArrayArg(out))
+        np.testing.assert_array_equal(client.read(out), (np.arange(64) + 32) % 64)
+""")
+
+
+def test_schedule_reaches_clients_a_test_makes_and_failures_name_it(pytester: pytest.Pytester):
+    pytester.makepyfile(test_missing_sync=MISSING_SYNC_TESTS)
+    assert pytester.runpytest(*PLUGIN).ret == pytest.ExitCode.OK  # lockstep hides the missing barrier
+    result = pytester.runpytest(*PLUGIN, "--cubepy-schedule=adversarial")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*ran under the interp schedule adversarial; replay with --cubepy-schedule=adversarial*"]
+    )
+    assert "CUBEPY_SCHEDULE" not in os.environ  # the inner session gave the setting back
 
 
 def test_loading_through_conftest_and_the_command_line_registers_once(pytester: pytest.Pytester):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cubepy import config
 from cubepy.errors import LaunchError
 from cubepy.runtime.backend import MAX_SHARED_BYTES, written_slots
 from cubepy.runtime.bindings import Bindings
@@ -26,7 +27,9 @@ class InterpBackend:
         definition, _ = run_passes(definition)
         return definition
 
-    def __init__(self) -> None:
+    def __init__(self, schedule=None) -> None:
+        # A Schedule, or None: CUBEPY_SCHEDULE (read at each launch) decides.
+        self.schedule = schedule
         self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
         self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -59,6 +62,14 @@ class InterpBackend:
             self._fits.clear()
         self._fits[id(definition)] = definition
 
+    def current_schedule(self):
+        """The schedule of the next launch: the client's, else ``CUBEPY_SCHEDULE``'s."""
+        from cubepy.runtime.interp.schedule import parse
+
+        if self.schedule is not None:
+            return self.schedule
+        return parse(config.get("CUBEPY_SCHEDULE"))
+
     def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
         """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
         from cubepy.runtime import interp
@@ -73,7 +84,7 @@ class InterpBackend:
             storages[id(storage)] = storage
         snapshots = [(storage, storage.copy()) for storage in storages.values()]
         try:
-            interp.run(definition, cube_count, bindings, sanitize=sanitize)
+            interp.run(definition, cube_count, bindings, sanitize=sanitize, schedule=self.current_schedule())
         except BaseException:
             for storage, saved in snapshots:
                 storage[...] = saved

@@ -1,45 +1,45 @@
-"""The interp's executor: a kernel prepared once, then run chunk by chunk of whole cubes in lockstep.
+"""The interp's executor: a kernel prepared once, then run chunk by chunk of whole cubes, group by group.
 
-Every IR instruction runs once for all active lanes of a chunk (one numpy operation over arrays of
-lanes).  Divergence is a ``Mask`` per structured region: ``if`` runs its body under ``mask & cond``,
-loops iterate while any lane is active, and ``break``/``continue``/``return`` clear lanes from the
-masks of the enclosing regions through per-loop *broken*/*continued* masks and a per-chunk
-*returned* mask.  Cubes are independent, so chunks run one after another with bounded memory;
-shared memory and local arrays live as long as their chunk, and locals are freed after their last use.
+Every IR instruction runs once for all lanes of a *group* (one numpy operation over arrays of lanes).
+A group is a lane mask with an explicit continuation (``groups``): the frames of the regions it is in,
+each with the index of its next step.  Control-flow handlers (``control``) push frames instead of
+recursing, so a group can stop at any step and go on later.  Under the default ``lockstep`` schedule a
+chunk is one group that runs start to end exactly as a recursive lockstep walk would; a wait that some
+lanes cannot pass yet (``ctx.block``) splits them off as a blocked group and the others go on, and
+groups at the same program point merge again.  Other schedules (``schedule``) start with one group
+per plane and interleave them.  Cubes are independent, so chunks run one after another with bounded
+memory; shared memory and local arrays live as long as their chunk, and locals are freed after their
+last use while one group holds every lane.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import numpy as np
 
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
-from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind, child_scopes
-from cubepy.ir.ops import branch
+from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
+from cubepy.runtime.interp.groups import Frame, Group, LoopControl, LoopState, Wait
 from cubepy.runtime.interp.memory import (
     MemoryRef,
-    const_table_items,
     const_table_ref,
     global_ref,
     local_ref,
-    shared_layout,
     shared_ref,
 )
 from cubepy.runtime.interp.plane import PlaneLayout
-from cubepy.runtime.interp.registry import INTERP, Handler, implements
-from cubepy.runtime.interp.sanitizer import SharedSanitizer, foreign_shared_operands
-from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal, numpy_dtype
+from cubepy.runtime.interp.program import Program, prepare, source_prefix
+from cubepy.runtime.interp.sanitizer import SharedSanitizer
+from cubepy.runtime.interp.schedule import InFlight, Picker, Schedule
+from cubepy.runtime.interp.values import PLANE_SIZE, Mask, Topology, ValueStore, literal, numpy_dtype
 
 MAX_LANES_PER_CHUNK = 1 << 16
 MAX_CHUNK_MEMORY_BYTES = 1 << 28  # shared arenas plus local arrays of one chunk
-PROGRAM_CACHE_SIZE = 64
 
 
 class LaneCounter:
@@ -69,126 +69,19 @@ def counting() -> Iterator[LaneCounter]:
         _counter = saved
 
 
-def _where(inst: Instruction) -> str:
-    return f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
-
-
-class Step:
-    """One instruction ready to run: its handler, the locals that die after it, whether lanes may leave."""
-
-    __slots__ = ("inst", "handler", "dead", "may_exit", "foreign_shared")
-
-    def __init__(self, inst: Instruction, handler: Handler, dead: tuple[int, ...], may_exit: bool) -> None:
-        self.inst = inst
-        self.handler = handler
-        self.dead = dead  # ValueStore keys of immutable locals whose last use is this step
-        self.may_exit = may_exit  # a break/continue/return here (or nested) can shrink the scope's mask
-        # Shared memories this op writes without telling the sanitizer (TMA, cmma): see sanitizer.py.
-        self.foreign_shared = foreign_shared_operands(inst.operation)
-
-
-class Program:
-    """A kernel prepared for execution: handlers resolved, literals converted, lifetimes computed."""
-
-    def __init__(self, kernel: KernelDefinition) -> None:
-        self.kernel = kernel
-        self.scopes: dict[int, tuple[Step, ...]] = {}
-        self.literals: dict[int, np.ndarray | np.generic] = {}
-        self._uses: dict[int, frozenset[int]] = {}
-        self._escapes: dict[int, bool] = {}  # scope may shrink its parent's mask (break/continue/return)
-        self._returns: dict[int, bool] = {}  # scope holds a return (it escapes loops too)
-        self.body = self._compile(kernel.body)
-        self.shared_offsets, self.shared_bytes = shared_layout(kernel.shared_memories)
-        self.const_tables = {table.var.id: const_table_items(table) for table in kernel.const_tables}
-
-    def steps(self, scope: Scope) -> tuple[Step, ...]:
-        """The prepared steps of ``scope`` (the kernel body or any nested scope)."""
-        return self.scopes[id(scope)]
-
-    def may_leave(self, scope: Scope) -> bool:
-        """Whether a break, continue or return inside ``scope`` can take lanes out of it."""
-        return self._escapes[id(scope)]
-
-    def _compile(self, scope: Scope) -> tuple[Step, ...]:
-        key = id(scope)
-        if key in self.scopes:
-            return self.scopes[key]
-        infos: list[tuple[Instruction, Handler, bool]] = []
-        last_use: dict[int, int] = {}
-        defined: set[int] = set()
-        scope_uses: set[int] = set()
-        returns = False
-        for position, inst in enumerate(scope.instructions):
-            operation = inst.operation
-            handler = INTERP.get(type(operation))
-            if handler is None:
-                raise InterpreterError(
-                    f"{_where(inst)}{INTERP.missing_message(type(operation))}\n  in instruction: {inst}"
-                )
-            children = child_scopes(operation)
-            for child in children:
-                self._compile(child)
-            used = {var.id for var in operation.operands() if var.kind is VarKind.CONST}
-            for var in operation.operands():
-                if var.kind is VarKind.CONSTANT:
-                    self.literals[id(var)] = literal(var.value, var.type)
-            for child in children:
-                used |= self._uses[id(child)]
-            if inst.out is not None and inst.out.kind is VarKind.CONST:
-                defined.add(inst.out.id)
-                used.add(inst.out.id)
-            for const_id in used:
-                last_use[const_id] = position
-            scope_uses |= used
-            is_return = isinstance(operation, branch.Return) or any(self._returns[id(c)] for c in children)
-            returns = returns or is_return
-            if isinstance(operation, (branch.Break, branch.Continue, branch.Return)):
-                may_exit = True
-            elif isinstance(operation, (branch.Loop, branch.RangeLoop)):
-                may_exit = is_return  # break and continue stop at the loop
-            else:
-                may_exit = any(self._escapes[id(c)] for c in children)
-            infos.append((inst, handler, may_exit))
-        dying: dict[int, list[int]] = {}
-        for const_id in defined:
-            dying.setdefault(last_use[const_id], []).append(const_id * 2)
-        steps = tuple(
-            Step(inst, handler, tuple(dying.get(position, ())), may_exit)
-            for position, (inst, handler, may_exit) in enumerate(infos)
-        )
-        self.scopes[key] = steps
-        self._uses[key] = frozenset(scope_uses)
-        self._escapes[key] = any(step.may_exit for step in steps)
-        self._returns[key] = returns
-        return steps
-
-
-_PROGRAMS: OrderedDict[int, Program] = OrderedDict()
-# Launches may come from several threads: a get, move_to_end and eviction must not interleave
-# (another thread's eviction between a hit and move_to_end would raise KeyError).
-_PROGRAMS_LOCK = threading.Lock()
-
-
-def prepare(kernel: KernelDefinition) -> Program:
-    """The prepared program of ``kernel`` (cached: the cache holds the kernel, so ids stay unique)."""
-    with _PROGRAMS_LOCK:
-        program = _PROGRAMS.get(id(kernel))
-        if program is not None and program.kernel is kernel:
-            _PROGRAMS.move_to_end(id(kernel))
-            return program
-    program = Program(kernel)  # outside the lock: preparing is pure, two threads may both do it
-    with _PROGRAMS_LOCK:
-        _PROGRAMS[id(kernel)] = program
-        while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
-            _PROGRAMS.popitem(last=False)
-    return program
-
-
 class Launch:
     """What every chunk of one launch shares: the program, bound buffers and scalars, the grid."""
 
-    def __init__(self, program: Program, cube_count: tuple[int, int, int], bindings: Bindings, sanitize: bool) -> None:
+    def __init__(
+        self,
+        program: Program,
+        cube_count: tuple[int, int, int],
+        bindings: Bindings,
+        sanitize: bool,
+        schedule: Schedule | None = None,
+    ) -> None:
         kernel = program.kernel
+        self.schedule = schedule or Schedule()
         self.program = program
         self.kernel = kernel
         self.cube_count = cube_count
@@ -234,20 +127,11 @@ class Launch:
         units = kernel.units_per_cube
         local_bytes = sum(var.length * var.type.size for var in kernel.local_arrays)
         per_cube = self.program.shared_bytes + units * local_bytes
+        if self.schedule.independent_planes:
+            return 1  # every plane is a group: small chunks keep each group's numpy operations small
         by_lanes = MAX_LANES_PER_CHUNK // units
         by_memory = MAX_CHUNK_MEMORY_BYTES // per_cube if per_cube else by_lanes
         return max(1, min(by_lanes, by_memory))
-
-
-class LoopState:
-    """Lanes that left the innermost running loop: for good (broken) or for this iteration (continued)."""
-
-    __slots__ = ("broken", "continued")
-
-    def __init__(self, no_lanes: np.ndarray) -> None:
-        # Masks are never changed in place, so both start as the chunk's shared all-false array.
-        self.broken = no_lanes
-        self.continued = no_lanes
 
 
 class Chunk:
@@ -267,7 +151,18 @@ class Chunk:
         self.no_lanes = np.zeros(self.lanes, dtype=bool)
         self.no_lanes.flags.writeable = False  # shared by every empty mask: never written
         self.returned = self.no_lanes
+        self.finished = self.no_lanes  # lanes whose group ran off the end of the kernel
+        # The running group's frames and loop states (handlers push regions and mark breaks there).
+        self.frames: list[Frame] = []
         self.loops: list[LoopState] = []
+        self.groups: list[Group] = []
+        self.order = 0  # creation counter of groups
+        self.pending: tuple[np.ndarray, Wait] | None = None  # a block asked for by the step just run
+        self.frees = True  # one group holds every lane: dead locals may be freed, writes need no merge
+        self.schedule = launch.schedule
+        self.picker = Picker(launch.schedule, first_cube)
+        self.parks = launch.schedule.name == "lockstep"  # groups wait at joins for the others to merge
+        self.in_flight = InFlight()  # asynchronous copies issued and not landed
         self.extensions: dict[str, object] = {}  # per-chunk state of op families defined elsewhere
         self._memories: dict[tuple[VarKind, int], MemoryRef] = {}
         self._shared_arena: np.ndarray | None = None
@@ -351,9 +246,13 @@ class Chunk:
         """Raise the ``SanitizerError`` of a kernel bug of ``kind`` at ``inst`` on ``lane``."""
         if not message.startswith(kind.value):
             message = f"{kind.value}: {message}"  # every report starts with its kind
-        raise SanitizerError(f"{_where(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind)
+        if self.schedule.name != "lockstep":  # the interleaving that found it, to replay it
+            message = f"{message} (schedule {self.schedule.describe()})"
+        raise SanitizerError(
+            f"{source_prefix(inst)}{message}, by {self.describe_lane(lane)}\n  in instruction: {inst}", kind
+        )
 
-    # -- control flow ----------------------------------------------------------------------
+    # -- groups and their frames ------------------------------------------------------------
     def exited(self) -> np.ndarray:
         """Lanes that left the current region: returned, or broke/continued the innermost loop."""
         if not self.loops:
@@ -361,29 +260,133 @@ class Chunk:
         loop = self.loops[-1]
         return self.returned | loop.broken | loop.continued
 
-    def run_scope(self, scope: Scope, mask: Mask) -> None:
-        """Run the instructions of ``scope`` for the lanes of ``mask``."""
+    def enter(self, scope: Scope, mask: Mask) -> None:
+        """Run ``scope`` for the lanes of ``mask`` next (before the rest of the current region)."""
+        self.frames.append(Frame(self.program.scopes[id(scope)], mask))
+
+    def enter_loop(self, body: Scope, mask: Mask, range_index: object) -> None:
+        """Iterate ``body`` for the lanes of ``mask`` next; ``range_index`` steps a range loop (None: ``loop``)."""
+        state = LoopState(self.no_lanes)
+        control = LoopControl(self.program.scopes[id(body)], state, mask, self.program.may_leave(body), range_index)
+        self.frames.append(Frame((), mask, control))
+        self.loops.append(state)
+
+    def set_index(self, var: Variable, value: np.ndarray | np.generic, mask: Mask) -> None:
+        """Store a range loop's index for the lanes of ``mask`` (whole, while one group has every lane)."""
+        if self.frees:
+            self.values.set(var, value)
+        else:
+            self.values.write_merged(var, np.asarray(value), mask)
+
+    def block(self, lanes: np.ndarray, wait: Wait) -> None:
+        """Suspend the lanes of ``lanes`` (of the current step's mask) until ``wait.poll`` lets them go on."""
+        if lanes.any():
+            self.pending = (lanes, wait)
+
+    def share_values(self) -> None:
+        """From now on groups may run the same instructions at different times: merge every write, free nothing."""
+        if self.frees:
+            self.frees = False
+            self.write = self.values.write_merged
+
+    def run_group(self, group: Group, budget: int) -> int:
+        """Run ``group`` for at most ``budget`` steps, until it finishes or blocks; the steps left."""
+        frames = group.frames
+        self.frames = frames
+        self.loops = group.loops
         values = self.values
         counter = _counter
-        for step in self.program.scopes[id(scope)]:
-            if counter is not None:
-                counter.count(mask)
-            try:
-                step.handler(self, step.inst, mask)
-            except CubeError:
-                raise
-            except Exception as exc:
-                raise InterpreterError(
-                    f"{_where(step.inst)}interp failed on `{step.inst}`: {type(exc).__name__}: {exc}"
-                ) from exc
-            if step.foreign_shared and self.sanitizer is not None:
-                self._mark_foreign_writes(step.foreign_shared, mask)
-            if step.dead:
-                values.free(step.dead)
-            if step.may_exit:
-                mask = mask.without(self.exited())
-                if not mask.any:
-                    return
+        while frames:
+            frame = frames[-1]
+            control = frame.loop
+            if control is not None:
+                body_mask = control.advance(self)
+                if body_mask is None:
+                    frames.pop()
+                    self.loops.pop()
+                    if control.range is not None and self.frees:
+                        values.free((values.key(control.range.op.index),))
+                    self._back_in(frames)
+                    if self.parks and len(self.groups) > 1:
+                        group.parked = True  # a join: let the other groups catch up (they merge when they do)
+                        return budget
+                else:
+                    frames.append(Frame(control.body, body_mask))
+                continue
+            steps = frame.steps
+            mask = frame.mask
+            n = len(steps)
+            pc = frame.pc if mask.any else n
+            depth = len(frames)
+            while pc < n:
+                if budget <= 0:
+                    frame.pc = pc
+                    return 0
+                budget -= 1
+                step = steps[pc]
+                pc += 1
+                if counter is not None:
+                    counter.count(mask)
+                try:
+                    step.handler(self, step.inst, mask)
+                except CubeError:
+                    raise
+                except Exception as exc:
+                    raise InterpreterError(
+                        f"{source_prefix(step.inst)}interp failed on `{step.inst}`: {type(exc).__name__}: {exc}"
+                    ) from exc
+                if step.foreign_shared and self.sanitizer is not None:
+                    self._mark_foreign_writes(step.foreign_shared, mask)
+                if step.control:
+                    frame.pc = pc
+                    if len(frames) != depth:
+                        break  # the step pushed regions: run them first (``_back_in`` frees its dead)
+                    if self.pending is not None:
+                        if self._suspend(group):
+                            return budget
+                        mask = frame.mask
+                        if not mask.any:
+                            pc = n
+                    elif step.may_exit:
+                        mask = frame.mask = mask.without(self.exited())
+                        if not mask.any:
+                            pc = n
+                if step.dead and self.frees:
+                    values.free(step.dead)
+            else:
+                frames.pop()
+                self._back_in(frames)
+                if self.parks and len(self.groups) > 1 and frames:
+                    group.parked = True  # a join: let the other groups catch up (they merge when they do)
+                    return budget
+        self.finished = self.finished | group.lanes
+        return budget
+
+    def _back_in(self, frames: list[Frame]) -> None:
+        """A region ended: the region that entered it drops the lanes that left it for good."""
+        if frames:
+            parent = frames[-1]
+            if parent.loop is None and parent.pc:
+                step = parent.steps[parent.pc - 1]
+                if step.may_exit:
+                    parent.mask = parent.mask.without(self.exited())
+                if step.dead and self.frees:
+                    self.values.free(step.dead)
+
+    def _suspend(self, group: Group) -> bool:
+        """Split off the lanes of the pending block as a blocked group; True when the whole group blocked."""
+        lanes, wait = self.pending  # type: ignore[misc]
+        self.pending = None
+        live = group.lanes & ~self.returned
+        if not (live & ~lanes).any():
+            group.wait, group.waiting = wait, lanes
+            return True
+        self.share_values()
+        self.order += 1
+        blocked = group.split(lanes, self.order)
+        blocked.wait, blocked.waiting = wait, lanes
+        self.groups.append(blocked)
+        return False
 
     def _mark_foreign_writes(self, memories: tuple[Variable, ...], mask: Mask) -> None:
         """Count every byte of ``memories`` as written in the cubes where ``mask`` has lanes."""
@@ -392,152 +395,113 @@ class Chunk:
             start = self.shared_offset(var)
             self.sanitizer.mark_written(cubes, start, var.length * var.type.size)  # type: ignore[union-attr]
 
+    # -- the schedule ------------------------------------------------------------------------
     def execute(self) -> None:
-        """Run the kernel body for every lane of the chunk."""
-        self.run_scope(self.program.kernel.body, Mask.all_lanes(self.lanes))
-
-
-# -- structured control flow ------------------------------------------------------------------
-
-
-@implements(branch.If)
-def run_if(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Run the body for the lanes where the condition holds."""
-    op: branch.If = inst.operation
-    inner = mask.where(ctx.read(op.cond))
-    if inner.any:
-        ctx.run_scope(op.body, inner)
-
-
-@implements(branch.IfElse)
-def run_if_else(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Run the then-body where the condition holds and the else-body on the other lanes."""
-    op: branch.IfElse = inst.operation
-    cond = ctx.read(op.cond)
-    then_mask = mask.where(cond)
-    if then_mask.any:
-        ctx.run_scope(op.then_body, then_mask)
-    else_mask = mask.where(np.logical_not(cond))
-    if else_mask.any:
-        ctx.run_scope(op.else_body, else_mask)
-
-
-@implements(branch.Switch)
-def run_switch(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Run each case's body for the lanes whose value matches it, the default for the rest."""
-    op: branch.Switch = inst.operation
-    value = ctx.read(op.value)
-    rest = mask
-    for case_value, body in op.cases:
-        hit = value == case_value
-        case_mask = mask.where(hit)
-        if case_mask.any:
-            ctx.run_scope(body, case_mask)
-        rest = rest.where(np.logical_not(hit))
-    if rest.any:
-        ctx.run_scope(op.default, rest)
-
-
-def _run_loop(ctx: Chunk, body: Scope, mask: Mask, condition) -> None:
-    """Iterate ``body`` while any lane is active; ``condition(iteration)`` narrows each iteration."""
-    loop = LoopState(ctx.no_lanes)
-    ctx.loops.append(loop)
-    may_leave = ctx.program.may_leave(body)
-    try:
-        active = mask
-        iteration = 0
-        while True:
-            current = condition(active, iteration)
-            if not current.any:
-                return
-            loop.continued = ctx.no_lanes
-            ctx.run_scope(body, current)
-            if may_leave:
-                active = current.without(loop.broken | ctx.returned)
-                if not active.any:
-                    return
-            else:
-                active = current
-            iteration += 1
-    finally:
-        ctx.loops.pop()
-
-
-@implements(branch.Loop)
-def run_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Iterate until every lane broke out or returned."""
-    _run_loop(ctx, inst.operation.body, mask, lambda active, _iteration: active)
-
-
-@implements(branch.RangeLoop)
-def run_range_loop(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """for index in start..end step: each lane runs its own trip count."""
-    op: branch.RangeLoop = inst.operation
-    start, end, step = ctx.read(op.start), ctx.read(op.end), ctx.read(op.step)
-    signed = op.start.elem.kind == "int"
-    state = {"index": start}
-    # A zero step runs zero iterations (Python would raise; a kernel cannot): the lowering agrees.
-    moving = step != 0
-    if ctx.launch.sanitize:
-        stuck = mask.bits & ~np.broadcast_to(moving, mask.bits.shape)
-        if stuck.any():
-            ctx.fail(
-                inst,
-                "range() step is zero at run time (the loop runs zero iterations)",
-                int(np.flatnonzero(stuck)[0]),
-                SanitizerKind.ZERO_RANGE_STEP,
-            )
-
-    def condition(active: Mask, iteration: int) -> Mask:
-        index = state["index"]
-        if iteration:
-            index = state["index"] = index + step  # wraps in the index type, like the GPU
-        if op.inclusive:
-            cond = index <= end
-            if signed:
-                cond = np.where(step > 0, cond, index >= end)
+        """Run the kernel body for every lane of the chunk, group by group as the schedule says."""
+        body = self.program.steps(self.program.kernel.body)
+        if not self.schedule.independent_planes:
+            everyone = Mask.all_lanes(self.lanes)
+            self.groups = [Group(everyone.bits, [Frame(body, everyone)], 0, 0)]
         else:
-            cond = index < end
-            if signed:
-                cond = np.where(step > 0, cond, index > end)
-        current = active.where(cond & moving)
-        if current.any:
-            ctx.values.set(op.index, index)
-        return current
+            self.share_values()
+            lane = np.arange(self.lanes)
+            units = self.topology.units
+            homes = (lane // units) * -(-units // PLANE_SIZE) + (lane % units) // PLANE_SIZE
+            self.groups = []
+            for home in range(int(homes.max()) + 1 if homes.size else 0):
+                bits = homes == home
+                self.groups.append(Group(bits, [Frame(body, Mask(bits))], home, home))
+            self.order = len(self.groups)
+        picker = self.picker
+        groups = self.groups
+        while True:
+            runnable = self._runnable()
+            if not runnable and not self.in_flight.copies:
+                if groups:
+                    self._deadlock()
+                break
+            group, amount = picker.choose(runnable, len(self.in_flight.copies))
+            if group is None:
+                self.in_flight.land(amount)
+                continue
+            assert isinstance(group, Group)
+            self._merge_into(group, runnable)
+            self.run_group(group, amount)
+            if not group.frames:
+                groups.remove(group)
+        self.in_flight.land_all()
 
-    try:
-        _run_loop(ctx, op.body, mask, condition)
-    finally:
-        ctx.values.free((ctx.values.key(op.index),))
+    def _runnable(self) -> list[Group]:
+        """The groups that can run now; blocked groups whose wait lets lanes go on are woken first."""
+        runnable = []
+        for group in list(self.groups):
+            wait = group.wait
+            if wait is not None:
+                waiting = group.waiting
+                ready = wait.poll(self, waiting)  # type: ignore[arg-type]
+                if not ready.any():
+                    continue
+                if (waiting & ~ready).any():  # type: ignore[operator]
+                    self.order += 1
+                    woken = group.split(ready, self.order)
+                    group.waiting = waiting & ~ready  # type: ignore[operator]
+                    self.groups.append(woken)
+                    group = woken
+                else:
+                    group.wait = group.waiting = None
+                wait.resume(self, Mask(ready))
+            runnable.append(group)
+        return runnable
+
+    def _merge_into(self, group: Group, runnable: list[Group]) -> None:
+        """Join into ``group`` every other runnable group of its home at the same program point."""
+        if len(runnable) < 2:
+            return
+        position = None
+        for other in runnable:
+            if other is group or other.home != group.home or other.wait is not None or not other.frames:
+                continue
+            if position is None:
+                position = group.position()
+            if other.position() == position:
+                group.merge(other)
+                self.groups.remove(other)
+                other.frames = []
+
+    def _deadlock(self) -> NoReturn:
+        """Every group waits and no copy is in flight: report the first wait, naming every waiter."""
+        blocked = [group for group in self.groups if group.wait is not None]
+        first = blocked[0]
+        wait = first.wait
+        assert wait is not None and first.waiting is not None
+        lane = int(np.argmax(first.waiting))
+        others = "".join(
+            f"\n  also waiting: {source_prefix(g.wait.inst)}{g.wait.describe(self, g.waiting)}"  # type: ignore[union-attr,arg-type]
+            for g in blocked[1:4]
+        )
+        self.fail(
+            wait.inst,
+            f"deadlock: {wait.describe(self, first.waiting)}; every live unit of the chunk is waiting and no "
+            f"copy is in flight (schedule {self.schedule.describe()}){others}",
+            lane,
+            kind=SanitizerKind.BARRIER_DEADLOCK,
+        )
 
 
-@implements(branch.Break)
-def run_break(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """The lanes here leave the innermost loop."""
-    loop = ctx.loops[-1]
-    loop.broken = loop.broken | mask.bits
-
-
-@implements(branch.Continue)
-def run_continue(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """The lanes here skip the rest of the innermost loop's iteration."""
-    loop = ctx.loops[-1]
-    loop.continued = loop.continued | mask.bits
-
-
-@implements(branch.Return)
-def run_return(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """The lanes here end their execution of the kernel."""
-    ctx.returned = ctx.returned | mask.bits
-
-
-def run(kernel: KernelDefinition, cube_count, bindings: Bindings, *, sanitize: bool = False) -> None:
+def run(
+    kernel: KernelDefinition,
+    cube_count,
+    bindings: Bindings,
+    *,
+    sanitize: bool = False,
+    schedule: Schedule | None = None,
+) -> None:
     """Execute ``kernel`` for a grid of ``cube_count`` cubes on the CPU; buffers are written in place."""
     program = prepare(kernel)
     counts = tuple(int(c) for c in (cube_count.as_tuple() if hasattr(cube_count, "as_tuple") else cube_count))
     if len(counts) != 3:
         raise LaunchError(f"cube_count {cube_count!r}: expected (x, y, z)")
-    launch = Launch(program, counts, bindings, sanitize)  # type: ignore[arg-type]
+    launch = Launch(program, counts, bindings, sanitize, schedule or Schedule())  # type: ignore[arg-type]
     total = counts[0] * counts[1] * counts[2]
     per_chunk = launch.cubes_per_chunk()
     # Inactive lanes compute garbage (and integer division guards its own zeros): no warnings.

@@ -5,6 +5,8 @@ A handler is ``handler(ctx, inst, mask) -> None``: ``ctx`` is the executing chun
 :class:`cubepy.runtime.interp.values.Mask` of lanes that execute it.  Handlers read operands with
 ``ctx.read(var)`` and write their result with ``ctx.write(var, value, mask)``.  The family modules
 listed in ``INTERP`` register with ``@implements(OpClass, ...)``; the table imports them on first use.
+A handler that may suspend lanes until another group acts (a barrier wait) or that enters nested
+regions is also decorated with ``@blocking`` and calls ``ctx.block(lanes, wait)`` / ``ctx.enter``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ INTERP = OpTable(
     modules=tuple(
         f"cubepy.runtime.interp.{family}"
         for family in (
-            "executor",
+            "control",
             "arith",
             "memory",
             "atomic",
@@ -41,3 +43,13 @@ INTERP = OpTable(
     ),
 )
 implements = INTERP.implements
+
+
+def blocking(handler: Handler) -> Handler:
+    """Mark ``handler`` as one that may suspend lanes (``ctx.block``) or push regions (``ctx.enter``).
+
+    The executor looks at the chunk's pending block and frame stack only after such steps (and after
+    break/continue/return), so the other handlers cost nothing extra.
+    """
+    handler.interp_control = True  # type: ignore[attr-defined]
+    return handler

@@ -158,6 +158,9 @@ class SharedSanitizer:
         planes = np.broadcast_to(plane[:, None], byte.shape)
         epoch = self.plane_epoch[rows, planes]
         me = self._inst_id(inst)
+        races = ctx.extensions.get("tma.races")  # the async_races tracker, once a TMA load ran
+        if races is not None:
+            races.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
         if kind == "read" and not self.written[rows, byte].all():
             bad = int(np.argmax(~self.written[rows, byte].all(axis=1)))
             report(

@@ -9,13 +9,16 @@ Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
   (CubeCL issues the load before ``arrive_and_expect_tx``), so the transaction count may go negative.
 * A token is the index of the phase its arrival belonged to; ``wait(token)`` is done once that phase
   completed, ``wait_parity(p)`` once the current phase's parity differs from ``p`` (the hardware rule).
-* TMA loads complete at issue: the bytes land in the cube's shared memory through the exact emulation
-  of ``interp.tma`` and are credited to the barrier at once.  TMA stores write global memory at issue
-  too, so ``tma_group_commit``/``tma_group_wait``/``tma_group_wait_read`` have nothing left to do.
-* Lockstep runs every active unit through an instruction together, so a wait that is not done when
-  it runs can only be completed by units that are not here.  When every live unit of the cube is at
-  the wait nobody can arrive any more: a ``SanitizerError`` "deadlock".  When some live units are
-  elsewhere (another branch), the interp cannot suspend this one: also a ``SanitizerError``, saying so.
+* A TMA copy is checked and its coordinates read at issue; its bytes move when it *lands*, through the
+  exact emulation of ``interp.tma``, and a load credits its barrier then.  The lockstep schedule lands
+  every copy at issue; the others keep it in flight (``ctx.in_flight``) until they choose to land it,
+  at the latest when nothing else can run.  A store reads shared memory when it lands, so a unit that
+  overwrites its source before ``tma_group_wait_read`` races with it; ``tma_group_wait`` and
+  ``tma_group_wait_read`` land every store their units issued (landing sooner than needed is legal).
+* A wait whose phase is not complete suspends the waiting units (``ctx.block``): other groups go on,
+  and the waiters go on once an arrival or a landing copy completes the phase.  When every group waits
+  and no copy is in flight nothing can complete it: the executor reports a ``SanitizerError``
+  "deadlock" naming the barrier, its pending arrivals and bytes.
 * Misuse (a destination that is not 128-byte aligned, a box larger than its shared slice, coordinates
   out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` (kind
   ``TMA_MISUSE``) with the source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
@@ -32,9 +35,10 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
-from cubepy.runtime.interp import mbarrier, sync, tma
+from cubepy.runtime.interp import async_races, mbarrier, sync, tma
+from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.mbarrier import BarrierState
-from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
@@ -76,35 +80,59 @@ def _run(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
         ctx.fail(inst, fault.message, int(lanes[fault.index]), kind=fault.kind)
 
 
+class BarrierPhaseWait(Wait):
+    """Lanes waiting for an mbarrier phase: ``done(cubes, values)`` says which have seen it complete."""
+
+    def __init__(self, inst: Instruction, state: BarrierState, var: Variable, values: np.ndarray, parity: bool) -> None:
+        self.inst = inst
+        self.state = state
+        self.var = var
+        self.values = values  # per chunk lane: the token (phase index) or the parity waited on
+        self.parity = parity
+
+    def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """The waiting lanes whose phase has completed."""
+        lanes = np.flatnonzero(bits)
+        cubes = _cube_of(ctx, lanes)
+        name = repr(self.var)
+        if self.parity:
+            done = mbarrier.parity_done(self.state, name, cubes, self.values[lanes])
+        else:
+            done = mbarrier.token_done(self.state, name, cubes, self.values[lanes])
+        ready = np.zeros_like(bits)
+        ready[lanes[done]] = True
+        return ready
+
+    def resume(self, ctx: Chunk, mask: Mask) -> None:
+        """The lanes that go on have observed the phases completed so far (for the async race checks)."""
+        _note_waited(ctx, self.var, self.state, np.flatnonzero(mask.bits))
+
+    def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
+        """Which barrier, and the state of the phase the first waiting lane needs."""
+        lane = int(np.argmax(bits))
+        cube = lane // ctx.topology.units
+        return f"wait on {self.var!r} can never complete: {self.state.describe(cube)} ({int(bits.sum())} units wait)"
+
+
 def _wait(
-    ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray, done: np.ndarray
+    ctx: Chunk,
+    inst: Instruction,
+    state: BarrierState,
+    var: Variable,
+    lanes: np.ndarray,
+    done: np.ndarray,
+    values,
+    parity,
 ) -> None:
-    """Fail unless every waiting lane's phase is complete (nothing can complete it later in lockstep)."""
+    """Suspend the lanes whose phase is not complete until another group (or a landing copy) completes it."""
+    _note_waited(ctx, var, state, lanes[done])
     if done.all():
         return
-    lane = int(lanes[np.argmax(~done)])
-    cube = lane // ctx.topology.units
-    units = ctx.topology.units
-    here = np.zeros(ctx.lanes, dtype=bool)
-    here[lanes] = True
-    elsewhere = ~ctx.returned[cube * units : (cube + 1) * units] & ~here[cube * units : (cube + 1) * units]
-    if not elsewhere.any():
-        ctx.fail(
-            inst,
-            f"wait on {var!r} can never complete: every live unit of the cube is waiting "
-            f"and no copy is in flight; {state.describe(cube)}",
-            lane,
-            kind=SanitizerKind.BARRIER_DEADLOCK,
-        )
-    absent = int(np.argmax(elsewhere))
-    ctx.fail(
-        inst,
-        f"possible deadlock: wait on {var!r} is not complete ({state.describe(cube)}) and unit "
-        f"{absent} of this cube is live but elsewhere; the lockstep interp runs branches one after "
-        "another and cannot suspend this wait until other units arrive",
-        lane,
-        kind=SanitizerKind.BARRIER_DEADLOCK,
-    )
+    waiting = np.zeros(ctx.lanes, dtype=bool)
+    waiting[lanes[~done]] = True
+    per_lane = np.zeros(ctx.lanes, dtype=np.int64)
+    per_lane[lanes] = values
+    ctx.block(waiting, BarrierPhaseWait(inst, state, var, per_lane, parity))
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
@@ -147,6 +175,7 @@ def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: in
 
 # -- barriers ---------------------------------------------------------------------------------------------
 @implements(ops.BarrierInit)
+@blocking
 def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Elected units initialise the barrier of their cube (every cube that runs this resets it)."""
     op: ops.BarrierInit = inst.operation
@@ -167,6 +196,7 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
+    _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -179,7 +209,20 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
+    _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
+
+
+def _note_arrival(ctx: Chunk, var: Variable, lanes: np.ndarray, tokens: np.ndarray) -> None:
+    races = async_races.tracker(ctx)
+    if races is not None:
+        races.arrived(var.id, lanes, tokens)
+
+
+def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarray) -> None:
+    races = async_races.tracker(ctx)
+    if races is not None and lanes.size:
+        races.waited(var.id, lanes, state.phase[_cube_of(ctx, lanes)])
 
 
 def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
@@ -199,6 +242,7 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 
 @implements(ops.BarrierWait)
+@blocking
 def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the token's phase has completed."""
     op: ops.BarrierWait = inst.operation
@@ -206,10 +250,11 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
     done = _run(ctx, inst, lanes, lambda: mbarrier.token_done(state, repr(op.barrier), cubes, tokens))
-    _wait(ctx, inst, state, op.barrier, lanes, done)
+    _wait(ctx, inst, state, op.barrier, lanes, done, tokens, False)
 
 
 @implements(ops.BarrierWaitParity)
+@blocking
 def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the current phase's parity differs from the one waited for."""
     op: ops.BarrierWaitParity = inst.operation
@@ -217,7 +262,7 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
     done = _run(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
-    _wait(ctx, inst, state, op.barrier, lanes, done)
+    _wait(ctx, inst, state, op.barrier, lanes, done, phases, True)
 
 
 # -- copies -----------------------------------------------------------------------------------------------
@@ -227,23 +272,53 @@ def _coords(ctx: Chunk, variables: tuple[Variable, ...], lane: int) -> list[int]
 
 
 def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> None:
-    """Each issuing unit runs ``copy(tm, lane, cube_shared, dst)`` and credits the barrier's bytes."""
+    """Each issuing unit starts ``copy(tm, lane, cube_shared, dst)``; when it lands it credits the barrier's bytes.
+
+    The destination and the box are checked at issue; the coordinates are read at issue too.  The lockstep
+    schedule lands each copy at once, the others when they choose (``schedule``).
+    """
     op = inst.operation
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     _run(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
+    eager = ctx.picker.land_eagerly()
+    races = async_races.tracker(ctx)
     for lane, cube in zip(lanes.tolist(), cubes.tolist()):
-        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, mode, op.rank))
-        try:
-            delivered = copy(tm, lane, arena[cube], dst)
-        except TensorMapError as error:
-            _misuse(ctx, inst, lane, error)
+        nbytes = _box_bytes(ctx, inst, lane, tm, mode, op.rank)
+        dst = _shared_box(ctx, inst, op, lane, nbytes)
+        if races is not None:
+            races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
+        land = _load_landing(ctx, inst, state, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")
+        if eager:
+            land()
+        else:
+            ctx.in_flight.add(lane, False, land)
+    if eager:
+        state.settle()
+
+
+def _load_landing(
+    ctx: Chunk, inst: Instruction, state: BarrierState, write, lane: int, smem: np.ndarray, cube: int, settle: bool
+):
+    """The landing of one load: ``write(smem)`` moves the bytes, the barrier of ``cube`` is credited.
+
+    Copies that land together at issue (lockstep) settle the barrier once, after the last of them.
+    """
+
+    def land() -> None:
+        try:
+            delivered = write(smem)
+        except TensorMapError as error:
+            _misuse(ctx, inst, lane, error)
         state.tx[cube] -= delivered
-    state.settle()
+        if settle:
+            state.settle()
+
+    return land
 
 
 @implements(ops.TmaLoad)
@@ -255,7 +330,7 @@ def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         inst,
         mask,
         "tiled",
-        lambda tm, lane, smem, dst: tma.tiled_load(tm, _coords(ctx, op.coords, lane), smem, dst),
+        lambda tm, lane, dst: _bind(tma.tiled_load, tm, _coords(ctx, op.coords, lane), dst),
     )
 
 
@@ -268,29 +343,58 @@ def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         inst,
         mask,
         "im2col",
-        lambda tm, lane, smem, dst: tma.im2col_load(
-            tm, _coords(ctx, op.coords, lane), _coords(ctx, op.offsets, lane), smem, dst
-        ),
+        lambda tm, lane, dst: _bind_im2col(tm, _coords(ctx, op.coords, lane), _coords(ctx, op.offsets, lane), dst),
     )
+
+
+def _bind(load, tm, coords: list[int], dst: int):
+    """``write(smem)`` running a tiled load of the coordinates read at issue."""
+    return lambda smem: load(tm, coords, smem, dst)
+
+
+def _bind_im2col(tm, coords: list[int], offsets: list[int], dst: int):
+    """``write(smem)`` running an im2col load of the coordinates and offsets read at issue."""
+    return lambda smem: tma.im2col_load(tm, coords, offsets, smem, dst)
 
 
 @implements(ops.TmaStore)
 def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Each issuing unit writes its shared box to global memory now (the async store completes at issue)."""
+    """Each issuing unit starts a store of its shared box; it reads shared memory and writes global memory when it lands."""
     op: ops.TmaStore = inst.operation
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     lanes = _active_lanes(mask)
+    eager = ctx.picker.land_eagerly()
     for lane, cube in zip(lanes.tolist(), _cube_of(ctx, lanes).tolist()):
         src = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
-        try:
-            tma.tiled_store(tm, _coords(ctx, op.coords, lane), arena[cube], src)
-        except TensorMapError as error:
-            _misuse(ctx, inst, lane, error)
+        land = _store_landing(ctx, inst, tm, _coords(ctx, op.coords, lane), arena[cube], src, lane)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "write")
+        if eager:
+            land()
+        else:
+            ctx.in_flight.add(lane, True, land)
 
 
-@implements(ops.TmaGroupCommit, ops.TmaGroupWait, ops.TmaGroupWaitRead)
-def tma_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Stores completed at issue: committing and waiting on bulk groups has nothing left to do."""
+def _store_landing(ctx: Chunk, inst: Instruction, tm, coords: list[int], smem: np.ndarray, src: int, lane: int):
+    """The landing of one store: it reads the shared box then and writes the tensor."""
+
+    def land() -> None:
+        try:
+            tma.tiled_store(tm, coords, smem, src)
+        except TensorMapError as error:
+            _misuse(ctx, inst, lane, error)
+
+    return land
+
+
+@implements(ops.TmaGroupCommit)
+def tma_group_commit(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Bulk groups only bound what a wait covers; a wait lands every store of its units (legal: sooner is allowed)."""
+
+
+@implements(ops.TmaGroupWait, ops.TmaGroupWaitRead)
+def tma_group_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Land the stores the waiting units issued: their reads of shared memory and writes are done after the wait."""
+    if ctx.in_flight.copies:
+        ctx.in_flight.land_stores_of(mask.bits)

@@ -133,6 +133,26 @@ class ValueStore:
                 value = np.where(bits, value, old)
         self.locals[key] = value
 
+    def write_merged(self, var: Variable, value: np.ndarray | np.generic, mask: Mask) -> None:
+        """``write``, keeping the other lanes' values of immutable locals too.
+
+        Used once groups may run one instruction at different times: each group's lanes get their own
+        value of the same local.
+        """
+        ty = var.type
+        dtype = numpy_dtype(ty.elem)
+        if value.dtype != dtype:
+            value = value.astype(dtype)
+        if ty.line > 1 and np.shape(value)[-1:] != (ty.line,):
+            value = np.broadcast_to(value, (self.lanes, ty.line) if np.ndim(value) else (ty.line,))
+        key = var.id * 2 + (var.kind is VarKind.MUT)
+        if not mask.full:
+            old = self.locals.get(key)
+            if old is not None:
+                bits = mask.bits if ty.line == 1 else mask.for_line()
+                value = np.where(bits, value, old)
+        self.locals[key] = value
+
     def free(self, keys: tuple[int, ...]) -> None:
         """Drop the locals whose last use has passed."""
         for key in keys:

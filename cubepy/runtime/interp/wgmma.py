@@ -13,12 +13,17 @@
 * ``wgmma_commit_group`` closes each unit's open group; ``wgmma_wait_group(n)`` writes the pending
   results of every group but the ``n`` newest into the accumulators.  Under the sanitizer a read of an
   accumulator with a pending result is a ``wgmma pending read``.
+* Every ``wgmma`` instruction is a warpgroup collective (``.sync.aligned``): when the schedule runs the
+  planes of a warpgroup as separate groups (``schedule="random"``, or after a branch split them), the
+  units that arrive first wait until every live unit of their warpgroup is at the instruction, and the
+  last arrival runs it for all of them (``_gathered``).  A warpgroup that can never gather is a deadlock.
 * Misuse (part of a warpgroup, a descriptor that differs across it, a tile outside the arena, a
   non-zero base offset or a swizzled tile whose start has row-phase bits set) is ``wgmma misuse``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -26,7 +31,8 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 from cubepy.ir import F32, ElemType, Instruction, Variable, VarKind, ops
 from cubepy.ir.ops.wgmma import WARPGROUP, a_position, a_register_count, accumulator_position, wgmma_k
-from cubepy.runtime.interp.registry import implements
+from cubepy.runtime.interp.groups import Wait
+from cubepy.runtime.interp.registry import Handler, blocking, implements
 from cubepy.runtime.interp.sanitizer import SELF_REPORTING
 from cubepy.runtime.interp.values import Mask, numpy_dtype
 
@@ -77,6 +83,81 @@ def tile_addresses(desc: int, rows: int) -> np.ndarray:
         return start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
     logical = start + (r // 8) * sbo + (r % 8) * SWIZZLE_WIDTH[layout] + b
     return logical ^ (((logical >> 7) & SWIZZLE_MASK[layout]) << 4)
+
+
+# -- warpgroup gathering -----------------------------------------------------------------------------------
+class _Arrivals:
+    """Units of each warpgroup that reached a ``wgmma`` instruction and wait for the rest of it."""
+
+    def __init__(self, ctx: Chunk) -> None:
+        self.arrived = np.zeros(ctx.lanes, dtype=bool)
+        self.at = np.zeros(ctx.lanes, dtype=np.int64)  # id of the instruction each arrived lane is at
+        self.generation = np.zeros(ctx.lanes // WARPGROUP, dtype=np.int64)
+
+
+class _WarpgroupWait(Wait):
+    """Lanes waiting at a ``wgmma`` instruction until the last unit of their warpgroup arrives."""
+
+    def __init__(self, inst: Instruction, state: _Arrivals, body: Handler) -> None:
+        self.inst = inst
+        self.state = state
+        self.body = body
+        self.generation = np.repeat(state.generation, WARPGROUP)
+
+    def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """The waiting lanes whose warpgroup ran the instruction (or could run it now: units returned)."""
+        if (bits & (np.repeat(self.state.generation, WARPGROUP) <= self.generation)).any():
+            _run_complete(ctx, self.inst, self.state, self.body)
+        return bits & (np.repeat(self.state.generation, WARPGROUP) > self.generation)
+
+    def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
+        """How many units of the first waiting warpgroup arrived."""
+        group = int(np.argmax(bits)) // WARPGROUP
+        arrived = int(self.state.arrived[group * WARPGROUP : (group + 1) * WARPGROUP].sum())
+        return f"wgmma can never complete: {arrived} of the warpgroup's {WARPGROUP} units arrived, the others wait elsewhere"
+
+
+def _run_complete(ctx: Chunk, inst: Instruction, state: _Arrivals, body: Handler) -> np.ndarray:
+    """Run ``inst`` for every warpgroup whose live units have all arrived; their lanes."""
+    live = ~(ctx.returned | ctx.finished)
+    arrived = state.arrived.reshape(-1, WARPGROUP)
+    complete = arrived.any(axis=1) & ~(live.reshape(-1, WARPGROUP) & ~arrived).any(axis=1)
+    if not complete.any():
+        return np.zeros(ctx.lanes, dtype=bool)
+    lanes = np.repeat(complete, WARPGROUP) & state.arrived
+    at = state.at[lanes]
+    if (at != at[0]).any():
+        lane = int(np.argmax(lanes & (state.at != at[0])))
+        ctx.fail(
+            inst, "the units of a warpgroup wait at different wgmma instructions", lane, kind=SanitizerKind.WGMMA_MISUSE
+        )
+    state.arrived[lanes] = False
+    state.generation[complete] += 1
+    body(ctx, inst, Mask(lanes))
+    return lanes
+
+
+def _gathered(body: Handler) -> Handler:
+    """Run ``body`` once per warpgroup, with every live unit of it, however the schedule splits its planes."""
+
+    @blocking
+    def handler(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+        if ctx.frees:  # one group holds every lane: the mask is the whole story
+            body(ctx, inst, mask)
+            return
+        state = ctx.extensions.get("wgmma.arrivals")
+        if state is None:
+            state = ctx.extensions["wgmma.arrivals"] = _Arrivals(ctx)
+        assert isinstance(state, _Arrivals)
+        if ctx.topology.units % WARPGROUP:
+            _warpgroups(ctx, inst, mask)  # reports the cube shape
+        state.arrived |= mask.bits
+        state.at[mask.bits] = id(inst)
+        wait = _WarpgroupWait(inst, state, body)
+        ran = _run_complete(ctx, inst, state, body)
+        ctx.block(mask.bits & ~ran, wait)
+
+    return functools.wraps(body)(handler)
 
 
 # -- checks ---------------------------------------------------------------------------------------------
@@ -236,12 +317,14 @@ def wgmma_descriptor(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 
 @implements(ops.WgmmaFence)
+@_gathered
 def wgmma_fence(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Nothing to do: the lockstep interp's register writes are visible at once."""
     _warpgroups(ctx, inst, mask)
 
 
 @implements(ops.WgmmaCommitGroup)
+@_gathered
 def wgmma_commit_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Close each active unit's open group."""
     _warpgroups(ctx, inst, mask)
@@ -249,6 +332,7 @@ def wgmma_commit_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 
 @implements(ops.WgmmaWaitGroup)
+@_gathered
 def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Make visible the results of every committed group but the ``pending`` newest, on the active units."""
     op = cast(ops.WgmmaWaitGroup, inst.operation)
@@ -268,6 +352,7 @@ def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 
 @implements(ops.WgmmaMmaAsync)
+@_gathered
 def wgmma_mma_async(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Start ``d = a @ b (+ d)`` for each active warpgroup; the result is pending until its wait."""
     op = cast(ops.WgmmaMmaAsync, inst.operation)

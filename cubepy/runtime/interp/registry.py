@@ -25,7 +25,18 @@ INTERP = OpTable(
     "interp",
     modules=tuple(
         f"cubepy.runtime.interp.{family}"
-        for family in ("executor", "arith", "memory", "atomic", "plane", "sync", "tma_exec", "cmma", "printing")
+        for family in (
+            "executor",
+            "arith",
+            "memory",
+            "atomic",
+            "plane",
+            "sync",
+            "tma_exec",
+            "warp_specialize",
+            "cmma",
+            "printing",
+        )
     ),
 )
 implements = INTERP.implements

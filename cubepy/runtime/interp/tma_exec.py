@@ -20,8 +20,12 @@ Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
   out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` (kind
   ``TMA_MISUSE``) with the source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
 * Barrier bugs are ``SanitizerError`` of kind ``BARRIER_MISUSE`` (used before init, arrival count out
-  of range, two different counts), ``BARRIER_OVERFLOW`` (more arrivals than the phase waits for) or
+  of range, two different counts), ``BARRIER_OVERFLOW`` (more arrivals than the phase waits for),
+  ``TX_COUNT_RANGE`` (a transaction count outside the PTX range), ``WRONG_PARITY`` (a parity other than
+  0/1, or a parity wait stuck on a phase nothing reached: ``mbarrier.stuck_parity_wait``) or
   ``BARRIER_DEADLOCK`` (a wait that cannot complete).
+* Under ``sanitize=True`` a TMA store checks that ordinary writes of its source were fenced for the
+  async proxy (``interp.async_proxy``); a TMA load's bytes count as async-proxy writes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
+from cubepy.ir.variable import describe_memory
 from cubepy.runtime.interp import mbarrier, sync, tma
 from cubepy.runtime.interp.mbarrier import BarrierState
 from cubepy.runtime.interp.registry import implements
@@ -44,6 +49,11 @@ _EXTENSION_KEY = "tma.barriers"
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
+def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
+    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.warp_specialize``)."""
+    return _state(ctx, var)
+
+
 def _state(ctx: Chunk, var: Variable) -> BarrierState:
     states = ctx.extensions.setdefault(_EXTENSION_KEY, {})
     state = states.get(var.id)
@@ -77,9 +87,18 @@ def _run(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
 
 
 def _wait(
-    ctx: Chunk, inst: Instruction, state: BarrierState, var: Variable, lanes: np.ndarray, done: np.ndarray
+    ctx: Chunk,
+    inst: Instruction,
+    state: BarrierState,
+    var: Variable,
+    lanes: np.ndarray,
+    done: np.ndarray,
+    parity_wait: bool = False,
 ) -> None:
-    """Fail unless every waiting lane's phase is complete (nothing can complete it later in lockstep)."""
+    """Fail unless every waiting lane's phase is complete (nothing can complete it later in lockstep).
+
+    A stuck parity wait may be a wrong parity (``mbarrier.stuck_parity_wait``).
+    """
     if done.all():
         return
     lane = int(lanes[np.argmax(~done)])
@@ -89,6 +108,10 @@ def _wait(
     here[lanes] = True
     elsewhere = ~ctx.returned[cube * units : (cube + 1) * units] & ~here[cube * units : (cube + 1) * units]
     if not elsewhere.any():
+        if parity_wait:
+            wrong = mbarrier.stuck_parity_wait(state, repr(var), cube)
+            if wrong is not None:
+                ctx.fail(inst, f"{wrong}; {state.describe(cube)}", lane, kind=SanitizerKind.WRONG_PARITY)
         ctx.fail(
             inst,
             f"wait on {var!r} can never complete: every live unit of the cube is waiting "
@@ -217,7 +240,7 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
     done = _run(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
-    _wait(ctx, inst, state, op.barrier, lanes, done)
+    _wait(ctx, inst, state, op.barrier, lanes, done, parity_wait=True)
 
 
 # -- copies -----------------------------------------------------------------------------------------------
@@ -234,16 +257,19 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
     _run(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
-    for lane, cube in zip(lanes.tolist(), cubes.tolist()):
-        dst = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, mode, op.rank))
+    delivered = np.zeros(lanes.size, dtype=np.int64)
+    for k, (lane, cube) in enumerate(zip(lanes.tolist(), cubes.tolist())):
+        nbytes = _box_bytes(ctx, inst, lane, tm, mode, op.rank)
+        dst = _shared_box(ctx, inst, op, lane, nbytes)
         try:
-            delivered = copy(tm, lane, arena[cube], dst)
+            delivered[k] = copy(tm, lane, arena[cube], dst)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")
-        state.tx[cube] -= delivered
-    state.settle()
+        if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
+            ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
+    _run(ctx, inst, lanes, lambda: mbarrier.complete_tx(state, repr(op.barrier), cubes, delivered))
 
 
 @implements(ops.TmaLoad)
@@ -282,7 +308,11 @@ def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     tm = _tensor_map(ctx, op)
     lanes = _active_lanes(mask)
     for lane, cube in zip(lanes.tolist(), _cube_of(ctx, lanes).tolist()):
-        src = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
+        nbytes = _box_bytes(ctx, inst, lane, tm, "tiled", op.rank)
+        src = _shared_box(ctx, inst, op, lane, nbytes)
+        if ctx.sanitizer is not None:
+            memory = (describe_memory(op.smem), ctx.shared_offset(op.smem), op.smem.type.size)
+            ctx.sanitizer.proxy.check_store(ctx, inst, lane, src, nbytes, memory)
         try:
             tma.tiled_store(tm, _coords(ctx, op.coords, lane), arena[cube], src)
         except TensorMapError as error:

@@ -189,7 +189,10 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
+    strict = ctx.launch.sanitize
+    tokens = _run(
+        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones), strict)
+    )
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -201,7 +204,8 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
+    strict = ctx.launch.sanitize
+    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes, strict))
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 

@@ -7,6 +7,7 @@ warpgroups of a warp-specialized kernel (sm_90a).
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 import attrs
@@ -147,7 +148,8 @@ def named_barrier_problem(barrier_id: int | None, units: int | None, cube_units:
 
 
 def _comptime_int(var: Variable) -> int | None:
-    return int(var.value) if var.is_constant else None
+    value = var.value
+    return int(value) if var.is_constant and isinstance(value, numbers.Real) else None
 
 
 def _check_named_barrier(c: Checker, inst: Instruction, op: Operation) -> None:

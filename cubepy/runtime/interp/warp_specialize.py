@@ -255,6 +255,7 @@ def barrier_try_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     result = np.zeros(ctx.lanes, dtype=bool)
     result[lanes] = done
     _check_spin(ctx, inst, state, repr(op.barrier), lanes, done)
+    assert inst.out is not None  # the verifier requires the result
     ctx.write(inst.out, result, mask)
 
 

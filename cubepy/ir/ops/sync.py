@@ -149,7 +149,7 @@ def named_barrier_problem(barrier_id: int | None, units: int | None, cube_units:
 
 def _comptime_int(var: Variable) -> int | None:
     value = var.value
-    return int(value) if var.is_constant and isinstance(value, numbers.Real) else None
+    return int(value) if var.is_constant and isinstance(value, numbers.Integral) else None
 
 
 def _check_named_barrier(c: Checker, inst: Instruction, op: Operation) -> None:

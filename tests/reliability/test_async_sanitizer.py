@@ -238,25 +238,36 @@ def test_a_correct_round_trip_is_silent():
 
 # -- arrivals ------------------------------------------------------------------------------------------------
 @cp.cube(launch=True)
-def every_unit_arrives_on_a_barrier_of_one(out: Array[f32]):
-    bar = cp.Barrier.shared(1, UNIT_POS == 0)
-    bar.arrive()  # BUG: 64 arrivals on a phase of one (the arrive should be elected)
+def two_arrivals_where_one_is_pending(out: Array[f32]):
+    bar = cp.Barrier.shared(2, UNIT_POS == 0)
+    if UNIT_POS == 0:
+        bar.arrive()
+        bar.arrive_and_expect_tx(2, 0)  # BUG: the phase waits for one more arrival, not two
     out[UNIT_POS] = f32(1)
 
 
 @cp.cube(launch=True)
-def one_unit_arrives_on_a_barrier_of_one(out: Array[f32]):
-    bar = cp.Barrier.shared(1, UNIT_POS == 0)
-    if cp.plane_elect() and UNIT_POS < 32:
+def arrivals_that_fill_the_phase(out: Array[f32]):
+    bar = cp.Barrier.shared(2, UNIT_POS == 0)
+    if UNIT_POS == 0:
         bar.arrive()
+        bar.arrive_and_expect_tx(1, 0)
     bar.wait_parity(0)
     out[UNIT_POS] = f32(1)
 
 
-def test_more_arrivals_than_the_phase_expects_in_one_instruction():
-    message = _flagged(every_unit_arrives_on_a_barrier_of_one, SanitizerKind.BARRIER_OVERFLOW)
-    assert "64 arrivals on barrier[0] in one instruction but its phase waits for only 1 more" in message
-    np.testing.assert_array_equal(_run(one_unit_arrives_on_a_barrier_of_one), np.ones(UNITS))
+@cp.cube(launch=True)
+def every_unit_arrives_on_a_barrier_of_eight(out: Array[f32]):
+    bar = cp.Barrier.shared(8, UNIT_POS == 0)
+    bar.wait(bar.arrive())  # 64 single arrivals complete eight phases in turn: legal, not an overflow
+    out[UNIT_POS] = f32(1)
+
+
+def test_more_arrivals_than_the_phase_expects_in_one_arrive():
+    message = _flagged(two_arrivals_where_one_is_pending, SanitizerKind.BARRIER_OVERFLOW)
+    assert "2 arrivals on barrier[0] but its phase waits for only 1 more" in message
+    np.testing.assert_array_equal(_run(arrivals_that_fill_the_phase), np.ones(UNITS))
+    np.testing.assert_array_equal(_run(every_unit_arrives_on_a_barrier_of_eight), np.ones(UNITS))
 
 
 # -- transaction counts ----------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ Checks (PTX ISA, ``mbarrier``), each a ``BarrierFault`` of its ``SanitizerKind``
   for a phase the program never started is the signature of a parity one phase ahead (a producer that
   starts a fresh "empty" barrier's wait with parity 0 instead of 1, a phase bit flipped twice).
   A wait on a phase that did start but lacks arrivals or bytes stays a ``BARRIER_DEADLOCK``.
-* ``BARRIER_OVERFLOW``: one arrive operation with more arrivals than the current phase still waits for
-  (with ``one_phase``, the interp's sanitizer: the arrivals of all the units of one instruction).
+* ``BARRIER_OVERFLOW``: one arrive operation with more arrivals than the current phase still waits for.
+  Arrivals of several units beyond the phase's count are legal: they complete the next phases.
 
 Misuse raises ``BarrierFault`` with the index (into the caller's arrays) of the offending unit; each
 runtime turns it into its ``SanitizerError`` naming the unit and the source line.
@@ -123,20 +123,8 @@ def require_initialized(state: BarrierState, name: str, cubes: np.ndarray) -> No
         )
 
 
-def arrive(
-    state: BarrierState,
-    name: str,
-    cubes: np.ndarray,
-    arrivals: np.ndarray,
-    tx_bytes: np.ndarray,
-    one_phase: bool = False,
-) -> np.ndarray:
-    """Each unit expects ``tx_bytes[k]`` then arrives ``arrivals[k]`` times; each unit's token (its phase).
-
-    ``one_phase`` (the interp's sanitizer): the units of one instruction arrive together, so arrivals
-    beyond what the current phase waits for would land in a later phase in an order the hardware leaves
-    open: ``BARRIER_OVERFLOW``.  Otherwise they are applied one unit at a time.
-    """
+def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarray, tx_bytes: np.ndarray) -> np.ndarray:
+    """Each unit expects ``tx_bytes[k]`` then arrives ``arrivals[k]`` times; each unit's token (its phase)."""
     require_initialized(state, name, cubes)
     bad = (arrivals < 1) | (arrivals > MAX_ARRIVAL_COUNT)
     if bad.any():
@@ -155,16 +143,6 @@ def arrive(
         state.pending -= totals
         state.settle()
         return tokens
-    if one_phase:
-        cube = int(np.argmax(totals > state.pending))
-        k = int(np.argmax(cubes == cube))
-        raise BarrierFault(
-            SanitizerKind.BARRIER_OVERFLOW,
-            f"{totals[cube]} arrivals on {name} in one instruction but its phase waits for only "
-            f"{state.pending[cube]} more (the rest would complete later phases in an unspecified order); "
-            f"{state.describe(cube)}",
-            k,
-        )
     # Some cube gets more arrivals than its phase still waits for: apply them one unit at a time (in order;
     # the hardware order is unspecified), so phases complete in between as they would on the GPU.
     tokens = np.empty(cubes.size, dtype=np.int64)

@@ -189,10 +189,7 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    strict = ctx.launch.sanitize
-    tokens = _run(
-        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones), strict)
-    )
+    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -204,8 +201,7 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    strict = ctx.launch.sanitize
-    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes, strict))
+    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 

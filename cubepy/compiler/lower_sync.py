@@ -1,4 +1,4 @@
-"""Lowering of topology builtins and barriers (``sync_cube``, ``sync_plane``, the async-proxy fence).
+"""Lowering of topology builtins and barriers (``sync_cube``, ``sync_plane``, named barriers, the async-proxy fence).
 
 Builtins follow CubeCL's formulas on the PTX special registers; ``cube_dim`` is the kernel's static
 cube_dim (the entry carries ``.reqntid``, so a launch with another block shape fails).
@@ -99,6 +99,27 @@ def lower_sync_proxy_shared(lw: KernelLowering, inst: Instruction) -> None:
     lw.target.fence_proxy_shared(lw)
 
 
+def lower_named_barrier_sync(lw: KernelLowering, inst: Instruction) -> None:
+    """barrier.sync.aligned id, units (``bar.sync id, units``): wait until ``units`` units arrived at ``id``."""
+    op = inst.operation
+    assert isinstance(op, ops.NamedBarrierSync)
+    lw.call("llvm.nvvm.barrier.cta.sync.aligned.count", lt.VOID, [lw.value(op.barrier_id), lw.value(op.units)])
+
+
+def lower_named_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
+    """barrier.arrive.aligned id, units (``bar.arrive id, units``): arrive without waiting."""
+    op = inst.operation
+    assert isinstance(op, ops.NamedBarrierArrive)
+    lw.call("llvm.nvvm.barrier.cta.arrive.aligned.count", lt.VOID, [lw.value(op.barrier_id), lw.value(op.units)])
+
+
+def lower_setmaxnreg(lw: KernelLowering, inst: Instruction) -> None:
+    """setmaxnreg.inc/dec.sync.aligned.u32 count (the target decides: the host has no register file to split)."""
+    op = inst.operation
+    assert isinstance(op, ops.SetMaxNReg)
+    lw.target.set_max_registers(lw, op.count, op.increase)
+
+
 _BARRIER_REDUCTION = {ops.SyncCubeCount: "popc", ops.SyncCubeAnd: "and", ops.SyncCubeOr: "or"}
 
 
@@ -131,5 +152,8 @@ for _op_type, _lowering in {
     ops.SyncCubeAnd: lower_sync_cube_reduce,
     ops.SyncCubeOr: lower_sync_cube_reduce,
     ops.Fence: lower_fence,
+    ops.NamedBarrierSync: lower_named_barrier_sync,
+    ops.NamedBarrierArrive: lower_named_barrier_arrive,
+    ops.SetMaxNReg: lower_setmaxnreg,
 }.items():
     lowers(_op_type)(_lowering)

@@ -117,6 +117,14 @@ def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [bar, parity]))
 
 
+def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
+    """out = mbarrier.try_wait.parity.shared::cta.b64 (one test; false may also mean it timed out)."""
+    op: ops.BarrierTryWaitParity = inst.operation
+    parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
+    done = lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [_barrier(lw, op.barrier), parity])
+    lw.define(inst.out, done)
+
+
 # -- copies -------------------------------------------------------------------------------------------------
 def _load_prefix(lw: KernelLowering, op) -> list[ir.Value]:
     dst = lw.builder.addrspacecast(_shared_address(lw, op.smem, op.offset), CLUSTER_SHARED_PTR)
@@ -175,6 +183,7 @@ for _op_type, _lowering in {
     ops.BarrierExpectTx: lower_barrier_expect_tx,
     ops.BarrierWait: lower_barrier_wait,
     ops.BarrierWaitParity: lower_barrier_wait_parity,
+    ops.BarrierTryWaitParity: lower_barrier_try_wait_parity,
     ops.TmaLoad: lower_tma_load,
     ops.TmaLoadIm2col: lower_tma_load_im2col,
     ops.TmaStore: lower_tma_store,

@@ -4,8 +4,9 @@
 ``is_elected`` holds initialise it and the whole cube then synchronises (as CubeCL's CUDA back end
 does), so every unit may use it right after.  A phase completes when ``arrival_count`` arrivals and
 every expected transaction byte have come in; ``arrive`` returns a token naming its phase for
-``wait``, and ``wait_parity(p)`` waits for the phase of parity ``p``.  TMA loads are methods of the
-barrier they complete on; coordinates are given outermost first, as everywhere in cubepy's API.
+``wait``, ``wait_parity(p)`` waits for the phase of parity ``p`` and ``try_wait_parity(p)`` tests it.
+TMA loads are methods of the barrier they complete on; coordinates are given outermost first, as
+everywhere in cubepy's API.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ class BarrierExpand:
     def wait_parity(self, phase) -> None:
         """Wait until the phase of parity ``phase`` (0 or 1) has completed."""
         current_scope().append(irops.BarrierWaitParity(self.var, _u32(phase, "phase parity")))
+
+    def try_wait_parity(self, phase) -> ExpandElement:
+        """Whether the phase of parity ``phase`` (0 or 1) has completed (PTX ``mbarrier.try_wait.parity``).
+
+        It may give False after a time-out even on a GPU, so wait with a loop:
+        ``while not bar.try_wait_parity(p): pass``.
+        """
+        op = irops.BarrierTryWaitParity(self.var, _u32(phase, "phase parity"))
+        return operations.emit(op, Type(ir.BOOL))
 
     def arrive_and_wait(self) -> None:
         """Arrive once and wait for the phase to complete."""

@@ -170,8 +170,56 @@ def fence(scope: str = "device") -> None:
 
 
 def sync_async_proxy_shared() -> None:
-    """Make this unit's shared-memory writes visible to the async proxy (TMA stores read them)."""
+    """Make this unit's shared-memory writes visible to the async proxy (TMA stores read them).
+
+    PTX ``fence.proxy.async.shared::cta``; ``fence_proxy_async`` is the same operation under PTX's name.
+    """
     current_scope().append(irops.SyncProxyShared())
+
+
+fence_proxy_async = sync_async_proxy_shared  # one operation, two names (PTX's and CubeCL's)
+
+
+# -- warp specialization ---------------------------------------------------------------------
+def _named_barrier_operands(barrier_id, units, what: str) -> tuple[ir.Variable, ir.Variable]:
+    literal_id = barrier_id if operations.is_number(barrier_id) else None
+    literal_units = units if operations.is_number(units) else None
+    problem = irops.named_barrier_problem(literal_id, literal_units)
+    if problem is not None:
+        source.fail(f"{what}: {problem}")
+    return operations.to_index(barrier_id, f"{what} id"), operations.to_index(units, f"{what} unit count")
+
+
+def named_barrier_sync(barrier_id, units) -> None:
+    """Wait at named barrier ``barrier_id`` (0..15) until ``units`` units have arrived (PTX ``bar.sync id, units``).
+
+    ``units`` counts whole planes (a multiple of 32); arrivals from ``named_barrier_arrive`` count too.
+    Barrier 0 is the one ``sync_cube`` uses: give producer/consumer hand-offs ids from 1 up.
+    """
+    current_scope().append(irops.NamedBarrierSync(*_named_barrier_operands(barrier_id, units, "named_barrier_sync")))
+
+
+def named_barrier_arrive(barrier_id, units) -> None:
+    """Arrive at named barrier ``barrier_id`` of ``units`` units and go on without waiting (PTX ``bar.arrive``)."""
+    current_scope().append(
+        irops.NamedBarrierArrive(*_named_barrier_operands(barrier_id, units, "named_barrier_arrive"))
+    )
+
+
+def setmaxnreg(count, increase) -> None:
+    """Set this plane's register budget to ``count`` (PTX ``setmaxnreg.inc``/``.dec``, sm_90a).
+
+    ``count`` is a comptime int in [24, 256], a multiple of 8; ``increase`` (comptime bool) asks for more
+    registers (a consumer warpgroup), else releases them (a producer).  A no-op on the CPU runtimes.
+    """
+    low, high = irops.SETMAXNREG_RANGE
+    if isinstance(count, bool) or not isinstance(count, int):
+        source.fail(f"setmaxnreg: the register count must be a comptime int, got {type(count).__name__}")
+    if not low <= count <= high or count % irops.SETMAXNREG_GRANULE:
+        source.fail(f"setmaxnreg: register count {count} is not a multiple of 8 in [{low}, {high}]")
+    if not isinstance(increase, bool):
+        source.fail(f"setmaxnreg: increase must be a comptime bool, got {type(increase).__name__}")
+    current_scope().append(irops.SetMaxNReg(count, increase))
 
 
 # -- plane operations ------------------------------------------------------------------------
@@ -247,7 +295,7 @@ def plane_match_all(value):
 
 
 def plane_elect():
-    """True on exactly one active unit of the plane (the lowest lane)."""
+    """True on exactly one active unit of the plane (the lowest lane): PTX ``elect.sync`` on sm_90+."""
     return operations.emit(irops.PlaneElect())
 
 

@@ -16,6 +16,10 @@ The ``client`` fixture gives a ``ComputeClient``:
   interp clients a test makes itself (``cp.client("interp")``) follow it too; a failing test's report then
   names the schedule to rerun it with.
 
+``@pytest.mark.lockstep_report("why")`` marks a test that checks the exact report the lockstep schedule gives
+for a buggy kernel (its kind, unit or wording); under another ``--cubepy-schedule`` it is skipped with the reason,
+since an independent order meets the same bug from another side first.
+
 ``@pytest.mark.races_by_design`` marks a test whose kernel races in a way CUDA allows and the test tolerates:
 its ``client`` has no sanitizer, and it is skipped when ``CUBEPY_SANITIZE`` turns the sanitizer on for every
 launch (so is a test marked ``cubepy_sanitize(False)``).
@@ -75,6 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "races_by_design: the kernel has a data race CUDA allows and the test "
         "tolerates; its client has no sanitizer, and it is skipped when CUBEPY_SANITIZE is set",
+    )
+    config.addinivalue_line(
+        "markers",
+        "lockstep_report(reason): the test checks what the lockstep schedule reports for a buggy kernel; "
+        "other schedules find the same bug in another order (skipped under --cubepy-schedule other than lockstep)",
     )
     config.stash[_RUNTIMES] = selected_runtimes(config)
     config.stash[_SCHEDULE] = schedule_options(config.getoption("--cubepy-schedule"))
@@ -150,7 +159,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests that refuse the sanitizer when ``CUBEPY_SANITIZE`` sanitizes every launch anyway."""
+    """Skip the tests that refuse the sanitizer when ``CUBEPY_SANITIZE`` sanitizes every launch anyway,
+    and the ``lockstep_report`` tests under another schedule."""
+    schedule = (config.getoption("--cubepy-schedule") or "lockstep").strip()
+    if schedule != "lockstep":
+        for item in items:
+            marker = item.get_closest_marker("lockstep_report")
+            if marker is not None:
+                reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+                item.add_marker(pytest.mark.skip(reason=f"lockstep_report under {schedule}: {reason}"))
     if os.environ.get("CUBEPY_SANITIZE", "0").strip().lower() in ("", "0", "false", "no", "off"):
         return
     racy = pytest.mark.skip(reason="races on purpose; CUBEPY_SANITIZE would rightly report it")

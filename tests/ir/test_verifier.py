@@ -234,3 +234,46 @@ def test_range_loop_index_is_visible_in_body_only():
 def test_type_equality_is_by_value():
     assert Type(ir.F32, 4) == Type(ir.F32, 4)
     assert Type(ir.F32, 4) != Type(ir.F32, 2)
+
+
+# -- warp specialization -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("barrier_id", "units", "detail"),
+    [
+        (16, 64, "named barrier id 16 is outside [0, 16)"),
+        (1, 48, "unit count 48 is not a positive multiple of 32"),
+        (1, 0, "unit count 0 is not a positive multiple of 32"),
+        (1, 96, "unit count 96 exceeds the 64 units of the cube"),
+    ],
+)
+@pytest.mark.parametrize("op", [o.NamedBarrierSync, o.NamedBarrierArrive], ids=["sync", "arrive"])
+def test_comptime_named_barrier_operands(op, barrier_id, units, detail):
+    error = _expect(
+        "bad-immediate", kernel([inst(None, op(constant(barrier_id, U32), constant(units, U32)))], cube_dim=(64, 1, 1))
+    )
+    assert detail in str(error)
+
+
+def test_named_barrier_operands_known_at_run_time_pass_and_are_u32():
+    ids = Ids()
+    runtime_id, runtime_units = ids.const(U32), ids.const(U32)
+    verify(kernel([inst(runtime_id, o.lookup("add")(constant(1, U32), constant(2, U32))),
+                   inst(runtime_units, o.lookup("add")(constant(32, U32), constant(32, U32))),
+                   inst(None, o.NamedBarrierSync(runtime_id, runtime_units))], cube_dim=(64, 1, 1)))  # fmt: skip
+    verify(kernel([inst(None, o.NamedBarrierArrive(constant(15, U32), constant(64, U32)))], cube_dim=(48, 1, 1)))
+    _expect("type-mismatch", kernel([inst(None, o.NamedBarrierSync(constant(1, Type(ir.I32)), constant(32, U32)))]))
+
+
+@pytest.mark.parametrize("count", [16, 20, 252, 264, 7.0, True])
+def test_setmaxnreg_count_is_a_multiple_of_eight_in_24_to_256(count):
+    error = _expect("bad-immediate", kernel([inst(None, o.SetMaxNReg(count, True))]))
+    assert "[24, 256]" in str(error)
+
+
+@pytest.mark.parametrize("count", [24, 32, 240, 256])
+def test_setmaxnreg_accepts_the_ptx_counts(count):
+    verify(kernel([inst(None, o.SetMaxNReg(count, False))]))
+
+
+def test_setmaxnreg_increase_is_a_bool():
+    _expect("bad-immediate", kernel([inst(None, o.SetMaxNReg(32, 1))]))  # type: ignore[arg-type]

@@ -212,6 +212,40 @@ def tma_load_to_misaligned_shared(tmap: TensorMap[f32], out: Array[f32]):
 
 
 @cube(launch=True)
+def tma_store_without_proxy_fence(tmap: TensorMap[f32], out: Array[f32]):
+    stage = cp.SharedMemory.aligned(f32, 256, 128)
+    for i in range(UNIT_POS, 256, CUBE_DIM):
+        stage[i] = f32(i)
+    cp.sync_cube()
+    if UNIT_POS == 0:
+        cp.tma_store_2d(stage, tmap, 0, 0)  # BUG: no fence_proxy_async between the stores and the TMA store
+        cp.tma_group_commit()
+        cp.tma_group_wait(0)
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def first_wait_on_a_fresh_barrier_with_parity_zero(out: Array[f32]):
+    empty = cp.Barrier.shared(1, UNIT_POS == 0)
+    empty.wait_parity(0)  # BUG: no phase completed yet; a wait that must pass at first uses parity 1
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def expects_more_bytes_than_ptx_counts(out: Array[f32]):
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    if UNIT_POS == 0:
+        bar.expect_tx(1 << 20)  # BUG: a transaction count is at most 2^20 - 1
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
+def named_barrier_id_past_fifteen(out: Array[f32]):
+    cp.named_barrier_sync(out.len() // 4, 64)  # BUG: ids are 0..15 (this one is 16 at run time)
+    out[UNIT_POS] = f32(1)
+
+
+@cube(launch=True)
 def range_with_a_zero_step(out: Array[f32]):
     step = cp.i32(UNIT_POS) // 64  # zero on every unit of a 64-unit cube
     for i in range(0, 8, step):  # BUG: a zero step (Python raises; the kernel would run zero iterations)
@@ -303,6 +337,10 @@ BUGGY = [
     (wgmma_read_before_its_wait, SanitizerKind.WGMMA_PENDING_READ, None, "has not completed"),
     (tma_stage_read_before_its_wait, SanitizerKind.TMA_UNCOVERED_ACCESS, TENSOR_MAP, "test_sanitizer.py:"),
     (tma_reload_while_others_read, SanitizerKind.TMA_STAGE_REUSE, TENSOR_MAP, "read at "),
+    (tma_store_without_proxy_fence, SanitizerKind.MISSING_PROXY_FENCE, TENSOR_MAP, "shared memory"),
+    (first_wait_on_a_fresh_barrier_with_parity_zero, SanitizerKind.WRONG_PARITY, None, "waits for phase 0"),
+    (expects_more_bytes_than_ptx_counts, SanitizerKind.TX_COUNT_RANGE, None, "1048576 bytes"),
+    (named_barrier_id_past_fifteen, SanitizerKind.NAMED_BARRIER_MISUSE, None, "named barrier id 16"),
     (
         checked_read_past_end,
         SanitizerKind.OUT_OF_BOUNDS,

@@ -59,6 +59,9 @@ class TargetLayer(Protocol):
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """Make generic shared-memory writes visible to the TMA unit."""
 
+    def set_max_registers(self, lw: KernelLowering, count: int, increase: bool) -> None:
+        """``setmaxnreg.inc``/``.dec`` to ``count`` registers per unit (a no-op where registers are not split)."""
+
     def active_mask(self, lw: KernelLowering) -> ir.Value:
         """The i32 mask of the plane's units executing this point together."""
 

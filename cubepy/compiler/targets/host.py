@@ -69,6 +69,13 @@ UNSUPPORTED: dict[type, str] = {
         op: "warpgroup MMA (wgmma) lowers to PTX inline assembly and has no host emulation yet; use the interp runtime"
         for op in (ops.WgmmaDescriptor, ops.WgmmaMmaAsync, ops.WgmmaFence, ops.WgmmaCommitGroup, ops.WgmmaWaitGroup)
     },
+    # The driver releases a barrier only when every unit of the cube waits there; a named barrier of a
+    # subset of the units (and bar.arrive, which does not wait) needs a scheduler of planes it has not.
+    **{
+        op: "named barriers (bar.sync/bar.arrive with an id and a unit count) are not scheduled by the compiled "
+        "host driver yet; use the interp runtime"
+        for op in (ops.NamedBarrierSync, ops.NamedBarrierArrive)
+    },
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }
@@ -137,7 +144,7 @@ def _invariant(load: ir.Value) -> ir.Value:
 def needs_coroutines(definition: KernelDefinition) -> bool:
     """Whether some unit may have to wait for others (a barrier, an mbarrier wait or a plane operation)."""
     waits: tuple[type[Operation], ...] = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp, ops.BarrierInit)
-    waits += (ops.BarrierWait, ops.BarrierWaitParity)
+    waits += (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity)
     waits += (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
     return any(isinstance(inst.operation, waits) for inst in walk(definition.body))
 
@@ -323,6 +330,9 @@ class HostTarget:
 
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """Nothing: there is no separate TMA proxy on the host."""
+
+    def set_max_registers(self, lw: KernelLowering, count: int, increase: bool) -> None:
+        """Nothing: a host unit's registers are the CPU's, not a budget shared among planes."""
 
     def active_mask(self, lw: KernelLowering) -> ir.Value:
         """Suspend; the driver writes the mask of the plane's units released together."""

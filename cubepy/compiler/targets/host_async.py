@@ -162,6 +162,26 @@ def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     _wait(lw, inst, "wait_parity", cast(ops.BarrierWaitParity, inst.operation).phase)
 
 
+def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
+    """One test of the phase; a unit that finds it incomplete suspends once, so a spinning loop lets others run.
+
+    (On the GPU a try_wait may time out and give false as well; the driver resumes the unit after some
+    barrier state changed, or reports the deadlock when nothing can change it.)
+    """
+    target: HostTarget = lw.target  # type: ignore[assignment]
+    op = cast(ops.BarrierTryWaitParity, inst.operation)
+    b = lw.builder
+    result = _call(lw, "wait_parity", inst, [_wide(lw, op.phase)])
+    done = b.icmp_unsigned("!=", result, ir.Constant(I64, 0))
+    waiting, join = lw.new_block("mbarrier.try.suspend"), lw.new_block("mbarrier.try.done")
+    b.cbranch(done, join, waiting)
+    b.position_at_end(waiting)
+    target.suspend_on_mbarrier(lw, len(target.host_calls) - 1)
+    b.branch(join)
+    b.position_at_end(join)
+    lw.define(inst.out, done)
+
+
 def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
     tensor_map = lw.builder.ptrtoint(lw.params[(VarKind.TENSOR_MAP, op.tensor_map.id)], I64)
     return [tensor_map, _wide(lw, op.offset), _wide(lw, op.length), *(_wide(lw, c) for c in op.coords)]
@@ -199,6 +219,7 @@ HOST_LOWERINGS = {
     ops.BarrierExpectTx: lower_barrier_expect_tx,
     ops.BarrierWait: lower_barrier_wait,
     ops.BarrierWaitParity: lower_barrier_wait_parity,
+    ops.BarrierTryWaitParity: lower_barrier_try_wait_parity,
     ops.TmaLoad: lower_tma_load,
     ops.TmaLoadIm2col: lower_tma_load_im2col,
     ops.TmaStore: lower_tma_store,

@@ -120,6 +120,11 @@ class NvptxTarget:
         """fence.proxy.async.shared::cta."""
         lw.call("llvm.nvvm.fence.proxy.async.shared_cta", lt.VOID, [])
 
+    def set_max_registers(self, lw: KernelLowering, count: int, increase: bool) -> None:
+        """``setmaxnreg.{inc,dec}.sync.aligned.u32 count`` (sm_90a)."""
+        direction = "inc" if increase else "dec"
+        lw.call(f"llvm.nvvm.setmaxnreg.{direction}.sync.aligned.u32", lt.VOID, [ir.Constant(lt.I32, count)])
+
     def active_mask(self, lw: KernelLowering) -> ir.Value:
         """``activemask.b32``."""
         return lw.call("llvm.nvvm.activemask", lt.I32, [], name_hint="active_mask")

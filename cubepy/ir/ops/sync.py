@@ -1,7 +1,13 @@
-"""Synchronization: barriers of the cube and the plane, predicate barriers, memory fences, the async-proxy fence."""
+"""Synchronization: barriers of the cube and the plane, named barriers, predicate barriers, fences, ``setmaxnreg``.
+
+Named barriers are the 16 hardware barriers of a cube (PTX ``bar.sync``/``bar.arrive`` with an id and a
+thread count); barrier 0 is the one ``sync_cube`` uses.  ``setmaxnreg`` hands registers between the
+warpgroups of a warp-specialized kernel (sm_90a).
+"""
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 import attrs
@@ -15,6 +21,11 @@ if TYPE_CHECKING:
     from cubepy.ir.scope import Instruction
 
 FENCE_SCOPES = ("cube", "device", "system")
+NAMED_BARRIERS = 16  # PTX: barrier ids 0..15 per cube (CTA)
+NAMED_BARRIER_GRANULE = 32  # PTX: a named barrier's thread count is a multiple of the warp size
+MAX_CUBE_UNITS = 1024
+SETMAXNREG_RANGE = (24, 256)  # PTX ISA: setmaxnreg's count lies in [24, 256] ...
+SETMAXNREG_GRANULE = 8  # ... and is a multiple of 8
 
 
 @declare(OpRecord("sync_cube", "sync", doc="Barrier for every unit of the cube."))
@@ -123,10 +134,112 @@ class SyncCubeOr(Operation):
     pred: Variable
 
 
+def named_barrier_problem(barrier_id: int | None, units: int | None, cube_units: int | None = None) -> str | None:
+    """What is wrong with a named barrier's id and unit count (None when nothing is, or a value is unknown)."""
+    if barrier_id is not None and not 0 <= barrier_id < NAMED_BARRIERS:
+        return f"named barrier id {barrier_id} is outside [0, {NAMED_BARRIERS})"
+    if units is not None:
+        if units <= 0 or units % NAMED_BARRIER_GRANULE:
+            return f"named barrier unit count {units} is not a positive multiple of {NAMED_BARRIER_GRANULE} (the plane size)"
+        limit = MAX_CUBE_UNITS if cube_units is None else cube_units
+        if units > limit:
+            return f"named barrier unit count {units} exceeds the {limit} units of the cube"
+    return None
+
+
+def _comptime_int(var: Variable) -> int | None:
+    value = var.value
+    return int(value) if var.is_constant and isinstance(value, numbers.Integral) else None
+
+
+def _check_named_barrier(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, (NamedBarrierSync, NamedBarrierArrive))
+    for what, var in (("named barrier id", op.barrier_id), ("named barrier unit count", op.units)):
+        if var.type != Type(U32):
+            c.fail("type-mismatch", inst, f"{what} must be a u32 scalar, got {var.type}")
+    cube_units = None
+    if c.kernel is not None:
+        x, y, z = c.kernel.cube_dim
+        cube_units = -(-(x * y * z) // NAMED_BARRIER_GRANULE) * NAMED_BARRIER_GRANULE  # whole planes arrive
+    problem = named_barrier_problem(_comptime_int(op.barrier_id), _comptime_int(op.units), cube_units)
+    if problem is not None:
+        c.fail("bad-immediate", inst, problem)
+
+
+@declare(
+    OpRecord(
+        "named_barrier_sync",
+        "sync",
+        checks=(_check_named_barrier,),
+        doc="Wait at named barrier ``barrier_id`` until ``units`` units (whole planes) arrived (PTX bar.sync id, n).",
+    )
+)
+@attrs.frozen(repr=False)
+class NamedBarrierSync(Operation):
+    """Arrive at named barrier ``barrier_id`` and wait until ``units`` units have arrived there."""
+
+    barrier_id: Variable
+    units: Variable
+
+
+@declare(
+    OpRecord(
+        "named_barrier_arrive",
+        "sync",
+        checks=(_check_named_barrier,),
+        doc="Arrive at named barrier ``barrier_id`` of ``units`` units without waiting (PTX bar.arrive id, n).",
+    )
+)
+@attrs.frozen(repr=False)
+class NamedBarrierArrive(Operation):
+    """Arrive at named barrier ``barrier_id`` (``units`` units complete it) and go on without waiting."""
+
+    barrier_id: Variable
+    units: Variable
+
+
+def _check_setmaxnreg(c: Checker, inst: Instruction, op: Operation) -> None:
+    assert isinstance(op, SetMaxNReg)
+    count, low, high = op.count, *SETMAXNREG_RANGE
+    if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high or count % SETMAXNREG_GRANULE:
+        c.fail(
+            "bad-immediate",
+            inst,
+            f"setmaxnreg needs a compile-time register count in [{low}, {high}] that is a multiple of "
+            f"{SETMAXNREG_GRANULE}, got {count!r}",
+        )
+    if not isinstance(op.increase, bool):
+        c.fail("bad-immediate", inst, f"setmaxnreg's increase flag must be a bool, got {op.increase!r}")
+
+
+@declare(
+    OpRecord(
+        "setmaxnreg",
+        "sync",
+        checks=(_check_setmaxnreg,),
+        doc="Raise (increase) or lower the plane's register budget to ``count`` (PTX setmaxnreg.inc/.dec, sm_90a).",
+    )
+)
+@attrs.frozen(repr=False)
+class SetMaxNReg(Operation):
+    """Ask for ``count`` registers per unit: ``increase`` waits for them, else releases down to ``count``."""
+
+    count: int
+    increase: bool
+
+
 SYNC_CUBE_REDUCTIONS: tuple[type[Operation], ...] = (SyncCubeCount, SyncCubeAnd, SyncCubeOr)
 
 __all__ = [
     "FENCE_SCOPES",
+    "NAMED_BARRIERS",
+    "NAMED_BARRIER_GRANULE",
+    "SETMAXNREG_GRANULE",
+    "SETMAXNREG_RANGE",
+    "named_barrier_problem",
+    "NamedBarrierArrive",
+    "NamedBarrierSync",
+    "SetMaxNReg",
     "SYNC_CUBE_REDUCTIONS",
     "Fence",
     "SyncCube",

@@ -27,6 +27,7 @@ __all__ = [
     "BarrierArriveExpectTx",
     "BarrierExpectTx",
     "BarrierInit",
+    "BarrierTryWaitParity",
     "BarrierWait",
     "BarrierWaitParity",
     "TmaGroupCommit",
@@ -91,6 +92,14 @@ class BarrierWait(Operation):
 @attrs.frozen(repr=False)
 class BarrierWaitParity(Operation):
     """Block until the phase of parity ``phase`` (0 or 1) has completed."""
+
+    barrier: Variable
+    phase: Variable
+
+
+@attrs.frozen(repr=False)
+class BarrierTryWaitParity(Operation):
+    """out (bool) = whether the phase of parity ``phase`` (0 or 1) has completed; never blocks for long."""
 
     barrier: Variable
     phase: Variable
@@ -235,6 +244,12 @@ def _check_wait_parity(c: Checker, inst: Instruction, op: BarrierWaitParity) -> 
     _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
 
 
+def _check_try_wait_parity(c: Checker, inst: Instruction, op: BarrierTryWaitParity) -> None:
+    _barrier(c, inst, op.barrier)
+    _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
+    _typed(c, inst, "result", c.need_out(inst), Type(BOOL))
+
+
 def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
@@ -274,6 +289,10 @@ for _cls, _record in (
     (BarrierExpectTx, OpRecord("barrier_expect_tx", "tma", checks=(_check_expect_tx,))),
     (BarrierWait, OpRecord("barrier_wait", "tma", checks=(_check_wait,))),
     (BarrierWaitParity, OpRecord("barrier_wait_parity", "tma", checks=(_check_wait_parity,))),
+    (
+        BarrierTryWaitParity,
+        OpRecord("barrier_try_wait_parity", "tma", result=fixed(Type(BOOL)), checks=(_check_try_wait_parity,)),
+    ),
     (TmaLoad, OpRecord("tma_load", "tma", reads=("tensor_map",), writes=("smem",), checks=(_check_load,))),
     (
         TmaLoadIm2col,

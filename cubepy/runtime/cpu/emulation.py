@@ -92,6 +92,14 @@ class LaunchRecord:
         """The error of a wait the driver found can never complete."""
         kind = SanitizerKind.BARRIER_DEADLOCK
         state = self.barrier_state(cube, call)
+        wrong = mbarrier.stuck_parity_wait(state, call.barrier, 0) if call.kind == "wait_parity" else None
+        if wrong is not None:
+            kind = SanitizerKind.WRONG_PARITY
+            return SanitizerError(
+                f"{call.where}{kind.value}: {wrong}; {state.describe(0)}, by {self.describe_unit(cube, unit)}\n"
+                f"  in instruction: {call.text}",
+                kind,
+            )
         return SanitizerError(
             f"{call.where}{kind.value}: wait on {call.barrier} can never complete: every live unit of the cube "
             f"waits (at an mbarrier or sync_cube) and no copy is in flight; {state.describe(0)}, by "
@@ -149,8 +157,7 @@ def _copy(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int
     else:
         delivered = tma.im2col_load(tm, coords, offsets, smem, address)
     assert state is not None
-    state.tx[0] -= delivered
-    state.settle()
+    mbarrier.complete_tx(state, call.barrier, _ONE_CUBE, np.array([delivered], dtype=np.int64))
     return 0
 
 

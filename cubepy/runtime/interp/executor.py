@@ -417,9 +417,11 @@ class Chunk:
         while True:
             runnable = self._runnable()
             if not runnable and not self.in_flight.copies:
-                if groups:
-                    self._deadlock()
-                break
+                runnable = self._runnable(idle=True)  # waits that yield (try_wait) go on once all are stuck
+                if not runnable:
+                    if groups:
+                        self._deadlock()
+                    break
             group, amount = picker.choose(runnable, len(self.in_flight.copies))
             if group is None:
                 self.in_flight.land(amount)
@@ -431,17 +433,21 @@ class Chunk:
                 groups.remove(group)
         self.in_flight.land_all()
 
-    def _runnable(self) -> list[Group]:
-        """The groups that can run now; blocked groups whose wait lets lanes go on are woken first."""
+    def _runnable(self, idle: bool = False) -> list[Group]:
+        """The groups that can run now; blocked groups whose wait lets lanes go on are woken first.
+
+        With ``idle`` (nothing else can run) the waits are asked ``on_idle`` instead of ``poll``.
+        """
         runnable = []
         for group in list(self.groups):
             wait = group.wait
             if wait is not None:
                 waiting = group.waiting
-                ready = wait.poll(self, waiting)  # type: ignore[arg-type]
+                ready = (wait.on_idle if idle else wait.poll)(self, waiting)  # type: ignore[arg-type]
                 if not ready.any():
                     continue
                 if (waiting & ~ready).any():  # type: ignore[operator]
+                    self.share_values()  # the woken lanes run apart from the ones still waiting
                     self.order += 1
                     woken = group.split(ready, self.order)
                     group.waiting = waiting & ~ready  # type: ignore[operator]
@@ -484,7 +490,7 @@ class Chunk:
             f"deadlock: {wait.describe(self, first.waiting)}; every live unit of the chunk is waiting and no "
             f"copy is in flight (schedule {self.schedule.describe()}){others}",
             lane,
-            kind=SanitizerKind.BARRIER_DEADLOCK,
+            kind=wait.deadlock_kind(self, first.waiting),
         )
 
 

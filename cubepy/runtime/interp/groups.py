@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cubepy.errors import SanitizerKind
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
@@ -133,9 +134,17 @@ class Wait:
         """What the lanes of ``bits`` wait for, for a deadlock report."""
         raise NotImplementedError
 
+    def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """The lanes of ``bits`` that go on because every group waits and no copy is in flight (none: deadlock)."""
+        return np.zeros_like(bits)
+
     def absorb(self, other: Wait) -> bool:
         """Take over the lanes of ``other`` (a wait at the same instruction); False when it cannot."""
         return False
+
+    def deadlock_kind(self, ctx: Chunk, bits: np.ndarray) -> SanitizerKind:
+        """The kind of the report when nothing can end this wait (a wrong parity is its own kind)."""
+        return SanitizerKind.BARRIER_DEADLOCK
 
 
 class Group:

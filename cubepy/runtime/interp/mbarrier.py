@@ -12,6 +12,21 @@ and calls these functions from the host code (``cubepy.runtime.cpu.emulation``).
 * A token is the index of the phase its arrival belonged to; ``wait(token)`` is done once that phase
   completed, ``wait_parity(p)`` once the current phase's parity differs from ``p`` (the hardware rule).
 
+Checks (PTX ISA, ``mbarrier``), each a ``BarrierFault`` of its ``SanitizerKind``:
+
+* ``TX_COUNT_RANGE``: the transaction count must stay in [-(2^20 - 1), 2^20 - 1] after every expect-tx
+  and complete-tx, and one expect-tx operand must lie in [0, 2^20 - 1].  A count that is negative for a
+  while (a copy completing before its ``expect_tx``) is legal and not reported.
+* ``WRONG_PARITY``: a parity operand that is neither 0 nor 1 (the ISA allows only those); and, through
+  ``stuck_parity_wait``, a parity wait that can never complete because it names a phase nothing has
+  reached: no arrival and no transaction byte of the current phase, while every unit that could arrive
+  waits.  The ISA can only name the current or the immediately preceding phase with one bit; waiting
+  for a phase the program never started is the signature of a parity one phase ahead (a producer that
+  starts a fresh "empty" barrier's wait with parity 0 instead of 1, a phase bit flipped twice).
+  A wait on a phase that did start but lacks arrivals or bytes stays a ``BARRIER_DEADLOCK``.
+* ``BARRIER_OVERFLOW``: one arrive operation with more arrivals than the current phase still waits for.
+  Arrivals of several units beyond the phase's count are legal: they complete the next phases.
+
 Misuse raises ``BarrierFault`` with the index (into the caller's arrays) of the offending unit; each
 runtime turns it into its ``SanitizerError`` naming the unit and the source line.
 """
@@ -23,6 +38,7 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 
 MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1]
+MAX_TX_COUNT = (1 << 20) - 1  # the tx-count range is [-(2^20 - 1), 2^20 - 1]
 FIELDS = 5  # initialized, arrival_count, pending, tx, phase (int64 each)
 ROW_BYTES = FIELDS * 8
 
@@ -63,6 +79,10 @@ class BarrierState:
         if done.any():
             self.phase[done] += 1
             self.pending[done] = self.arrival_count[done]
+
+    def untouched(self, cube: int) -> bool:
+        """Whether the current phase of ``cube`` has seen no arrival and no transaction byte yet."""
+        return bool(self.pending[cube] == self.arrival_count[cube] and self.tx[cube] == 0)
 
     def describe(self, cube: int) -> str:
         """The phase, pending arrivals and outstanding bytes of ``cube``, for messages."""
@@ -114,11 +134,12 @@ def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarr
             f"arrival count {arrivals[k]} on {name} is outside [1, {MAX_ARRIVAL_COUNT}]",
             k,
         )
+    _check_expect_operand(name, tx_bytes)
     totals = np.zeros_like(state.pending)
     np.add.at(totals, cubes, arrivals)
     if (totals <= state.pending).all():  # no phase can complete before the last of these arrivals
         tokens = state.phase[cubes].copy()
-        np.add.at(state.tx, cubes, tx_bytes)
+        _add_tx(state, name, cubes, tx_bytes)
         state.pending -= totals
         state.settle()
         return tokens
@@ -134,7 +155,7 @@ def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarr
                 k,
             )
         tokens[k] = state.phase[cube]
-        state.tx[cube] += tx_bytes[k]
+        _add_tx(state, name, cubes[k : k + 1], tx_bytes[k : k + 1], first=k)
         state.pending[cube] -= arrivals[k]
         state.settle()
     return tokens
@@ -143,8 +164,53 @@ def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarr
 def expect_tx(state: BarrierState, name: str, cubes: np.ndarray, tx_bytes: np.ndarray) -> None:
     """``mbarrier.expect_tx``: raise the current phase's expected transaction bytes."""
     require_initialized(state, name, cubes)
-    np.add.at(state.tx, cubes, tx_bytes)
+    _check_expect_operand(name, tx_bytes)
+    _add_tx(state, name, cubes, tx_bytes)
     state.settle()
+
+
+def complete_tx(state: BarrierState, name: str, cubes: np.ndarray, delivered: np.ndarray, settle: bool = True) -> None:
+    """A copy's ``delivered[k]`` bytes land for cube ``cubes[k]`` (PTX complete-tx), then phases settle.
+
+    Copies that land together (the lockstep schedule lands a whole issue at once) pass ``settle=False``
+    and settle once after the last of them.
+    """
+    _add_tx(state, name, cubes, -np.asarray(delivered, dtype=np.int64))
+    if settle:
+        state.settle()
+
+
+def _check_expect_operand(name: str, tx_bytes: np.ndarray) -> None:
+    bad = (tx_bytes < 0) | (tx_bytes > MAX_TX_COUNT)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise BarrierFault(
+            SanitizerKind.TX_COUNT_RANGE,
+            f"expect_tx of {tx_bytes[k]} bytes on {name} is outside the PTX range [0, {MAX_TX_COUNT}]",
+            k,
+        )
+
+
+def _add_tx(state: BarrierState, name: str, cubes: np.ndarray, change: np.ndarray, first: int = 0) -> None:
+    """Add ``change[k]`` to the transaction count of cube ``cubes[k]``; fault when a count leaves its range.
+
+    Changes are applied in order, so the fault names the operation (``first + k``) that took the count out.
+    """
+    np.add.at(state.tx, cubes, change)
+    if (np.abs(state.tx[cubes]) <= MAX_TX_COUNT).all():
+        return
+    before = state.tx.copy()
+    np.subtract.at(before, cubes, change)
+    running = before
+    for k, cube in enumerate(cubes.tolist()):
+        running[cube] += change[k]
+        if abs(running[cube]) > MAX_TX_COUNT:
+            raise BarrierFault(
+                SanitizerKind.TX_COUNT_RANGE,
+                f"the transaction count of {name} becomes {running[cube]} bytes, outside the PTX range "
+                f"[-{MAX_TX_COUNT}, {MAX_TX_COUNT}] (expected minus delivered bytes of one phase); {state.describe(cube)}",
+                first + k,
+            )
 
 
 def token_done(state: BarrierState, name: str, cubes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -154,6 +220,39 @@ def token_done(state: BarrierState, name: str, cubes: np.ndarray, tokens: np.nda
 
 
 def parity_done(state: BarrierState, name: str, cubes: np.ndarray, phases: np.ndarray) -> np.ndarray:
-    """Per unit, whether the current phase's parity differs from the parity of ``phases``."""
+    """Per unit, whether the current phase's parity differs from the parity ``phases`` (each 0 or 1)."""
     require_initialized(state, name, cubes)
-    return (state.phase[cubes] & 1) != (phases & 1)
+    bad = (phases != 0) & (phases != 1)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise BarrierFault(
+            SanitizerKind.WRONG_PARITY,
+            f"phase parity {phases[k]} on {name}: a parity is 0 or 1 (pass phase % 2, not the phase count)",
+            k,
+        )
+    return (state.phase[cubes] & 1) != phases
+
+
+def stuck_parity_wait(state: BarrierState, name: str, cube: int) -> str | None:
+    """Why a parity wait of ``cube`` that nothing can complete any more has the wrong parity, or None.
+
+    Call it once every unit that could arrive waits: it names the wrong parity when the awaited (current)
+    phase has not been reached by any arrival or byte; a phase left short of its arrivals or bytes is a
+    plain deadlock (None).  A parity wait that is not done waits for the current phase, so its parity is
+    the current phase's.
+    """
+    if not state.untouched(cube):
+        return None
+    phase = int(state.phase[cube])
+    parity = phase & 1
+    if phase == 0:
+        hint = (
+            "no phase has completed yet; a wait that must pass on a fresh barrier (a producer waiting for an "
+            f"empty stage) waits with parity {1 - parity}"
+        )
+    else:
+        hint = f"phase {phase - 1} (parity {1 - parity}) completed; a wait for it passes with parity {1 - parity}"
+    return (
+        f"wait_parity({parity}) on {name} can never complete (a deadlock): it waits for phase {phase}, which no "
+        f"unit has arrived at and no copy has reached; {hint}"
+    )

@@ -35,6 +35,7 @@ INTERP = OpTable(
             "plane",
             "sync",
             "tma_exec",
+            "warp_specialize",
             "cmma",
             "mma",
             "wgmma",

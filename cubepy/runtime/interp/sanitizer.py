@@ -36,7 +36,11 @@ except ``report`` which works either way:
   a ``SanitizerError`` of ``kind`` (a ``SanitizerKind``) naming the unit of ``lane`` and the source line.
   The asynchronous barriers (``tma_exec``) report ``BARRIER_DEADLOCK`` (a wait on a phase that cannot
   complete), ``BARRIER_OVERFLOW`` (more arrivals than the phase expects), ``BARRIER_MISUSE`` (used
-  before init, bad arrival count) and ``TMA_MISUSE`` (a copy that breaks a tensor-map rule).
+  before init, bad arrival count), ``WRONG_PARITY``, ``TX_COUNT_RANGE`` (``interp.mbarrier``) and
+  ``TMA_MISUSE`` (a copy that breaks a tensor-map rule); named barriers (``warp_specialize``) report
+  ``NAMED_BARRIER_MISUSE`` and ``BARRIER_DEADLOCK``.
+- ``ctx.sanitizer.proxy`` (``interp.async_proxy``): ordinary writes not yet fenced for the async proxy;
+  a TMA store that reads one is ``MISSING_PROXY_FENCE``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from typing import TYPE_CHECKING, NoReturn
 import numpy as np
 
 from cubepy.errors import SanitizerKind
+from cubepy.runtime.interp.async_proxy import ProxyFenceTracker
 from cubepy.runtime.interp.values import PLANE_SIZE
 
 if TYPE_CHECKING:
@@ -102,6 +107,7 @@ class SharedSanitizer:
         self.plane_epoch = np.zeros((cubes, planes), dtype=np.int32)
         self.instructions: list[Instruction | None] = [None]  # index 0: no instruction
         self._inst_ids: dict[int, int] = {}
+        self.proxy = ProxyFenceTracker(cubes, arena_bytes)  # ordinary writes a TMA store may not read yet
 
     # -- barriers ------------------------------------------------------------------------------
     def sync_cube(self, cubes: np.ndarray) -> None:
@@ -109,6 +115,7 @@ class SharedSanitizer:
         self.writer[cubes] = NOBODY
         self.reader[cubes] = NOBODY
         self.atomic[cubes] = False
+        self.proxy.barrier(cubes)
 
     def sync_plane(self, planes: np.ndarray) -> None:
         """A ``sync_plane`` orders the earlier accesses of the planes ``planes`` (bool (cubes, planes))."""
@@ -307,6 +314,7 @@ class SharedSanitizer:
         self.written[target] = True
         self.writer_epoch[target] = epoch
         self.writer_inst[target] = me
+        self.proxy.generic_write(rows, byte, units, me)
 
     def _raise_if(
         self,

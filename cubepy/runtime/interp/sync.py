@@ -257,7 +257,9 @@ def _check_plane_mask(ctx: Chunk, inst: Instruction, mask_var, mask: Mask) -> No
 
 @implements(ops.SyncProxyShared)
 def sync_proxy_shared(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Shared-memory writes are visible to TMA at once here: nothing to do."""
+    """Shared-memory writes are visible to TMA at once here; the sanitizer records the fence (``async_proxy``)."""
+    if ctx.sanitizer is not None:
+        ctx.sanitizer.proxy.fence(mask.bits.reshape(-1, ctx.topology.units))
 
 
 @implements(*ops.SYNC_CUBE_REDUCTIONS)

@@ -23,8 +23,12 @@ Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
   out of the instruction's range, a wrong map for the copy) raises ``TmaMisuseError`` (kind
   ``TMA_MISUSE``) with the source line and unit: it is both a ``SanitizerError`` and a ``TensorMapError``.
 * Barrier bugs are ``SanitizerError`` of kind ``BARRIER_MISUSE`` (used before init, arrival count out
-  of range, two different counts), ``BARRIER_OVERFLOW`` (more arrivals than the phase waits for) or
+  of range, two different counts), ``BARRIER_OVERFLOW`` (more arrivals than the phase waits for),
+  ``TX_COUNT_RANGE`` (a transaction count outside the PTX range), ``WRONG_PARITY`` (a parity other than
+  0/1, or a parity wait stuck on a phase nothing reached: ``mbarrier.stuck_parity_wait``) or
   ``BARRIER_DEADLOCK`` (a wait that cannot complete).
+* Under ``sanitize=True`` a TMA store checks that ordinary writes of its source were fenced for the
+  async proxy (``interp.async_proxy``); a TMA load's bytes count as async-proxy writes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import Instruction, Variable, ops
+from cubepy.ir.variable import describe_memory
 from cubepy.runtime.interp import async_races, mbarrier, sync, tma
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.mbarrier import BarrierState
@@ -48,6 +53,11 @@ _EXTENSION_KEY = "tma.barriers"
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
+def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
+    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.warp_specialize``)."""
+    return _state(ctx, var)
+
+
 def _state(ctx: Chunk, var: Variable) -> BarrierState:
     states = ctx.extensions.setdefault(_EXTENSION_KEY, {})
     state = states.get(var.id)
@@ -108,10 +118,20 @@ class BarrierPhaseWait(Wait):
         _note_waited(ctx, self.var, self.state, np.flatnonzero(mask.bits))
 
     def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
-        """Which barrier, and the state of the phase the first waiting lane needs."""
-        lane = int(np.argmax(bits))
-        cube = lane // ctx.topology.units
+        """Which barrier, and the state of the phase the first waiting lane needs (or why its parity is wrong)."""
+        cube = int(np.argmax(bits)) // ctx.topology.units
+        wrong = self._wrong_parity(cube)
+        if wrong is not None:
+            return f"{wrong}; {self.state.describe(cube)}"
         return f"wait on {self.var!r} can never complete: {self.state.describe(cube)} ({int(bits.sum())} units wait)"
+
+    def deadlock_kind(self, ctx: Chunk, bits: np.ndarray) -> SanitizerKind:
+        """``WRONG_PARITY`` when the parity names a phase nothing reached (``mbarrier.stuck_parity_wait``)."""
+        cube = int(np.argmax(bits)) // ctx.topology.units
+        return SanitizerKind.BARRIER_DEADLOCK if self._wrong_parity(cube) is None else SanitizerKind.WRONG_PARITY
+
+    def _wrong_parity(self, cube: int) -> str | None:
+        return mbarrier.stuck_parity_wait(self.state, repr(self.var), cube) if self.parity else None
 
 
 def _wait(
@@ -290,9 +310,11 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
         dst = _shared_box(ctx, inst, op, lane, nbytes)
         if races is not None:
             races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
-        land = _load_landing(ctx, inst, state, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
+        land = _load_landing(ctx, inst, state, op.barrier, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")
+        if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
+            ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
         if eager:
             land()
         else:
@@ -302,7 +324,15 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
 
 
 def _load_landing(
-    ctx: Chunk, inst: Instruction, state: BarrierState, write, lane: int, smem: np.ndarray, cube: int, settle: bool
+    ctx: Chunk,
+    inst: Instruction,
+    state: BarrierState,
+    barrier: Variable,
+    write,
+    lane: int,
+    smem: np.ndarray,
+    cube: int,
+    settle: bool,
 ):
     """The landing of one load: ``write(smem)`` moves the bytes, the barrier of ``cube`` is credited.
 
@@ -314,9 +344,8 @@ def _load_landing(
             delivered = write(smem)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
-        state.tx[cube] -= delivered
-        if settle:
-            state.settle()
+        credit = lambda: mbarrier.complete_tx(state, repr(barrier), np.array([cube]), np.array([delivered]), settle)  # noqa: E731
+        _run(ctx, inst, np.array([lane]), credit)
 
     return land
 
@@ -366,7 +395,11 @@ def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     eager = ctx.picker.land_eagerly()
     for lane, cube in zip(lanes.tolist(), _cube_of(ctx, lanes).tolist()):
-        src = _shared_box(ctx, inst, op, lane, _box_bytes(ctx, inst, lane, tm, "tiled", op.rank))
+        nbytes = _box_bytes(ctx, inst, lane, tm, "tiled", op.rank)
+        src = _shared_box(ctx, inst, op, lane, nbytes)
+        if ctx.sanitizer is not None:
+            memory = (describe_memory(op.smem), ctx.shared_offset(op.smem), op.smem.type.size)
+            ctx.sanitizer.proxy.check_store(ctx, inst, lane, src, nbytes, memory)
         land = _store_landing(ctx, inst, tm, _coords(ctx, op.coords, lane), arena[cube], src, lane)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "write")

@@ -1,0 +1,95 @@
+"""Warp-specialization building blocks lower to the PTX the ISA names, and ptxas accepts it for sm_90a.
+
+The expected PTX is written as ``# CHECK`` comments in each kernel, matched by ``filecheck``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import PLANE_POS, UNIT_POS, Array, f32, u32
+
+
+@cp.cube(launch=True)
+def producer_and_consumers(out: Array[f32], consumers: u32):
+    # CHECK: setmaxnreg.dec.sync.aligned.u32 40;
+    # CHECK: bar.arrive 1, 128;
+    # CHECK: setmaxnreg.inc.sync.aligned.u32 232;
+    # CHECK: bar.sync 1, 128;
+    # CHECK: bar.sync 2, {{%r[0-9]+}};
+    if PLANE_POS == 0:
+        cp.setmaxnreg(40, False)
+        cp.named_barrier_arrive(1, 128)
+    else:
+        cp.setmaxnreg(232, True)
+        cp.named_barrier_sync(1, 128)
+    cp.named_barrier_sync(2, consumers)
+    out[UNIT_POS] = f32(1)
+
+
+@cp.cube(launch=True)
+def spin_on_parity(out: Array[f32], parity: u32):
+    # CHECK: mbarrier.init.shared.b64
+    # CHECK: bar.sync 0;
+    # CHECK: [[LOOP:\$L__BB[0-9_]+]]:
+    # CHECK: mbarrier.try_wait.parity.shared.b64 {{%p[0-9]+}}, [barrier0], {{%r[0-9]+}};
+    # CHECK: bra [[LOOP]];
+    bar = cp.Barrier.shared(1, UNIT_POS == 0)
+    while not bar.try_wait_parity(parity):
+        pass
+    out[UNIT_POS] = f32(1)
+
+
+@cp.cube(launch=True)
+def elect_and_fence(out: Array[f32]):
+    # CHECK: elect.sync {{%r[0-9]+}}|{{%p[0-9]+}}, -1;
+    # CHECK: fence.proxy.async.shared::cta;
+    # CHECK: fence.proxy.async.shared::cta;
+    if cp.plane_elect():
+        out[PLANE_POS] = f32(1)
+    cp.fence_proxy_async()
+    cp.sync_async_proxy_shared()
+
+
+def _filecheck(kernel, text: str, tmp_path) -> None:
+    checks = tmp_path / "checks.py"
+    checks.write_text(inspect.getsource(kernel.fn))
+    printed = tmp_path / "out.ptx"
+    printed.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nPTX:\n{text}"
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize(
+    ("kernel", "scalars"),
+    [
+        (producer_and_consumers, (cp.ScalarArg(128, u32),)),
+        (spin_on_parity, (cp.ScalarArg(0, u32),)),
+        (elect_and_fence, ()),
+    ],
+    ids=["named-barriers-setmaxnreg", "try-wait-parity", "elect-fence"],
+)
+def test_ptx_forms_and_ptxas(kernel, scalars, tmp_path):
+    client = cp.client("interp")
+    compiled = kernel.compile(cp.CubeDim(128), cp.ArrayArg(client.zeros(128, f32)), *scalars)
+    assert compiled.cubin  # ptxas assembled it for sm_90a
+    _filecheck(kernel, compiled.ptx, tmp_path)
+
+
+def test_the_cpu_runtime_declares_named_barriers_unsupported_with_the_reason():
+    client = cp.client("cpu")
+    out = client.zeros((128,), np.float32)
+    with pytest.raises(cp.CubeError, match="named barriers .* are not scheduled by the compiled host driver yet"):
+        producer_and_consumers.launch(client, 1, 128, cp.ArrayArg(out), cp.ScalarArg(128, u32))

@@ -173,13 +173,15 @@ MISSING_SYNC_TESTS = textwrap.dedent("""
 
 def test_schedule_reaches_clients_a_test_makes_and_failures_name_it(pytester: pytest.Pytester):
     pytester.makepyfile(test_missing_sync=MISSING_SYNC_TESTS)
-    assert pytester.runpytest(*PLUGIN).ret == pytest.ExitCode.OK  # lockstep hides the missing barrier
+    before = os.environ.get("CUBEPY_SCHEDULE")  # the outer run's --cubepy-schedule sets it too
+    # lockstep hides the missing barrier (named, since the outer run may have set CUBEPY_SCHEDULE)
+    assert pytester.runpytest(*PLUGIN, "--cubepy-schedule=lockstep").ret == pytest.ExitCode.OK
     result = pytester.runpytest(*PLUGIN, "--cubepy-schedule=adversarial")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*ran under the interp schedule adversarial; replay with --cubepy-schedule=adversarial*"]
     )
-    assert "CUBEPY_SCHEDULE" not in os.environ  # the inner session gave the setting back
+    assert os.environ.get("CUBEPY_SCHEDULE") == before  # the inner sessions gave the setting back
 
 
 def test_loading_through_conftest_and_the_command_line_registers_once(pytester: pytest.Pytester):

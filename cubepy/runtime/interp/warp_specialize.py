@@ -62,27 +62,33 @@ class NamedBarrierTable:
 
 
 class NamedBarrierWait(Wait):
-    """Lanes of one cube that wait at named barrier ``barrier_id`` until ``expected`` units arrived."""
+    """Lanes that wait at named barriers (of their cubes) until the barrier's generation moves on."""
 
-    def __init__(self, inst: Instruction, cube: int, barrier_id: int, expected: int, generation: int) -> None:
+    def __init__(self, inst: Instruction, lanes: int) -> None:
         self.inst = inst
-        self.cube = cube  # chunk-relative
-        self.barrier_id = barrier_id
-        self.expected = expected
-        self.generation = generation  # the barrier's generation the lanes wait to see end
+        self.cube = np.zeros(lanes, dtype=np.int64)  # per chunk lane: its cube, its barrier id and
+        self.barrier_id = np.zeros(lanes, dtype=np.int64)  # the generation it waits to see end
+        self.generation = np.zeros(lanes, dtype=np.int64)
+        self.expected = np.zeros(lanes, dtype=np.int64)
+
+    def add(self, lanes: np.ndarray, cube: int, barrier_id: int, generation: int, expected: int) -> None:
+        """Wait ``lanes`` (indices) at barrier ``barrier_id`` of ``cube`` for the end of ``generation``."""
+        self.cube[lanes], self.barrier_id[lanes] = cube, barrier_id
+        self.generation[lanes], self.expected[lanes] = generation, expected
 
     def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
-        """All the waiting lanes once the barrier completed, else none."""
-        if named_barriers(ctx).generation[self.cube, self.barrier_id] > self.generation:
-            return bits
-        return np.zeros_like(bits)
+        """The waiting lanes whose barrier completed."""
+        now = named_barriers(ctx).generation[self.cube, self.barrier_id]
+        return bits & (now > self.generation)
 
     def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
-        """The barrier's id, and the units it expects and has."""
-        arrived = int(named_barriers(ctx).arrived[self.cube, self.barrier_id])
+        """The barrier's id, and the units it expects and has (for the first waiting lane)."""
+        lane = int(np.argmax(bits))
+        cube, barrier_id, expected = int(self.cube[lane]), int(self.barrier_id[lane]), int(self.expected[lane])
+        arrived = int(named_barriers(ctx).arrived[cube, barrier_id])
         return (
-            f"named_barrier_sync can never complete: named barrier {self.barrier_id} expects {self.expected} units "
-            f"and {arrived} arrived ({self.expected - arrived} missing)"
+            f"named_barrier_sync can never complete: named barrier {barrier_id} expects {expected} units "
+            f"and {arrived} arrived ({expected - arrived} missing)"
         )
 
 
@@ -158,6 +164,9 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, waits: bool) -> None:
     counted = np.zeros(lanes.size, dtype=bool)  # one arrival of 32 per plane here (PTX counts warps)
     counted[one_per_plane] = True
     completed = np.zeros(ctx.topology.cubes, dtype=bool)
+    # One wait for every cube here: the executor keeps one pending block per instruction.
+    blocked = np.zeros(ctx.lanes, dtype=bool)
+    wait = NamedBarrierWait(inst, ctx.lanes)
     for cube, barrier_id in sorted(set(zip(cubes.tolist(), ids.tolist()))):
         group = (cubes == cube) & (ids == barrier_id)
         expected = int(counts[group][0])
@@ -187,12 +196,12 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, waits: bool) -> None:
         table.arrived[cube, barrier_id] = arrived
         table.expected[cube, barrier_id] = expected
         if waits:
-            blocked = np.zeros(ctx.lanes, dtype=bool)
             blocked[lanes[group]] = True
-            generation = int(table.generation[cube, barrier_id])
-            ctx.block(blocked, NamedBarrierWait(inst, cube, barrier_id, expected, generation))
+            wait.add(lanes[group], cube, barrier_id, int(table.generation[cube, barrier_id]), expected)
     if ctx.sanitizer is not None and completed.any():  # the barrier orders the cube's earlier accesses
         ctx.sanitizer.sync_cube(completed)
+    if blocked.any():
+        ctx.block(blocked, wait)
 
 
 @implements(ops.NamedBarrierSync)

@@ -307,3 +307,21 @@ def test_plane_elect_picks_the_lowest_unit_of_each_plane(runtime):
 
 def test_fence_proxy_async_is_the_sync_async_proxy_shared_operation():
     assert cp.fence_proxy_async is cp.sync_async_proxy_shared
+
+
+@cp.cube(launch=True)
+def consumer_first_in_every_cube(out: Array[f32]):
+    tile = cp.SharedMemory[f32](32)
+    if PLANE_POS == 0:
+        cp.named_barrier_sync(1, 64)  # runs first in lockstep: must wait in every cube, not only the last
+        out[cp.CUBE_POS * 32 + UNIT_POS] = tile[UNIT_POS]
+    else:
+        tile[UNIT_POS - 32] = f32(cp.CUBE_POS * 100 + UNIT_POS)
+        cp.named_barrier_arrive(1, 64)
+
+
+def test_a_named_barrier_waits_in_every_cube_of_a_launch():
+    out = SANITIZED.zeros((3 * 32,), np.float32)
+    consumer_first_in_every_cube.launch(SANITIZED, 3, 64, cp.ArrayArg(out))
+    expected = (np.arange(3)[:, None] * 100 + np.arange(32)[None, :] + 32).reshape(-1)
+    np.testing.assert_array_equal(SANITIZED.read(out), expected.astype(np.float32))

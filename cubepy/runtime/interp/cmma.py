@@ -16,6 +16,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, ops
+from cubepy.runtime.interp import async_races
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
 
@@ -97,6 +98,24 @@ def cmma_fill(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     _write_fragment(ctx, op.fragment, matrices, active)
 
 
+def _check_async_races(ctx: Chunk, inst: Instruction, ref, index, owner, active: np.ndarray, kind: str) -> None:
+    """Under the sanitizer, a plane's tile access of shared bytes a TMA load fills must follow its barrier wait.
+
+    cmma ops are otherwise *foreign* to the race checker (``interp.sanitizer``); the TMA rules
+    (``interp.async_races``: uncovered access, stage reuse) see their reads and writes here.
+    """
+    races = ctx.extensions.get(async_races.KEY) if ctx.sanitizer is not None and owner is not None else None
+    if races is None:
+        return
+    item_bytes = ref.items.dtype.itemsize * ref.line
+    for plane in np.flatnonzero(active).tolist():
+        first = ref.shared_offset + index[plane].reshape(-1).astype(np.int64) * item_bytes
+        byte = first[:, None] + np.arange(item_bytes)
+        rows = np.full(byte.shape, owner[plane], dtype=np.int64)
+        lanes = np.full(byte.shape[0], plane * PLANE_SIZE, dtype=np.int64)  # the plane's first unit speaks for it
+        races.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
+
+
 @implements(ops.CmmaLoad)
 def cmma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """The fragment := the 16x16 matrix at ``memory[offset..]``."""
@@ -105,6 +124,7 @@ def cmma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ref = ctx.memory(op.memory)
     index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
     values = ref.items[index] if owner is None else ref.items[owner[:, None, None], index]
+    _check_async_races(ctx, inst, ref, index, owner, active, "read")
     _write_fragment(ctx, op.fragment, values, active)
 
 
@@ -127,6 +147,7 @@ def cmma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ref = ctx.memory(op.memory)
     index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
     values = _read_fragment(ctx, op.fragment).astype(numpy_dtype(op.memory.elem))
+    _check_async_races(ctx, inst, ref, index, owner, active, "write")
     for plane in np.flatnonzero(active):
         if owner is None:
             ref.items[index[plane]] = values[plane]

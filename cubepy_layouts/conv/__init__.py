@@ -11,6 +11,7 @@ from cubepy_layouts.conv.tma_im2col import TmaIm2colLayout
 from cubepy_layouts.conv.tma_out_grad import TmaOutGradLayout
 from cubepy_layouts.conv.tma_weight import TmaWeightLayout
 from cubepy_layouts.conv.tma_wgrad import wgrad_tma_launch
+from cubepy_layouts.conv.tma_ws import TmaWsConfig, TmaWsLaunch, fprop_tma_ws_launch, wgrad_tma_ws_launch
 from cubepy_layouts.conv.weight import WeightLayout
 
 __all__ = [
@@ -33,4 +34,8 @@ __all__ = [
     "GemmTiling",
     "TmaGemmConfig",
     "TmaWeightLayout",
+    "TmaWsConfig",
+    "TmaWsLaunch",
+    "fprop_tma_ws_launch",
+    "wgrad_tma_ws_launch",
 ]

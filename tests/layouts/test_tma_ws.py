@@ -36,7 +36,7 @@ def run_fprop(client, problem, dtype, config=None, skip_full_wait=False):
     x, w = inputs(problem.x_shape, dtype, 1), inputs(problem.w_shape, dtype, 2)
     out = client.zeros(problem.out_shape, np.float32)
     launch = fprop_tma_ws_launch(
-        client.create(x), client.create(w), out, problem, config, skip_full_wait=skip_full_wait
+        client.create(x), client.create(w), out, problem, config or TmaWsConfig(), skip_full_wait=skip_full_wait
     )
     launch.launch(client)
     return client.read(out), conv2d_fprop_ref(x.astype(np.float32), w.astype(np.float32), problem)

@@ -294,11 +294,12 @@ def client(
     """The client of runtime ``name`` (default: ``CUBEPY_RUNTIME``, else ``interp``).
 
     ``schedule`` (interp only): how planes interleave and TMA copies land, ``"lockstep"``, ``"random"``
-    (with ``seed``) or ``"adversarial"``; None follows ``CUBEPY_SCHEDULE`` (see docs/runtime/schedules.md).
+    (drawn from ``seed``; the other schedules ignore it) or ``"adversarial"``; None follows
+    ``CUBEPY_SCHEDULE`` (see docs/runtime/schedules.md).
     """
     name = name or config.get("CUBEPY_RUNTIME")
-    if seed is not None and schedule != "random":
-        raise CubeError(f"seed={seed!r} needs schedule='random' (got schedule={schedule!r})")
+    if schedule != "random":
+        seed = None  # only the random schedule draws; the others ignore it (the API's default is seed=0)
     key = (name, sanitize, schedule, seed)
     existing = _clients.get(key)
     if existing is not None:

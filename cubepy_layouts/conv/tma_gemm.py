@@ -60,7 +60,7 @@ def tma_unsupported(problem: ConvolutionProblem, dtype) -> str | None:
 
 
 @cube
-def _issue_stage(bar, lhs, rhs, a_stage, b_stage, m0, n0, k0):
+def issue_stage(bar, lhs, rhs, a_stage, b_stage, m0, n0, k0):
     """The elected unit expects both boxes' bytes and starts both loads onto ``bar``."""
     if UNIT_POS == 0:
         bar.arrive_and_expect_tx(1, u32(2 * TILE_ITEMS * a_stage.elem.size))
@@ -97,7 +97,7 @@ def _tma_gemm_kernel(elem: cp.ScalarType):
         k_tiles = (k + (TILE - 1)) // TILE
         for s in cp.unroll(range(stages)):
             if s < k_tiles:
-                _issue_stage(
+                issue_stage(
                     bars[s],
                     lhs,
                     rhs,
@@ -120,7 +120,7 @@ def _tma_gemm_kernel(elem: cp.ScalarType):
                     # every unit has its registers: the stage may be refilled while the plane multiplies.
                     cp.sync_cube()
                     if tile + stages < k_tiles:
-                        _issue_stage(bars[s], lhs, rhs, a_stage, b_stage, m0, n0, (tile + stages) * TILE)
+                        issue_stage(bars[s], lhs, rhs, a_stage, b_stage, m0, n0, (tile + stages) * TILE)
                     cp.cmma.execute(a, b, acc, acc)
         result = SharedMemory[f32](TILE_ITEMS)
         cp.cmma.store(result, acc, TILE, cp.cmma.MatrixLayout.ROW_MAJOR)

@@ -38,13 +38,11 @@ from cubepy import (
     TensorMap,
     cube,
     f32,
-    u32,
-    usize,
 )
 from cubepy_layouts.chain import Chain
 from cubepy_layouts.conv.problem import ConvolutionProblem
 from cubepy_layouts.conv.tma_fprop import fprop_tma_launch
-from cubepy_layouts.conv.tma_gemm import TILE, TILE_ITEMS, TmaGemmConfig
+from cubepy_layouts.conv.tma_gemm import TILE, TILE_ITEMS, TmaGemmConfig, issue_stage
 from cubepy_layouts.conv.tma_wgrad import wgrad_tma_launch
 from cubepy_layouts.view import View
 from cubepy_layouts.virtual import VirtualLayout
@@ -66,15 +64,6 @@ class TmaWsConfig:
 
 
 DEFAULT_WS_CONFIG = TmaWsConfig()
-
-
-@cube
-def _fill(full, lhs, rhs, a_stage, b_stage, m0, n0, k0):
-    """The elected producer unit expects both boxes' bytes on ``full`` and starts both loads."""
-    if UNIT_POS == 0:
-        full.arrive_and_expect_tx(1, u32(2 * TILE_ITEMS * a_stage.elem.size))
-        lhs.tensor_map_load(full, a_stage, (usize(0), m0, k0))
-        rhs.tensor_map_load(full, b_stage, (usize(0), k0, n0))
 
 
 def _tma_ws_kernel(elem: cp.ScalarType):
@@ -112,7 +101,7 @@ def _tma_ws_kernel(elem: cp.ScalarType):
                     tile = round_start + s
                     if tile < k_tiles:
                         empty[s].wait_parity(parity ^ 1)
-                        _fill(
+                        issue_stage(
                             full[s],
                             lhs,
                             rhs,

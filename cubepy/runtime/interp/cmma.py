@@ -27,25 +27,33 @@ SIDE = 16
 SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emulation
 
 
-def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
-    """The planes that execute ``inst`` (a bool per plane); a partial plane is a ``PARTIAL_PLANE`` bug."""
-    if ctx.topology.units % PLANE_SIZE:
+def whole_groups(ctx: Chunk, inst: Instruction, mask: Mask, size: int, group: str, kind: SanitizerKind) -> np.ndarray:
+    """The groups of ``size`` consecutive units (planes, warpgroups) that run ``inst``, a bool per group.
+
+    Cooperative ops need whole groups: a cube that is not made of them, or a group only partly here, fails
+    with ``kind``.
+    """
+    what = inst.operation.name.split("_")[0]
+    if ctx.topology.units % size:
         ctx.fail(
             inst,
-            f"cmma needs whole planes: the cube has {ctx.topology.units} units, not a multiple of {PLANE_SIZE}",
+            f"{what} needs whole {group}s: the cube has {ctx.topology.units} units, not a multiple of {size}",
             0,
-            kind=SanitizerKind.PARTIAL_PLANE,
+            kind=kind,
         )
-    bits = mask.bits.reshape(-1, PLANE_SIZE)
+    bits = mask.bits.reshape(-1, size)
     active = bits.any(axis=1)
     partial = active & ~bits.all(axis=1)
     if partial.any():
-        plane = int(np.argmax(partial))
-        lane = plane * PLANE_SIZE + int(np.argmin(bits[plane]))
-        ctx.fail(
-            inst, "cmma is cooperative: every unit of the plane must execute it", lane, kind=SanitizerKind.PARTIAL_PLANE
-        )
+        index = int(np.argmax(partial))
+        lane = index * size + int(np.argmin(bits[index]))
+        ctx.fail(inst, f"{what} is cooperative: every unit of the {group} must execute it", lane, kind=kind)
     return active
+
+
+def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
+    """The planes that execute ``inst`` (a bool per plane); a partial plane is a ``PARTIAL_PLANE`` bug."""
+    return whole_groups(ctx, inst, mask, PLANE_SIZE, "plane", SanitizerKind.PARTIAL_PLANE)
 
 
 def _read_fragment(ctx: Chunk, var: Variable) -> np.ndarray:

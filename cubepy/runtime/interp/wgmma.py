@@ -31,6 +31,7 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 from cubepy.ir import F32, ElemType, Instruction, Variable, VarKind, ops
 from cubepy.ir.ops.wgmma import WARPGROUP, a_position, a_register_count, accumulator_position, wgmma_k
+from cubepy.runtime.interp.cmma import whole_groups
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import Handler, blocking, implements
 from cubepy.runtime.interp.sanitizer import SELF_REPORTING
@@ -163,21 +164,7 @@ def _gathered(body: Handler) -> Handler:
 # -- checks ---------------------------------------------------------------------------------------------
 def _warpgroups(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
     """The indices of the chunk's warpgroups that run ``inst``; every unit of each must."""
-    if ctx.topology.units % WARPGROUP:
-        ctx.fail(
-            inst,
-            f"wgmma needs whole warpgroups: the cube has {ctx.topology.units} units, not a multiple of {WARPGROUP}",
-            0,
-            kind=SanitizerKind.WGMMA_MISUSE,
-        )
-    bits = mask.bits.reshape(-1, WARPGROUP)
-    active = bits.any(axis=1)
-    partial = active & ~bits.all(axis=1)
-    if partial.any():
-        group = int(np.argmax(partial))
-        lane = group * WARPGROUP + int(np.argmin(bits[group]))
-        ctx.fail(inst, "every unit of the warpgroup must execute a wgmma", lane, kind=SanitizerKind.WGMMA_MISUSE)
-    return np.flatnonzero(active)
+    return np.flatnonzero(whole_groups(ctx, inst, mask, WARPGROUP, "warpgroup", SanitizerKind.WGMMA_MISUSE))
 
 
 def _uniform(ctx: Chunk, inst: Instruction, var: Variable, group: int, what: str) -> int:

@@ -324,7 +324,7 @@ def half_a_warpgroup(out: Array[f32]):
     ("kernel", "detail"),
     [
         (misaligned_swizzled_tile, "128B-swizzled tile starts at shared byte 128"),
-        (half_a_warpgroup, "every unit of the warpgroup must execute a wgmma"),
+        (half_a_warpgroup, "wgmma is cooperative: every unit of the warpgroup must execute it"),
     ],
 )
 def test_misuse_is_reported(kernel, detail):

@@ -1,0 +1,75 @@
+"""The warp-specialized wgmma GEMM (TMA 128B-swizzled stages, full/empty barriers) against float64 numpy."""
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy_layouts.matmul import WgmmaGemmConfig, wgmma_gemm_launch, wgmma_matmul
+
+# Odd M and N (ragged blocks), K not a multiple of the 64-wide k tile, and K = 200 (4 k tiles: the
+# 3-stage ring wraps).
+SHAPES = [(70, 40, 48), (100, 72, 200)]
+IN_DTYPES = {"f16": np.float16, "bf16": cp.bf16.numpy}
+
+
+def operands(m, n, k, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((n, k)).astype(dtype)
+
+
+def reference(a, b_t):
+    return a.astype(np.float64) @ b_t.astype(np.float64).T
+
+
+def bound(a, b_t, out_dtype):
+    """f32 accumulation of exact products (interp and tensor cores), then the output's own rounding."""
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b_t.astype(np.float64)).T
+    accumulate = a.shape[1] * 2.0**-23 * magnitude
+    rounding = {np.float32: 0.0, np.float16: 2.0**-11, "bf16": 2.0**-8}[out_dtype]
+    return accumulate + rounding * np.abs(reference(a, b_t)) + 1e-30
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", ["f16", "bf16"])
+def test_matches_numpy(client, shape, name):
+    a, b_t = operands(*shape, IN_DTYPES[name])
+    got = client.read(wgmma_matmul(client, client.create(a), client.create(b_t)))
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
+
+
+@pytest.mark.parametrize(("out_dtype", "key"), [(np.float16, np.float16), (cp.bf16.numpy, "bf16")], ids=["f16", "bf16"])
+def test_half_precision_outputs(client, out_dtype, key):
+    a, b_t = operands(*SHAPES[0], np.float16, seed=1)
+    got = client.read(wgmma_matmul(client, client.create(a), client.create(b_t), out_dtype)).astype(np.float64)
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, key)).all()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"schedule": "random", "seed": 1}, {"schedule": "random", "seed": 2}, {"schedule": "adversarial"}],
+    ids=["random:1", "random:2", "adversarial"],
+)
+def test_every_schedule_gives_the_result_with_the_sanitizer_silent(options):
+    client = cp.client("interp", sanitize=True, **options)
+    a, b_t = operands(*SHAPES[1], np.float16, seed=2)
+    got = client.read(wgmma_matmul(client, client.create(a), client.create(b_t), config=WgmmaGemmConfig(stages=2)))
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
+
+
+def test_k_must_give_16_byte_rows():
+    client = cp.client("interp")
+    with pytest.raises(cp.LaunchError, match="K \\(12\\) must be a multiple of 8"):
+        wgmma_gemm_launch(
+            client.zeros((8, 12), np.float16), client.zeros((8, 12), np.float16), client.zeros((8, 8), np.float32)
+        )
+
+
+def test_ptx_has_wgmma_and_tma_and_assembles_without_spills():
+    client = cp.client("interp")
+    a, b_t = operands(*SHAPES[1], np.float16)
+    compiled = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((100, 72), np.float32)).compile()
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in compiled.ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in compiled.ptx
+    if compiled.resources is None:
+        pytest.skip("ptxas is not available: the PTX was not assembled")
+    assert compiled.resources.spill_store_bytes == 0 and compiled.resources.stack_bytes == 0

@@ -7,7 +7,10 @@ For a person with a GPU.  It runs, within a time budget (8 minutes by default):
    outcome of every test case; plus the cuda runtime's own GPU tests (``tests/runtime/cuda -m gpu``);
 2. every ``examples/*.py`` module's ``run(client)`` on both runtimes, comparing the errors they report;
 3. a TMA weight-gradient convolution (``cubepy_layouts.conv.conv2d_wgrad``) against
-   ``torch.nn.grad.conv2d_weight``, checked and timed, when torch and that module exist.
+   ``torch.nn.grad.conv2d_weight``, checked and timed, when torch and that module exist;
+4. the warp-specialized wgmma GEMM (``cubepy_layouts.matmul.wgmma_matmul``) against the interp on a
+   ragged shape, and against ``torch.matmul`` (cuBLAS) in bf16 at 4096^3 and two ragged shapes, with
+   TFLOP/s beside cuBLAS's (``cubepy.devcheck_gemm``).
 
 Each phase runs in its own process, so a kernel fault that poisons the CUDA context (or a crash) costs
 one phase, not the run.  The JSON report (``devcheck_report.json``, ``--report PATH``) holds the device,
@@ -429,7 +432,14 @@ def _torch_time_ms(torch: Any, work, repeat: int = 10) -> float:
     return best
 
 
-PHASES = {"examples": examples_phase, "wgrad": wgrad_phase}
+def gemm_phase() -> list[dict]:
+    """The wgmma GEMM against the interp and torch.matmul (``cubepy.devcheck_gemm``)."""
+    from cubepy.devcheck_gemm import gemm_phase as run
+
+    return run()
+
+
+PHASES = {"examples": examples_phase, "wgrad": wgrad_phase, "gemm": gemm_phase}
 
 
 def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict]:
@@ -488,6 +498,11 @@ def print_summary(report: dict) -> None:
                 + (f"  -- {detail[0][:160]}" if detail else "")
             )
     for case in report.get("cases", []):
+        if case.get("suite") == "gemm" and "cubepy_tflops" in case:
+            print(
+                f"  gemm {case['name']}: cubepy {case['cubepy_tflops']} TFLOP/s, cuBLAS {case['torch_tflops']} "
+                f"TFLOP/s ({case['ratio_to_cublas']}x)"
+            )
         if case.get("suite") == "wgrad" and "cubepy_ms" in case:
             print(
                 f"  wgrad {case['name']}: cubepy {case['cubepy_ms']} ms ({case['cubepy_tflops']} TFLOP/s), "
@@ -502,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="devcheck_report.json", help="where to write the JSON report")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole check")
     parser.add_argument("--jobs", type=int, default=4, help="pytest-xdist workers per pytest run (1: none)")
-    parser.add_argument("--skip", default="", help="comma-separated phases to leave out: pytest,examples,wgrad")
+    parser.add_argument("--skip", default="", help="comma-separated phases to leave out: pytest,examples,wgrad,gemm")
     parser.add_argument("--list", action="store_true", help="print what would run and exit")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-output", help=argparse.SUPPRESS)
@@ -551,7 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         if "examples" not in skip:
             report["cases"] += run_phase_subprocess("examples", started + 0.85 * args.budget, workdir)
         if "wgrad" not in skip:
-            report["cases"] += run_phase_subprocess("wgrad", deadline, workdir)
+            report["cases"] += run_phase_subprocess("wgrad", started + 0.93 * args.budget, workdir)
+        if "gemm" not in skip:
+            report["cases"] += run_phase_subprocess("gemm", deadline, workdir)
     report["summary"] = summarize(report["cases"])
     failed = any(case["status"] in ("fail", "fail_both", "error") for case in report["cases"])
     report["status"] = "failed" if failed else "passed"

@@ -115,3 +115,17 @@ def test_the_pytest_phase_runs_both_runtimes_and_compares(tmp_path, monkeypatch)
     assert "assert 'cuda' == 'interp'" in by_name["test_gpu_only_bug"]["detail"]
     assert by_name["test_skipped_on_gpu"]["status"] == "skip"
     assert notes["interp"]["returncode"] == 0 and notes["cuda"]["returncode"] == 1
+
+
+def test_the_gemm_phase_compares_a_runtime_with_the_interp():
+    # Without a GPU the comparison runs interp against interp: the harness, not the device, is under test.
+    import numpy as np
+
+    import cubepy as cp
+    from cubepy.devcheck_gemm import _against_interp
+    from cubepy_layouts.matmul import wgmma_matmul
+
+    interp = cp.client("interp")
+    case = _against_interp(np, wgmma_matmul, interp, interp)
+    assert case["status"] == "pass" and case["max_excess_over_bound"] <= 0, case
+    assert "gemm" in devcheck.PHASES

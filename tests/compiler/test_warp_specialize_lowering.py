@@ -88,8 +88,9 @@ def test_ptx_forms_and_ptxas(kernel, scalars, tmp_path):
     _filecheck(kernel, compiled.ptx, tmp_path)
 
 
-def test_the_cpu_runtime_declares_named_barriers_unsupported_with_the_reason():
-    client = cp.client("cpu")
-    out = client.zeros((128,), np.float32)
-    with pytest.raises(cp.CubeError, match="named barriers .* are not scheduled by the compiled host driver yet"):
-        producer_and_consumers.launch(client, 1, 128, cp.ArrayArg(out), cp.ScalarArg(128, u32))
+def test_the_same_kernel_runs_on_the_cpu_runtime_and_the_interp():
+    for runtime in ("cpu", "interp"):
+        client = cp.client(runtime)
+        out = client.zeros((128,), np.float32)
+        producer_and_consumers.launch(client, 2, 128, cp.ArrayArg(out), cp.ScalarArg(128, u32))
+        assert client.read(out).tolist() == [1.0] * 128, runtime

@@ -47,8 +47,7 @@ def in_memory(matrix: np.ndarray, layout: str) -> np.ndarray:
 
 @pytest.mark.parametrize("elem", [f16, bf16])
 @pytest.mark.parametrize("layouts", [("row", "row", "row"), ("col", "row", "col"), ("row", "col", "row")])
-def test_matmul_on_one_plane(elem, layouts):
-    client = cp.client("interp")
+def test_matmul_on_one_plane(client, elem, layouts):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((16, 16)).astype(elem.numpy)
     b = rng.standard_normal((16, 16)).astype(elem.numpy)
@@ -76,8 +75,7 @@ def fill_and_cast(out: Array[f16], value: f32):
     cp.cmma.store(out.slice(cp.PLANE_POS * 256, cp.PLANE_POS * 256 + 256), half, 16, Layout.ROW_MAJOR)
 
 
-def test_fill_cast_and_planes():
-    client = cp.client("interp")
+def test_fill_cast_and_planes(client):
     out = client.zeros((512,), np.float16)
     fill_and_cast.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(out), 1.5)
     assert client.read(out).tolist() == [1.5] * 256 + [2.5] * 256
@@ -91,8 +89,7 @@ def diverged(out: Array[f32]):
     cp.cmma.store(out, acc, 16, Layout.ROW_MAJOR)
 
 
-def test_every_unit_of_the_plane_must_take_part():
-    client = cp.client("interp")
+def test_every_unit_of_the_plane_must_take_part(client):
     with pytest.raises(cp.SanitizerError, match="cooperative"):
         diverged.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(client.zeros((256,), np.float32)))
 

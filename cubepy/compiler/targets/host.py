@@ -19,8 +19,11 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 
 * TMA copies and mbarriers call the runtime's emulation (``host_async``); a wait that is not done suspends
   with state ``AT_MBARRIER``.
-* ``mma_sync``, ``ldmatrix`` and ``stmatrix`` publish their operands to the runtime's emulation and
-  suspend as plane collectives (``host_mma``).
+* ``mma_sync``, ``ldmatrix``, ``stmatrix`` and cmma tile loads, products and stores publish their
+  operands to the runtime's emulation and suspend as plane collectives (``host_mma``).
+
+* Named barriers keep their state in 16 rows of the cube's shared block and call the runtime too; a
+  ``named_barrier_sync`` that is not complete waits as an mbarrier wait does (``host_async``).
 
 Warpgroup MMA (wgmma) is not supported by this target yet (``unsupported_reason``).
 """
@@ -47,17 +50,19 @@ CTX_CTAID, CTX_NCTAID = 56, 68
 # Barrier-state changes so far (i32, the driver re-tests waiting units after one); the cube's fault: 0, or
 # 1 + the unit found deadlocked at an mbarrier wait, or -1 when an emulated operation raised (i32).
 CTX_EPOCH, CTX_FAULT = 80, 84
-CTX_BYTES = 88
+# The per-unit coroutine frames (ptr per unit, null until the unit's first cube allocates it): a worker reuses
+# them cube after cube instead of an aligned_alloc/free pair per unit per cube; the runtime frees them.
+CTX_FRAMES = 88
+CTX_BYTES = 96
 RUNNABLE, AT_BARRIER, AT_PLANE, DONE, AT_MBARRIER = 0, 1, 2, 3, 4
 BARRIER_ROW_BYTES = 40  # an mbarrier's emulated state (cubepy.runtime.interp.mbarrier.ROW_BYTES)
+NAMED_ROW_BYTES = 24  # a named barrier's state: units arrived, units expected, generation (i64 each)
 DRIVER_NAME = "cubepy_run_cubes"
 PLANE = 32
 SHARED_ALIGN = 64
 FRAME_ALIGN = 64
 
-_CMMA_REASON = "tensor-core fragments (cmma) are not emulated by the compiled host code yet (the interp runs them)"
 UNSUPPORTED: dict[type, str] = {
-    **{op: _CMMA_REASON for op in (ops.CmmaFill, ops.CmmaLoad, ops.CmmaExecute, ops.CmmaStore, ops.CmmaCast)},
     # The lowering emits NVVM intrinsics for these (bar.red, match.sync) that the host back end cannot select.
     **{
         op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "
@@ -68,13 +73,6 @@ UNSUPPORTED: dict[type, str] = {
     **{
         op: "warpgroup MMA (wgmma) lowers to PTX inline assembly and has no host emulation yet; use the interp runtime"
         for op in (ops.WgmmaDescriptor, ops.WgmmaMmaAsync, ops.WgmmaFence, ops.WgmmaCommitGroup, ops.WgmmaWaitGroup)
-    },
-    # The driver releases a barrier only when every unit of the cube waits there; a named barrier of a
-    # subset of the units (and bar.arrive, which does not wait) needs a scheduler of planes it has not.
-    **{
-        op: "named barriers (bar.sync/bar.arrive with an id and a unit count) are not scheduled by the compiled "
-        "host driver yet; use the interp runtime"
-        for op in (ops.NamedBarrierSync, ops.NamedBarrierArrive)
     },
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
@@ -141,24 +139,71 @@ def _invariant(load: ir.Value) -> ir.Value:
     return load
 
 
-def needs_coroutines(definition: KernelDefinition) -> bool:
-    """Whether some unit may have to wait for others (a barrier, an mbarrier wait or a plane operation)."""
-    waits: tuple[type[Operation], ...] = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp, ops.BarrierInit)
-    waits += (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity)
-    waits += (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
-    return any(isinstance(inst.operation, waits) for inst in walk(definition.body))
+_WAITS: dict[str, tuple[type[Operation], ...]] = {
+    "barrier": (ops.SyncCube, ops.BarrierInit),  # barrier_init syncs the cube
+    "plane": (
+        (ops.SyncPlane, ops.PlaneOp)
+        + (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
+        + (ops.CmmaFill, ops.CmmaLoad, ops.CmmaStore, ops.CmmaExecute, ops.CmmaCast)
+    ),
+    # named_barrier_sync waits as an mbarrier wait does: test, suspend, test again after a state change
+    "mbarrier": (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity, ops.NamedBarrierSync),
+}
+
+
+def suspension_kinds(definition: KernelDefinition) -> frozenset[str]:
+    """Where a unit may have to wait for others: ``barrier``, ``plane`` and/or ``mbarrier`` (empty: never)."""
+    found = {type(inst.operation) for inst in walk(definition.body)}
+    return frozenset(kind for kind, waits in _WAITS.items() if any(issubclass(cls, waits) for cls in found))
+
+
+def _frame_allocator(module: ir.Module) -> ir.Function:
+    """``ptr cubepy.frame(ptr slot, i64 bytes)``: the frame in ``*slot``, allocated on the slot's first use.
+
+    A function of its own so that the coroutine's entry block keeps no branch (its allocas stay there)."""
+    existing = module.globals.get("cubepy.frame")
+    if existing is not None:
+        return existing
+    fn = ir.Function(module, ir.FunctionType(PTR, [PTR, I64]), "cubepy.frame")
+    fn.linkage = "internal"
+    slot, size = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    cached = b.load(slot, typ=PTR, name="cached")
+    fresh, done = fn.append_basic_block("fresh"), fn.append_basic_block("done")
+    b.cbranch(b.icmp_unsigned("==", cached, ir.Constant(PTR, None)), fresh, done)
+    b.position_at_end(fresh)
+    allocate = module.globals.get("aligned_alloc") or ir.Function(
+        module, ir.FunctionType(PTR, [I64, I64]), "aligned_alloc"
+    )
+    memory = b.call(allocate, [ir.Constant(I64, FRAME_ALIGN), size])
+    b.store(memory, slot)
+    b.branch(done)
+    b.position_at_end(done)
+    result = b.phi(PTR)
+    result.add_incoming(cached, b.function.blocks[0])
+    result.add_incoming(memory, fresh)
+    b.ret(result)
+    return fn
+
+
+NAMED_KEY = (VarKind.BARRIER, -1)  # the named barriers' rows in ``shared_layout``
 
 
 def shared_layout(definition: KernelDefinition, lw: KernelLowering) -> tuple[dict[tuple[VarKind, int], int], int]:
     """Byte offset of every shared memory and mbarrier state row in the cube's shared block, and the block's size.
 
-    The barrier rows come last, one after another (the driver zeroes them when a cube starts)."""
+    The barrier rows come last, one after another (the driver zeroes them when a cube starts), then, in a
+    kernel with named barriers, their 16 rows (key ``NAMED_KEY``)."""
     offsets, end = lw._shared_layout()
     placed = {(VarKind.SHARED, var_id): offset for var_id, offset in offsets.items()}
     end = -(-end // 8) * 8
     for var in definition.barriers:
         placed[(VarKind.BARRIER, var.id)] = end
         end += BARRIER_ROW_BYTES
+    named = (ops.NamedBarrierSync, ops.NamedBarrierArrive)
+    if any(isinstance(inst.operation, named) for inst in walk(definition.body)):
+        placed[NAMED_KEY] = end
+        end += ops.NAMED_BARRIERS * NAMED_ROW_BYTES
     return placed, end
 
 
@@ -173,7 +218,8 @@ class HostTarget:
         self.reports_out_of_bounds = report_out_of_bounds
         self.triple = triple
         self.data_layout = data_layout
-        self.coroutine = needs_coroutines(definition)
+        self.suspends = suspension_kinds(definition)
+        self.coroutine = bool(self.suspends)
         self.shared_bytes = 0
         self.placed: dict[tuple[VarKind, int], int] = {}
         self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
@@ -246,7 +292,8 @@ class HostTarget:
         size = lw.call_in(b, "llvm.coro.size.i64", I64, [])
         # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
         rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
-        memory = lw.call_in(b, "aligned_alloc", PTR, [ir.Constant(I64, FRAME_ALIGN), rounded])
+        frames = self._ctx_load(b, CTX_FRAMES, PTR, "frames")
+        memory = b.call(_frame_allocator(lw.module), [b.gep(frames, [unit64], source_etype=PTR), rounded])
         self.handle = lw.call_in(b, "llvm.coro.begin", PTR, [self.coro_id, memory])
         self._ret_block = fn.append_basic_block("coro.ret")
         self._cleanup_block = fn.append_basic_block("coro.cleanup")
@@ -256,11 +303,13 @@ class HostTarget:
         """Shared memories and mbarriers at their offsets in the cube's shared block; local arrays as allocas."""
         placed, self.shared_bytes = shared_layout(lw.definition, lw)
         self.placed = placed
-        rows = [offset for (kind, _), offset in placed.items() if kind is VarKind.BARRIER]
+        rows = [offset for key, offset in placed.items() if key[0] is VarKind.BARRIER]
         if rows:
-            self.barrier_rows = (min(rows), len(rows) * BARRIER_ROW_BYTES)
+            self.barrier_rows = (min(rows), self.shared_bytes - min(rows))
         b = lw.alloca_builder
         for key, offset in placed.items():
+            if key == NAMED_KEY:
+                continue
             lw.memories[key] = b.gep(
                 self.shared, [ir.Constant(I64, offset)], source_etype=I8, name=f"{key[0].value}{key[1]}"
             )
@@ -421,18 +470,16 @@ class HostTarget:
             switch = b.switch(final, self._ret_block)
             switch.add_case(ir.Constant(I8, 0), self._cleanup_block)
             switch.add_case(ir.Constant(I8, 1), self._cleanup_block)
-            b = ir.IRBuilder(self._cleanup_block)
-            memory = lw.call_in(b, "llvm.coro.free", PTR, [self.coro_id, self.handle])
-            lw.call_in(b, "free", lt.VOID, [memory])
+            b = ir.IRBuilder(self._cleanup_block)  # the frame stays with its unit slot (CTX_FRAMES)
             b.branch(self._ret_block)
             b = ir.IRBuilder(self._ret_block)
             lw.call_in(b, "llvm.coro.end", lt.VOID, [self.handle, ir.Constant(lt.I1, 0), none])
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
 
-        emit_driver(lw.module, lw.function, lw.definition, self.coroutine, self.barrier_rows)
+        emit_driver(lw.module, lw.function, lw.definition, self.suspends, self.barrier_rows)
 
     def unsupported_reason(self, operation: Operation) -> str | None:
-        """cmma and debug_print are not compiled for the host yet."""
+        """Why the host cannot compile ``operation`` (wgmma, named barriers, debug_print, ...), or None."""
         cls = type(operation)
         return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

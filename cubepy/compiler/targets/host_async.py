@@ -44,6 +44,7 @@ class HostCall:
     """One TMA or mbarrier instruction of a host kernel, as the runtime's emulation needs to know it."""
 
     # init | arrive | arrive_expect_tx | expect_tx | wait | wait_parity | load | load_im2col | store,
+    # named_arrive | named_wait (named barriers: barrier_offset is their rows' offset),
     # or oob_read | oob_write: a checked access that missed, reported under sanitize=True
     kind: str
     name: str  # the operation's name (tma_load, barrier_wait, ...)
@@ -136,15 +137,14 @@ def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     _changed(lw)
 
 
-def _wait(lw: KernelLowering, inst: Instruction, kind: str, operand: Variable) -> None:
+def _wait(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static) -> None:
     """Test the phase; while it is not complete, suspend (state AT_MBARRIER) and test again when resumed."""
     target: HostTarget = lw.target  # type: ignore[assignment]
     b = lw.builder
-    value = _wide(lw, operand)
     test, waiting, done = lw.new_block("mbarrier.test"), lw.new_block("mbarrier.suspend"), lw.new_block("mbarrier.done")
     b.branch(test)
     b.position_at_end(test)
-    result = _call(lw, kind, inst, [value])
+    result = _call(lw, kind, inst, operands, **static)
     b.cbranch(b.icmp_unsigned("!=", result, ir.Constant(I64, 0)), done, waiting)
     b.position_at_end(waiting)
     target.suspend_on_mbarrier(lw, len(target.host_calls) - 1)
@@ -154,12 +154,12 @@ def _wait(lw: KernelLowering, inst: Instruction, kind: str, operand: Variable) -
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the token's phase has completed."""
-    _wait(lw, inst, "wait", cast(ops.BarrierWait, inst.operation).token)
+    _wait(lw, inst, "wait", [_wide(lw, cast(ops.BarrierWait, inst.operation).token)])
 
 
 def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the current phase's parity differs from the operand's."""
-    _wait(lw, inst, "wait_parity", cast(ops.BarrierWaitParity, inst.operation).phase)
+    _wait(lw, inst, "wait_parity", [_wide(lw, cast(ops.BarrierWaitParity, inst.operation).phase)])
 
 
 def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
@@ -180,6 +180,30 @@ def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None
     b.branch(join)
     b.position_at_end(join)
     lw.define(inst.out, done)
+
+
+def _named_operands(lw: KernelLowering, inst: Instruction) -> tuple[list[ir.Value], dict]:
+    from cubepy.compiler.targets.host import NAMED_KEY
+
+    op = cast("ops.NamedBarrierSync | ops.NamedBarrierArrive", inst.operation)
+    target: HostTarget = lw.target  # type: ignore[assignment]
+    return [_wide(lw, op.barrier_id), _wide(lw, op.units)], {"barrier_offset": target.placed[NAMED_KEY]}
+
+
+def lower_named_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
+    """``bar.arrive``: count this unit's arrival and go on."""
+    operands, static = _named_operands(lw, inst)
+    _call(lw, "named_arrive", inst, operands, **static)
+    _changed(lw)
+
+
+def lower_named_barrier_sync(lw: KernelLowering, inst: Instruction) -> None:
+    """``bar.sync``: count this unit's arrival (the call returns the barrier's generation), then wait until that
+    generation has completed, as an mbarrier wait does."""
+    operands, static = _named_operands(lw, inst)
+    generation = _call(lw, "named_arrive", inst, operands, **static)
+    _changed(lw)
+    _wait(lw, inst, "named_wait", [operands[0], generation], **static)
 
 
 def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
@@ -220,6 +244,8 @@ HOST_LOWERINGS = {
     ops.BarrierWait: lower_barrier_wait,
     ops.BarrierWaitParity: lower_barrier_wait_parity,
     ops.BarrierTryWaitParity: lower_barrier_try_wait_parity,
+    ops.NamedBarrierArrive: lower_named_barrier_arrive,
+    ops.NamedBarrierSync: lower_named_barrier_sync,
     ops.TmaLoad: lower_tma_load,
     ops.TmaLoadIm2col: lower_tma_load_im2col,
     ops.TmaStore: lower_tma_store,

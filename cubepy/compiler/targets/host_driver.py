@@ -2,7 +2,9 @@
 
 For each linear cube index it writes ``ctaid`` into the cube context and runs every unit: in a plain
 loop when the kernel has no suspension points, else as the round-robin coroutine scheduler described in
-``cubepy.compiler.targets.host``.
+``cubepy.compiler.targets.host``.  The scheduler has only the parts the kernel's suspension kinds need: a
+kernel whose units wait only at ``sync_cube`` resumes every unit not done, round after round (each
+round takes the whole cube from one barrier to the next), with no plane or mbarrier bookkeeping.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cubepy.compiler.targets.host import (
     CTX_SITE,
     CTX_SNAPSHOT,
     CTX_STATE,
+    DONE,
     DRIVER_NAME,
     PLANE,
     RUNNABLE,
@@ -93,10 +96,12 @@ def emit_driver(
     module: ir.Module,
     unit: ir.Function,
     definition: KernelDefinition,
-    coroutine: bool,
+    suspends: frozenset[str],
     barrier_rows: tuple[int, int] = (0, 0),
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
+
+    ``suspends``: where units wait (``host.suspension_kinds``); empty for a plain function.
 
     ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
     are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
@@ -112,6 +117,7 @@ def emit_driver(
         return b.gep(cube, [_const(offset, I64)], source_etype=I8)
 
     nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + 4), typ=I32)
+    coroutine = bool(suspends)
     arrays = {}
     if coroutine:
         for name, offset in (
@@ -138,7 +144,10 @@ def emit_driver(
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return
-        _schedule(e, unit, params, cube, arrays, units, ctaid)
+        if suspends == {"barrier"}:
+            _schedule_barriers(e, unit, params, cube, arrays, units, ctaid)
+        else:
+            _schedule(e, unit, params, cube, arrays, units, ctaid, suspends)
 
     def run_unless_failed(linear: ir.Value) -> None:
         healthy = b.icmp_signed("==", b.load(ctx(CTX_FAULT), typ=I32), _const(0))
@@ -150,8 +159,65 @@ def emit_driver(
     return fn
 
 
-def _schedule(
+def _coroutine_intrinsic(module: ir.Module, name: str) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(lt.VOID, [PTR]), name)
+
+
+def _start_units(
+    e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, handles: ir.Value, units: int, ctaid: list
+) -> None:
+    """Call every unit's ramp (it runs to its first suspension) and keep its coroutine handle."""
+    b = e.b
+    e.loop(
+        _const(0), _const(units), lambda u: b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
+    )
+
+
+def _destroy_units(e: _Emitter, unit: ir.Function, handles: ir.Value, units: int) -> None:
+    b = e.b
+    destroy = _coroutine_intrinsic(unit.module, "llvm.coro.destroy")
+    e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
+
+
+def _schedule_barriers(
     e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int, ctaid: list[ir.Value]
+) -> None:
+    """Units that wait only at ``sync_cube``: after a round every unit is at a barrier or done, so the next
+    round resumes every unit not done; the cube ends after a round that leaves none waiting."""
+    b = e.b
+    state, handles = arrays["state"], arrays["handles"]
+    _start_units(e, unit, params, cube, handles, units, ctaid)
+    resume = _coroutine_intrinsic(unit.module, "llvm.coro.resume")
+    head, after = e.block("round"), e.block("rounds.done")
+    b.branch(head)
+    b.position_at_end(head)
+    waiting = e.var(I1, _const(0, I1), "waiting")
+
+    def step(u: ir.Value) -> None:
+        slot = e.element(state, u, I32)
+
+        def go() -> None:
+            b.call(resume, [b.load(e.element(handles, u, PTR), typ=PTR)])
+            still = b.icmp_unsigned("!=", b.load(slot, typ=I32), _const(DONE))
+            b.store(b.or_(e.load(waiting, I1), still), waiting)
+
+        e.when(b.icmp_unsigned("!=", b.load(slot, typ=I32), _const(DONE)), go)
+
+    e.loop(_const(0), _const(units), step)
+    b.cbranch(e.load(waiting, I1), head, after)
+    b.position_at_end(after)
+    _destroy_units(e, unit, handles, units)
+
+
+def _schedule(
+    e: _Emitter,
+    unit: ir.Function,
+    params: ir.Value,
+    cube: ir.Value,
+    arrays: dict,
+    units: int,
+    ctaid: list[ir.Value],
+    suspends: frozenset[str],
 ) -> None:
     b = e.b
     state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
@@ -160,10 +226,7 @@ def _schedule(
     def state_of(u: ir.Value) -> ir.Value:
         return b.load(e.element(state, u, I32), typ=I32)
 
-    def start(u: ir.Value) -> None:
-        b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
-
-    e.loop(_const(0), _const(units), start)
+    _start_units(e, unit, params, cube, handles, units, ctaid)
     polled = e.var(I1, _const(0, I1), "polled")  # waiting units were resumed at least once in this cube
     last_poll = e.var(I32, _const(0), "last_poll")  # CTX_EPOCH when they were last resumed
     head, after = e.block("schedule"), e.block("scheduled")
@@ -173,11 +236,7 @@ def _schedule(
     def resume(u: ir.Value) -> None:
         def go() -> None:
             handle = b.load(e.element(handles, u, PTR), typ=PTR)
-            b.call(
-                unit.module.globals.get("llvm.coro.resume")
-                or ir.Function(unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.resume"),
-                [handle],
-            )
+            b.call(_coroutine_intrinsic(unit.module, "llvm.coro.resume"), [handle])
 
         e.when(b.icmp_unsigned("==", state_of(u), _const(RUNNABLE)), go)
 
@@ -224,11 +283,13 @@ def _schedule(
 
         e.when(b.icmp_unsigned("!=", e.load(lowest), _const(-1)), found)
 
-    e.loop(_const(0), _const(planes), release_plane)
+    if "plane" in suspends:
+        e.loop(_const(0), _const(planes), release_plane)
     stuck = e.block("stuck")
     b.cbranch(e.load(progress, I1), head, stuck)
     b.position_at_end(stuck)
-    _mbarrier_waiters(e, cube, state, units, polled, last_poll, head, after)
+    if "mbarrier" in suspends:
+        _mbarrier_waiters(e, cube, state, units, polled, last_poll, head, after)
     released = e.var(I1, _const(0, I1), "released")
 
     def release_barrier(u: ir.Value) -> None:
@@ -241,10 +302,7 @@ def _schedule(
     e.loop(_const(0), _const(units), release_barrier)
     b.cbranch(e.load(released, I1), head, after)
     b.position_at_end(after)
-    destroy = unit.module.globals.get("llvm.coro.destroy") or ir.Function(
-        unit.module, ir.FunctionType(lt.VOID, [PTR]), "llvm.coro.destroy"
-    )
-    e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
+    _destroy_units(e, unit, handles, units)
 
 
 def _mbarrier_waiters(

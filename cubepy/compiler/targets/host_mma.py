@@ -1,4 +1,5 @@
-"""``mma_sync``, ``ldmatrix`` and ``stmatrix`` on the host target: plane collectives through the runtime's emulation.
+"""Tensor-core plane collectives on the host target (``mma_sync``, ``ldmatrix``, ``stmatrix`` and the cmma
+tile loads, products and stores), run by the runtime's emulation.
 
 Each unit calls ``cubepy_host_op`` with the addresses of its fragments (local arrays, which the address
 escape keeps in the unit's coroutine frame) and, for ``ldmatrix``/``stmatrix``, its row offset; then it
@@ -7,6 +8,11 @@ operands and, when the last one arrives, runs the interp's per-unit emulation
 (``cubepy.runtime.interp.mma``) on them, writing every unit's fragment (or the cube's shared block).
 After the plane resumes, a second call checks that the whole plane took part (``partial plane``
 otherwise, as on the interp).
+
+cmma fragments keep the interp's element order (``cubepy.runtime.interp.cmma``: element ``(r, c)`` of a
+plane's matrix in unit ``(16r + c) // 8``, slot ``(16r + c) % 8``), so ``fill`` and ``cast``, which touch
+each unit's own slots, are the LLVM lowering's element loops followed by a plane check; a tile load or store publishes the memory's
+address and length with its offset and stride, and the emulation reads or writes the whole plane's tile.
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_cmma import lower_cast, lower_fill
+from cubepy.compiler.lower_memory import memory_length
 from cubepy.compiler.targets.host_async import _call, _wide
+from cubepy.errors import CompileError
 from cubepy.ir import VarKind, ops
+from cubepy.ir.variable import describe_memory
 
 if TYPE_CHECKING:
     import llvmlite.ir as ir
@@ -66,7 +76,53 @@ def lower_stmatrix(lw: KernelLowering, inst: Instruction) -> None:
     _matrix_move(lw, inst, "stmatrix")
 
 
+def _cmma_tile(lw: KernelLowering, inst: Instruction, kind: str) -> None:
+    op = cast("ops.CmmaLoad | ops.CmmaStore", inst.operation)
+    memory = op.memory
+    if memory.kind not in (VarKind.SHARED, VarKind.GLOBAL):
+        raise CompileError(f"cmma memory {memory!r} must be shared or global")
+    param = next((p for p in lw.definition.params if p.var == memory), None)
+    b = lw.builder
+    base = b.ptrtoint(lw.memory_base(memory), lt.I64)
+    operands = [base, memory_length(lw, memory), _wide(lw, op.offset), _wide(lw, op.stride), _address(lw, op.fragment)]
+    label = describe_memory(memory, param.name if param is not None else None)
+    _collective(lw, inst, kind, operands, mode=op.layout, memory=label, item=memory.type.size)
+
+
+def lower_cmma_load(lw: KernelLowering, inst: Instruction) -> None:
+    """Publish the memory, offset, stride and fragment; the plane's last unit loads every unit's slots."""
+    _cmma_tile(lw, inst, "cmma_load")
+
+
+def lower_cmma_store(lw: KernelLowering, inst: Instruction) -> None:
+    """Publish the memory, offset, stride and fragment; the plane's last unit stores the plane's tile."""
+    _cmma_tile(lw, inst, "cmma_store")
+
+
+def lower_cmma_execute(lw: KernelLowering, inst: Instruction) -> None:
+    """Publish the four fragments' addresses; the plane's last unit computes ``d = a @ b + c``."""
+    op = cast(ops.CmmaExecute, inst.operation)
+    _collective(lw, inst, "cmma_execute", [_address(lw, v) for v in (op.a, op.b, op.c, op.d)])
+
+
+def lower_cmma_fill(lw: KernelLowering, inst: Instruction) -> None:
+    """Each unit fills its own slots (the LLVM lowering); the plane then checks that all of it took part."""
+    lower_fill(lw, inst)
+    _collective(lw, inst, "cmma_together", [])
+
+
+def lower_cmma_cast(lw: KernelLowering, inst: Instruction) -> None:
+    """Each unit converts its own slots (the LLVM lowering); the plane then checks that all of it took part."""
+    lower_cast(lw, inst)
+    _collective(lw, inst, "cmma_together", [])
+
+
 HOST_MMA_LOWERINGS = {
+    ops.CmmaFill: lower_cmma_fill,
+    ops.CmmaCast: lower_cmma_cast,
+    ops.CmmaLoad: lower_cmma_load,
+    ops.CmmaStore: lower_cmma_store,
+    ops.CmmaExecute: lower_cmma_execute,
     ops.MmaSync: lower_mma_sync,
     ops.Ldmatrix: lower_ldmatrix,
     ops.Stmatrix: lower_stmatrix,

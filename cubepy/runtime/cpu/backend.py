@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from cubepy.compiler.host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host import (
     CTX_BYTES,
     CTX_FAULT,
+    CTX_FRAMES,
     CTX_HANDLES,
     CTX_MASK,
     CTX_NCTAID,
@@ -37,6 +39,11 @@ MAX_CUBES = 2**31 - 1
 CUBES_PER_TASK_MIN = 1
 
 
+_LIBC_FREE = ctypes.CDLL(None).free  # frees the frames the compiled code took from the C library's aligned_alloc
+_LIBC_FREE.argtypes = [ctypes.c_void_p]
+_LIBC_FREE.restype = None
+
+
 class _Workspace:
     """One worker's cube context: the shared block and the per-unit scheduler arrays, reused cube after cube."""
 
@@ -49,6 +56,7 @@ class _Workspace:
         self.publish = np.zeros(padded, np.int64)
         self.snapshot = np.zeros(padded, np.int64)
         self.handles = np.zeros(padded, np.uint64)
+        self.frames = np.zeros(padded, np.uint64)  # each unit's coroutine frame, allocated by the compiled code
         self.ctx = np.zeros(CTX_BYTES, np.uint8)
         words = self.ctx.view(np.uint64)
         for offset, array in (
@@ -59,6 +67,7 @@ class _Workspace:
             (CTX_PUBLISH, self.publish),
             (CTX_SNAPSHOT, self.snapshot),
             (CTX_HANDLES, self.handles),
+            (CTX_FRAMES, self.frames),
         ):
             words[offset // 8] = array.ctypes.data
         self.ctx[CTX_NCTAID : CTX_NCTAID + 12].view(np.uint32)[:] = counts
@@ -67,6 +76,11 @@ class _Workspace:
     def address(self) -> int:
         """The ``cube`` argument of ``cubepy_run_cubes``."""
         return int(self.ctx.ctypes.data)
+
+    def __del__(self) -> None:
+        for frame in self.frames.tolist():
+            if frame:
+                _LIBC_FREE(frame)
 
 
 class CpuBackend:

@@ -9,7 +9,9 @@ swizzle, out-of-bounds fill, preconditions) and ``interp.mbarrier`` (arrivals, t
 * A tensor-map parameter holds a handle instead of a CUtensorMap: ``TENSOR_MAP_MAGIC`` and the map's
   slot; the launch record holds the ``TensorMapArg`` descriptions.
 * A barrier's state is a row of int64 in its slot of the cube's shared block; shared memory is the cube's
-  block, which the compiled code passes through its cube context.
+  block, which the compiled code passes through its cube context.  Named barriers (``bar.sync``/
+  ``bar.arrive``) have 16 rows there too (units arrived, units expected, generation), with the interp's
+  rules and messages (``interp.warp_specialize``).
 * Errors cannot cross the C frames: the first one is kept in the launch record, the cube context's fault
   word is set (the driver runs no more cubes there), every later call does nothing (a wait reports done),
   and ``LaunchRecord.raise_if_failed`` raises it once the compiled code returned.
@@ -27,11 +29,12 @@ from typing import Any
 import numpy as np
 
 from cubepy.compiler.host import HostKernel
-from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED
+from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
+from cubepy.ir import ops
 from cubepy.runtime.cpu import plane_ops
-from cubepy.runtime.interp import mbarrier, tma
+from cubepy.runtime.interp import mbarrier, tma, warp_specialize
 from cubepy.runtime.interp.memory import out_of_bounds_text
 
 TENSOR_MAP_MAGIC = b"cubepyTM"
@@ -57,6 +60,7 @@ class LaunchRecord:
         self.tensor_maps = tensor_maps
         self.error: BaseException | None = None
         self.plane_batches = plane_ops.PlaneBatches()
+        self.operations: dict[str, object] = {}  # instruction text -> its operation (plane collectives)
         self._views: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -88,9 +92,23 @@ class LaunchRecord:
         row = self.shared(cube)[call.barrier_offset : call.barrier_offset + BARRIER_ROW_BYTES]
         return mbarrier.BarrierState(row.view(np.int64).reshape(1, mbarrier.FIELDS))
 
+    def named_rows(self, cube: int, call: HostCall) -> np.ndarray:
+        """The cube's named-barrier rows (units arrived, units expected, generation), one per barrier id."""
+        size = ops.NAMED_BARRIERS * NAMED_ROW_BYTES
+        return self.shared(cube)[call.barrier_offset : call.barrier_offset + size].view(np.int64).reshape(-1, 3)
+
     def deadlock(self, cube: int, unit: int, call: HostCall) -> SanitizerError:
         """The error of a wait the driver found can never complete."""
         kind = SanitizerKind.BARRIER_DEADLOCK
+        if call.kind == "named_wait":
+            rows = self.named_rows(cube, call)
+            barrier_id = int(np.argmax(rows[:, 1] > 0))  # the first barrier units wait at
+            arrived, expected, _ = rows[barrier_id].tolist()
+            text = warp_specialize.never_completes_text(barrier_id, expected, arrived)
+            return SanitizerError(
+                f"{call.where}{kind.value}: {text}, by {self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
+                kind,
+            )
         state = self.barrier_state(cube, call)
         wrong = mbarrier.stuck_parity_wait(state, call.barrier, 0) if call.kind == "wait_parity" else None
         if wrong is not None:
@@ -184,6 +202,23 @@ def _barrier(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> 
     raise AssertionError(f"unknown host call kind {kind!r}")
 
 
+def _named(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int:
+    """A named barrier: an arrival (returns the generation it joins) or a wait's test (1 when that one ended).
+
+    Each unit counts one arrival (the interp counts 32 per plane: the same when whole planes arrive)."""
+    barrier_id, value = _operands(operands, 2)
+    rows = record.named_rows(cube, call)
+    if call.kind == "named_wait":
+        return int(rows[barrier_id, 2] > value)
+    problem = ops.named_barrier_problem(barrier_id, value, record.kernel.padded_units)
+    arrived, expected, generation = rows[barrier_id].tolist() if problem is None else (0, 0, 0)
+    problem = problem or warp_specialize.arrival_problem(barrier_id, value, expected, arrived + 1)
+    if problem is not None:
+        raise mbarrier.BarrierFault(SanitizerKind.NAMED_BARRIER_MISUSE, problem, 0)
+    rows[barrier_id] = (0, 0, generation + 1) if arrived + 1 == value else (arrived + 1, value, generation)
+    return generation
+
+
 def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int:
     record = _launches.get(params)
     if record is None or record.error is not None:
@@ -201,6 +236,8 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
             return 0
         if call.kind in ("load", "load_im2col", "store"):
             return _copy(record, cube, call, operands)
+        if call.kind in ("named_arrive", "named_wait"):
+            return _named(record, cube, call, operands)
         if call.kind in plane_ops.OPERAND_COUNTS:
             values = _operands(operands, plane_ops.OPERAND_COUNTS[call.kind])
             return plane_ops.host_plane_op(record, cube, unit, call, values)

@@ -1,15 +1,17 @@
-"""The cpu runtime's plane collectives ``mma_sync``, ``ldmatrix``, ``stmatrix``, run by the interp's per-unit emulation.
+"""The cpu runtime's plane collectives (``mma_sync``, ``ldmatrix``, ``stmatrix``, cmma tiles), run by the interp's emulation.
 
 The host lowering (``cubepy.compiler.targets.host_mma``) makes each unit publish its operands (fragment
 addresses in its coroutine frame, a row offset) and then suspend until the plane resumes together.  The
 32 publishes of one plane form a *batch*; the last one runs the emulation on the whole plane
-(``cubepy.runtime.interp.mma``) and writes every unit's fragment, or the cube's shared block, while the
-other 31 units are suspended.  After the plane resumes, each unit's ``plane_done`` call checks that its
+(``cubepy.runtime.interp.mma``, ``cubepy.runtime.interp.cmma``) and writes every unit's fragment, the
+cube's shared block or a global buffer, while the other 31 units are suspended.  After the plane resumes, each unit's ``plane_done`` call checks that its
 batch was run: one that was not means only part of the plane made the call (``partial plane``).
 
 ``HostCall`` fields these calls use: ``mode`` is the ``mma`` shape (``"trans"`` or ``""`` for the matrix
-moves), ``rank`` the number of 8x8 matrices, ``smem``/``smem_offset``/``smem_capacity``/``item`` the
-shared memory.
+moves, the layout for cmma tiles), ``rank`` the number of 8x8 matrices, ``smem``/``smem_offset``/
+``smem_capacity``/``item`` the shared memory, ``memory`` a cmma tile's memory as reports name it.  A cmma
+tile's offset, stride and memory are the plane's first unit's (wmma requires them uniform), as on the
+interp.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerError, SanitizerKind
 from cubepy.ir import ops, walk
+from cubepy.runtime.interp import cmma
 from cubepy.runtime.interp.mma import ROWS, lane_elements, mma_result
 from cubepy.runtime.interp.values import numpy_dtype
 
@@ -30,18 +33,27 @@ if TYPE_CHECKING:
     from cubepy.runtime.cpu.emulation import LaunchRecord
 
 PLANE = 32
-OPERAND_COUNTS = {"mma": 4, "ldmatrix": 2, "stmatrix": 2, "plane_done": 0}
+OPERAND_COUNTS = {
+    "mma": 4,
+    "ldmatrix": 2,
+    "stmatrix": 2,
+    "cmma_load": 5,
+    "cmma_store": 5,
+    "cmma_execute": 4,
+    "cmma_together": 0,  # fill and cast: the fragment work is per unit; the batch checks the whole plane
+    "plane_done": 0,
+}
 
 
 class PlaneBatches:
     """A launch's pending and finished batches, per (cube context, plane)."""
 
     def __init__(self) -> None:
-        self.pending: dict[tuple[int, int], dict[int, list[int]]] = {}
+        self.pending: dict[tuple[int, int, int], dict[int, list[int]]] = {}
         self.unit_batch: dict[tuple[int, int], int] = {}  # (cube, unit) -> the batch its last publish joined
         self.finished: set[int] = set()
         self.next_id = 0
-        self.batch_ids: dict[tuple[int, int], int] = {}
+        self.batch_ids: dict[tuple[int, int, int], int] = {}
 
 
 def _fragment(address: int, var: Variable) -> np.ndarray:
@@ -61,7 +73,8 @@ def _error(record: LaunchRecord, cube: int, unit: int, call: HostCall, kind: San
     record.fail(
         cube,
         SanitizerError(
-            f"{call.where}{kind.value}: {text}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}",
+            f"{call.where}{text if text.startswith(kind.value) else f'{kind.value}: {text}'}, by "
+            f"{record.describe_unit(cube, unit)}\n  in instruction: {call.text}",
             kind,
         ),
     )
@@ -69,10 +82,62 @@ def _error(record: LaunchRecord, cube: int, unit: int, call: HostCall, kind: San
 
 def _operation(record: LaunchRecord, call: HostCall):
     """The IR operation of ``call`` (its fragments' types and lengths), found by the instruction's text."""
+    found = record.operations.get(call.text)
+    if found is not None:
+        return found
     for inst in walk(record.kernel.definition.body):
         if str(inst) == call.text:
+            record.operations[call.text] = inst.operation
             return inst.operation
     raise AssertionError(f"no instruction {call.text!r} in the kernel")
+
+
+def _plane_fragments(operands: dict[int, list[int]], position: int, var: Variable) -> np.ndarray:
+    """The plane's 32 fragments of ``var`` (published at ``position``) as one ``(32, slots)`` array."""
+    return np.stack([_fragment(operands[lane][position], var) for lane in range(PLANE)])
+
+
+def _run_cmma_execute(operation: ops.CmmaExecute, operands: dict[int, list[int]]) -> None:
+    a, b, c = (
+        cmma.plane_matrices(_plane_fragments(operands, i, var))
+        for i, var in enumerate((operation.a, operation.b, operation.c))
+    )
+    _store_matrix(operands, 3, operation.d, cmma.matrix_product(a, b, c)[0])
+
+
+def _store_matrix(operands: dict[int, list[int]], position: int, var: Variable, matrix: np.ndarray) -> None:
+    """Write a plane's 16x16 ``matrix`` into its 32 fragments of ``var``, in the emulation's element order."""
+    slots = matrix.reshape(PLANE, cmma.SLOTS).astype(numpy_dtype(var.elem))
+    for lane in range(PLANE):
+        _fragment(operands[lane][position], var)[: cmma.SLOTS] = slots[lane]
+
+
+def _run_cmma_tile(
+    record: LaunchRecord, cube: int, unit: int, call: HostCall, operation, operands: dict[int, list[int]]
+) -> bool:
+    """Load or store one plane's 16x16 tile through the first unit's base, length, offset and stride."""
+    base, length, offset, stride, _ = operands[0]
+    index = cmma.tile_index(np.array([offset], np.int64), np.array([stride], np.int64), call.mode)[0]
+    if ((index < 0) | (index >= length)).any():
+        first = unit - unit % PLANE  # the plane's first unit speaks for it, as on the interp
+        _error(
+            record,
+            cube,
+            first,
+            call,
+            SanitizerKind.OUT_OF_BOUNDS,
+            cmma.out_of_bounds_text(call.memory, offset, stride, length),
+        )
+        return False
+    dtype = np.dtype(numpy_dtype(operation.memory.elem))
+    raw = (ctypes.c_uint8 * (length * dtype.itemsize)).from_address(base)
+    items = np.ctypeslib.as_array(raw).view(dtype)
+    if call.kind == "cmma_load":
+        _store_matrix(operands, 4, operation.fragment, items[index])
+    else:
+        fragments = _plane_fragments(operands, 4, operation.fragment)
+        items[index] = cmma.plane_matrices(fragments)[0].astype(dtype)
+    return True
 
 
 def _run_mma(operation: ops.MmaSync, operands: dict[int, list[int]]) -> None:
@@ -119,9 +184,9 @@ def _run_matrix_move(
 
 
 def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: list[int]) -> int:
-    """One unit's publish (``mma``, ``ldmatrix``, ``stmatrix``) or its ``plane_done`` check; returns 0."""
+    """One unit's publish (``mma``, ``ldmatrix``, ``stmatrix``, ``cmma_*``) or its ``plane_done`` check; returns 0."""
     batches: PlaneBatches = record.plane_batches
-    key = (cube, unit // PLANE)
+    key = (cube, unit // PLANE, id(call))  # one batch per call site: a diverged plane never mixes two
     if call.kind == "plane_done":
         if batches.unit_batch.get((cube, unit)) not in batches.finished:
             text = f"{call.name} is cooperative: every unit of the plane must execute it"
@@ -139,6 +204,13 @@ def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, op
     del batches.pending[key], batches.batch_ids[key]
     if call.kind == "mma":
         _run_mma(operation, pending)
+    elif call.kind == "cmma_together":
+        pass
+    elif call.kind == "cmma_execute":
+        _run_cmma_execute(operation, pending)
+    elif call.kind in ("cmma_load", "cmma_store"):
+        if not _run_cmma_tile(record, cube, unit, call, operation, pending):
+            return 0
     elif not _run_matrix_move(record, cube, unit, call, operation, pending):
         return 0
     batches.finished.add(batch_id)

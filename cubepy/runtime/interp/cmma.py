@@ -56,9 +56,30 @@ def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
     return whole_groups(ctx, inst, mask, PLANE_SIZE, "plane", SanitizerKind.PARTIAL_PLANE)
 
 
+def plane_matrices(slots: np.ndarray) -> np.ndarray:
+    """The ``(planes, 16, 16)`` matrices held by consecutive units' fragment slots (one row per unit)."""
+    return slots[:, :SLOTS].reshape(-1, SIDE, SIDE)
+
+
+def tile_index(start: np.ndarray, step: np.ndarray, layout: str) -> np.ndarray:
+    """Item index ``(planes, 16, 16)`` of element ``(r, c)`` of each plane's matrix at ``start``, ``step`` apart."""
+    rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
+    major, minor = (rows, cols) if layout == "row" else (cols, rows)
+    return start[:, None, None] + major[None] * step[:, None, None] + minor[None]
+
+
+def out_of_bounds_text(label: str, start: int, step: int, length: int) -> str:
+    """The report of a cmma tile reaching outside its memory (one text for every runtime)."""
+    return f"out-of-bounds cmma access of {label}: offset {start}, stride {step} (length {length})"
+
+
+def matrix_product(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a @ b + c`` in f32 (f16/bf16 products are exact in f32), the one ``execute`` of every runtime."""
+    return np.matmul(a.astype(np.float32), b.astype(np.float32)) + c.astype(np.float32)
+
+
 def _read_fragment(ctx: Chunk, var: Variable) -> np.ndarray:
-    items = ctx.memory(var).items
-    return items[:, :SLOTS].reshape(-1, SIDE, SIDE)
+    return plane_matrices(ctx.memory(var).items)
 
 
 def _write_fragment(ctx: Chunk, var: Variable, matrices: np.ndarray, active: np.ndarray) -> None:
@@ -79,16 +100,13 @@ def _addresses(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Item indices ``(planes, 16, 16)`` of each matrix element, and each plane's row of ``ref`` (shared)."""
     start, step = _per_plane(ctx, offset), _per_plane(ctx, stride)
-    rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
-    major, minor = (rows, cols) if layout == "row" else (cols, rows)
-    index = start[:, None, None] + major[None] * step[:, None, None] + minor[None]
+    index = tile_index(start, step, layout)
     bad = active & ((index < 0) | (index >= ref.length)).any(axis=(1, 2))
     if bad.any():
         plane = int(np.argmax(bad))
         ctx.fail(
             inst,
-            f"out-of-bounds cmma access of {ref.label}: offset {start[plane]}, stride {step[plane]} "
-            f"(length {ref.length})",
+            out_of_bounds_text(ref.label, int(start[plane]), int(step[plane]), ref.length),
             plane * PLANE_SIZE,
             kind=SanitizerKind.OUT_OF_BOUNDS,
         )
@@ -141,10 +159,8 @@ def cmma_execute(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """d := a @ b + c, in f32."""
     op = inst.operation
     active = _planes(ctx, inst, mask)
-    a = _read_fragment(ctx, op.a).astype(np.float32)
-    b = _read_fragment(ctx, op.b).astype(np.float32)
-    c = _read_fragment(ctx, op.c).astype(np.float32)
-    _write_fragment(ctx, op.d, np.matmul(a, b) + c, active)
+    a, b, c = (_read_fragment(ctx, var) for var in (op.a, op.b, op.c))
+    _write_fragment(ctx, op.d, matrix_product(a, b, c), active)
 
 
 @implements(ops.CmmaStore)

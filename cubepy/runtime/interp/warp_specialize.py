@@ -61,6 +61,27 @@ class NamedBarrierTable:
         self.generation = np.zeros(shape, dtype=np.int64)  # completions so far
 
 
+def never_completes_text(barrier_id: int, expected: int, arrived: int) -> str:
+    """A ``named_barrier_sync`` deadlock, as every runtime words it."""
+    return (
+        f"named_barrier_sync can never complete: named barrier {barrier_id} expects {expected} units "
+        f"and {arrived} arrived ({expected - arrived} missing)"
+    )
+
+
+def arrival_problem(barrier_id: int, expected: int, open_count: int, arrived: int) -> str | None:
+    """What is wrong with arrivals that bring barrier ``barrier_id`` to ``arrived`` units expecting ``expected``
+    (``open_count``: what the units already there expect, 0 for none); None when nothing is."""
+    if open_count and open_count != expected:
+        return (
+            f"named barrier {barrier_id} is reached with {expected} units while units already arrived "
+            f"expecting {open_count}"
+        )
+    if arrived > expected:
+        return f"{arrived} units arrive at named barrier {barrier_id}, which completes at {expected}"
+    return None
+
+
 class NamedBarrierWait(Wait):
     """Lanes that wait at named barriers (of their cubes) until the barrier's generation moves on."""
 
@@ -85,11 +106,7 @@ class NamedBarrierWait(Wait):
         """The barrier's id, and the units it expects and has (for the first waiting lane)."""
         lane = int(np.argmax(bits))
         cube, barrier_id, expected = int(self.cube[lane]), int(self.barrier_id[lane]), int(self.expected[lane])
-        arrived = int(named_barriers(ctx).arrived[cube, barrier_id])
-        return (
-            f"named_barrier_sync can never complete: named barrier {barrier_id} expects {expected} units "
-            f"and {arrived} arrived ({expected - arrived} missing)"
-        )
+        return never_completes_text(barrier_id, expected, int(named_barriers(ctx).arrived[cube, barrier_id]))
 
 
 def named_barriers(ctx: Chunk) -> NamedBarrierTable:
@@ -171,22 +188,10 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, waits: bool) -> None:
         group = (cubes == cube) & (ids == barrier_id)
         expected = int(counts[group][0])
         open_count = int(table.expected[cube, barrier_id])
-        if open_count and open_count != expected:
-            ctx.fail(
-                inst,
-                f"named barrier {barrier_id} is reached with {expected} units while units already arrived "
-                f"expecting {open_count}",
-                int(lanes[np.argmax(group)]),
-                kind=SanitizerKind.NAMED_BARRIER_MISUSE,
-            )
         arrived = int(table.arrived[cube, barrier_id]) + PLANE_SIZE * int((group & counted).sum())
-        if arrived > expected:
-            ctx.fail(
-                inst,
-                f"{arrived} units arrive at named barrier {barrier_id}, which completes at {expected}",
-                int(lanes[np.argmax(group)]),
-                kind=SanitizerKind.NAMED_BARRIER_MISUSE,
-            )
+        problem = arrival_problem(barrier_id, expected, open_count, arrived)
+        if problem is not None:
+            ctx.fail(inst, problem, int(lanes[np.argmax(group)]), kind=SanitizerKind.NAMED_BARRIER_MISUSE)
         if arrived == expected:
             table.arrived[cube, barrier_id] = 0
             table.expected[cube, barrier_id] = 0

@@ -7,6 +7,11 @@ instruction count without NOPs (``cuobjdump -sass``) and the size of every hot l
 from a backward branch's target to the branch, innermost first (the self-branch after ``EXIT`` is not a
 loop).  The last line is the geometric mean of the cubepy/nvcc SASS ratios.
 
+Unrolling is decided the same way on both sides: where a twin keeps a loop rolled with ``#pragma unroll 1``,
+the cubepy kernel says ``cp.range(..., unroll=1)`` (PTX ``.pragma "nounroll"``); otherwise ptxas would
+unroll one side only and the static counts would compare different loops.  The TMA round trip and the
+conv weight gradient are the example's and the library's kernels, unhinted.
+
 Options: ``--only NAME`` (substring of a case name, repeatable), ``--no-contract`` (compile the cubepy
 side with ``contract=False``), ``--json PATH``.  Needs ``nvcc`` and ``cuobjdump`` (the
 ``nvidia-cuda-cuobjdump`` wheel, in the ``bench`` extra); without them it says why and exits 0.

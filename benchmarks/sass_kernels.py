@@ -58,7 +58,7 @@ def sgemm(a: Tensor[f32], b: Tensor[f32], c: Tensor[f32], tile: Comptime[int]):
     k = a.shape(1)
     n = b.shape(1)
     acc = f32(0.0)
-    for k0 in range(0, k, tile):
+    for k0 in cp.range(0, k, tile, unroll=1):
         a_tile[UNIT_POS_Y * tile + UNIT_POS_X] = a[row * k + k0 + UNIT_POS_X]
         b_tile[UNIT_POS_Y * tile + UNIT_POS_X] = b[(k0 + UNIT_POS_Y) * n + col]
         cp.sync_cube()
@@ -76,7 +76,7 @@ def row_sum(x: Tensor[f32], out: Array[f32], block: Comptime[int]):
     cols = x.shape(1)
     base = CUBE_POS * cols
     acc = f32(0.0)
-    for c in range(UNIT_POS, cols, block):
+    for c in cp.range(UNIT_POS, cols, block, unroll=1):
         acc += x[base + c]
     total = cp.plane_sum(acc)
     if cp.UNIT_POS_PLANE == 0:
@@ -97,14 +97,14 @@ def softmax(x: Tensor[f32], out: Tensor[f32]):
     cols = x.shape(1)
     base = CUBE_POS * x.stride(0)
     local_max = f32(-3.0e38)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         local_max = cp.max(local_max, x[base + c])
     row_max = cp.plane_max(local_max)
     local_sum = f32(0.0)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         local_sum += cp.exp(x[base + c] - row_max)
     row_sum_ = cp.plane_sum(local_sum)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         out[base + c] = cp.exp(x[base + c] - row_max) / row_sum_
 
 
@@ -114,15 +114,15 @@ def layer_norm(x: Tensor[f32], gamma: Array[f32], beta: Array[f32], out: Tensor[
     cols = x.shape(1)
     base = CUBE_POS * x.stride(0)
     total = f32(0.0)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         total += x[base + c]
     mean = cp.plane_sum(total) / f32(cols)
     sq = f32(0.0)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         d = x[base + c] - mean
         sq += d * d
     rstd = cp.rsqrt(cp.plane_sum(sq) / f32(cols) + eps)
-    for c in range(UNIT_POS, cols, PLANE):
+    for c in cp.range(UNIT_POS, cols, PLANE, unroll=1):
         out[base + c] = (x[base + c] - mean) * rstd * gamma[c] + beta[c]
 
 
@@ -150,7 +150,7 @@ def wmma_tile(a: Array[f16], b: Array[f16], c: Array[f32], out: Array[f32]):
     """out = a @ b + c for one 16x16x16 f16 tile on one plane (a row-major, b column-major)."""
     a_tile = SharedMemory[f16](256)
     b_tile = SharedMemory[f16](256)
-    for i in range(UNIT_POS, 256, 32):
+    for i in cp.range(UNIT_POS, 256, 32, unroll=1):
         a_tile[i] = a[i]
         b_tile[i] = b[i]
     cp.sync_cube()

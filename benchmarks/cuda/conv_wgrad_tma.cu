@@ -50,7 +50,7 @@ extern "C" __global__ void conv_wgrad_tma(const __grid_constant__ CUtensorMap dy
     for (int s = 0; s < STAGES; ++s)
         if (s < k_tiles)
             issue_stage(&bars[s], &dy, &x, a_tiles + s * TILE_ITEMS, b_tiles + s * TILE_ITEMS, m0, n0, s * TILE, p);
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel (a library/example kernel) has no hint: ptxas may unroll it
     for (int round_start = 0; round_start < k_tiles; round_start += STAGES) {
         unsigned phase = (round_start / STAGES) % 2;
 #pragma unroll
@@ -71,7 +71,7 @@ extern "C" __global__ void conv_wgrad_tma(const __grid_constant__ CUtensorMap dy
     wmma::store_matrix_sync(result, acc, TILE, wmma::mem_row_major);
     __syncthreads();
     int taps = p.kernel_w;  // dw is (C_out, KH, KW, C_in): n = tap * channels + c
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel (a library/example kernel) has no hint: ptxas may unroll it
     for (int i = threadIdx.x; i < TILE_ITEMS; i += 32) {
         int m = m0 + i / TILE, n = n0 + i % TILE;
         int tap = n / p.channels, c = n % p.channels;

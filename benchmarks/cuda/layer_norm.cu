@@ -8,16 +8,16 @@ extern "C" __global__ void layer_norm(const float* __restrict__ x, const float* 
                                       unsigned row_stride, float eps) {
     unsigned base = blockIdx.x * row_stride;
     float total = 0.0f;
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned c = threadIdx.x; c < cols; c += 32) total += x[base + c];
     float mean = warp_sum(total) / (float)cols;
     float sq = 0.0f;
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned c = threadIdx.x; c < cols; c += 32) {
         float d = x[base + c] - mean;
         sq += d * d;
     }
     float rstd = rsqrtf(warp_sum(sq) / (float)cols + eps);
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned c = threadIdx.x; c < cols; c += 32) out[base + c] = (x[base + c] - mean) * rstd * gamma[c] + beta[c];
 }

@@ -8,7 +8,7 @@ extern "C" __global__ void row_sum(const float* __restrict__ x, float* __restric
     __shared__ float partials[BLOCK / 32];
     unsigned base = blockIdx.x * cols;
     float acc = 0.0f;
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned c = threadIdx.x; c < cols; c += BLOCK) acc += x[base + c];
     float total = warp_sum(acc);
     unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;

@@ -7,7 +7,7 @@ extern "C" __global__ void sgemm16(const float* __restrict__ a, const float* __r
     unsigned row = blockIdx.y * TILE + threadIdx.y;
     unsigned col = blockIdx.x * TILE + threadIdx.x;
     float acc = 0.0f;
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned k0 = 0; k0 < k; k0 += TILE) {
         a_tile[threadIdx.y * TILE + threadIdx.x] = a[row * k + k0 + threadIdx.x];
         b_tile[threadIdx.y * TILE + threadIdx.x] = b[(k0 + threadIdx.y) * n + col];

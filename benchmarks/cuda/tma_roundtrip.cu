@@ -12,7 +12,7 @@ extern "C" __global__ void tma_roundtrip(const __grid_constant__ CUtensorMap src
     int y = blockIdx.y * ROWS, x = blockIdx.x * COLS;
     if (threadIdx.x == 0) tma_load_2d(tile, &src, &bar, y, x);
     mbar_wait(&bar, mbar_arrive_expect_tx(&bar, threadIdx.x == 0 ? size * 4 : 0));
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel (a library/example kernel) has no hint: ptxas may unroll it
     for (unsigned i = threadIdx.x; i < size; i += blockDim.x) tile[i] = scale * tile[i] + 1.0f;
     fence_async_shared();
     __syncthreads();

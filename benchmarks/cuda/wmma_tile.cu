@@ -5,7 +5,7 @@ extern "C" __global__ void wmma_tile(const half* __restrict__ a, const half* __r
                                      const float* __restrict__ c, float* __restrict__ out) {
     __shared__ half a_tile[256];
     __shared__ half b_tile[256];
-    #pragma unroll 1  // cubepy keeps this loop rolled: compare loop for loop
+    #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned i = threadIdx.x; i < 256; i += 32) {
         a_tile[i] = a[i];
         b_tile[i] = b[i];

@@ -106,8 +106,33 @@ def lower_range_loop(lw: KernelLowering, inst: Instruction) -> None:
     lw.branch_if_open(latch)
     b.position_at_end(latch)
     b.store(b.add(index, step), counter)
-    b.branch(header)
+    back_edge = b.branch(header)
+    if op.unroll is not None:
+        back_edge.set_metadata("llvm.loop", _LoopID(lw.module, op.unroll))
     b.position_at_end(exit_)
+
+
+class _LoopID(ir.MDValue):
+    """A loop's ``llvm.loop`` ID: ``distinct !{self, hint}``, the self reference LLVM requires of a loop ID.
+
+    ``unroll`` 1 is ``llvm.loop.unroll.disable`` (NVPTX then prints ``.pragma "nounroll"`` for ptxas), N > 1
+    ``llvm.loop.unroll.count N``."""
+
+    def __init__(self, module: ir.Module, unroll: int) -> None:
+        if unroll == 1:
+            hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+        else:
+            hint = module.add_metadata(
+                [ir.MetaDataString(module, "llvm.loop.unroll.count"), ir.Constant(lt.I32, unroll)]
+            )
+        super().__init__(module, [hint], name=str(len(module.metadata)))
+
+    def descr(self, buf: list[str]) -> None:
+        """``distinct !{ !self, !hint }``."""
+        buf += (f"distinct !{{ {self.get_reference()}, {self.operands[0].get_reference()} }}", "\n")
+
+    __eq__ = object.__eq__  # each loop has its own ID
+    __hash__ = object.__hash__
 
 
 def lower_loop(lw: KernelLowering, inst: Instruction) -> None:

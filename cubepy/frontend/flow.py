@@ -28,6 +28,19 @@ from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
 
 
+class RangeHint:
+    """``cp.range(start, stop, step, unroll=N)``: a runtime ``range`` loop with an unroll hint for the compiler."""
+
+    __slots__ = ("args", "unroll")
+
+    def __init__(self, args: tuple, unroll: int | None) -> None:
+        self.args = args
+        self.unroll = unroll
+
+    def __iter__(self):
+        return iter(builtins.range(*self.args))  # outside a kernel: a plain range
+
+
 class Unroll:
     """``cp.unroll(iterable)``: iterate at expansion time, emitting the body once per value."""
 
@@ -317,6 +330,7 @@ class LoopControl(_Region):
         self.range_vars: tuple | None = None
         self.index: ir.Variable | None = None
         self.index_weak: int | None = None
+        self.unroll: int | None = None  # a RangeLoop's hint (cp.range(..., unroll=N))
 
     def items(self):
         """What the Python ``for`` iterates: once (runtime) or every comptime value."""
@@ -383,7 +397,7 @@ class LoopControl(_Region):
         if self.range_vars is not None:
             start, end, step = self.range_vars
             assert self.index is not None, "a runtime range loop has an index"
-            operation = branch.RangeLoop(self.index, start, end, step, False, body)
+            operation = branch.RangeLoop(self.index, start, end, step, False, body, self.unroll)
         else:
             operation = branch.Loop(body)
         self.parent.append(operation, None, self.loc)
@@ -404,6 +418,10 @@ class _Catch:
 
 def for_(iterable) -> LoopControl:
     """Classify a ``for`` over anything but ``range``: comptime iterables unroll."""
+    if isinstance(iterable, RangeHint):
+        loop = for_range(builtins.range, *iterable.args)
+        loop.unroll = iterable.unroll
+        return loop
     mutability.check_bound(iterable)
     loop = LoopControl()
     if isinstance(iterable, ExpandBase):

@@ -12,7 +12,7 @@ import math
 
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
-from cubepy.frontend.flow import Unroll
+from cubepy.frontend.flow import RangeHint, Unroll
 from cubepy.frontend.mutability import check_bound, fail_needs_comptime
 from cubepy.frontend.state import active_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
@@ -241,6 +241,20 @@ def runtime(value):
     number = value.item() if hasattr(value, "item") else value
     element = operations.literal(number, elems.literal_elem(value))
     return ExpandElement(element.var, element.state, literal=not isinstance(number, bool))
+
+
+def range(*args, unroll: int | None = None) -> RangeHint:  # noqa: A001 - cp.range mirrors range
+    """``range(start, stop, step)`` as a runtime loop with an unroll hint for the compiled back ends.
+
+    ``unroll=1`` keeps the loop rolled (CUDA's ``#pragma unroll 1``: PTX ``.pragma "nounroll"``), ``unroll=N``
+    unrolls it N times, ``None`` leaves it to LLVM and ptxas as a plain ``range`` does.  The interp runs it as
+    ``range``.  For a loop unrolled at expansion time (comptime bounds) use ``cp.unroll``.
+    """
+    if not 1 <= len(args) <= 3:
+        source.fail(f"cp.range expected 1 to 3 positional arguments, got {len(args)}")
+    if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1):
+        source.fail(f"cp.range: unroll must be a positive int or None, got {unroll!r}")
+    return RangeHint(args, unroll)
 
 
 def unroll(iterable) -> Unroll:

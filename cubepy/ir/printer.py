@@ -62,6 +62,7 @@ def format_instruction(inst: Instruction) -> str:
             f"range_loop {format_variable(operation.index)} in {format_variable(operation.start)}"
             f"..{'=' if operation.inclusive else ''}{format_variable(operation.end)}"
             f" step {format_variable(operation.step)}"
+            + (f" unroll {operation.unroll}" if operation.unroll is not None else "")
         )
     else:
         head = _format_operation(operation)

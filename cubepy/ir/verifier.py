@@ -32,6 +32,7 @@ RULES = (
     "bad-memory-decl",
     "bad-const-table",
     "read-only-memory",
+    "bad-unroll",
 )
 
 
@@ -133,6 +134,8 @@ class _Checker:
             self.same_type(inst, what, var.type, op.start.type)
         if op.index.kind is not VarKind.CONST:
             self.fail("bad-out", inst, f"loop index {op.index!r} must be an immutable local")
+        if op.unroll is not None and (not isinstance(op.unroll, int) or op.unroll < 1):
+            self.fail("bad-unroll", inst, f"a loop's unroll count must be a positive int, got {op.unroll!r}")
 
 
 _KIND_TEST: dict[str, tuple[Callable[[ElemType], bool], str]] = {

@@ -231,6 +231,16 @@ def test_range_loop_index_is_visible_in_body_only():
     _expect("undefined-operand", kernel([inst(None, loop), inst(ids.const(U32), o.lookup("bitnot")(i))]))
 
 
+def test_bad_unroll():
+    ids = Ids()
+    for bad in (0, -1):
+        loop = b.RangeLoop(ids.const(U32), constant(0, U32), constant(4, U32), constant(1, U32), False, Scope(()), bad)
+        err = _expect("bad-unroll", kernel([inst(None, loop)]))
+        assert f"unroll count must be a positive int, got {bad}" in str(err)
+    good = b.RangeLoop(ids.const(U32), constant(0, U32), constant(4, U32), constant(1, U32), False, Scope(()), 2)
+    verify(kernel([inst(None, good)]))
+
+
 def test_type_equality_is_by_value():
     assert Type(ir.F32, 4) == Type(ir.F32, 4)
     assert Type(ir.F32, 4) != Type(ir.F32, 2)

@@ -51,6 +51,8 @@ class RangeLoop(Operation):
     """for index in range(start, end, step) (``inclusive`` includes end); ``index`` is defined per iteration.
 
     A positive step runs while index < end (<= when inclusive), a negative one while index > end.
+    ``unroll`` is a hint for the compiled back ends: 1 keeps the loop rolled (PTX ``.pragma "nounroll"``,
+    as CUDA's ``#pragma unroll 1``), N > 1 unrolls it N times; None leaves the choice to LLVM and ptxas.
     """
 
     index: Variable
@@ -59,6 +61,7 @@ class RangeLoop(Operation):
     step: Variable
     inclusive: bool
     body: Scope
+    unroll: int | None = None
 
     def operands(self) -> Iterator[Variable]:
         """Start, end and step; the index is defined by the loop, not read."""

@@ -90,6 +90,13 @@ def sass_of(cubin: bytes, entry: str, cuobjdump: str) -> Sass:
 
 def _count(sass: str) -> tuple[int, list[int]]:
     """(instructions without NOPs, loop sizes innermost first) of one function's ``cuobjdump -sass``."""
+    real, loops = loop_bodies(sass)
+    return len(real), sorted(len(body) for body in loops)
+
+
+def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
+    """The instructions of one function's ``cuobjdump -sass`` without NOPs, and each loop's instructions (from
+    a backward branch's target to the branch), in program order."""
     listing = [(int(addr, 16), text) for addr, text in _INSTRUCTION.findall(sass)]
     real = [(addr, text) for addr, text in listing if not text.startswith("NOP")]
     index_of = {addr: i for i, (addr, _) in enumerate(real)}
@@ -104,8 +111,8 @@ def _count(sass: str) -> tuple[int, list[int]]:
         start = index_of.get(target)
         if start is None:  # the target is a NOP: the next real instruction
             start = next((j for j, (a, _) in enumerate(real) if a > target), i)
-        loops.append(i - start + 1)
-    return len(real), sorted(loops)
+        loops.append([t for _, t in real[start : i + 1]])
+    return [t for _, t in real], loops
 
 
 def compile_cuda(source: Path, nvcc: str) -> bytes:

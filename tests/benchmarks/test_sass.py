@@ -34,3 +34,22 @@ def test_loop_sizes_from_a_listing():
         /*0060*/                   BRA 0x60;
     """
     assert sass._count(listing) == (6, [3])
+
+
+def test_the_hgmma_loop_and_the_k_it_covers_from_a_listing():
+    from benchmarks import gemm_sass
+
+    listing = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR24], R24 ;
+        /*0020*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR28], R24 ;
+        /*0030*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0040*/                   ISETP.GE.AND P0, PT, R0, 0x10, PT ;
+        /*0050*/              @!P0 BRA 0x10 ;
+        /*0060*/                   EXIT ;
+    """
+    _, loops = sass.loop_bodies(listing)
+    assert [len(body) for body in loops] == [5]
+    # two m64n64k16 products over a 64 x 64 tile: one trip covers K = 32, so a K step of 64 is two trips
+    shapes = [tuple(map(int, m.groups())) for t in loops[0] if (m := gemm_sass._HGMMA.match(t))]
+    assert shapes == [(64, 64, 16), (64, 64, 16)]

@@ -1,0 +1,218 @@
+"""``python -m benchmarks.gemm_sass``: the wgmma GEMM's hot loop beside Triton's compiled matmul, for sm_90a.
+
+cubepy's side is ``cubepy_layouts.matmul.wgmma_gemm_launch`` (bf16 in, f32 out, 64 x 64 x 64 tiles, one
+consumer warpgroup, TMA 128B-swizzled stages).  Triton's side is its tutorial matmul kernel compiled with
+``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same tile shape (64 x 64 x 64, bf16, four
+warps, three stages), and, for reference, the tutorial's own 128 x 128 x 64.  Both cubins are read with
+``cuobjdump``: registers, shared memory, spills, SASS instructions (no NOPs) and, for the loop that issues
+the ``HGMMA`` instructions, its length and its ``HGMMA`` count per K step of 64.  Static counts only: no
+GPU is needed, nothing is timed.  Needs Triton and ``cuobjdump`` (the ``bench`` extra); without them it
+says why and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sass import find_cuda_tool, loop_bodies, sass_of  # noqa: E402
+
+K_STEP = 64
+
+
+def _sass_text(cubin: bytes, entry: str, cuobjdump: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="cubepy-gemm-sass-") as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run(
+            [cuobjdump, "-sass", "-fun", entry, str(path)], capture_output=True, text=True, check=True
+        ).stdout
+
+
+_HGMMA = re.compile(r"^HGMMA\.(\d+)x(\d+)x(\d+)")
+
+
+def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) -> dict:
+    """Resources, SASS size and the HGMMA loop of ``entry``, per K step of ``K_STEP`` of its ``tile`` (M, N).
+
+    One trip of the loop may cover several K steps (ptxas unrolls, or a stage loop is unrolled in the
+    kernel): the K a trip covers is the multiply volume of its HGMMAs over the tile's M x N."""
+    usage = sass_of(cubin, entry, cuobjdump)
+    _, loops = loop_bodies(_sass_text(cubin, entry, cuobjdump))
+    shapes = [[tuple(map(int, m.groups())) for t in body if (m := _HGMMA.match(t))] for body in loops]
+    with_mma = [(body, found) for body, found in zip(loops, shapes) if found]
+    hot, found = min(with_mma, key=lambda pair: len(pair[0])) if with_mma else ([], [])  # innermost
+    k_per_trip = sum(m * n * k for m, n, k in found) / (tile[0] * tile[1]) if found else K_STEP
+    scale = K_STEP / k_per_trip
+    return {
+        "k_per_trip": k_per_trip,
+        "registers": usage.registers,
+        "shared": usage.shared,
+        "spills": usage.local + usage.stack,
+        "sass": usage.instructions,
+        "hot_loop": len(hot),
+        "hgmma_per_k_step": sum(text.startswith("HGMMA") for text in hot) * scale,
+        "sass_per_k_step": len(hot) * scale,
+    }
+
+
+def cubepy_gemm(cuobjdump: str) -> dict:
+    """The warp-specialized wgmma GEMM (bf16 -> f32), compiled for sm_90a."""
+    import cubepy as cp
+    from cubepy_layouts.matmul import WgmmaGemmConfig, wgmma_gemm_launch
+
+    client = cp.client("interp")
+    a = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
+    b_t = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
+    out = client.zeros((256, 256), np.float32)
+    config = WgmmaGemmConfig()
+    compiled = wgmma_gemm_launch(a, b_t, out, config).compile()
+    if compiled.cubin is None:
+        raise RuntimeError(f"ptxas did not assemble the GEMM: {compiled.ptxas_status}")
+    return describe(compiled.cubin, compiled.name, (64, 64), cuobjdump)
+
+
+def triton_gemm(block_m: int, block_n: int, block_k: int, cuobjdump: str) -> dict:
+    """Triton's tutorial matmul (bf16 in and out) compiled for sm_90 with the given tile."""
+    import triton
+    from triton.compiler import ASTSource
+
+    from benchmarks.compile_bench import _triton_kernels
+
+    signature = {
+        name: "i32" for name in ("M", "N", "K", *(f"stride_{s}" for s in ("am", "ak", "bk", "bn", "cm", "cn")))
+    }
+    signature = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", **signature}
+    constexprs = {"BLOCK_SIZE_M": block_m, "BLOCK_SIZE_N": block_n, "BLOCK_SIZE_K": block_k, "GROUP_SIZE_M": 8}
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    divisible = (0, 1, 2, 3, 4, 5, 6, 8, 10)  # as the JIT infers for aligned tensors and sizes
+    src = ASTSource(
+        fn=_triton_kernels()["matmul"],
+        signature=signature,
+        constexprs=constexprs,
+        attrs={(i,): [["tt.divisibility", 16]] for i in divisible},
+    )
+    compiled = _triton_compile(src, {"num_warps": 4, "num_stages": 3})
+    result = describe(compiled.asm["cubin"], compiled.metadata.name, (block_m, block_n), cuobjdump)
+    result["shared"] = compiled.metadata.shared
+    result["version"] = triton.__version__
+    return result
+
+
+def _triton_tma_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_tma(a_desc, b_desc, c_desc, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # noqa: N803
+        """c = a @ b_t.T over TMA descriptors, B given N x K as cubepy's GEMM takes it."""
+        offs_m = tl.program_id(0) * BLOCK_M
+        offs_n = tl.program_id(1) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=3, warp_specialize=True):
+            a = a_desc.load([offs_m, k * BLOCK_K])
+            b = b_desc.load([offs_n, k * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        c_desc.store([offs_m, offs_n], acc)
+
+    return matmul_tma
+
+
+def triton_tma_gemm(cuobjdump: str) -> dict:
+    """The same algorithm in Triton: TMA descriptors, three stages, warp specialization, 64 x 64 x 64, bf16 -> f32."""
+    import triton
+    from triton.compiler import ASTSource
+
+    tile = "[64, 64]"
+    signature = {
+        "a_desc": f"tensordesc<bf16{tile}>",
+        "b_desc": f"tensordesc<bf16{tile}>",
+        "c_desc": f"tensordesc<fp32{tile}>",
+        "K": "i32",
+        **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K"), "constexpr"),
+    }
+    src = ASTSource(
+        fn=_triton_tma_kernel(), signature=signature, constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
+    )
+    compiled = _triton_compile(src, {"num_warps": 4, "num_stages": 3})
+    result = describe(compiled.asm["cubin"], compiled.metadata.name, (64, 64), cuobjdump)
+    result["shared"] = compiled.metadata.shared  # Triton's shared memory is dynamic: cuobjdump shows none
+    result["version"] = triton.__version__
+    return result
+
+
+def _triton_compile(src, options: dict):
+    """``triton.compile`` for sm_90 into an empty, temporary cache."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    cache = tempfile.mkdtemp(prefix="triton_cache_")
+    old = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = cache
+    try:
+        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = old
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def missing() -> str | None:
+    """Why the comparison cannot run here, or None."""
+    if find_cuda_tool("cuobjdump") is None:
+        return "cuobjdump not found: pip install nvidia-cuda-cuobjdump (the bench extra)"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "Triton is not installed: pip install triton (the bench extra)"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table (and write ``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args(argv)
+    reason = missing()
+    if reason is not None:
+        print(f"skipped: {reason}")
+        return 0
+    cuobjdump = find_cuda_tool("cuobjdump")
+    assert cuobjdump is not None
+    rows = {
+        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32)": cubepy_gemm(cuobjdump),
+        "Triton, TMA descriptors + warp_specialize, 64x64x64 (bf16 -> f32)": triton_tma_gemm(cuobjdump),
+        "Triton tutorial matmul (pointer loads), 64x64x64 (bf16)": triton_gemm(64, 64, 64, cuobjdump),
+        "Triton tutorial matmul (pointer loads), 128x128x64 (bf16)": triton_gemm(128, 128, 64, cuobjdump),
+    }
+    print(
+        "| kernel | registers | shared | spills | SASS | HGMMA loop (K per trip) | SASS per K step of 64 "
+        "| HGMMA per K step |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        print(
+            f"| {name} | {r['registers']} | {r['shared']} | {r['spills']} | {r['sass']} | {r['hot_loop']} "
+            f"({r['k_per_trip']:g}) | "
+            f"{r['sass_per_k_step']:g} | {r['hgmma_per_k_step']:g} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,7 +9,7 @@ from cubepy import frontend as _frontend
 from cubepy import testing
 from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
 from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
-from cubepy.runtime.args import ArrayArg, CubeCount, CubeDim, ScalarArg, TensorArg
+from cubepy.runtime.args import ArrayArg, ClusterDim, CubeCount, CubeDim, ScalarArg, TensorArg
 from cubepy.runtime.client import ComputeClient, client, runtimes
 from cubepy.runtime.handle import Handle
 from cubepy.runtime.tensormap import TensorMapArg
@@ -58,6 +58,7 @@ __all__ = list(_frontend.__all__) + [
     "ArrayArg",
     "CompileError",
     "ComputeClient",
+    "ClusterDim",
     "CubeCount",
     "CubeDim",
     "CubeError",

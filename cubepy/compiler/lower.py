@@ -46,7 +46,7 @@ LLVM = OpTable(
     "llvm",
     modules=tuple(
         f"cubepy.compiler.lower_{family}"
-        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cmma", "mma", "wgmma", "print")
+        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cluster", "cmma", "mma", "wgmma", "print")
     ),
 )
 lowers = LLVM.implements

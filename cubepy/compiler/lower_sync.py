@@ -47,6 +47,12 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
     def absolute(axis: str) -> ir.Value:
         return b.add(mul(sreg(lw, f"ctaid.{axis}"), const(dims[axis])), sreg(lw, f"tid.{axis}"))
 
+    if name.startswith(("cube_pos_cluster", "cube_cluster_dim")):
+        axis = name[-1] if name[-2] == "_" else ""
+        register = ("cluster_ctaid" if axis else "cluster_ctarank") if "pos" in name else "cluster_nctaid"
+        if not axis and "dim" in name:
+            register = "cluster_nctarank"
+        return sreg(lw, register.replace("_", ".") + (f".{axis}" if axis else ""))
     base, _, axis = name.rpartition("_")
     if axis in ("x", "y", "z"):
         if base == "unit_pos":

@@ -133,14 +133,17 @@ def _load_prefix(lw: KernelLowering, op) -> list[ir.Value]:
 
 
 # cta_mask i16, cache_hint i64, use_cta_mask i1, use_cache_hint i1, cta_group i32 (0: none on sm_90)
-def _load_suffix() -> list[ir.Value]:
-    return [ir.Constant(_I16, 0), ir.Constant(lt.I64, 0), _FALSE, _FALSE, ir.Constant(lt.I32, 0)]
+def _load_suffix(mask: ir.Value | None = None) -> list[ir.Value]:
+    if mask is None:
+        return [ir.Constant(_I16, 0), ir.Constant(lt.I64, 0), _FALSE, _FALSE, ir.Constant(lt.I32, 0)]
+    return [mask, ir.Constant(lt.I64, 0), ir.Constant(lt.I1, 1), _FALSE, ir.Constant(lt.I32, 0)]
 
 
 def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
-    """cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes."""
+    """cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster]."""
     op: ops.TmaLoad = inst.operation
-    args = _load_prefix(lw, op) + _load_suffix()
+    mask = None if op.multicast is None else lw.builder.trunc(_u32(lw, op.multicast), _I16)
+    args = _load_prefix(lw, op) + _load_suffix(mask)
     lw.call(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{op.rank}d", lt.VOID, args)
 
 

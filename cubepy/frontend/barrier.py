@@ -73,34 +73,44 @@ class BarrierExpand:
         self.wait(self.arrive())
 
     # -- TMA loads ----------------------------------------------------------------------------------
-    def _tiled(self, rank: int, tensor_map, smem, coords) -> None:
+    def _tiled(self, rank: int, tensor_map, smem, coords, multicast=None) -> None:
         tmap = _tensor_map(tensor_map, f"tma_load_{rank}d")
         if len(coords) != rank:
             source.fail(f"tma_load_{rank}d takes {rank} coordinates (outermost first), got {len(coords)}")
         _check_rank(tmap, rank, "tiled", f"tma_load_{rank}d")
         memory, offset, length = shared_operand(smem, tmap, f"tma_load_{rank}d")
         driver = signed_coordinates(coords[::-1], f"tma_load_{rank}d coordinate")
-        current_scope().append(irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank))
+        mask = None if multicast is None else _u32(multicast, "multicast mask")
+        current_scope().append(irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank, mask))
 
-    def tma_load_1d(self, tensor_map, smem, x) -> None:
-        """Load the 1-D box at ``x`` into ``smem`` through TMA, completing on this barrier."""
-        self._tiled(1, tensor_map, smem, (x,))
+    def tma_load_1d(self, tensor_map, smem, x, *, multicast=None) -> None:
+        """Load the 1-D box at ``x`` into ``smem`` through TMA, completing on this barrier.
 
-    def tma_load_2d(self, tensor_map, smem, y, x) -> None:
-        """Load the 2-D box at ``(y, x)`` into ``smem`` through TMA, completing on this barrier."""
-        self._tiled(2, tensor_map, smem, (y, x))
+        ``multicast`` (cluster launches): a u32 mask of cube ranks; the box lands at the same place in
+        ``smem`` of each of those cubes and completes on each one's copy of this barrier."""
+        self._tiled(1, tensor_map, smem, (x,), multicast)
 
-    def tma_load_3d(self, tensor_map, smem, z, y, x) -> None:
+    def tma_load_2d(self, tensor_map, smem, y, x, *, multicast=None) -> None:
+        """Load the 2-D box at ``(y, x)`` into ``smem`` through TMA, completing on this barrier (``multicast``:
+        as for ``tma_load_1d``)."""
+        self._tiled(2, tensor_map, smem, (y, x), multicast)
+
+    def tma_load_3d(self, tensor_map, smem, z, y, x, *, multicast=None) -> None:
         """Load the 3-D box at ``(z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
-        self._tiled(3, tensor_map, smem, (z, y, x))
+        self._tiled(3, tensor_map, smem, (z, y, x), multicast)
 
-    def tma_load_4d(self, tensor_map, smem, w, z, y, x) -> None:
+    def tma_load_4d(self, tensor_map, smem, w, z, y, x, *, multicast=None) -> None:
         """Load the 4-D box at ``(w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
-        self._tiled(4, tensor_map, smem, (w, z, y, x))
+        self._tiled(4, tensor_map, smem, (w, z, y, x), multicast)
 
-    def tma_load_5d(self, tensor_map, smem, v, w, z, y, x) -> None:
+    def tma_load_5d(self, tensor_map, smem, v, w, z, y, x, *, multicast=None) -> None:
         """Load the 5-D box at ``(v, w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
-        self._tiled(5, tensor_map, smem, (v, w, z, y, x))
+        self._tiled(5, tensor_map, smem, (v, w, z, y, x), multicast)
+
+    def arrive_cluster(self, rank) -> None:
+        """Arrive once on this barrier's copy in the cluster's cube ``rank`` (PTX ``mapa`` +
+        ``mbarrier.arrive.release.cluster.shared::cluster``): a consumer freeing a stage a peer multicasts into."""
+        current_scope().append(irops.BarrierArriveCluster(self.var, _u32(rank, "cube rank")))
 
     def _im2col(self, rank: int, tensor_map, smem, coords, offsets) -> None:
         name = f"tma_load_im2col_{rank}d"

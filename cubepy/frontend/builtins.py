@@ -56,6 +56,14 @@ _DOCS = {
     "plane_dim": "The number of units in a plane (warp), 32.",
     "plane_pos": "The index of the unit's plane in its cube.",
     "unit_pos_plane": "The unit's lane index in its plane.",
+    "cube_pos_cluster": "The cube's rank in its cluster (x fastest); 0 without clusters.",
+    "cube_pos_cluster_x": "The cube's x index in its cluster.",
+    "cube_pos_cluster_y": "The cube's y index in its cluster.",
+    "cube_pos_cluster_z": "The cube's z index in its cluster.",
+    "cube_cluster_dim": "The number of cubes in a cluster; 1 without clusters.",
+    "cube_cluster_dim_x": "The number of cubes of a cluster along x.",
+    "cube_cluster_dim_y": "The number of cubes of a cluster along y.",
+    "cube_cluster_dim_z": "The number of cubes of a cluster along z.",
 }
 BUILTIN_VARS = {name.upper(): BuiltinVar(name, _DOCS[name]) for name in ir.BUILTINS}
 globals().update(BUILTIN_VARS)
@@ -83,6 +91,14 @@ CUBE_COUNT_Z: BuiltinVar
 PLANE_DIM: BuiltinVar
 PLANE_POS: BuiltinVar
 UNIT_POS_PLANE: BuiltinVar
+CUBE_POS_CLUSTER: BuiltinVar
+CUBE_POS_CLUSTER_X: BuiltinVar
+CUBE_POS_CLUSTER_Y: BuiltinVar
+CUBE_POS_CLUSTER_Z: BuiltinVar
+CUBE_CLUSTER_DIM: BuiltinVar
+CUBE_CLUSTER_DIM_X: BuiltinVar
+CUBE_CLUSTER_DIM_Y: BuiltinVar
+CUBE_CLUSTER_DIM_Z: BuiltinVar
 
 
 class LaneMask(ExpandBase):
@@ -197,6 +213,13 @@ def named_barrier_sync(barrier_id, units) -> None:
     Barrier 0 is the one ``sync_cube`` uses: give producer/consumer hand-offs ids from 1 up.
     """
     current_scope().append(irops.NamedBarrierSync(*_named_barrier_operands(barrier_id, units, "named_barrier_sync")))
+
+
+def sync_cluster() -> None:
+    """Barrier of the cluster: every unit of every cube of the cluster arrives before any goes on, and shared
+    memory written before it (in any cube of the cluster) is visible after it (PTX ``barrier.cluster.arrive``
+    + ``barrier.cluster.wait``, sm_90).  Without clusters it is a barrier of the cube."""
+    current_scope().append(irops.SyncCluster())
 
 
 def named_barrier_arrive(barrier_id, units) -> None:

@@ -198,6 +198,32 @@ def _add_offset(offset, index):
     )
 
 
+class PeerMemory:
+    """A shared memory of another cube of the cluster (``smem.peer(rank)``): index it to read or write there."""
+
+    __slots__ = ("memory", "rank")
+
+    def __init__(self, memory: MemoryExpand, rank) -> None:
+        self.memory = memory
+        self.rank = rank
+
+    def _index(self, index):
+        memory = self.memory
+        return operations.to_index(memory._flat_index(index) if isinstance(index, tuple) else index)
+
+    def __getitem__(self, index):
+        memory = self.memory
+        checked = require_state().checked
+        op = irops.ClusterLoad(memory.var, self.rank, self._index(index), checked)
+        return operations.emit(op, memory.var.type)
+
+    def __setitem__(self, index, value) -> None:
+        memory = self.memory
+        converted = operations.convert(value, memory.var.type, f"store into a peer's {memory.describe()}")
+        checked = require_state().checked
+        current_scope().append(irops.ClusterStore(memory.var, self.rank, self._index(index), converted, checked))
+
+
 class MemoryExpand:
     """A memory inside a kernel: a global buffer, shared memory or local array."""
 
@@ -242,6 +268,15 @@ class MemoryExpand:
             return
         converted = operations.convert(value, self.var.type, f"store into {self.describe()}")
         current_scope().append(irops.IndexAssign(self.var, idx, converted, self.checked))
+
+    def peer(self, rank) -> PeerMemory:
+        """This shared memory in the cube ``rank`` of the cluster (distributed shared memory, sm_90).
+
+        ``smem.peer(r)[i]`` reads and ``smem.peer(r)[i] = v`` writes item ``i`` of cube ``r``'s copy (PTX
+        ``mapa`` + ``ld/st.shared::cluster``); ``r`` is a ``CUBE_POS_CLUSTER`` value (u32)."""
+        if self.var.kind is not VarKind.SHARED:
+            source.fail(f"{self.describe()} has no peers: only a shared memory is shared across a cluster")
+        return PeerMemory(self, operations.to_index(rank, "cube rank"))
 
     def _flat_index(self, index: tuple):
         """``m[i, j, ...]``: the row-major item index of a multi-dimensional shared/local memory."""

@@ -54,6 +54,15 @@ BUILTINS: tuple[str, ...] = (
     "plane_dim",
     "plane_pos",
     "unit_pos_plane",
+    # clusters (sm_90): the cube's position in its cluster (rank: x fastest) and the cluster's shape
+    "cube_pos_cluster",
+    "cube_pos_cluster_x",
+    "cube_pos_cluster_y",
+    "cube_pos_cluster_z",
+    "cube_cluster_dim",
+    "cube_cluster_dim_x",
+    "cube_cluster_dim_y",
+    "cube_cluster_dim_z",
 )
 
 MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})

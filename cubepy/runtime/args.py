@@ -6,6 +6,7 @@ import attrs
 
 from cubepy.errors import LaunchError
 from cubepy.ir.kernel import MAX_CUBE_COUNT, MAX_CUBE_DIM, launch_shape_problem
+from cubepy.ir.ops.cluster import MAX_CLUSTER_CUBES
 from cubepy.runtime.handle import Handle
 
 
@@ -35,8 +36,46 @@ class _Extent3:
 
 
 @attrs.frozen
+class ClusterDim(_Extent3):
+    """How many cubes one cluster groups along x, y, z (sm_90): at most 8 cubes in all, the portable size."""
+
+    MINIMUM = 1
+    MAXIMUM = (MAX_CLUSTER_CUBES,) * 3
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.total > MAX_CLUSTER_CUBES:
+            raise LaunchError(
+                f"ClusterDim{self.as_tuple()} has {self.total} cubes; a cluster holds at most {MAX_CLUSTER_CUBES}"
+            )
+
+
+@attrs.frozen
 class CubeCount(_Extent3):
-    """How many cubes (thread blocks) to launch along x, y, z: x at most 2**31 - 1, y and z at most 65535."""
+    """How many cubes (thread blocks) to launch along x, y, z: x at most 2**31 - 1, y and z at most 65535.
+
+    ``cluster``: group the cubes into clusters of this shape (each axis of the count a multiple of it); the
+    cubes of a cluster run together and share their shared memory (``cubepy.ir.ops.cluster``).
+    """
+
+    cluster: ClusterDim | None = None
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.cluster is None:
+            return
+        if not isinstance(self.cluster, ClusterDim):
+            raise LaunchError(f"CubeCount.cluster: expected a cp.ClusterDim, got {type(self.cluster).__name__}")
+        for axis, count, size in zip("xyz", self.as_tuple(), self.cluster.as_tuple()):
+            if count % size:
+                raise LaunchError(
+                    f"CubeCount{self.as_tuple()}: {axis} = {count} is not a multiple of the cluster's {axis} = {size} "
+                    f"(ClusterDim{self.cluster.as_tuple()})"
+                )
+
+    def cluster_shape(self) -> tuple[int, int, int]:
+        """The cluster shape, (1, 1, 1) without clusters."""
+        return (1, 1, 1) if self.cluster is None else self.cluster.as_tuple()
 
 
 @attrs.frozen

@@ -62,6 +62,15 @@ class Backend(Protocol):
         """Raise ``LaunchError`` for a launch the hardware would refuse."""
         ...
 
-    def run(self, artifact: Any, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
-        """Launch ``artifact`` over ``cube_count`` cubes with the bound buffers and scalars."""
+    def run(
+        self,
+        artifact: Any,
+        cube_count: tuple[int, int, int],
+        bindings: Bindings,
+        *,
+        sanitize: bool,
+        cluster: tuple[int, int, int] = (1, 1, 1),
+    ) -> None:
+        """Launch ``artifact`` over ``cube_count`` cubes (grouped in clusters of ``cluster``) with the bound
+        buffers and scalars."""
         ...

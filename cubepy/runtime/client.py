@@ -216,7 +216,10 @@ class ComputeClient:
         sanitize = self.sanitize or (
             backend.name == "interp" and _knob_set(_SANITIZE_KEY) and bool(config.get("CUBEPY_SANITIZE"))
         )
-        backend.run(artifact, counts, bindings, sanitize=sanitize)
+        if count.cluster is None:
+            backend.run(artifact, counts, bindings, sanitize=sanitize)
+        else:
+            backend.run(artifact, counts, bindings, sanitize=sanitize, cluster=count.cluster.as_tuple())
 
     def __repr__(self) -> str:
         return f"ComputeClient({self.name!r})"

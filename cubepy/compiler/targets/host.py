@@ -74,6 +74,12 @@ UNSUPPORTED: dict[type, str] = {
         op: "warpgroup MMA (wgmma) lowers to PTX inline assembly and has no host emulation yet; use the interp runtime"
         for op in (ops.WgmmaDescriptor, ops.WgmmaMmaAsync, ops.WgmmaFence, ops.WgmmaCommitGroup, ops.WgmmaWaitGroup)
     },
+    # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
+    **{
+        op: "distributed shared memory and remote mbarrier arrivals need a cluster launch, which the cpu runtime "
+        "does not run; use the interp runtime"
+        for op in (ops.ClusterLoad, ops.ClusterStore, ops.BarrierArriveCluster)
+    },
     # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
     ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }
@@ -140,7 +146,7 @@ def _invariant(load: ir.Value) -> ir.Value:
 
 
 _WAITS: dict[str, tuple[type[Operation], ...]] = {
-    "barrier": (ops.SyncCube, ops.BarrierInit),  # barrier_init syncs the cube
+    "barrier": (ops.SyncCube, ops.BarrierInit, ops.SyncCluster),  # barrier_init syncs the cube; a cluster is one cube
     "plane": (
         (ops.SyncPlane, ops.PlaneOp)
         + (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
@@ -335,6 +341,8 @@ class HostTarget:
             return b.udiv(self.unit, ir.Constant(I32, x * y))
         if base == "ctaid":
             return lw.function.args[3 + "xyz".index(axis)]
+        if base == "cluster":  # the cpu runtime runs no clusters: every cube is a cluster of one
+            return ir.Constant(I32, 1 if axis.startswith("ncta") else 0)
         return self._ctx_load(b, CTX_NCTAID + 4 * "xyz".index(axis), I32, name.replace(".", "_"))
 
     # -- suspension points ---------------------------------------------------------------------------

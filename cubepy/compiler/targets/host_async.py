@@ -26,6 +26,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import unsigned_index
+from cubepy.errors import CompileError
 from cubepy.ir import Instruction, Variable, VarKind, ops
 from cubepy.ir.variable import describe_memory
 
@@ -214,6 +215,11 @@ def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
 def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
     """Copy the box into shared memory now and credit the barrier with its bytes."""
     op = cast(ops.TmaLoad, inst.operation)
+    if op.multicast is not None:
+        raise CompileError(
+            f"{op.name} with a multicast mask needs a cluster launch, which the cpu runtime does not run; "
+            "use the interp runtime"
+        )
     _call(lw, "load", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
     _changed(lw)
 
@@ -244,6 +250,7 @@ HOST_LOWERINGS = {
     ops.BarrierWait: lower_barrier_wait,
     ops.BarrierWaitParity: lower_barrier_wait_parity,
     ops.BarrierTryWaitParity: lower_barrier_try_wait_parity,
+    ops.SyncCluster: lambda lw, inst: lw.target.sync_cube(lw),  # a cluster of one cube
     ops.NamedBarrierArrive: lower_named_barrier_arrive,
     ops.NamedBarrierSync: lower_named_barrier_sync,
     ops.TmaLoad: lower_tma_load,

@@ -1,9 +1,10 @@
 """IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops import arith, branch, cmma, debug, memory, mma, plane, sync, tma, wgmma
+from cubepy.ir.ops import arith, branch, cluster, cmma, debug, memory, mma, plane, sync, tma, wgmma
 from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
+from cubepy.ir.ops.cluster import *  # noqa: F403  (clusters: SyncCluster, ClusterLoad/Store, BarrierArriveCluster)
 from cubepy.ir.ops.cmma import *  # noqa: F403  (tensor-core fragments: CmmaFill ... CmmaCast)
 from cubepy.ir.ops.debug import DebugPrint
 from cubepy.ir.ops.memory import *  # noqa: F403  (index, lanes, metadata Len ... Rank, atomics AtomicAdd ...)
@@ -34,6 +35,7 @@ __all__ = [
     "all_operations",
     "arith",
     "branch",
+    "cluster",
     "cmma",
     "debug",
     "declare",
@@ -46,6 +48,7 @@ __all__ = [
     "wgmma",
 ]
 __all__ += arith.__all__
+__all__ += cluster.__all__
 __all__ += cmma.__all__
 __all__ += memory.__all__
 __all__ += mma.__all__

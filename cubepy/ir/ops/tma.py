@@ -107,7 +107,11 @@ class BarrierTryWaitParity(Operation):
 
 @attrs.frozen(repr=False)
 class TmaLoad(Operation):
-    """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``."""
+    """Tile-mode copy of the box at ``coords`` (innermost first) into ``smem[offset:offset+length]``, completing on ``barrier``.
+
+    ``multicast`` (u32, cluster launches): a mask of cube ranks; the box lands at the same offset in the
+    shared memory of every cube of the cluster whose bit is set, and completes on each one's ``barrier``.
+    """
 
     barrier: Variable
     tensor_map: Variable
@@ -116,6 +120,7 @@ class TmaLoad(Operation):
     length: Variable
     coords: tuple[Variable, ...]
     rank: int = 0
+    multicast: Variable | None = None
 
 
 @attrs.frozen(repr=False)
@@ -254,6 +259,8 @@ def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
     _no_out(c, inst)
     _barrier(c, inst, op.barrier)
     _copy_operands(c, inst, op, TILED_RANKS)
+    if op.multicast is not None:
+        _typed(c, inst, "multicast mask", op.multicast, COUNT_TYPE)
 
 
 def _check_load_im2col(c: Checker, inst: Instruction, op: TmaLoadIm2col) -> None:

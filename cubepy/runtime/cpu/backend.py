@@ -124,8 +124,20 @@ class CpuBackend:
             self._extended[id(kernel)] = found
         return found[1], found[2]
 
-    def run(self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
+    def run(
+        self,
+        kernel: HostKernel,
+        cube_count: tuple[int, int, int],
+        bindings: Bindings,
+        *,
+        sanitize: bool,
+        cluster: tuple[int, int, int] = (1, 1, 1),
+    ) -> None:
         """Pack the parameter block (as the cuda runtime does) and run every cube; returns when all finished."""
+        if cluster != (1, 1, 1):
+            raise LaunchError(
+                f"kernel {kernel.name}: the cpu runtime runs no clusters (ClusterDim{cluster}); use the interp runtime"
+            )
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
         extended, layout = self._abi(kernel)

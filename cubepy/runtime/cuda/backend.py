@@ -162,8 +162,18 @@ class CudaBackend:
         check_launch_limits(kernel, cube_count, self.device.info)
 
     # -- run -------------------------------------------------------------------------------
-    def run(self, kernel: CudaKernel, cube_count: tuple[int, int, int], bindings: Bindings, *, sanitize: bool) -> None:
-        """Bind, upload the info buffer and launch on the stream (asynchronous; faults surface at sync)."""
+    def run(
+        self,
+        kernel: CudaKernel,
+        cube_count: tuple[int, int, int],
+        bindings: Bindings,
+        *,
+        sanitize: bool,
+        cluster: tuple[int, int, int] = (1, 1, 1),
+    ) -> None:
+        """Bind, upload the info buffer and launch on the stream (asynchronous; faults surface at sync).
+
+        A cluster launch goes through ``cuLaunchKernelEx`` with the cluster-dimension attribute."""
         if sanitize:
             raise CubeError(SANITIZER_UNAVAILABLE)
         drv = self.device.driver
@@ -180,6 +190,15 @@ class CudaBackend:
         grid = tuple(int(c) for c in cube_count)
         block = tuple(int(d) for d in kernel.definition.cube_dim)
         self.device.make_current()
+        if cluster != (1, 1, 1):
+            config = cluster_launch_config(drv, grid, block, cluster, kernel.dynamic_shared_bytes, self.device.stream)
+            check(
+                drv,
+                drv.cuLaunchKernelEx(config, kernel.function, packed.address, 0),
+                "cuLaunchKernelEx",
+                f"kernel {kernel.name}, cube_count={grid}, cube_dim={block}, cluster={cluster}",
+            )
+            return
         check(
             drv,
             drv.cuLaunchKernel(
@@ -188,6 +207,23 @@ class CudaBackend:
             "cuLaunchKernel",
             f"kernel {kernel.name}, cube_count={grid}, cube_dim={block}",
         )
+
+
+def cluster_launch_config(
+    drv: Any, grid: tuple[int, ...], block: tuple[int, ...], cluster: tuple[int, int, int], shared: int, stream: Any
+) -> Any:
+    """A ``CUlaunchConfig`` for ``cuLaunchKernelEx`` with ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` set."""
+    attribute = drv.CUlaunchAttribute()
+    attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster
+    config = drv.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared
+    config.hStream = stream
+    config.attrs = [attribute]
+    config.numAttrs = 1
+    return config
 
 
 def check_launch_limits(kernel: CudaKernel, cube_count: tuple[int, int, int], info: Any) -> None:

@@ -70,7 +70,9 @@ class InterpBackend:
             return self.schedule
         return parse(config.get("CUBEPY_SCHEDULE"))
 
-    def run(self, definition, cube_count, bindings: Bindings, *, sanitize: bool) -> None:
+    def run(
+        self, definition, cube_count, bindings: Bindings, *, sanitize: bool, cluster: tuple[int, int, int] = (1, 1, 1)
+    ) -> None:
         """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
         from cubepy.runtime import interp
 
@@ -84,7 +86,9 @@ class InterpBackend:
             storages[id(storage)] = storage
         snapshots = [(storage, storage.copy()) for storage in storages.values()]
         try:
-            interp.run(definition, cube_count, bindings, sanitize=sanitize, schedule=self.current_schedule())
+            interp.run(
+                definition, cube_count, bindings, sanitize=sanitize, schedule=self.current_schedule(), cluster=cluster
+            )
         except BaseException:
             for storage, saved in snapshots:
                 storage[...] = saved

@@ -79,12 +79,14 @@ class Launch:
         bindings: Bindings,
         sanitize: bool,
         schedule: Schedule | None = None,
+        cluster: tuple[int, int, int] = (1, 1, 1),
     ) -> None:
         kernel = program.kernel
         self.schedule = schedule or Schedule()
         self.program = program
         self.kernel = kernel
         self.cube_count = cube_count
+        self.cluster = cluster
         self.bindings = bindings
         self.sanitize = sanitize
         self.coverage = COVERAGE.get()  # a coverage Recorder, or None (the default: nothing recorded)
@@ -127,11 +129,24 @@ class Launch:
         units = kernel.units_per_cube
         local_bytes = sum(var.length * var.type.size for var in kernel.local_arrays)
         per_cube = self.program.shared_bytes + units * local_bytes
+        align = self.cluster_alignment()
         if self.schedule.independent_planes:
-            return 1  # every plane is a group: small chunks keep each group's numpy operations small
+            return align  # every plane is a group: small chunks keep each group's numpy operations small
         by_lanes = MAX_LANES_PER_CHUNK // units
         by_memory = MAX_CHUNK_MEMORY_BYTES // per_cube if per_cube else by_lanes
-        return max(1, min(by_lanes, by_memory))
+        return max(1, min(by_lanes, by_memory)) // align * align or align
+
+    def cluster_alignment(self) -> int:
+        """A chunk starts and ends on a multiple of this many cubes, so that it holds whole clusters.
+
+        Cubes are numbered x fastest: a cluster of (cx, 1, 1) is cx consecutive cubes; one of (cx, cy, 1)
+        lies within cy whole rows of the grid, one of (cx, cy, cz) within cz whole layers."""
+        (nx, ny, _), (cx, cy, cz) = self.cube_count, self.cluster
+        if cz > 1:
+            return nx * ny * cz
+        if cy > 1:
+            return nx * cy
+        return cx
 
 
 class Chunk:
@@ -141,7 +156,7 @@ class Chunk:
         self.launch = launch
         self.program = launch.program
         kernel = launch.kernel
-        self.topology = Topology(kernel.cube_dim, launch.cube_count, first_cube, cubes)
+        self.topology = Topology(kernel.cube_dim, launch.cube_count, first_cube, cubes, launch.cluster)
         self.lanes = self.topology.lanes
         self.values = ValueStore(self.lanes, self.program.literals)
         # ``ctx.write(var, value, mask)`` assigns ``value`` to local ``var`` on the lanes of ``mask``.  It is
@@ -501,13 +516,19 @@ def run(
     *,
     sanitize: bool = False,
     schedule: Schedule | None = None,
+    cluster: tuple[int, int, int] = (1, 1, 1),
 ) -> None:
-    """Execute ``kernel`` for a grid of ``cube_count`` cubes on the CPU; buffers are written in place."""
+    """Execute ``kernel`` for a grid of ``cube_count`` cubes (in clusters of ``cluster``) on the CPU; buffers are
+    written in place."""
     program = prepare(kernel)
     counts = tuple(int(c) for c in (cube_count.as_tuple() if hasattr(cube_count, "as_tuple") else cube_count))
     if len(counts) != 3:
         raise LaunchError(f"cube_count {cube_count!r}: expected (x, y, z)")
-    launch = Launch(program, counts, bindings, sanitize, schedule or Schedule())  # type: ignore[arg-type]
+    if getattr(cube_count, "cluster", None) is not None:
+        cluster = cube_count.cluster.as_tuple()
+    if any(count % size for count, size in zip(counts, cluster)):
+        raise LaunchError(f"cube_count {counts} is not a whole number of clusters of {tuple(cluster)}")
+    launch = Launch(program, counts, bindings, sanitize, schedule or Schedule(), tuple(cluster))  # type: ignore[arg-type]
     total = counts[0] * counts[1] * counts[2]
     per_chunk = launch.cubes_per_chunk()
     # Inactive lanes compute garbage (and integer division guards its own zeros): no warnings.

@@ -36,6 +36,7 @@ INTERP = OpTable(
             "sync",
             "tma_exec",
             "warp_specialize",
+            "cluster",
             "cmma",
             "mma",
             "wgmma",

@@ -89,10 +89,10 @@ def _release(ctx: Chunk, inst: Instruction, state: CubeBarrier, reduce: str | No
             state.result[complete] = np.asarray(pred.any(axis=1))[complete]
     state.generation[complete] += 1
     state.arrived.reshape(-1, units)[complete] = False
-    _sanitizer_release(ctx, complete)
+    release_for_sanitizer(ctx, complete)
 
 
-def _sanitizer_release(ctx: Chunk, cubes: np.ndarray) -> None:
+def release_for_sanitizer(ctx: Chunk, cubes: np.ndarray) -> None:
     """The barrier ends the race-tracking interval of the released ``cubes`` (bool per chunk cube)."""
     if ctx.sanitizer is not None:
         ctx.sanitizer.sync_cube(cubes)
@@ -183,7 +183,7 @@ def _check_together(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 def sync_cube(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Barrier of a cube: every live unit of the cube arrives before any goes on."""
     if mask.full:  # the whole chunk is here: nobody waits
-        _sanitizer_release(ctx, np.ones(ctx.topology.cubes, dtype=bool))
+        release_for_sanitizer(ctx, np.ones(ctx.topology.cubes, dtype=bool))
         return
     if ctx.frees and ctx.launch.sanitize:
         _check_together(ctx, inst, mask)
@@ -275,7 +275,7 @@ def sync_cube_reduce(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         if _arrive(ctx, inst, mask, reduce):
             _write_reduction(ctx, inst, _barrier(ctx), mask)
         return
-    _sanitizer_release(ctx, np.ones(ctx.topology.cubes, dtype=bool))
+    release_for_sanitizer(ctx, np.ones(ctx.topology.cubes, dtype=bool))
     units = ctx.topology.units
     pred = np.broadcast_to(ctx.read(op.pred), (ctx.lanes,)).reshape(-1, units)
     if isinstance(op, ops.SyncCubeCount):

@@ -82,7 +82,7 @@ def _cube_of(ctx: Chunk, lanes: np.ndarray) -> np.ndarray:
     return lanes // ctx.topology.units
 
 
-def _run(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
+def run_barrier_step(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
     """``step()``, a ``BarrierFault`` becoming the SanitizerError of the unit it names."""
     try:
         return step()
@@ -204,7 +204,9 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     counts = _per_lane(ctx, op.arrival_count, lanes)[elected]
     state = _state(ctx, op.barrier)
     chosen = lanes[elected]
-    _run(ctx, inst, chosen, lambda: mbarrier.initialize(state, repr(op.barrier), _cube_of(ctx, chosen), counts))
+    run_barrier_step(
+        ctx, inst, chosen, lambda: mbarrier.initialize(state, repr(op.barrier), _cube_of(ctx, chosen), counts)
+    )
     sync.sync_cube(ctx, inst, mask)  # the init ends with a cube-wide barrier (bar.sync 0)
 
 
@@ -215,7 +217,9 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones)))
+    tokens = run_barrier_step(
+        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones))
+    )
     _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
@@ -228,7 +232,9 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = _run(ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes))
+    tokens = run_barrier_step(
+        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes)
+    )
     _note_arrival(ctx, op.barrier, lanes, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
@@ -258,7 +264,7 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
-    _run(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, repr(op.barrier), cubes, tx_bytes))
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, repr(op.barrier), cubes, tx_bytes))
 
 
 @implements(ops.BarrierWait)
@@ -269,7 +275,7 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
-    done = _run(ctx, inst, lanes, lambda: mbarrier.token_done(state, repr(op.barrier), cubes, tokens))
+    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.token_done(state, repr(op.barrier), cubes, tokens))
     _wait(ctx, inst, state, op.barrier, lanes, done, tokens, False)
 
 
@@ -281,7 +287,7 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
-    done = _run(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
+    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
     _wait(ctx, inst, state, op.barrier, lanes, done, phases, True)
 
 
@@ -300,27 +306,45 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
     op = inst.operation
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    _run(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     eager = ctx.picker.land_eagerly()
     races = async_races.tracker(ctx)
-    for lane, cube in zip(lanes.tolist(), cubes.tolist()):
+    for lane, issuer in zip(lanes.tolist(), cubes.tolist()):
         nbytes = _box_bytes(ctx, inst, lane, tm, mode, op.rank)
         dst = _shared_box(ctx, inst, op, lane, nbytes)
-        if races is not None:
-            races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
-        land = _load_landing(ctx, inst, state, op.barrier, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")
-        if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
-            ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
-        if eager:
-            land()
-        else:
-            ctx.in_flight.add(lane, False, land)
+        for cube in _destinations(ctx, inst, op, lane, issuer, state):
+            if races is not None:
+                races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
+            land = _load_landing(ctx, inst, state, op.barrier, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
+            if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
+                ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
+            if eager:
+                land()
+            else:
+                ctx.in_flight.add(lane, False, land)
     if eager:
         state.settle()
+
+
+def _destinations(ctx: Chunk, inst: Instruction, op, lane: int, cube: int, state: BarrierState) -> list[int]:
+    """The chunk cubes a load lands in: the issuer's, or those of the cluster ranks of its multicast mask."""
+    multicast = getattr(op, "multicast", None)
+    if multicast is None:
+        return [cube]
+    mask = int(_per_lane(ctx, multicast, np.array([lane]))[0])
+    size = int(np.prod(ctx.topology.cluster))
+    if mask <= 0 or mask >> size:
+        problem = f"multicast mask {mask:#x} names no cube or cubes outside the cluster of {size}"
+        _misuse(ctx, inst, lane, TensorMapError(problem))
+    ranks = np.array([rank for rank in range(size) if mask >> rank & 1], dtype=np.int64)
+    targets = ctx.topology.peer_cube(np.full(ranks.size, cube, dtype=np.int64), ranks)
+    lanes = np.full(targets.size, lane, dtype=np.int64)
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), targets))
+    return targets.tolist()
 
 
 def _load_landing(
@@ -345,7 +369,7 @@ def _load_landing(
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
         credit = lambda: mbarrier.complete_tx(state, repr(barrier), np.array([cube]), np.array([delivered]), settle)  # noqa: E731
-        _run(ctx, inst, np.array([lane]), credit)
+        run_barrier_step(ctx, inst, np.array([lane]), credit)
 
     return land
 

@@ -163,10 +163,16 @@ class Topology:
     """The builtins of one chunk of whole cubes, computed on first use with CubeCL's formulas."""
 
     def __init__(
-        self, cube_dim: tuple[int, int, int], cube_count: tuple[int, int, int], first_cube: int, cubes: int
+        self,
+        cube_dim: tuple[int, int, int],
+        cube_count: tuple[int, int, int],
+        first_cube: int,
+        cubes: int,
+        cluster: tuple[int, int, int] = (1, 1, 1),
     ) -> None:
         self.cube_dim = cube_dim
         self.cube_count = cube_count
+        self.cluster = cluster
         self.first_cube = first_cube
         self.cubes = cubes
         self.units = cube_dim[0] * cube_dim[1] * cube_dim[2]
@@ -188,6 +194,23 @@ class Topology:
         cx, cy, _ = self.cube_count
         cube = self.first_cube + lane // self.units
         return cube % cx, (cube // cx) % cy, cube // (cx * cy)
+
+    def cluster_position(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk cube: its rank in its cluster, and the chunk cube of its cluster's rank 0 (int64)."""
+        (nx, ny, _), (cx, cy, cz) = self.cube_count, self.cluster
+        cube = np.arange(self.first_cube, self.first_cube + self.cubes, dtype=np.int64)
+        x, y, z = cube % nx, (cube // nx) % ny, cube // (nx * ny)
+        rank = x % cx + (y % cy) * cx + (z % cz) * cx * cy
+        leader = (z - z % cz) * nx * ny + (y - y % cy) * nx + (x - x % cx) - self.first_cube
+        return rank, leader
+
+    def peer_cube(self, cubes: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+        """The chunk cube at rank ``ranks`` of the cluster of each chunk cube of ``cubes`` (ranks in range)."""
+        nx, ny, _ = self.cube_count
+        cx, cy, _ = self.cluster
+        _, leader = self.cluster_position()
+        dx, dy, dz = ranks % cx, (ranks // cx) % cy, ranks // (cx * cy)
+        return leader[cubes] + dx + dy * nx + dz * nx * ny
 
     def get(self, name: str) -> np.ndarray | np.generic:
         """The u32 value of builtin ``name`` for every lane of the chunk."""
@@ -211,9 +234,18 @@ class Topology:
             "cube_count_y": cy,
             "cube_count_z": cz,
             "plane_dim": PLANE_SIZE,
+            "cube_cluster_dim": self.cluster[0] * self.cluster[1] * self.cluster[2],
+            "cube_cluster_dim_x": self.cluster[0],
+            "cube_cluster_dim_y": self.cluster[1],
+            "cube_cluster_dim_z": self.cluster[2],
         }
         if name in uniform:
             return np.uint32(uniform[name])
+        if name.startswith("cube_pos_cluster"):
+            rank, _ = self.cluster_position()
+            cx, cy, _ = self.cluster
+            per_axis = {"": rank, "_x": rank % cx, "_y": (rank // cx) % cy, "_z": rank // (cx * cy)}
+            return np.repeat(per_axis[name.removeprefix("cube_pos_cluster")].astype(np.uint32), self.units)
         get = self.get
         units, cubes = self.units, self.cubes
         if name == "unit_pos":

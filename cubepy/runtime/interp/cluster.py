@@ -1,0 +1,164 @@
+"""Clusters in the interp: the cluster barrier, distributed shared memory and remote mbarrier arrivals.
+
+A chunk holds whole clusters (``Launch.cluster_alignment``), so a cube's peers are cubes of the same chunk:
+``Topology.peer_cube`` maps (cube, rank) to the peer's row of the shared arena and of every mbarrier's
+state.  ``sync_cluster`` is a barrier over every live unit of the cluster's cubes (units that returned do
+not count, as for ``sync_cube``); it orders shared accesses across the cluster for the race checker too.
+A peer rank outside the cluster is an ``out-of-bounds`` error whether or not the access is checked (the GPU
+faults); a peer index out of range behaves as a local access does (checked: 0 / dropped, reported under the
+sanitizer).  The race checker tracks each cube's own accesses; accesses to a peer's shared memory are not
+race-checked (documented).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from cubepy.errors import SanitizerKind
+from cubepy.ir import Instruction, ops
+from cubepy.runtime.interp import mbarrier, sync, tma_exec
+from cubepy.runtime.interp.groups import Wait
+from cubepy.runtime.interp.memory import locate
+from cubepy.runtime.interp.registry import blocking, implements
+from cubepy.runtime.interp.values import Mask
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.executor import Chunk
+
+_KEY = "cluster.barrier"
+
+
+class ClusterBarrier:
+    """The cluster barrier of every cluster of a chunk: who arrived, releases so far."""
+
+    def __init__(self, ctx: Chunk) -> None:
+        _, leader = ctx.topology.cluster_position()
+        cluster_of_cube = np.unique(leader, return_inverse=True)[1].astype(np.int64)
+        self.clusters = int(cluster_of_cube.max()) + 1
+        self.cluster_of_cube = cluster_of_cube
+        self.cluster_of_lane = np.repeat(cluster_of_cube, ctx.topology.units)
+        self.arrived = np.zeros(ctx.lanes, dtype=bool)
+        self.generation = np.zeros(self.clusters, dtype=np.int64)
+
+    def per_lane(self) -> np.ndarray:
+        """Each lane's cluster's release count."""
+        return self.generation[self.cluster_of_lane]
+
+    def release(self, ctx: Chunk) -> None:
+        """Release every cluster whose live units have all arrived."""
+        live = ~(ctx.returned | ctx.finished)
+        count = self.clusters
+        some = np.bincount(self.cluster_of_lane[self.arrived], minlength=count) > 0
+        missing = np.bincount(self.cluster_of_lane[live & ~self.arrived], minlength=count) > 0
+        complete = some & ~missing
+        if not complete.any():
+            return
+        self.generation[complete] += 1
+        self.arrived[complete[self.cluster_of_lane]] = False
+        sync.release_for_sanitizer(ctx, complete[self.cluster_of_cube])
+
+
+def _state(ctx: Chunk) -> ClusterBarrier:
+    state = ctx.extensions.get(_KEY)
+    if state is None:
+        state = ctx.extensions[_KEY] = ClusterBarrier(ctx)
+    return cast(ClusterBarrier, state)
+
+
+class ClusterBarrierWait(Wait):
+    """Units waiting at the cluster barrier for the release after ``generation``."""
+
+    def __init__(self, inst: Instruction, state: ClusterBarrier, generation: np.ndarray) -> None:
+        self.inst = inst
+        self.state = state
+        self.generation = generation  # per lane: its cluster's release count when it arrived
+
+    def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """The waiting lanes whose cluster was released (releasing it if the units still away have left)."""
+        self.state.release(ctx)
+        return bits & (self.state.per_lane() > self.generation)
+
+    def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
+        """How many units of the first waiting cluster have arrived."""
+        state = self.state
+        cluster = state.cluster_of_lane[int(np.argmax(bits))]
+        members = state.cluster_of_lane == cluster
+        return (
+            f"sync_cluster can never complete: {int((state.arrived & members).sum())} of the cluster's "
+            f"{int(members.sum())} units arrived, the others wait elsewhere"
+        )
+
+
+@implements(ops.SyncCluster)
+@blocking
+def sync_cluster(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """Barrier of a cluster: every live unit of its cubes arrives before any goes on."""
+    state = _state(ctx)
+    bits = mask.bits
+    state.arrived |= bits
+    before = state.per_lane().copy()
+    state.release(ctx)
+    waiting = bits & ~(state.per_lane() > before)
+    if waiting.any():
+        ctx.block(waiting, ClusterBarrierWait(inst, state, before))
+
+
+def _peers(ctx: Chunk, inst: Instruction, rank_var, mask: Mask) -> np.ndarray:
+    """Per lane: the chunk cube of the peer its ``rank`` names (an out-of-bounds error outside the cluster)."""
+    ranks = np.broadcast_to(np.asarray(ctx.read(rank_var)), (ctx.lanes,)).astype(np.int64)
+    size = int(np.prod(ctx.topology.cluster))
+    bad = mask.bits & ((ranks < 0) | (ranks >= size))
+    if bad.any():
+        lane = int(np.argmax(bad))
+        ctx.fail(
+            inst,
+            f"out-of-bounds peer access: cube rank {int(ranks[lane])} is outside the cluster of {size} cubes "
+            f"(ClusterDim{ctx.topology.cluster})",
+            lane,
+            kind=SanitizerKind.OUT_OF_BOUNDS,
+        )
+    cubes = ctx.topology.lane_of_cube()
+    return ctx.topology.peer_cube(cubes, np.where(mask.bits, ranks, 0))
+
+
+@implements(ops.ClusterLoad)
+def cluster_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """out = memory[index] in the peer cube's shared memory."""
+    op = cast(ops.ClusterLoad, inst.operation)
+    peers = _peers(ctx, inst, op.rank, mask)
+    ref = ctx.memory(op.memory)
+    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read")
+    values = ref.items[peers, np.broadcast_to(idx, (ctx.lanes,))]
+    if valid is not True:
+        values = np.where(np.reshape(valid, (-1,) + (1,) * (values.ndim - 1)), values, 0)
+    assert inst.out is not None  # the record gives it a result
+    ctx.write(inst.out, values, mask)
+
+
+@implements(ops.ClusterStore)
+def cluster_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """memory[index] = value in the peer cube's shared memory (lanes in order: the last write wins)."""
+    op = cast(ops.ClusterStore, inst.operation)
+    peers = _peers(ctx, inst, op.rank, mask)
+    ref = ctx.memory(op.memory)
+    idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "write")
+    lanes = mask.bits if valid is True else mask.bits & valid
+    shape = (ctx.lanes,) + ((ref.line,) if ref.line > 1 else ())
+    values = np.broadcast_to(np.asarray(ctx.read(op.value), dtype=ref.items.dtype), shape)
+    ref.items[peers[lanes], np.broadcast_to(idx, (ctx.lanes,))[lanes]] = values[lanes]
+
+
+@implements(ops.BarrierArriveCluster)
+def barrier_arrive_cluster(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
+    """One arrival per unit on the barrier of the peer cube its rank names."""
+    op = cast(ops.BarrierArriveCluster, inst.operation)
+    peers = _peers(ctx, inst, op.rank, mask)
+    lanes = np.flatnonzero(mask.bits)
+    state = tma_exec.barrier_state(ctx, op.barrier)
+    ones = np.ones(lanes.size, dtype=np.int64)
+    targets = peers[lanes]
+    tma_exec.run_barrier_step(
+        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), targets, ones, np.zeros_like(ones))
+    )

@@ -1,7 +1,8 @@
 """``python -m benchmarks.gemm_sass``: the wgmma GEMM's hot loop beside Triton's compiled matmul, for sm_90a.
 
 cubepy's side is ``cubepy_layouts.matmul.wgmma_gemm_launch`` (bf16 in, f32 out, 64 x 64 x 64 tiles, one
-consumer warpgroup, TMA 128B-swizzled stages).  Triton's side is its tutorial matmul kernel compiled with
+consumer warpgroup, TMA 128B-swizzled stages), with B multicast across a cluster of two cubes along M (the
+default) and without clusters.  Triton's side is its tutorial matmul kernel compiled with
 ``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same tile shape (64 x 64 x 64, bf16, four
 warps, three stages), and, for reference, the tutorial's own 128 x 128 x 64.  Both cubins are read with
 ``cuobjdump``: registers, shared memory, spills, SASS instructions (no NOPs) and, for the loop that issues
@@ -67,8 +68,8 @@ def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) ->
     }
 
 
-def cubepy_gemm(cuobjdump: str) -> dict:
-    """The warp-specialized wgmma GEMM (bf16 -> f32), compiled for sm_90a."""
+def cubepy_gemm(cuobjdump: str, cluster_m: int) -> dict:
+    """The warp-specialized wgmma GEMM (bf16 -> f32), compiled for sm_90a (``cluster_m`` cubes share B)."""
     import cubepy as cp
     from cubepy_layouts.matmul import WgmmaGemmConfig, wgmma_gemm_launch
 
@@ -76,7 +77,7 @@ def cubepy_gemm(cuobjdump: str) -> dict:
     a = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
     b_t = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
     out = client.zeros((256, 256), np.float32)
-    config = WgmmaGemmConfig()
+    config = WgmmaGemmConfig(cluster_m=cluster_m)
     compiled = wgmma_gemm_launch(a, b_t, out, config).compile()
     if compiled.cubin is None:
         raise RuntimeError(f"ptxas did not assemble the GEMM: {compiled.ptxas_status}")
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     cuobjdump = find_cuda_tool("cuobjdump")
     assert cuobjdump is not None
     rows = {
-        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32)": cubepy_gemm(cuobjdump),
+        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32), B multicast to a 1x2 cluster": cubepy_gemm(cuobjdump, 2),
+        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32), no cluster": cubepy_gemm(cuobjdump, 1),
         "Triton, TMA descriptors + warp_specialize, 64x64x64 (bf16 -> f32)": triton_tma_gemm(cuobjdump),
         "Triton tutorial matmul (pointer loads), 64x64x64 (bf16)": triton_gemm(64, 64, 64, cuobjdump),
         "Triton tutorial matmul (pointer loads), 128x128x64 (bf16)": triton_gemm(128, 128, 64, cuobjdump),

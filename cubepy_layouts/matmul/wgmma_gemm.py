@@ -15,9 +15,16 @@ form ``wgmma`` reads from shared memory without a transpose (cuBLAS's "TN"). A c
   ``(m0, k0)``, ``64 x 64`` of B at ``(n0, k0)``). TMA fills the parts of a box outside the matrices
   with zeros, so ragged M, N and K need no masking; the epilogue writes through a checked view.
 
-Limits: one consumer warpgroup (``64 x 64`` per cube), one ``wgmma`` group in flight, no cluster
-multicast (clusters are not implemented yet). TMA needs each row of A and B to be a multiple of 16
-bytes: K a multiple of 8.
+With ``cluster_m = 2`` (the default) two cubes stacked along M form a cluster (``ClusterDim(1, 2)``): they
+need the same B tile, so each loads half of its rows and **multicasts** them into both cubes' stage (one
+TMA load feeding two SMs). A stage is then refilled only when both cubes' consumers have released it:
+each cube's *empty* barrier expects one arrival per cube of the cluster, and after its ``wgmma`` group
+completes the consumer warpgroup's first unit arrives on the stage's empty barrier of every cube of the
+cluster (``arrive_cluster``). The cubes sync as a cluster after initialising their barriers (a peer must
+not multicast into a barrier that does not exist yet) and before they exit (nor into a cube that left).
+
+Limits: one consumer warpgroup (``64 x 64`` per cube), one ``wgmma`` group in flight. TMA needs each row
+of A and B to be a multiple of 16 bytes: K a multiple of 8.
 """
 
 from typing import Any
@@ -27,6 +34,7 @@ import numpy as np
 
 import cubepy as cp
 from cubepy import (
+    CUBE_POS_CLUSTER,
     CUBE_POS_X,
     CUBE_POS_Y,
     PLANE_POS,
@@ -53,13 +61,16 @@ PRODUCER_UNIT = WARPGROUP  # the first unit of plane 4
 
 @attrs.frozen
 class WgmmaGemmConfig:
-    """The depth of the ring of shared-memory stages."""
+    """The depth of the ring of shared-memory stages, and how many cubes along M share B by multicast."""
 
     stages: int = 3
+    cluster_m: int = 2
 
     def __attrs_post_init__(self) -> None:
         if self.stages < 1:
             raise ValueError(f"stages must be at least 1, got {self.stages}")
+        if self.cluster_m not in (1, 2, 4):
+            raise ValueError(f"cluster_m must be 1, 2 or 4 (cubes sharing a B tile), got {self.cluster_m}")
 
 
 DEFAULT_WGMMA_CONFIG = WgmmaGemmConfig()
@@ -85,6 +96,7 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType):
         out_layout: RowMajorLayout,
         k: u32,
         stages: Comptime[int],
+        cluster_m: Comptime[int],
     ):
         """The ``64 x 64`` block of ``out`` at ``(CUBE_POS_Y, CUBE_POS_X)``: plane 4 loads, planes 0-3 multiply."""
         result = View(out, out_layout)
@@ -93,7 +105,12 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType):
         a_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 1024)
         b_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 1024)
         full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
-        empty = [cp.Barrier.shared(WARPGROUP, UNIT_POS == 0) for _ in range(stages)]
+        # one arrival per cube sharing the stage: its consumers' first unit, after their wgmma group completed
+        empty = [cp.Barrier.shared(cluster_m, UNIT_POS == 0) for _ in range(stages)]
+        rows = TILE // cluster_m  # the rows of the B tile this cube loads and multicasts
+        rank = CUBE_POS_CLUSTER
+        if cluster_m > 1:
+            cp.sync_cluster()  # every cube's barriers exist before a peer multicasts into them
         k_tiles = (k + (TILE - 1)) // TILE
         if PLANE_POS == 4:
             for round_start in range(0, k_tiles, stages):
@@ -107,7 +124,12 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType):
                             a_stage = a_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS)
                             b_stage = b_tiles.slice(s * TILE_ITEMS, (s + 1) * TILE_ITEMS)
                             full[s].tma_load_2d(a_map, a_stage, m0, tile * TILE)
-                            full[s].tma_load_2d(b_map, b_stage, n0, tile * TILE)
+                            if cluster_m == 1:
+                                full[s].tma_load_2d(b_map, b_stage, n0, tile * TILE)
+                            else:
+                                part = b_stage.slice(rank * rows * TILE, (rank + 1) * rows * TILE)
+                                mask = (1 << cluster_m) - 1
+                                full[s].tma_load_2d(b_map, part, n0 + rank * rows, tile * TILE, multicast=mask)
         elif UNIT_POS < WARPGROUP:
             acc = LocalArray[f32](TILE // 2)
             for i in cp.unroll(range(TILE // 2)):
@@ -130,11 +152,18 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType):
                             step = u64(kk * K_STEP * elem.size // 16)  # the descriptor counts 16-byte units
                             cp.wgmma_mma_async(acc, a_desc + step, b_desc + step, shape=(TILE, TILE, K_STEP), elem=elem)
                         cp.wgmma_commit_group()
-                        cp.wgmma_wait_group(0)
-                        empty[s].arrive()  # the stage's bytes are read: the producer may refill it
+                        cp.wgmma_wait_group(0)  # the whole warpgroup's reads of the stage are done
+                        if UNIT_POS == 0:  # the stage is free here: tell every cube that fills it
+                            if cluster_m == 1:
+                                empty[s].arrive()
+                            else:
+                                for peer in cp.unroll(range(cluster_m)):
+                                    empty[s].arrive_cluster(u32(peer))
             for i in cp.unroll(range(TILE // 2)):
                 row, col = cp.wgmma_accumulator_position(UNIT_POS, i)
                 result.write_checked((m0 + row, n0 + col), out_elem(acc[i]))
+        if cluster_m > 1:
+            cp.sync_cluster()  # no cube leaves while a peer may still multicast or arrive into it
 
     return wgmma_gemm
 
@@ -170,10 +199,17 @@ def wgmma_gemm_launch(a, b_t, out, config: WgmmaGemmConfig = DEFAULT_WGMMA_CONFI
         raise cp.LaunchError(f"wgmma_gemm: a and b_t differ in dtype: {a.dtype} and {b_t.dtype}")
     if k % 8:
         raise cp.LaunchError(f"wgmma_gemm: TMA needs rows of a multiple of 16 bytes: K ({k}) must be a multiple of 8")
-    maps = [cp.TensorMapArg.tiled(cp.TensorArg(x), (TILE, TILE), swizzle="128B") for x in (a, b_t)]
+    rows = TILE // config.cluster_m  # each cube of a cluster loads this many rows of the B tile
+    maps = [
+        cp.TensorMapArg.tiled(cp.TensorArg(a), (TILE, TILE), swizzle="128B"),
+        cp.TensorMapArg.tiled(cp.TensorArg(b_t), (rows, TILE), swizzle="128B"),
+    ]
     kernel = wgmma_gemm_kernel(elem, _elem(out, OUTPUT_DTYPES, "out"))
-    args = (*maps, cp.ArrayArg(out), RowMajorLayout.of(m, n), cp.ScalarArg(k, u32), config.stages)
-    return WgmmaGemmLaunch(kernel, args, cp.CubeCount(-(-n // TILE), -(-m // TILE)))
+    args = (*maps, cp.ArrayArg(out), RowMajorLayout.of(m, n), cp.ScalarArg(k, u32), config.stages, config.cluster_m)
+    m_tiles = -(-m // TILE)
+    m_tiles += -m_tiles % config.cluster_m  # whole clusters: a spare cube multiplies zeros and writes nothing
+    cluster = cp.ClusterDim(1, config.cluster_m) if config.cluster_m > 1 else None
+    return WgmmaGemmLaunch(kernel, args, cp.CubeCount(-(-n // TILE), m_tiles, cluster=cluster))
 
 
 def wgmma_matmul(client, a, b_t, out_dtype=np.float32, config: WgmmaGemmConfig = DEFAULT_WGMMA_CONFIG):

@@ -56,6 +56,28 @@ def test_every_schedule_gives_the_result_with_the_sanitizer_silent(options):
     assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
 
 
+@pytest.mark.parametrize("cluster_m", [1, 2, 4])
+@pytest.mark.parametrize(
+    "options", [{}, {"schedule": "random", "seed": 3, "sanitize": True}], ids=["lockstep", "random:3+sanitize"]
+)
+def test_with_and_without_multicast_across_the_cluster(cluster_m, options):
+    # 130 rows: three 64-row tiles, so clusters of 2 and 4 along M have a spare cube that writes nothing
+    client = cp.client("interp", **options)
+    a, b_t = operands(130, 72, 136, np.float16, seed=5)
+    config = WgmmaGemmConfig(stages=2, cluster_m=cluster_m)
+    launch = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((130, 72), np.float32), config)
+    assert launch.cube_count.cluster_shape() == (1, cluster_m, 1)
+    assert launch.cube_count.y == {1: 3, 2: 4, 4: 4}[cluster_m]
+    launch.launch(client)
+    got = client.read(launch.args[2].handle)
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
+
+
+def test_a_cluster_along_m_must_divide_the_tile():
+    with pytest.raises(ValueError, match="cluster_m must be 1, 2 or 4"):
+        WgmmaGemmConfig(cluster_m=3)
+
+
 def test_k_must_give_16_byte_rows():
     client = cp.client("interp")
     with pytest.raises(cp.LaunchError, match="K \\(12\\) must be a multiple of 8"):
@@ -70,6 +92,8 @@ def test_ptx_has_wgmma_and_tma_and_assembles_without_spills():
     compiled = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((100, 72), np.float32)).compile()
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in compiled.ptx
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in compiled.ptx
+    assert ".multicast::cluster" in compiled.ptx  # B is shared by the two cubes of the default cluster
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in compiled.ptx
     if compiled.resources is None:
         pytest.skip("ptxas is not available: the PTX was not assembled")
     assert compiled.resources.spill_store_bytes == 0 and compiled.resources.stack_bytes == 0

@@ -212,8 +212,13 @@ def wgmma_gemm_launch(a, b_t, out, config: WgmmaGemmConfig = DEFAULT_WGMMA_CONFI
     return WgmmaGemmLaunch(kernel, args, cp.CubeCount(-(-n // TILE), m_tiles, cluster=cluster))
 
 
-def wgmma_matmul(client, a, b_t, out_dtype=np.float32, config: WgmmaGemmConfig = DEFAULT_WGMMA_CONFIG):
-    """``a @ b_t.T`` for f16/bf16 handles ``a`` (M x K) and ``b_t`` (N x K); a new ``out_dtype`` handle (M x N)."""
+def wgmma_matmul(client, a, b_t, out_dtype=np.float32, config: WgmmaGemmConfig | None = None):
+    """``a @ b_t.T`` for f16/bf16 handles ``a`` (M x K) and ``b_t`` (N x K); a new ``out_dtype`` handle (M x N).
+
+    Without a ``config``: the default (B multicast across two cubes), or no cluster on a runtime that runs
+    no clusters (the compiled cpu runtime)."""
+    if config is None:
+        config = WgmmaGemmConfig(cluster_m=1) if client.name == "cpu" else DEFAULT_WGMMA_CONFIG
     out = client.zeros((a.shape[0], b_t.shape[0]), out_dtype)
     wgmma_gemm_launch(a, b_t, out, config).launch(client)
     return out

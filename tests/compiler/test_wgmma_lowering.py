@@ -95,14 +95,19 @@ def test_wgmma_outside_sm_90a_is_refused():
         )
 
 
-def test_the_cpu_runtime_declines_wgmma_with_its_reason():
-    client = cp.client("cpu")
-    kernel = tile_kernel("f16", 8, a_in_registers=False)
-    with pytest.raises(cp.CompileError, match="is not supported by back end cpu: warpgroup MMA"):
-        kernel.launch(
-            client,
-            cp.CubeCount(1),
-            cp.CubeDim(128),
-            cp.ArrayArg(client.zeros((64 * 64,), np.float16)),
-            cp.ArrayArg(client.zeros((128 * 4,), np.float32)),
-        )
+@pytest.mark.parametrize("name", list(INPUTS))
+@pytest.mark.parametrize("a_in_registers", [False, True], ids=["a-smem", "a-regs"])
+def test_the_cpu_runtime_gives_the_interps_bits(name, a_in_registers):
+    kernel = tile_kernel(name, 16, a_in_registers)
+    elem = INPUTS[name]
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(64 * 128 // elem.size).astype(np.float32)
+    results = []
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        out = client.zeros((128 * 8,), np.float32)
+        tile = client.create(values.astype(elem.numpy))
+        kernel.launch(client, cp.CubeCount(2), cp.CubeDim(128), cp.ArrayArg(tile), cp.ArrayArg(out))
+        results.append(client.read(out))
+    assert np.any(results[0] != 0)
+    np.testing.assert_array_equal(results[1], results[0])

@@ -53,6 +53,9 @@ class TargetLayer(Protocol):
     def sync_cube(self, lw: KernelLowering) -> None:
         """Wait until every unit of the cube arrives; shared memory written before is visible after."""
 
+    def shared_address(self, lw: KernelLowering, pointer: ir.Value) -> ir.Value:
+        """The i64 shared-memory address of ``pointer`` (into the cube's shared memory), as descriptors hold it."""
+
     def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
         """Reconverge the plane (or the lanes of the i32 ``mask``); shared memory written before is visible after."""
 

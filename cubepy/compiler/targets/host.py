@@ -25,7 +25,8 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 * Named barriers keep their state in 16 rows of the cube's shared block and call the runtime too; a
   ``named_barrier_sync`` that is not complete waits as an mbarrier wait does (``host_async``).
 
-Warpgroup MMA (wgmma) is not supported by this target yet (``unsupported_reason``).
+* ``wgmma_mma_async`` is a warpgroup collective through the same emulation; descriptors hold offsets into the
+  cube's shared block, as on the interp (``host_mma``).
 """
 
 from __future__ import annotations
@@ -68,11 +69,6 @@ UNSUPPORTED: dict[type, str] = {
         op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "
         "use the interp runtime"
         for op in (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr, ops.PlaneMatchAny, ops.PlaneMatchAll)
-    },
-    # wgmma is PTX inline assembly; an emulation through the host-call path (host_async) is not written yet.
-    **{
-        op: "warpgroup MMA (wgmma) lowers to PTX inline assembly and has no host emulation yet; use the interp runtime"
-        for op in (ops.WgmmaDescriptor, ops.WgmmaMmaAsync, ops.WgmmaFence, ops.WgmmaCommitGroup, ops.WgmmaWaitGroup)
     },
     # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
     **{
@@ -153,7 +149,10 @@ _WAITS: dict[str, tuple[type[Operation], ...]] = {
         + (ops.CmmaFill, ops.CmmaLoad, ops.CmmaStore, ops.CmmaExecute, ops.CmmaCast)
     ),
     # named_barrier_sync waits as an mbarrier wait does: test, suspend, test again after a state change
-    "mbarrier": (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity, ops.NamedBarrierSync),
+    "mbarrier": (
+        (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity, ops.NamedBarrierSync)
+        + (ops.WgmmaMmaAsync,)  # a warpgroup collective: its units wait until all 128 published
+    ),
 }
 
 
@@ -357,6 +356,11 @@ class HostTarget:
         switch.add_case(ir.Constant(I8, 0), resume)
         switch.add_case(ir.Constant(I8, 1), self._cleanup_block)
         b.position_at_end(resume)
+
+    def shared_address(self, lw: KernelLowering, pointer: ir.Value) -> ir.Value:
+        """The byte offset of ``pointer`` in the cube's shared block (the interp's shared addresses too)."""
+        b = lw.builder
+        return b.sub(b.ptrtoint(pointer, I64), b.ptrtoint(self.shared, I64))
 
     def sync_cube(self, lw: KernelLowering) -> None:
         """Suspend until every unit of the cube that has not returned waits at a barrier."""

@@ -98,7 +98,7 @@ def _wide(lw: KernelLowering, var: Variable) -> ir.Value:
     return unsigned_index(lw, value, var)
 
 
-def _changed(lw: KernelLowering) -> None:
+def bump_epoch(lw: KernelLowering) -> None:
     """Count a change of some barrier's state (the driver re-tests waiting units after one)."""
     target: HostTarget = lw.target  # type: ignore[assignment]
     target.bump_epoch(lw)
@@ -112,7 +112,7 @@ def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
     b.cbranch(lw.value(op.is_elected), init, join)
     b.position_at_end(init)
     _call(lw, "init", inst, [_wide(lw, op.arrival_count)])
-    _changed(lw)
+    bump_epoch(lw)
     b.branch(join)
     b.position_at_end(join)
     lw.target.sync_cube(lw)
@@ -121,24 +121,24 @@ def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
 def lower_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
     """One arrival; the token is the phase arrived on."""
     lw.define(inst.out, _call(lw, "arrive", inst, []))
-    _changed(lw)
+    bump_epoch(lw)
 
 
 def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """Expect the bytes, then ``arrivals`` arrivals."""
     op = cast(ops.BarrierArriveExpectTx, inst.operation)
     lw.define(inst.out, _call(lw, "arrive_expect_tx", inst, [_wide(lw, op.arrivals), _wide(lw, op.tx_bytes)]))
-    _changed(lw)
+    bump_epoch(lw)
 
 
 def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """Raise the current phase's expected bytes."""
     op = cast(ops.BarrierExpectTx, inst.operation)
     _call(lw, "expect_tx", inst, [_wide(lw, op.tx_bytes)])
-    _changed(lw)
+    bump_epoch(lw)
 
 
-def _wait(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static) -> None:
+def wait_until_done(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static) -> None:
     """Test the phase; while it is not complete, suspend (state AT_MBARRIER) and test again when resumed."""
     target: HostTarget = lw.target  # type: ignore[assignment]
     b = lw.builder
@@ -155,12 +155,12 @@ def _wait(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Va
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the token's phase has completed."""
-    _wait(lw, inst, "wait", [_wide(lw, cast(ops.BarrierWait, inst.operation).token)])
+    wait_until_done(lw, inst, "wait", [_wide(lw, cast(ops.BarrierWait, inst.operation).token)])
 
 
 def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """Wait until the current phase's parity differs from the operand's."""
-    _wait(lw, inst, "wait_parity", [_wide(lw, cast(ops.BarrierWaitParity, inst.operation).phase)])
+    wait_until_done(lw, inst, "wait_parity", [_wide(lw, cast(ops.BarrierWaitParity, inst.operation).phase)])
 
 
 def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
@@ -195,7 +195,7 @@ def lower_named_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
     """``bar.arrive``: count this unit's arrival and go on."""
     operands, static = _named_operands(lw, inst)
     _call(lw, "named_arrive", inst, operands, **static)
-    _changed(lw)
+    bump_epoch(lw)
 
 
 def lower_named_barrier_sync(lw: KernelLowering, inst: Instruction) -> None:
@@ -203,8 +203,8 @@ def lower_named_barrier_sync(lw: KernelLowering, inst: Instruction) -> None:
     generation has completed, as an mbarrier wait does."""
     operands, static = _named_operands(lw, inst)
     generation = _call(lw, "named_arrive", inst, operands, **static)
-    _changed(lw)
-    _wait(lw, inst, "named_wait", [operands[0], generation], **static)
+    bump_epoch(lw)
+    wait_until_done(lw, inst, "named_wait", [operands[0], generation], **static)
 
 
 def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
@@ -221,7 +221,7 @@ def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
             "use the interp runtime"
         )
     _call(lw, "load", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
-    _changed(lw)
+    bump_epoch(lw)
 
 
 def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
@@ -229,7 +229,7 @@ def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
     op = cast(ops.TmaLoadIm2col, inst.operation)
     operands = _copy_operands(lw, op) + [_wide(lw, o) for o in op.offsets]
     _call(lw, "load_im2col", inst, operands, rank=op.rank, mode="im2col")
-    _changed(lw)
+    bump_epoch(lw)
 
 
 def lower_tma_store(lw: KernelLowering, inst: Instruction) -> None:

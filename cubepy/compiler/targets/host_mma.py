@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_cmma import lower_cast, lower_fill
 from cubepy.compiler.lower_memory import memory_length
-from cubepy.compiler.targets.host_async import _call, _wide
+from cubepy.compiler.targets.host_async import _call, _wide, bump_epoch, wait_until_done
 from cubepy.errors import CompileError
 from cubepy.ir import VarKind, ops
 from cubepy.ir.variable import describe_memory
@@ -117,7 +117,30 @@ def lower_cmma_cast(lw: KernelLowering, inst: Instruction) -> None:
     _collective(lw, inst, "cmma_together", [])
 
 
+def lower_wgmma_mma_async(lw: KernelLowering, inst: Instruction) -> None:
+    """Publish A (the fragment's address or a descriptor), B's descriptor, D's address and scale_d; the
+    warpgroup's last unit computes every unit's D; the others wait (as at an mbarrier) until it did.
+
+    Results are written when the product is computed, which the ISA allows: a program may not read D
+    before the ``wgmma_wait_group`` covering it, so it cannot tell."""
+    op = cast(ops.WgmmaMmaAsync, inst.operation)
+    b = lw.builder
+    a = _address(lw, op.a) if op.a.kind is VarKind.LOCAL_ARRAY else lw.value(op.a)
+    scale = b.zext(lw.value(op.scale_d), lt.I64)
+    batch = _call(lw, "wgmma", inst, [a, lw.value(op.b), _address(lw, op.d), scale])
+    bump_epoch(lw)
+    wait_until_done(lw, inst, "wgmma_wait", [batch])
+
+
+def _nothing(lw: KernelLowering, inst: Instruction) -> None:
+    """wgmma fence, commit and wait: results are visible when computed, so there is nothing to order."""
+
+
 HOST_MMA_LOWERINGS = {
+    ops.WgmmaMmaAsync: lower_wgmma_mma_async,
+    ops.WgmmaFence: _nothing,
+    ops.WgmmaCommitGroup: _nothing,
+    ops.WgmmaWaitGroup: _nothing,
     ops.CmmaFill: lower_cmma_fill,
     ops.CmmaCast: lower_cmma_cast,
     ops.CmmaLoad: lower_cmma_load,

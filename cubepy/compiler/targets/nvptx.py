@@ -108,6 +108,10 @@ class NvptxTarget:
             value.set_metadata("range", lw.module.add_metadata([ir.Constant(lt.I32, 0), ir.Constant(lt.I32, bound)]))
         return value
 
+    def shared_address(self, lw: KernelLowering, pointer: ir.Value) -> ir.Value:
+        """The ``addrspace(3)`` pointer's value: the address in the shared window."""
+        return lw.builder.ptrtoint(pointer, lt.I64)
+
     def sync_cube(self, lw: KernelLowering) -> None:
         """bar.sync 0: every unit of the cube, with shared-memory visibility."""
         lw.call("llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [ir.Constant(lt.I32, 0)])

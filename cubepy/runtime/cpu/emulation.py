@@ -100,6 +100,13 @@ class LaunchRecord:
     def deadlock(self, cube: int, unit: int, call: HostCall) -> SanitizerError:
         """The error of a wait the driver found can never complete."""
         kind = SanitizerKind.BARRIER_DEADLOCK
+        if call.kind == "wgmma_wait":
+            kind = SanitizerKind.WGMMA_MISUSE
+            return SanitizerError(
+                f"{call.where}{kind.value}: wgmma is cooperative: every unit of the warpgroup must execute it "
+                f"(its warpgroup never gathered), by {self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
+                kind,
+            )
         if call.kind == "named_wait":
             rows = self.named_rows(cube, call)
             barrier_id = int(np.argmax(rows[:, 1] > 0))  # the first barrier units wait at

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.errors import SanitizerError, SanitizerKind
-from cubepy.ir import ops, walk
-from cubepy.runtime.interp import cmma
+from cubepy.ir import VarKind, ops, walk
+from cubepy.ir.ops.wgmma import WARPGROUP
+from cubepy.runtime.interp import cmma, wgmma
 from cubepy.runtime.interp.mma import ROWS, lane_elements, mma_result
 from cubepy.runtime.interp.values import numpy_dtype
 
@@ -41,6 +42,8 @@ OPERAND_COUNTS = {
     "cmma_store": 5,
     "cmma_execute": 4,
     "cmma_together": 0,  # fill and cast: the fragment work is per unit; the batch checks the whole plane
+    "wgmma": 4,  # a warpgroup collective: its units then wait ("wgmma_wait") until the batch ran
+    "wgmma_wait": 1,
     "plane_done": 0,
 }
 
@@ -183,10 +186,61 @@ def _run_matrix_move(
     return True
 
 
+_U64 = (1 << 64) - 1
+
+
+def _uniform_descriptor(
+    record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: dict[int, list[int]], position: int, what: str
+) -> int | None:
+    """The warpgroup's descriptor at ``position`` (the same on every unit, else a ``wgmma misuse``)."""
+    values = {operands[lane][position] & _U64 for lane in range(WARPGROUP)}
+    if len(values) > 1:
+        _error(record, cube, unit, call, SanitizerKind.WGMMA_MISUSE, f"the {what} differs across the warpgroup")
+        return None
+    return values.pop()
+
+
+def _tile(record: LaunchRecord, cube: int, unit: int, call: HostCall, desc: int, rows: int, elem) -> np.ndarray | None:
+    shared = record.shared(cube)
+    problem = wgmma.descriptor_problem(desc, rows, shared.size)
+    if problem is not None:
+        _error(record, cube, unit - unit % WARPGROUP, call, problem[0], problem[1])
+        return None
+    return wgmma.tile_values(shared, desc, rows, elem)
+
+
+def _run_wgmma(
+    record: LaunchRecord, cube: int, unit: int, call: HostCall, operation, operands: dict[int, list[int]]
+) -> bool:
+    """Every unit's accumulator of one warpgroup's ``wgmma_mma_async``, by the interp's arithmetic."""
+    op: ops.WgmmaMmaAsync = operation
+    lanes = range(WARPGROUP)
+    a: np.ndarray | None
+    if op.a.kind is VarKind.LOCAL_ARRAY:
+        a = wgmma.a_from_registers(op, np.stack([_fragment(operands[lane][0], op.a) for lane in lanes]))
+    else:
+        desc = _uniform_descriptor(record, cube, unit, call, operands, 0, "descriptor of A")
+        a = None if desc is None else _tile(record, cube, unit, call, desc, 64, op.elem)
+    desc_b = _uniform_descriptor(record, cube, unit, call, operands, 1, "descriptor of B")
+    b = None if desc_b is None else _tile(record, cube, unit, call, desc_b, op.n, op.elem)
+    if a is None or b is None:
+        return False
+    half = op.n // 2
+    d = [_fragment(operands[lane][2], op.d) for lane in lanes]
+    previous = np.stack([fragment[:half] for fragment in d]) if operands[0][3] else None
+    values = wgmma.warpgroup_product(op, a, b, previous)
+    for lane in lanes:
+        d[lane][:half] = values[lane]
+    return True
+
+
 def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: list[int]) -> int:
     """One unit's publish (``mma``, ``ldmatrix``, ``stmatrix``, ``cmma_*``) or its ``plane_done`` check; returns 0."""
     batches: PlaneBatches = record.plane_batches
-    key = (cube, unit // PLANE, id(call))  # one batch per call site: a diverged plane never mixes two
+    if call.kind == "wgmma_wait":
+        return int(operands[0] in batches.finished)
+    size = WARPGROUP if call.kind == "wgmma" else PLANE
+    key = (cube, unit // size, id(call))  # one batch per call site: a diverged plane never mixes two
     if call.kind == "plane_done":
         if batches.unit_batch.get((cube, unit)) not in batches.finished:
             text = f"{call.name} is cooperative: every unit of the plane must execute it"
@@ -196,16 +250,19 @@ def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, op
     batch_id = batches.batch_ids.setdefault(key, batches.next_id)
     if batch_id == batches.next_id:
         batches.next_id += 1
-    pending[unit % PLANE] = operands
+    pending[unit % size] = operands
     batches.unit_batch[(cube, unit)] = batch_id
-    if len(pending) < PLANE:
-        return 0
+    if len(pending) < size:
+        return batch_id
     operation = _operation(record, call)
     del batches.pending[key], batches.batch_ids[key]
     if call.kind == "mma":
         _run_mma(operation, pending)
     elif call.kind == "cmma_together":
         pass
+    elif call.kind == "wgmma":
+        if not _run_wgmma(record, cube, unit, call, operation, pending):
+            return batch_id
     elif call.kind == "cmma_execute":
         _run_cmma_execute(operation, pending)
     elif call.kind in ("cmma_load", "cmma_store"):
@@ -214,4 +271,4 @@ def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, op
     elif not _run_matrix_move(record, cube, unit, call, operation, pending):
         return 0
     batches.finished.add(batch_id)
-    return 0
+    return batch_id

@@ -179,30 +179,62 @@ def _uniform(ctx: Chunk, inst: Instruction, var: Variable, group: int, what: str
     return int(part[0])
 
 
+def descriptor_problem(desc: int, rows: int, shared_bytes: int) -> tuple[SanitizerKind, str] | None:
+    """What is wrong with reading a ``rows``-row tile through ``desc`` from ``shared_bytes`` of shared memory."""
+    start, _lbo, _sbo, base, layout = decode_descriptor(desc)
+    if base:
+        return SanitizerKind.WGMMA_MISUSE, f"descriptor base offset {base} is not emulated (use 0)"
+    if layout and (start >> 7) & SWIZZLE_MASK[layout]:
+        return SanitizerKind.WGMMA_MISUSE, (
+            f"a {SWIZZLE_NAME[layout]}-swizzled tile starts at shared byte {start}, not at row 0 of its swizzle "
+            "pattern: the ISA then needs the descriptor's base offset, which this emulation does not model"
+        )
+    addresses = tile_addresses(desc, rows)
+    if addresses.min() < 0 or addresses.max() >= shared_bytes:
+        return SanitizerKind.OUT_OF_BOUNDS, (
+            f"the descriptor's {rows}-row tile reaches shared byte {int(addresses.max())}, past the "
+            f"{shared_bytes} bytes of shared memory"
+        )
+    return None
+
+
+def tile_values(shared: np.ndarray, desc: int, rows: int, elem: ElemType) -> np.ndarray:
+    """The ``(rows, K)`` tile ``desc`` describes in one cube's shared bytes (checked by ``descriptor_problem``)."""
+    raw = np.ascontiguousarray(shared[tile_addresses(desc, rows)])
+    return raw.view(numpy_dtype(elem)).reshape(rows, wgmma_k(elem))
+
+
+def a_from_registers(op: ops.WgmmaMmaAsync, registers: np.ndarray) -> np.ndarray:
+    """The ``(64, K)`` A tile held in a warpgroup's registers ``(128, registers)``, by the ISA's fragment map."""
+    units = np.arange(WARPGROUP)
+    rows, cols = a_position(op.elem.size, units[:, None], np.arange(a_register_count(op.elem))[None, :])
+    a = np.zeros((64, wgmma_k(op.elem)), dtype=registers.dtype)
+    a[rows, cols] = registers
+    return a
+
+
+def warpgroup_product(op: ops.WgmmaMmaAsync, a: np.ndarray, b: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+    """Each unit's accumulator values ``(128, N / 2)`` of ``A @ B^T (+ previous)``: exact products summed in f64
+    and rounded once to f32 (tf32 operands first lose their 13 low mantissa bits)."""
+    if op.elem == F32:
+        a, b = _as_tf32(a), _as_tf32(b)
+    product = a.astype(np.float64) @ b.astype(np.float64).T
+    d_rows, d_cols = accumulator_position(np.arange(WARPGROUP)[:, None], np.arange(op.n // 2)[None, :])
+    if previous is not None:
+        accumulator = np.zeros((64, op.n), dtype=np.float64)
+        accumulator[d_rows, d_cols] = previous
+        product += accumulator
+    return product.astype(np.float32)[d_rows, d_cols]
+
+
 def _read_tile(ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemType, group: int) -> np.ndarray:
     """The ``(rows, K)`` tile a descriptor describes, from the warpgroup's cube's shared arena."""
     lane = group * WARPGROUP
-    _start, _lbo, _sbo, base, layout = decode_descriptor(desc)
-    if base:
-        ctx.fail(inst, f"descriptor base offset {base} is not emulated (use 0)", lane, kind=SanitizerKind.WGMMA_MISUSE)
-    if layout and (_start >> 7) & SWIZZLE_MASK[layout]:
-        ctx.fail(
-            inst,
-            f"a {SWIZZLE_NAME[layout]}-swizzled tile starts at shared byte {_start}, not at row 0 of its swizzle "
-            "pattern: the ISA then needs the descriptor's base offset, which this emulation does not model",
-            lane,
-            kind=SanitizerKind.WGMMA_MISUSE,
-        )
-    addresses = tile_addresses(desc, rows)
     arena = ctx.shared_arena()
-    if addresses.min() < 0 or addresses.max() >= arena.shape[1]:
-        ctx.fail(
-            inst,
-            f"the descriptor's {rows}-row tile reaches shared byte {int(addresses.max())}, past the "
-            f"{arena.shape[1]} bytes of shared memory",
-            lane,
-            kind=SanitizerKind.OUT_OF_BOUNDS,
-        )
+    problem = descriptor_problem(desc, rows, arena.shape[1])
+    if problem is not None:
+        ctx.fail(inst, problem[1], lane, kind=problem[0])
+    addresses = tile_addresses(desc, rows)
     cube = lane // ctx.topology.units
     if ctx.sanitizer is not None:
         written = ctx.sanitizer.written[cube, addresses]
@@ -210,8 +242,7 @@ def _read_tile(ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemTy
             byte = int(addresses.reshape(-1)[np.argmax(~written.reshape(-1))])
             kind = SanitizerKind.UNINITIALIZED_READ
             ctx.fail(inst, f"wgmma reads shared byte {byte} that no unit wrote", lane, kind=kind)
-    raw = np.ascontiguousarray(arena[cube, addresses])
-    return raw.view(numpy_dtype(elem)).reshape(rows, wgmma_k(elem))
+    return tile_values(arena[cube], desc, rows, elem)
 
 
 def _as_tf32(values: np.ndarray) -> np.ndarray:
@@ -345,30 +376,17 @@ def wgmma_mma_async(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = cast(ops.WgmmaMmaAsync, inst.operation)
     groups = _warpgroups(ctx, inst, mask)
     state = _state(ctx)
-    k, n = wgmma_k(op.elem), op.n
-    units = np.arange(WARPGROUP)
-    d_rows, d_cols = accumulator_position(units[:, None], np.arange(n // 2)[None, :])
     from_registers = op.a.kind is VarKind.LOCAL_ARRAY
-    if from_registers:
-        a_rows, a_cols = a_position(op.elem.size, units[:, None], np.arange(a_register_count(op.elem))[None, :])
-        a_items = ctx.memory(op.a).items
+    a_items = ctx.memory(op.a).items if from_registers else None
     d_items = ctx.memory(op.d).items
     for group in groups:
         lanes = np.arange(group * WARPGROUP, (group + 1) * WARPGROUP)
-        if from_registers:
-            a = np.zeros((64, k), dtype=a_items.dtype)
-            a[a_rows, a_cols] = a_items[lanes]
+        if a_items is not None:
+            a = a_from_registers(op, a_items[lanes])
         else:
             a = _read_tile(ctx, inst, _uniform(ctx, inst, op.a, group, "descriptor of A"), 64, op.elem, group)
-        b = _read_tile(ctx, inst, _uniform(ctx, inst, op.b, group, "descriptor of B"), n, op.elem, group)
-        if op.elem == F32:
-            a, b = _as_tf32(a), _as_tf32(b)
-        product = a.astype(np.float64) @ b.astype(np.float64).T
-        if _uniform(ctx, inst, op.scale_d, group, "scale_d"):
-            previous = state.latest(op.d, d_items, lanes)
-            accumulator = np.zeros((64, n), dtype=np.float64)
-            accumulator[d_rows, d_cols] = previous
-            product += accumulator
-        values = product.astype(np.float32)[d_rows, d_cols]
+        b = _read_tile(ctx, inst, _uniform(ctx, inst, op.b, group, "descriptor of B"), op.n, op.elem, group)
+        scale = _uniform(ctx, inst, op.scale_d, group, "scale_d")
+        values = warpgroup_product(op, a, b, state.latest(op.d, d_items, lanes) if scale else None)
         group_of = state.committed[lanes].copy()
         state.pending.append(_Pending(op.d, lanes, group_of, values, inst))

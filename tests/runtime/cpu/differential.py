@@ -142,7 +142,7 @@ class DifferentialBackend:
         """Interp, restore, cpu, compare, leave the interp's results."""
         name, interp_artifact, cpu_artifact, reason, transcendental = artifact
         if cluster != (1, 1, 1):  # the cpu runtime runs no clusters: the interp alone
-            self.report.skipped[name] = "a cluster launch"
+            self.report.skipped[name] = "the cpu runtime runs no clusters (a cluster launch)"
             self.interp.run(interp_artifact, cube_count, bindings, sanitize=sanitize, cluster=cluster)
             return
         storages = {}

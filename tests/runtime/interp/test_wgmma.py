@@ -327,8 +327,9 @@ def half_a_warpgroup(out: Array[f32]):
         (half_a_warpgroup, "wgmma is cooperative: every unit of the warpgroup must execute it"),
     ],
 )
-def test_misuse_is_reported(kernel, detail):
-    client = cp.client("interp")
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_misuse_is_reported(kernel, detail, runtime):
+    client = cp.client(runtime)
     with pytest.raises(SanitizerError) as info:
         kernel.launch(client, cp.CubeCount(1), cp.CubeDim(128), cp.ArrayArg(client.zeros((128,), np.float32)))
     assert info.value.kind is SanitizerKind.WGMMA_MISUSE and detail in str(info.value)

@@ -1,10 +1,11 @@
 """``python -m benchmarks.gemm_sass``: the wgmma GEMM's hot loop beside Triton's compiled matmul, for sm_90a.
 
-cubepy's side is ``cubepy_layouts.matmul.wgmma_gemm_launch`` (bf16 in, f32 out, 64 x 64 x 64 tiles, one
-consumer warpgroup, TMA 128B-swizzled stages), with B multicast across a cluster of two cubes along M (the
-default) and without clusters.  Triton's side is its tutorial matmul kernel compiled with
-``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same tile shape (64 x 64 x 64, bf16, four
-warps, three stages), and, for reference, the tutorial's own 128 x 128 x 64.  Both cubins are read with
+cubepy's side is ``cubepy_layouts.matmul.wgmma_gemm_launch`` (bf16 in, f32 out, TMA 128B-swizzled stages):
+its default 128 x 128 x 64 block (two consumer warpgroups, B multicast across a cluster of two cubes along
+M) and the small 64 x 64 x 64 form with and without multicast.  Triton's side is the same algorithm
+written with Triton's TMA tensor descriptors and ``warp_specialize=True``, compiled with
+``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same block shapes, and, for reference,
+Triton's tutorial matmul (pointer loads).  Both cubins are read with
 ``cuobjdump``: registers, shared memory, spills, SASS instructions (no NOPs) and, for the loop that issues
 the ``HGMMA`` instructions, its length and its ``HGMMA`` count per K step of 64.  Static counts only: no
 GPU is needed, nothing is timed.  Needs Triton and ``cuobjdump`` (the ``bench`` extra); without them it
@@ -23,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import attrs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,6 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.sass import find_cuda_tool, loop_bodies, sass_of  # noqa: E402
 
 K_STEP = 64
+# Every consumer warpgroup of these kernels multiplies its own 64 rows of the block: its loop's HGMMAs (each
+# 64 x N x 16) cover a 64 x N tile, whatever the block's M; the counts are per consumer warpgroup.
+WARPGROUP_M = 64
 
 
 def _sass_text(cubin: bytes, entry: str, cuobjdump: str) -> str:
@@ -45,7 +50,8 @@ _HGMMA = re.compile(r"^HGMMA\.(\d+)x(\d+)x(\d+)")
 
 
 def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) -> dict:
-    """Resources, SASS size and the HGMMA loop of ``entry``, per K step of ``K_STEP`` of its ``tile`` (M, N).
+    """Resources, SASS size and the HGMMA loop of ``entry``, per K step of ``K_STEP`` of the ``tile`` (M, N) one
+    warpgroup's loop computes.
 
     One trip of the loop may cover several K steps (ptxas unrolls, or a stage loop is unrolled in the
     kernel): the K a trip covers is the multiply volume of its HGMMAs over the tile's M x N."""
@@ -68,20 +74,21 @@ def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) ->
     }
 
 
-def cubepy_gemm(cuobjdump: str, cluster_m: int) -> dict:
-    """The warp-specialized wgmma GEMM (bf16 -> f32), compiled for sm_90a (``cluster_m`` cubes share B)."""
+def cubepy_gemm(cuobjdump: str, config) -> dict:
+    """The warp-specialized wgmma GEMM (bf16 -> f32) with ``config``, compiled for sm_90a."""
     import cubepy as cp
-    from cubepy_layouts.matmul import WgmmaGemmConfig, wgmma_gemm_launch
+    from cubepy_layouts.matmul import wgmma_gemm_launch
 
     client = cp.client("interp")
     a = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
     b_t = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
     out = client.zeros((256, 256), np.float32)
-    config = WgmmaGemmConfig(cluster_m=cluster_m)
     compiled = wgmma_gemm_launch(a, b_t, out, config).compile()
     if compiled.cubin is None:
         raise RuntimeError(f"ptxas did not assemble the GEMM: {compiled.ptxas_status}")
-    return describe(compiled.cubin, compiled.name, (64, 64), cuobjdump)
+    result = describe(compiled.cubin, compiled.name, (WARPGROUP_M, config.tile_n), cuobjdump)
+    result["shared"] += compiled.dynamic_shared_bytes  # the stages, when they are one dynamic array
+    return result
 
 
 def triton_gemm(block_m: int, block_n: int, block_k: int, cuobjdump: str) -> dict:
@@ -105,7 +112,9 @@ def triton_gemm(block_m: int, block_n: int, block_k: int, cuobjdump: str) -> dic
         attrs={(i,): [["tt.divisibility", 16]] for i in divisible},
     )
     compiled = _triton_compile(src, {"num_warps": 4, "num_stages": 3})
-    result = describe(compiled.asm["cubin"], compiled.metadata.name, (block_m, block_n), cuobjdump)
+    result = describe(
+        compiled.asm["cubin"], compiled.metadata.name, (block_m, block_n), cuobjdump
+    )  # 4 warps: one warpgroup does the block
     result["shared"] = compiled.metadata.shared
     result["version"] = triton.__version__
     return result
@@ -130,24 +139,22 @@ def _triton_tma_kernel():
     return matmul_tma
 
 
-def triton_tma_gemm(cuobjdump: str) -> dict:
-    """The same algorithm in Triton: TMA descriptors, three stages, warp specialization, 64 x 64 x 64, bf16 -> f32."""
+def triton_tma_gemm(cuobjdump: str, block_m: int, block_n: int, stages: int) -> dict:
+    """The same algorithm in Triton: TMA descriptors, warp specialization, ``block_m x block_n x 64``, bf16 -> f32."""
     import triton
     from triton.compiler import ASTSource
 
-    tile = "[64, 64]"
     signature = {
-        "a_desc": f"tensordesc<bf16{tile}>",
-        "b_desc": f"tensordesc<bf16{tile}>",
-        "c_desc": f"tensordesc<fp32{tile}>",
+        "a_desc": f"tensordesc<bf16[{block_m}, 64]>",
+        "b_desc": f"tensordesc<bf16[{block_n}, 64]>",
+        "c_desc": f"tensordesc<fp32[{block_m}, {block_n}]>",
         "K": "i32",
         **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K"), "constexpr"),
     }
-    src = ASTSource(
-        fn=_triton_tma_kernel(), signature=signature, constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
-    )
-    compiled = _triton_compile(src, {"num_warps": 4, "num_stages": 3})
-    result = describe(compiled.asm["cubin"], compiled.metadata.name, (64, 64), cuobjdump)
+    constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64}
+    src = ASTSource(fn=_triton_tma_kernel(), signature=signature, constexprs=constexprs)
+    compiled = _triton_compile(src, {"num_warps": 4 * (block_m // 64), "num_stages": stages})
+    result = describe(compiled.asm["cubin"], compiled.metadata.name, (WARPGROUP_M, block_n), cuobjdump)
     result["shared"] = compiled.metadata.shared  # Triton's shared memory is dynamic: cuobjdump shows none
     result["version"] = triton.__version__
     return result
@@ -193,10 +200,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cuobjdump = find_cuda_tool("cuobjdump")
     assert cuobjdump is not None
+    from cubepy_layouts.matmul import WgmmaGemmConfig
+
+    small = WgmmaGemmConfig(consumers=1, tile_n=64, stages=3)
     rows = {
-        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32), B multicast to a 1x2 cluster": cubepy_gemm(cuobjdump, 2),
-        "cubepy wgmma_gemm 64x64x64 (bf16 -> f32), no cluster": cubepy_gemm(cuobjdump, 1),
-        "Triton, TMA descriptors + warp_specialize, 64x64x64 (bf16 -> f32)": triton_tma_gemm(cuobjdump),
+        "cubepy wgmma_gemm 128x128x64, 2 consumer warpgroups, B multicast to 2 cubes (default)": cubepy_gemm(
+            cuobjdump, WgmmaGemmConfig()
+        ),
+        "Triton, TMA descriptors + warp_specialize, 128x128x64, 8 warps, 4 stages": triton_tma_gemm(
+            cuobjdump, 128, 128, 4
+        ),
+        "cubepy wgmma_gemm 64x64x64, B multicast to 2 cubes": cubepy_gemm(cuobjdump, small),
+        "cubepy wgmma_gemm 64x64x64, no cluster": cubepy_gemm(cuobjdump, attrs.evolve(small, cluster_m=1)),
+        "Triton, TMA descriptors + warp_specialize, 64x64x64, 4 warps, 3 stages": triton_tma_gemm(cuobjdump, 64, 64, 3),
         "Triton tutorial matmul (pointer loads), 64x64x64 (bf16)": triton_gemm(64, 64, 64, cuobjdump),
         "Triton tutorial matmul (pointer loads), 128x128x64 (bf16)": triton_gemm(128, 128, 64, cuobjdump),
     }

@@ -64,7 +64,7 @@ def test_with_and_without_multicast_across_the_cluster(cluster_m, options):
     # 130 rows: three 64-row tiles, so clusters of 2 and 4 along M have a spare cube that writes nothing
     client = cp.client("interp", **options)
     a, b_t = operands(130, 72, 136, np.float16, seed=5)
-    config = WgmmaGemmConfig(stages=2, cluster_m=cluster_m)
+    config = WgmmaGemmConfig(stages=2, cluster_m=cluster_m, consumers=1, tile_n=64)
     launch = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((130, 72), np.float32), config)
     assert launch.cube_count.cluster_shape() == (1, cluster_m, 1)
     assert launch.cube_count.y == {1: 3, 2: 4, 4: 4}[cluster_m]
@@ -73,9 +73,33 @@ def test_with_and_without_multicast_across_the_cluster(cluster_m, options):
     assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
 
 
-def test_a_cluster_along_m_must_divide_the_tile():
+@pytest.mark.parametrize(
+    ("config", "blocks"),
+    [
+        (WgmmaGemmConfig(), (2, 2)),  # 128 x 128 blocks, two consumer warpgroups, B multicast to 2 cubes
+        (WgmmaGemmConfig(consumers=2, tile_n=256, cluster_m=1, stages=2), (1, 2)),
+        (WgmmaGemmConfig(consumers=1, tile_n=128, cluster_m=4, stages=3), (2, 4)),
+    ],
+    ids=["default", "128x256", "64x128-cluster4"],
+)
+def test_block_shapes(config, blocks):
+    client = cp.client("interp", sanitize=True, schedule="random", seed=6)
+    a, b_t = operands(200, 150, 136, cp.bf16.numpy, seed=7)
+    launch = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((200, 150), np.float32), config)
+    assert (launch.cube_count.x, launch.cube_count.y) == blocks
+    assert launch.cube_dim.x == (config.consumers + 1) * 128
+    launch.launch(client)
+    got = client.read(launch.args[2].handle)
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
+
+
+def test_config_is_checked():
     with pytest.raises(ValueError, match="cluster_m must be 1, 2 or 4"):
         WgmmaGemmConfig(cluster_m=3)
+    with pytest.raises(ValueError, match="consumers must be 1 or 2"):
+        WgmmaGemmConfig(consumers=3)
+    with pytest.raises(ValueError, match="tile_n must be 64, 128 or 256"):
+        WgmmaGemmConfig(tile_n=96)
 
 
 def test_k_must_give_16_byte_rows():
@@ -90,7 +114,7 @@ def test_ptx_has_wgmma_and_tma_and_assembles_without_spills():
     client = cp.client("interp")
     a, b_t = operands(*SHAPES[1], np.float16)
     compiled = wgmma_gemm_launch(client.create(a), client.create(b_t), client.zeros((100, 72), np.float32)).compile()
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in compiled.ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in compiled.ptx  # the default 128 x 128 block
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in compiled.ptx
     assert ".multicast::cluster" in compiled.ptx  # B is shared by the two cubes of the default cluster
     assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in compiled.ptx

@@ -177,7 +177,7 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType):
                         for kk in cp.unroll(range(TILE_K // K_STEP)):
                             step = u64(kk * K_STEP * elem.size // 16)  # the descriptor counts 16-byte units
                             cp.wgmma_mma_async(
-                                acc, a_desc + step, b_desc + step, shape=(WGMMA_M, tile_n, K_STEP), elem=elem
+                                acc, a_desc + step, b_desc + step, shape=(WGMMA_M, int(tile_n), K_STEP), elem=elem
                             )
                         cp.wgmma_commit_group()
                         cp.wgmma_wait_group(0)  # the whole warpgroup's reads of the stage are done

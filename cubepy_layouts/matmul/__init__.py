@@ -7,7 +7,13 @@
 """
 
 from cubepy_layouts.matmul.mma_sync import MmaSyncTiling, RowMajorLayout, mma_sync_launch, mma_sync_matmul
-from cubepy_layouts.matmul.wgmma_gemm import WgmmaGemmConfig, WgmmaGemmLaunch, wgmma_gemm_launch, wgmma_matmul
+from cubepy_layouts.matmul.wgmma_gemm import (
+    WgmmaGemmConfig,
+    WgmmaGemmLaunch,
+    pad_columns,
+    wgmma_gemm_launch,
+    wgmma_matmul,
+)
 
 __all__ = [
     "MmaSyncTiling",
@@ -16,6 +22,7 @@ __all__ = [
     "mma_sync_matmul",
     "WgmmaGemmConfig",
     "WgmmaGemmLaunch",
+    "pad_columns",
     "wgmma_gemm_launch",
     "wgmma_matmul",
 ]

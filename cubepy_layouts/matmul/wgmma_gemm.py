@@ -245,10 +245,48 @@ def wgmma_gemm_launch(a, b_t, out, config: WgmmaGemmConfig = DEFAULT_WGMMA_CONFI
 def wgmma_matmul(client, a, b_t, out_dtype=np.float32, config: WgmmaGemmConfig | None = None):
     """``a @ b_t.T`` for f16/bf16 handles ``a`` (M x K) and ``b_t`` (N x K); a new ``out_dtype`` handle (M x N).
 
-    Without a ``config``: the default (B multicast across two cubes), or no cluster on a runtime that runs
-    no clusters (the compiled cpu runtime)."""
+    Any K: when K is not a multiple of 8 (TMA needs rows of a multiple of 16 bytes), both operands are first
+    copied into buffers whose rows are padded with zeros to the next multiple of 8 (``pad_columns``), which
+    add nothing to the products.  Without a ``config``: the default (B multicast across two cubes), or no
+    cluster on a runtime that runs no clusters (the compiled cpu runtime)."""
     if config is None:
         config = WgmmaGemmConfig(cluster_m=1) if client.name == "cpu" else DEFAULT_WGMMA_CONFIG
+    if len(a.shape) == 2 and len(b_t.shape) == 2 and a.shape[1] == b_t.shape[1] and a.shape[1] % 8:
+        a, b_t = pad_columns(client, a, 8), pad_columns(client, b_t, 8)
     out = client.zeros((a.shape[0], b_t.shape[0]), out_dtype)
     wgmma_gemm_launch(a, b_t, out, config).launch(client)
     return out
+
+
+def pad_columns(client, matrix, multiple: int):
+    """A new handle holding the 2-D ``matrix`` with zero columns appended up to a multiple of ``multiple``."""
+    rows, cols = matrix.shape
+    padded = -(-cols // multiple) * multiple
+    out = client.empty((rows, padded), matrix.dtype)
+    elem = _elem(matrix, {**INPUT_DTYPES, **OUTPUT_DTYPES}, "the padded matrix")
+    total = rows * padded
+    kernel = _pad_kernel(elem)
+    args = (cp.ArrayArg(matrix), cp.ArrayArg(out), cp.ScalarArg(cols, u32), cp.ScalarArg(padded, u32))
+    kernel.launch(client, cp.CubeCount(max(1, -(-total // 256))), cp.CubeDim(256), *args)
+    return out
+
+
+_PAD_KERNELS: dict = {}
+
+
+def _pad_kernel(elem: cp.ScalarType):
+    if elem not in _PAD_KERNELS:
+
+        @cube(launch=True)
+        def pad_columns(src: Array[elem], dst: Array[elem], cols: u32, padded: u32):
+            """dst (rows x padded) = src (rows x cols), then zeros."""
+            i = cp.ABSOLUTE_POS
+            if i < dst.len():
+                row, col = i // padded, i % padded
+                value = elem(0)
+                if col < cols:
+                    value = src[row * cols + col]
+                dst[i] = value
+
+        _PAD_KERNELS[elem] = pad_columns
+    return _PAD_KERNELS[elem]

@@ -102,6 +102,23 @@ def test_config_is_checked():
         WgmmaGemmConfig(tile_n=96)
 
 
+@pytest.mark.parametrize("name", ["f16", "bf16"])
+def test_any_k_through_zero_padded_copies(client, name):
+    a, b_t = operands(70, 40, 45, IN_DTYPES[name], seed=8)  # K = 45: rows of 90 bytes, which TMA cannot read
+    got = client.read(wgmma_matmul(client, client.create(a), client.create(b_t)))
+    assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
+
+
+def test_pad_columns_appends_zero_columns(client):
+    from cubepy_layouts.matmul import pad_columns
+
+    matrix = np.arange(3 * 5, dtype=np.float16).reshape(3, 5)
+    padded = client.read(pad_columns(client, client.create(matrix), 8))
+    expected = np.zeros((3, 8), np.float16)
+    expected[:, :5] = matrix
+    np.testing.assert_array_equal(padded, expected)
+
+
 def test_k_must_give_16_byte_rows():
     client = cp.client("interp")
     with pytest.raises(cp.LaunchError, match="K \\(12\\) must be a multiple of 8"):

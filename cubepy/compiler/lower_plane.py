@@ -170,15 +170,9 @@ def _vote(lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) ->
 
 def _match(lw: KernelLowering, kind: str, value: ir.Value, elem: ElemType, mask: ir.Value) -> ir.Value:
     """match.any.sync / match.all.sync over the lanes of ``mask``; floats compare their bits."""
-    b = lw.builder
-    bits_t = ir.IntType(elem.bits)
     if elem.is_float:
-        value = b.bitcast(value, bits_t)
-    width = f"i{elem.bits}"
-    if kind == "match_any":
-        return lw.call(f"llvm.nvvm.match.any.sync.{width}", lt.I32, [mask, value])
-    pair = lw.call(f"llvm.nvvm.match.all.sync.{width}p", ir.LiteralStructType([lt.I32, lt.I1]), [mask, value])
-    return b.extract_value(pair, 0)  # the mask when every lane matched, else 0
+        value = lw.builder.bitcast(value, ir.IntType(elem.bits))
+    return lw.target.match(lw, kind, value, mask)
 
 
 def _mask(lw: KernelLowering, op: ops.PlaneOp) -> ir.Value:

@@ -134,7 +134,7 @@ def lower_sync_cube_reduce(lw: KernelLowering, inst: Instruction) -> None:
     b = lw.builder
     kind = _BARRIER_REDUCTION[type(inst.operation)]
     pred = b.zext(lw.value(inst.operation.pred), lt.I32)
-    reduced = lw.call(f"llvm.nvvm.barrier0.{kind}", lt.I32, [pred])
+    reduced = lw.target.sync_cube_reduce(lw, kind, pred)
     lw.define(inst.out, reduced if kind == "popc" else b.icmp_unsigned("!=", reduced, ir.Constant(lt.I32, 0)))
 
 

@@ -77,6 +77,12 @@ class TargetLayer(Protocol):
     def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
         """True (i1) on exactly one unit of ``mask``."""
 
+    def match(self, lw: KernelLowering, kind: str, bits: ir.Value, mask: ir.Value) -> ir.Value:
+        """``match.any``/``match.all`` of the integer ``bits`` over ``mask``'s units: an i32 lane mask."""
+
+    def sync_cube_reduce(self, lw: KernelLowering, kind: str, predicate: ir.Value) -> ir.Value:
+        """A cube barrier that reduces the i32 0/1 ``predicate``: ``popc`` (a count), ``and``, ``or`` (0 or not)."""
+
     def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         """Call the math library's ``name`` (libdevice's spelling, ``__nv_expf``)."""
 

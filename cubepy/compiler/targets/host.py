@@ -64,12 +64,6 @@ SHARED_ALIGN = 64
 FRAME_ALIGN = 64
 
 UNSUPPORTED: dict[type, str] = {
-    # The lowering emits NVVM intrinsics for these (bar.red, match.sync) that the host back end cannot select.
-    **{
-        op: "lowers to an NVVM intrinsic (bar.red.popc/and/or, match.any/all.sync) with no host form yet; "
-        "use the interp runtime"
-        for op in (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr, ops.PlaneMatchAny, ops.PlaneMatchAll)
-    },
     # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
     **{
         op: "distributed shared memory and remote mbarrier arrivals need a cluster launch, which the cpu runtime "
@@ -142,7 +136,8 @@ def _invariant(load: ir.Value) -> ir.Value:
 
 
 _WAITS: dict[str, tuple[type[Operation], ...]] = {
-    "barrier": (ops.SyncCube, ops.BarrierInit, ops.SyncCluster),  # barrier_init syncs the cube; a cluster is one cube
+    # barrier_init syncs the cube; a cluster is one cube; the predicate barriers reduce at the release
+    "barrier": (ops.SyncCube, ops.BarrierInit, ops.SyncCluster, ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr),
     "plane": (
         (ops.SyncPlane, ops.PlaneOp)
         + (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
@@ -447,6 +442,38 @@ class HostTarget:
         if kind == "all":
             return b.icmp_unsigned("==", ballot, mask)
         return b.icmp_unsigned("!=", ballot, ir.Constant(I32, 0))
+
+    def match(self, lw: KernelLowering, kind: str, bits: ir.Value, mask: ir.Value) -> ir.Value:
+        """Publish the value's bits; the lanes of ``mask`` holding the same bits (all of them, or 0 for ``all``)."""
+        b = lw.builder
+        wide = b.zext(bits, I64) if bits.type.width < 64 else bits
+        b.store(wide, self.publish)
+        self._suspend(lw, AT_PLANE)
+        same = ir.Constant(I32, 0)
+        for lane in range(PLANE):
+            index = b.zext(b.add(self.plane_base, ir.Constant(I32, lane)), I64)
+            partner = b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64)
+            bit = b.zext(b.icmp_unsigned("==", partner, wide), I32)
+            same = b.or_(same, b.shl(bit, ir.Constant(I32, lane)))
+        same = b.and_(same, mask)
+        if kind == "match_any":
+            return same
+        return b.select(b.icmp_unsigned("==", same, mask), mask, ir.Constant(I32, 0))
+
+    def sync_cube_reduce(self, lw: KernelLowering, kind: str, predicate: ir.Value) -> ir.Value:
+        """Publish the predicate and wait at the cube barrier; the driver leaves ``count << 32 | arrived`` of the
+        units it released in each one's snapshot word."""
+        b = lw.builder
+        b.store(b.zext(predicate, I64), self.publish)
+        self._suspend(lw, AT_BARRIER)
+        word = b.load(b.gep(self.snapshot, [b.zext(self.unit, I64)], source_etype=I64), typ=I64)
+        count = b.trunc(b.lshr(word, ir.Constant(I64, 32)), I32)
+        arrived = b.trunc(word, I32)
+        if kind == "popc":
+            return count
+        if kind == "and":
+            return b.zext(b.icmp_unsigned("==", count, arrived), I32)
+        return count
 
     def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
         """The lowest unit of ``mask``."""

@@ -34,7 +34,9 @@ from cubepy.compiler.targets.host import (
     PLANE,
     RUNNABLE,
 )
-from cubepy.ir import KernelDefinition
+from cubepy.ir import KernelDefinition, ops, walk
+
+_REDUCING = (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr)  # barriers whose units get a reduction
 
 I1, I8, I32, I64, PTR = lt.I1, ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
 
@@ -144,10 +146,11 @@ def emit_driver(
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return
+        reduces = any(isinstance(i.operation, _REDUCING) for i in walk(definition.body))
         if suspends == {"barrier"}:
-            _schedule_barriers(e, unit, params, cube, arrays, units, ctaid)
+            _schedule_barriers(e, unit, params, cube, arrays, units, ctaid, reduces)
         else:
-            _schedule(e, unit, params, cube, arrays, units, ctaid, suspends)
+            _schedule(e, unit, params, cube, arrays, units, ctaid, suspends, reduces)
 
     def run_unless_failed(linear: ir.Value) -> None:
         healthy = b.icmp_signed("==", b.load(ctx(CTX_FAULT), typ=I32), _const(0))
@@ -179,8 +182,40 @@ def _destroy_units(e: _Emitter, unit: ir.Function, handles: ir.Value, units: int
     e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
 
 
+def _reduce_at_barrier(e: _Emitter, arrays: dict, units: int) -> None:
+    """For ``sync_cube_count/and/or``: the units waiting at the barrier published a 0/1 predicate; leave
+    ``count << 32 | arrived`` in each one's snapshot word before they are released."""
+    b = e.b
+    state, publish, snapshot = arrays["state"], arrays["publish"], arrays["snapshot"]
+    count, arrived = e.var(I64, _const(0, I64), "count"), e.var(I64, _const(0, I64), "arrived")
+
+    def at_barrier(u: ir.Value) -> ir.Value:
+        return b.icmp_unsigned("==", b.load(e.element(state, u, I32), typ=I32), _const(AT_BARRIER))
+
+    def tally(u: ir.Value) -> None:
+        def go() -> None:
+            vote = b.and_(b.load(e.element(publish, u, I64), typ=I64), _const(1, I64))
+            b.store(b.add(e.load(count, I64), vote), count)
+            b.store(b.add(e.load(arrived, I64), _const(1, I64)), arrived)
+
+        e.when(at_barrier(u), go)
+
+    e.loop(_const(0), _const(units), tally)
+    word = b.or_(b.shl(e.load(count, I64), _const(32, I64)), e.load(arrived, I64))
+    e.loop(
+        _const(0), _const(units), lambda u: e.when(at_barrier(u), lambda: b.store(word, e.element(snapshot, u, I64)))
+    )
+
+
 def _schedule_barriers(
-    e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, arrays: dict, units: int, ctaid: list[ir.Value]
+    e: _Emitter,
+    unit: ir.Function,
+    params: ir.Value,
+    cube: ir.Value,
+    arrays: dict,
+    units: int,
+    ctaid: list[ir.Value],
+    reduces: bool,
 ) -> None:
     """Units that wait only at ``sync_cube``: after a round every unit is at a barrier or done, so the next
     round resumes every unit not done; the cube ends after a round that leaves none waiting."""
@@ -191,6 +226,8 @@ def _schedule_barriers(
     head, after = e.block("round"), e.block("rounds.done")
     b.branch(head)
     b.position_at_end(head)
+    if reduces:
+        _reduce_at_barrier(e, arrays, units)
     waiting = e.var(I1, _const(0, I1), "waiting")
 
     def step(u: ir.Value) -> None:
@@ -218,6 +255,7 @@ def _schedule(
     units: int,
     ctaid: list[ir.Value],
     suspends: frozenset[str],
+    reduces: bool,
 ) -> None:
     b = e.b
     state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
@@ -299,6 +337,8 @@ def _schedule(
 
         e.when(b.icmp_unsigned("==", state_of(u), _const(AT_BARRIER)), go)
 
+    if reduces:
+        _reduce_at_barrier(e, arrays, units)
     e.loop(_const(0), _const(units), release_barrier)
     b.cbranch(e.load(released, I1), head, after)
     b.position_at_end(after)

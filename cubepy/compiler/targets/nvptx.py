@@ -143,6 +143,18 @@ class NvptxTarget:
         ret = lt.I32 if kind == "ballot" else lt.I1
         return lw.call(f"llvm.nvvm.vote.{kind}.sync", ret, [mask, predicate])
 
+    def match(self, lw: KernelLowering, kind: str, bits: ir.Value, mask: ir.Value) -> ir.Value:
+        """``match.any.sync``/``match.all.sync`` (the mask when every lane matched, else 0)."""
+        width = f"i{bits.type.width}"
+        if kind == "match_any":
+            return lw.call(f"llvm.nvvm.match.any.sync.{width}", lt.I32, [mask, bits])
+        pair = lw.call(f"llvm.nvvm.match.all.sync.{width}p", ir.LiteralStructType([lt.I32, lt.I1]), [mask, bits])
+        return lw.builder.extract_value(pair, 0)
+
+    def sync_cube_reduce(self, lw: KernelLowering, kind: str, predicate: ir.Value) -> ir.Value:
+        """``bar.red.popc/and/or`` on barrier 0."""
+        return lw.call(f"llvm.nvvm.barrier0.{kind}", lt.I32, [predicate])
+
     def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
         """``elect.sync`` on sm_90+, else the lowest active lane."""
         if self.sm >= 90:

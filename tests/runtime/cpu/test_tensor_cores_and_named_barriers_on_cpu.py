@@ -1,4 +1,5 @@
-"""cmma fragments and named barriers on the compiled cpu runtime, against numpy and the interp.
+"""cmma fragments, named barriers, predicate barriers and plane matches on the compiled cpu runtime, against
+numpy and the interp.
 
 Expected values are computed here with numpy (float64 products) or written by hand; the cpu and interp
 results must also be bit-equal, since both run the same emulation of fragments and the same barrier rules.
@@ -144,3 +145,40 @@ def test_named_barrier_operands_are_checked_on_cpu(units, detail):
     with pytest.raises(SanitizerError) as info:
         one_plane_missing.launch(client, 1, 64, cp.ArrayArg(client.zeros((64,), np.float32)), cp.ScalarArg(units, u32))
     assert info.value.kind is SanitizerKind.NAMED_BARRIER_MISUSE and detail in str(info.value)
+
+
+@cp.cube(launch=True)
+def votes_and_counts(values: Array[u32], out: Array[u32]):
+    """A plane sum, a match and a counting barrier in one kernel (the driver with plane and barrier waits)."""
+    v = values[cp.CUBE_POS * 64 + UNIT_POS]
+    total = cp.plane_sum(v)
+    same = cp.plane_match_any(v % 4)
+    count = cp.sync_cube_count(v % 3 == 0)
+    every = cp.sync_cube_and(v < 1000)
+    some = cp.sync_cube_or(v == 7)
+    base = (cp.CUBE_POS * 64 + UNIT_POS) * 5
+    out[base] = total
+    out[base + 1] = same
+    out[base + 2] = count
+    out[base + 3] = u32(every)
+    out[base + 4] = u32(some)
+
+
+def test_predicate_barriers_and_matches_beside_plane_sums_match_the_interp_and_numpy():
+    values = np.random.default_rng(4).integers(0, 1000, size=3 * 64).astype(np.uint32)
+    results = []
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        out = client.zeros((3 * 64 * 5,), np.uint32)
+        votes_and_counts.launch(client, 3, 64, cp.ArrayArg(client.create(values)), cp.ArrayArg(out))
+        results.append(client.read(out).reshape(3, 2, 32, 5))
+    np.testing.assert_array_equal(results[1], results[0])
+    got, planes = results[1], values.reshape(3, 2, 32)
+    np.testing.assert_array_equal(got[..., 0], np.broadcast_to(planes.sum(axis=2, keepdims=True), (3, 2, 32)))
+    lanes = 1 << np.arange(32, dtype=np.uint64)
+    same = (planes[..., :, None] % 4 == planes[..., None, :] % 4) * lanes
+    np.testing.assert_array_equal(got[..., 1], same.sum(axis=-1).astype(np.uint32))
+    cubes = values.reshape(3, 64)
+    np.testing.assert_array_equal(got[..., 2].reshape(3, 64)[:, 0], (cubes % 3 == 0).sum(axis=1))
+    assert got[..., 3].all()
+    np.testing.assert_array_equal(got[..., 4].reshape(3, 64)[:, 0], (cubes == 7).any(axis=1).astype(np.uint32))

@@ -271,31 +271,37 @@ def _triton_specs(kernels: dict, matmul_dtype: str) -> dict:
     }
 
 
-def _triton_sample(spec) -> float:
-    """One cold Triton compile to a cubin for sm_90 into an empty cache directory. Seconds."""
+def triton_compile(src, options: dict):
+    """``triton.compile`` of ``src`` for sm_90 into a fresh, empty cache directory (removed afterwards)."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
-    fn, signature, constexprs, divisible, options = spec
     cache_dir = tempfile.mkdtemp(prefix="triton_cache_")
     old = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = cache_dir
     try:
-        start = time.perf_counter()
-        attrs = {(i,): [["tt.divisibility", 16]] for i in divisible}
-        src = ASTSource(fn=fn, signature=dict(signature), constexprs=dict(constexprs), attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(options))
-        elapsed = time.perf_counter() - start
         if not compiled.asm.get("cubin"):
             raise RuntimeError("triton.compile produced no cubin")
-        return elapsed
+        return compiled
     finally:
         if old is None:
             os.environ.pop("TRITON_CACHE_DIR", None)
         else:
             os.environ["TRITON_CACHE_DIR"] = old
         shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def _triton_sample(spec) -> float:
+    """One cold Triton compile to a cubin for sm_90 into an empty cache directory. Seconds."""
+    from triton.compiler import ASTSource
+
+    fn, signature, constexprs, divisible, options = spec
+    start = time.perf_counter()
+    attrs = {(i,): [["tt.divisibility", 16]] for i in divisible}
+    src = ASTSource(fn=fn, signature=dict(signature), constexprs=dict(constexprs), attrs=attrs)
+    triton_compile(src, options)
+    return time.perf_counter() - start
 
 
 def bench_triton(repeats: int, matmul_dtype: str) -> dict:

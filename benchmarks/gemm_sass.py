@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -96,7 +94,7 @@ def triton_gemm(block_m: int, block_n: int, block_k: int, cuobjdump: str) -> dic
     import triton
     from triton.compiler import ASTSource
 
-    from benchmarks.compile_bench import _triton_kernels
+    from benchmarks.compile_bench import _triton_kernels, triton_compile
 
     signature = {
         name: "i32" for name in ("M", "N", "K", *(f"stride_{s}" for s in ("am", "ak", "bk", "bn", "cm", "cn")))
@@ -111,7 +109,7 @@ def triton_gemm(block_m: int, block_n: int, block_k: int, cuobjdump: str) -> dic
         constexprs=constexprs,
         attrs={(i,): [["tt.divisibility", 16]] for i in divisible},
     )
-    compiled = _triton_compile(src, {"num_warps": 4, "num_stages": 3})
+    compiled = triton_compile(src, {"num_warps": 4, "num_stages": 3})
     result = describe(
         compiled.asm["cubin"], compiled.metadata.name, (block_m, block_n), cuobjdump
     )  # 4 warps: one warpgroup does the block
@@ -130,7 +128,7 @@ def _triton_tma_kernel():
         offs_m = tl.program_id(0) * BLOCK_M
         offs_n = tl.program_id(1) * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=3, warp_specialize=True):
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=True):  # stages: the num_stages option
             a = a_desc.load([offs_m, k * BLOCK_K])
             b = b_desc.load([offs_n, k * BLOCK_K])
             acc = tl.dot(a, b.T, acc)
@@ -144,6 +142,8 @@ def triton_tma_gemm(cuobjdump: str, block_m: int, block_n: int, stages: int) -> 
     import triton
     from triton.compiler import ASTSource
 
+    from benchmarks.compile_bench import triton_compile
+
     signature = {
         "a_desc": f"tensordesc<bf16[{block_m}, 64]>",
         "b_desc": f"tensordesc<bf16[{block_n}, 64]>",
@@ -153,29 +153,11 @@ def triton_tma_gemm(cuobjdump: str, block_m: int, block_n: int, stages: int) -> 
     }
     constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64}
     src = ASTSource(fn=_triton_tma_kernel(), signature=signature, constexprs=constexprs)
-    compiled = _triton_compile(src, {"num_warps": 4 * (block_m // 64), "num_stages": stages})
+    compiled = triton_compile(src, {"num_warps": 4 * (block_m // 64), "num_stages": stages})
     result = describe(compiled.asm["cubin"], compiled.metadata.name, (WARPGROUP_M, block_n), cuobjdump)
     result["shared"] = compiled.metadata.shared  # Triton's shared memory is dynamic: cuobjdump shows none
     result["version"] = triton.__version__
     return result
-
-
-def _triton_compile(src, options: dict):
-    """``triton.compile`` for sm_90 into an empty, temporary cache."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    cache = tempfile.mkdtemp(prefix="triton_cache_")
-    old = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = cache
-    try:
-        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_CACHE_DIR", None)
-        else:
-            os.environ["TRITON_CACHE_DIR"] = old
-        shutil.rmtree(cache, ignore_errors=True)
 
 
 def missing() -> str | None:

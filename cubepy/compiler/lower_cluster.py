@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers, unsigned_index
-from cubepy.compiler.lower_memory import _checked_region, element_pointer
+from cubepy.compiler.lower_memory import checked_read, checked_write, element_pointer
 from cubepy.compiler.lower_tma import CLUSTER_SHARED_PTR, _barrier
 from cubepy.ir import Instruction, ops
 
@@ -38,43 +38,26 @@ def _peer_pointer(lw: KernelLowering, op: ops.ClusterLoad | ops.ClusterStore, in
 def lower_cluster_load(lw: KernelLowering, inst: Instruction) -> None:
     """out = the peer's memory[index] (ld.shared::cluster); checked: 0 out of range."""
     op = cast(ops.ClusterLoad, inst.operation)
-    b = lw.builder
     index = unsigned_index(lw, lw.value(op.index), op.index)
     item = lt.item_type(op.memory.type, memory=True)
 
     def load() -> ir.Value:
-        raw = b.load(_peer_pointer(lw, op, index), typ=item, align=lt.item_align(op.memory.type))
+        raw = lw.builder.load(_peer_pointer(lw, op, index), typ=item, align=lt.item_align(op.memory.type))
         return lw.from_memory(raw, op.memory.type)
 
-    if not op.checked:
-        lw.define(inst.out, load())
-        return
-    access, join, miss_block = _checked_region(lw, inst, op.memory, index, "read")
-    b.position_at_end(access)
-    loaded = load()
-    loaded_block = b.block
-    b.branch(join)
-    b.position_at_end(join)
-    merged = b.phi(loaded.type)
-    merged.add_incoming(loaded, loaded_block)
-    merged.add_incoming(lt.constant(op.memory.type, 0), miss_block)
-    lw.define(inst.out, merged)
+    lw.define(inst.out, checked_read(lw, inst, op.memory, index, op.checked, load))
 
 
 def lower_cluster_store(lw: KernelLowering, inst: Instruction) -> None:
     """The peer's memory[index] = value (st.shared::cluster); checked: dropped out of range."""
     op = cast(ops.ClusterStore, inst.operation)
-    b = lw.builder
     index = unsigned_index(lw, lw.value(op.index), op.index)
     value = lw.to_memory(lw.value(op.value), op.value.type)
-    join = None
-    if op.checked:
-        access, join, _ = _checked_region(lw, inst, op.memory, index, "write")
-        b.position_at_end(access)
-    b.store(value, _peer_pointer(lw, op, index), align=lt.item_align(op.memory.type))
-    if join is not None:
-        b.branch(join)
-        b.position_at_end(join)
+
+    def store() -> None:
+        lw.builder.store(value, _peer_pointer(lw, op, index), align=lt.item_align(op.memory.type))
+
+    checked_write(lw, inst, op.memory, index, op.checked, store)
 
 
 _REMOTE_ARRIVE = (

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import abi
@@ -78,40 +80,62 @@ def load_item(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value
     return lw.from_memory(raw, memory.type)
 
 
-def lower_index(lw: KernelLowering, inst: Instruction) -> None:
-    """out = memory[index]; checked: 0 when out of bounds."""
-    op = inst.operation
-    index = unsigned_index(lw, lw.value(op.index), op.index)
-    if not op.checked:
-        lw.define(inst.out, load_item(lw, op.memory, index))
-        return
+def checked_read(
+    lw: KernelLowering,
+    inst: Instruction,
+    memory: Variable,
+    index: ir.Value,
+    checked: bool,
+    read: Callable[[], ir.Value],
+) -> ir.Value:
+    """``read()``; checked: only where ``index`` is in bounds of ``memory``, 0 elsewhere."""
+    if not checked:
+        return read()
     b = lw.builder
-    access, join, check_block = _checked_region(lw, inst, op.memory, index, "read")
+    access, join, check_block = _checked_region(lw, inst, memory, index, "read")
     b.position_at_end(access)
-    loaded = load_item(lw, op.memory, index)
+    loaded = read()
     loaded_block = b.block
     b.branch(join)
     b.position_at_end(join)
     merged = b.phi(loaded.type)
     merged.add_incoming(loaded, loaded_block)
-    merged.add_incoming(lt.constant(op.memory.type, 0), check_block)
-    lw.define(inst.out, merged)
+    merged.add_incoming(lt.constant(memory.type, 0), check_block)
+    return merged
+
+
+def checked_write(
+    lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, checked: bool, write: Callable[[], None]
+) -> None:
+    """``write()``; checked: only where ``index`` is in bounds of ``memory``."""
+    if not checked:
+        write()
+        return
+    b = lw.builder
+    access, join, _ = _checked_region(lw, inst, memory, index, "write")
+    b.position_at_end(access)
+    write()
+    b.branch(join)
+    b.position_at_end(join)
+
+
+def lower_index(lw: KernelLowering, inst: Instruction) -> None:
+    """out = memory[index]; checked: 0 when out of bounds."""
+    op = inst.operation
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    lw.define(inst.out, checked_read(lw, inst, op.memory, index, op.checked, lambda: load_item(lw, op.memory, index)))
 
 
 def lower_index_assign(lw: KernelLowering, inst: Instruction) -> None:
     """memory[index] = value; checked: skipped when out of bounds."""
     op = inst.operation
-    b = lw.builder
     index = unsigned_index(lw, lw.value(op.index), op.index)
     value = lw.to_memory(lw.value(op.value), op.value.type)
-    join = None
-    if op.checked:
-        access, join, _ = _checked_region(lw, inst, op.memory, index, "write")
-        b.position_at_end(access)
-    b.store(value, element_pointer(lw, op.memory, index), align=lt.item_align(op.memory.type))
-    if join is not None:
-        b.branch(join)
-        b.position_at_end(join)
+
+    def store() -> None:
+        lw.builder.store(value, element_pointer(lw, op.memory, index), align=lt.item_align(op.memory.type))
+
+    checked_write(lw, inst, op.memory, index, op.checked, store)
 
 
 def lower_extract_lane(lw: KernelLowering, inst: Instruction) -> None:

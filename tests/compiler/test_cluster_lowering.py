@@ -5,15 +5,12 @@ The expected PTX is written as ``# CHECK`` comments in each kernel, matched by `
 
 from __future__ import annotations
 
-import inspect
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import cubepy as cp
 from cubepy import CUBE_POS, CUBE_POS_CLUSTER, UNIT_POS, Array, TensorMap, f32, i32, u32
+from tests.filecheck import filecheck
 
 
 @cp.cube(launch=True)
@@ -53,24 +50,10 @@ def multicast_and_remote_arrive(src_map: TensorMap[f32], out: Array[f32]):
     done.wait_parity(0)
 
 
-def _filecheck(kernel, text: str, tmp_path) -> None:
-    checks = tmp_path / "checks.py"
-    checks.write_text(inspect.getsource(kernel.fn))
-    printed = tmp_path / "out.ptx"
-    printed.write_text(text)
-    result = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nPTX:\n{text}"
-
-
 def test_peer_accesses_and_builtins(tmp_path):
     client = cp.client("interp")
     compiled = peers_and_builtins.compile(cp.CubeDim(32), cp.ArrayArg(client.zeros(64, u32)))
-    _filecheck(peers_and_builtins, compiled.ptx, tmp_path)
+    filecheck(peers_and_builtins, compiled.ptx, tmp_path)
 
 
 def test_multicast_and_remote_arrival(tmp_path):
@@ -79,7 +62,7 @@ def test_multicast_and_remote_arrival(tmp_path):
     compiled = multicast_and_remote_arrive.compile(
         cp.CubeDim(32), cp.TensorMapArg.tiled(cp.TensorArg(src), (8, 16)), cp.ArrayArg(client.zeros(64, f32))
     )
-    _filecheck(multicast_and_remote_arrive, compiled.ptx, tmp_path)
+    filecheck(multicast_and_remote_arrive, compiled.ptx, tmp_path)
 
 
 @pytest.mark.ptxas

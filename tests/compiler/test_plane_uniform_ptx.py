@@ -5,15 +5,12 @@ The expected PTX is written as ``# CHECK`` comments in each kernel, matched by `
 
 from __future__ import annotations
 
-import inspect
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, UNIT_POS, Array, cube, f32, u32
+from tests.filecheck import filecheck
 
 
 @cube(launch=True)
@@ -48,27 +45,13 @@ def _ptx(kernel, *scalars):
     return kernel.compile(cp.CubeDim(64), *args, unchecked=True).ptx
 
 
-def _filecheck(kernel, text: str, tmp_path) -> None:
-    checks = tmp_path / "checks.py"
-    checks.write_text(inspect.getsource(kernel.fn))
-    printed = tmp_path / "out.ptx"
-    printed.write_text(text)
-    result = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nPTX:\n{text}"
-
-
 @pytest.mark.parametrize(
     "kernel, scalars",
     [(uniform_sum, ()), (divergent_sum, ()), (guarded_then_sum, (cp.ScalarArg(50, u32),))],
     ids=["uniform", "divergent", "after-early-return"],
 )
 def test_ptx_of_plane_sum(kernel, scalars, tmp_path):
-    _filecheck(kernel, _ptx(kernel, *scalars), tmp_path)
+    filecheck(kernel, _ptx(kernel, *scalars), tmp_path)
 
 
 @pytest.mark.parametrize("runtime", ["interp", "cpu"])

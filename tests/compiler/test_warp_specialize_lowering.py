@@ -5,15 +5,12 @@ The expected PTX is written as ``# CHECK`` comments in each kernel, matched by `
 
 from __future__ import annotations
 
-import inspect
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import cubepy as cp
 from cubepy import PLANE_POS, UNIT_POS, Array, f32, u32
+from tests.filecheck import filecheck
 
 
 @cp.cube(launch=True)
@@ -57,20 +54,6 @@ def elect_and_fence(out: Array[f32]):
     cp.sync_async_proxy_shared()
 
 
-def _filecheck(kernel, text: str, tmp_path) -> None:
-    checks = tmp_path / "checks.py"
-    checks.write_text(inspect.getsource(kernel.fn))
-    printed = tmp_path / "out.ptx"
-    printed.write_text(text)
-    result = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nPTX:\n{text}"
-
-
 @pytest.mark.ptxas
 @pytest.mark.parametrize(
     ("kernel", "scalars"),
@@ -85,7 +68,7 @@ def test_ptx_forms_and_ptxas(kernel, scalars, tmp_path):
     client = cp.client("interp")
     compiled = kernel.compile(cp.CubeDim(128), cp.ArrayArg(client.zeros(128, f32)), *scalars)
     assert compiled.cubin  # ptxas assembled it for sm_90a
-    _filecheck(kernel, compiled.ptx, tmp_path)
+    filecheck(kernel, compiled.ptx, tmp_path)
 
 
 def test_the_same_kernel_runs_on_the_cpu_runtime_and_the_interp():

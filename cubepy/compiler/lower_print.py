@@ -45,7 +45,7 @@ def _string_constant(lw: KernelLowering, text: str) -> ir.Value:
     return lw.builder.addrspacecast(gv, lt.GENERIC_PTR)
 
 
-def _promoted(lw: KernelLowering, var: Variable) -> ir.Value:
+def promoted_argument(lw: KernelLowering, var: Variable) -> ir.Value:
     """The value of ``var`` as C's variadic call passes it."""
     value = lw.value(var)
     elem = var.elem
@@ -66,7 +66,7 @@ def lower_debug_print(lw: KernelLowering, inst: Instruction) -> None:
     op = cast(DebugPrint, inst.operation)
     b = lw.builder
     values = [sreg(lw, name) for name in POSITION_REGISTERS]
-    values += [_promoted(lw, var) for var in op.args]
+    values += [promoted_argument(lw, var) for var in op.args]
     struct = ir.LiteralStructType([value.type for value in values])
     args = lw.alloca(struct, lw.module.get_unique_name("printf_args"))
     for index, value in enumerate(values):

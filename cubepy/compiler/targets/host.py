@@ -70,8 +70,6 @@ UNSUPPORTED: dict[type, str] = {
         "does not run; use the interp runtime"
         for op in (ops.ClusterLoad, ops.ClusterStore, ops.BarrierArriveCluster)
     },
-    # The lowering calls the CUDA driver's vprintf; the host has no such function yet.
-    ops.DebugPrint: "debug_print lowers to CUDA's vprintf, which the host does not have; use the interp runtime",
 }
 
 
@@ -520,6 +518,6 @@ class HostTarget:
         emit_driver(lw.module, lw.function, lw.definition, self.suspends, self.barrier_rows)
 
     def unsupported_reason(self, operation: Operation) -> str | None:
-        """Why the host cannot compile ``operation`` (wgmma, named barriers, debug_print, ...), or None."""
+        """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""
         cls = type(operation)
         return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

@@ -45,7 +45,7 @@ class HostCall:
     """One TMA or mbarrier instruction of a host kernel, as the runtime's emulation needs to know it."""
 
     # init | arrive | arrive_expect_tx | expect_tx | wait | wait_parity | load | load_im2col | store,
-    # named_arrive | named_wait (named barriers: barrier_offset is their rows' offset),
+    # named_arrive | named_wait (named barriers: barrier_offset is their rows' offset), print (debug_print),
     # or oob_read | oob_write: a checked access that missed, reported under sanitize=True
     kind: str
     name: str  # the operation's name (tma_load, barrier_wait, ...)
@@ -207,6 +207,24 @@ def lower_named_barrier_sync(lw: KernelLowering, inst: Instruction) -> None:
     wait_until_done(lw, inst, "named_wait", [operands[0], generation], **static)
 
 
+def lower_debug_print(lw: KernelLowering, inst: Instruction) -> None:
+    """Pass the arguments, promoted as C's varargs (floats as f64 bits), to the runtime, which formats the line
+    and prints the launch's lines when it ends."""
+    from cubepy.compiler.lower_print import promoted_argument
+
+    op = cast(ops.DebugPrint, inst.operation)
+    b = lw.builder
+    operands = []
+    for var in op.args:
+        value = promoted_argument(lw, var)
+        if isinstance(value.type, ir.DoubleType):
+            value = b.bitcast(value, I64)
+        elif value.type != I64:
+            value = b.zext(value, I64)
+        operands.append(value)
+    _call(lw, "print", inst, operands)
+
+
 def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
     tensor_map = lw.builder.ptrtoint(lw.params[(VarKind.TENSOR_MAP, op.tensor_map.id)], I64)
     return [tensor_map, _wide(lw, op.offset), _wide(lw, op.length), *(_wide(lw, c) for c in op.coords)]
@@ -251,6 +269,7 @@ HOST_LOWERINGS = {
     ops.BarrierWaitParity: lower_barrier_wait_parity,
     ops.BarrierTryWaitParity: lower_barrier_try_wait_parity,
     ops.SyncCluster: lambda lw, inst: lw.target.sync_cube(lw),  # a cluster of one cube
+    ops.DebugPrint: lower_debug_print,
     ops.NamedBarrierArrive: lower_named_barrier_arrive,
     ops.NamedBarrierSync: lower_named_barrier_sync,
     ops.TmaLoad: lower_tma_load,

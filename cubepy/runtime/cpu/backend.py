@@ -165,7 +165,7 @@ class CpuBackend:
         snapshots = [(storage, storage.copy()) for storage in storages.values()]
         params = int(packed.block.ctypes.data)
         try:
-            with emulation.launch(params, kernel, list(bindings.tensor_maps)) as record:
+            with emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record:
                 spaces = self._run_cubes(kernel, cube_count, params)
                 if record.error is not None:
                     raise record.error

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,10 +33,11 @@ from cubepy.compiler.host import HostKernel
 from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
-from cubepy.ir import ops
+from cubepy.ir import ops, printf
 from cubepy.runtime.cpu import plane_ops
 from cubepy.runtime.interp import mbarrier, tma, warp_specialize
 from cubepy.runtime.interp.memory import out_of_bounds_text
+from cubepy.runtime.interp.printing import format_line
 
 TENSOR_MAP_MAGIC = b"cubepyTM"
 assert BARRIER_ROW_BYTES == mbarrier.ROW_BYTES, "the host target's barrier rows must hold the emulated state"
@@ -55,12 +57,15 @@ def tensor_map_handle(slot: int) -> bytes:
 class LaunchRecord:
     """One running launch: its kernel, tensor maps, the cube contexts' shared views and the first error."""
 
-    def __init__(self, kernel: HostKernel, tensor_maps: list) -> None:
+    def __init__(self, kernel: HostKernel, tensor_maps: list, counts: tuple[int, int, int] = (1, 1, 1)) -> None:
         self.kernel = kernel
+        self.counts = counts  # the launch's cube count
         self.tensor_maps = tensor_maps
         self.error: BaseException | None = None
         self.plane_batches = plane_ops.PlaneBatches()
         self.operations: dict[str, object] = {}  # instruction text -> its operation (plane collectives)
+        self.prints: list[tuple[int, int, int, str]] = []  # (the unit's n-th print, cube, unit, line)
+        self.printed: dict[tuple[int, int], int] = {}  # (cube, unit) -> prints so far
         self._views: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -73,6 +78,17 @@ class LaunchRecord:
             view = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
             self._views[address] = view
         return view
+
+    def cube_index(self, cube: int) -> tuple[int, int, int]:
+        """The ``ctaid`` of the cube the context at ``cube`` runs now."""
+        return tuple(ctypes.c_uint32.from_address(cube + CTX_CTAID + 4 * axis).value for axis in range(3))  # type: ignore[return-value]
+
+    def write_prints(self) -> None:
+        """Write the launch's ``debug_print`` lines: by each unit's n-th print, then cube, then unit (the
+        interp's order when every unit prints as often before)."""
+        if self.prints:
+            sys.stdout.write("".join(line for *_, line in sorted(self.prints)))
+            self.prints.clear()
 
     def describe_unit(self, cube: int, unit: int) -> str:
         """``unit (x, y, z) of cube (x, y, z)``, as the interp names a lane."""
@@ -134,9 +150,12 @@ class LaunchRecord:
 
 
 @contextmanager
-def launch(params: int, kernel: HostKernel, tensor_maps: list) -> Iterator[LaunchRecord]:
-    """Make the launch whose parameter block is at ``params`` known to ``cubepy_host_op`` while it runs."""
-    record = LaunchRecord(kernel, tensor_maps)
+def launch(
+    params: int, kernel: HostKernel, tensor_maps: list, counts: tuple[int, int, int] = (1, 1, 1)
+) -> Iterator[LaunchRecord]:
+    """Make the launch whose parameter block is at ``params`` known to ``cubepy_host_op`` while it runs; then
+    write its ``debug_print`` lines (those made before a failure too, as the interp does)."""
+    record = LaunchRecord(kernel, tensor_maps, counts)
     with _launches_lock:
         _launches[params] = record
     try:
@@ -144,6 +163,7 @@ def launch(params: int, kernel: HostKernel, tensor_maps: list) -> Iterator[Launc
     finally:
         with _launches_lock:
             del _launches[params]
+        record.write_prints()
 
 
 def _operands(address: int, count: int) -> list[int]:
@@ -226,6 +246,31 @@ def _named(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> in
     return generation
 
 
+def _print(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: int) -> int:
+    """One unit's ``debug_print`` line, kept until the launch ends (``LaunchRecord.write_prints``)."""
+    op = plane_ops.operation_of(record, call)
+    values, bits = [], []
+    for var, raw in zip(op.args, _operands(operands, len(op.args))):
+        promoted = printf.promoted(var.elem)
+        if promoted.is_float:
+            values.append(np.float64(struct.unpack("<d", struct.pack("<q", raw))[0]))
+            bits.append(64)
+        else:
+            values.append(np.int64(raw))
+            bits.append(promoted.bits)
+    text = format_line(op.format, values, bits)
+    x, y, z = record.cube_index(cube)
+    nx, ny, _ = record.counts
+    dx, dy, _ = record.kernel.definition.cube_dim
+    position = (unit % dx, (unit // dx) % dy, unit // (dx * dy))
+    key = (x + y * nx + z * nx * ny, unit)
+    seq = record.printed.get(key, 0)
+    record.printed[key] = seq + 1
+    line = f"[cube {(x, y, z)} unit {position}] {text if text.endswith(chr(10)) else text + chr(10)}"
+    record.prints.append((seq, key[0], unit, line))
+    return 0
+
+
 def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int:
     record = _launches.get(params)
     if record is None or record.error is not None:
@@ -243,6 +288,8 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
             return 0
         if call.kind in ("load", "load_im2col", "store"):
             return _copy(record, cube, call, operands)
+        if call.kind == "print":
+            return _print(record, cube, unit, call, operands)
         if call.kind in ("named_arrive", "named_wait"):
             return _named(record, cube, call, operands)
         if call.kind in plane_ops.OPERAND_COUNTS:

@@ -83,7 +83,7 @@ def _error(record: LaunchRecord, cube: int, unit: int, call: HostCall, kind: San
     )
 
 
-def _operation(record: LaunchRecord, call: HostCall):
+def operation_of(record: LaunchRecord, call: HostCall):
     """The IR operation of ``call`` (its fragments' types and lengths), found by the instruction's text."""
     found = record.operations.get(call.text)
     if found is not None:
@@ -254,7 +254,7 @@ def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, op
     batches.unit_batch[(cube, unit)] = batch_id
     if len(pending) < size:
         return batch_id
-    operation = _operation(record, call)
+    operation = operation_of(record, call)
     del batches.pending[key], batches.batch_ids[key]
     if call.kind == "mma":
         _run_mma(operation, pending)

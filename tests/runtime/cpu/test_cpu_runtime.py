@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cubepy as cp
-from cubepy import ABSOLUTE_POS, CUBE_POS, UNIT_POS, Array, cube, f32, u32
+from cubepy import ABSOLUTE_POS, CUBE_POS, UNIT_POS, Array, cube, f32, i32, u32
 from cubepy.errors import SanitizerError, SanitizerKind
 
 
@@ -226,12 +226,26 @@ def test_disk_cache_keeps_the_object_code(tmp_path):
     assert list((tmp_path / "cpu").rglob("*.pkl"))
 
 
-def test_debug_print_is_refused_with_its_reason():
+def test_debug_print_gives_the_interps_lines(capsys):
     @cube(launch=True)
     def show(a: Array[f32]):
-        cp.debug_print("x=%f", a[ABSOLUTE_POS])
+        cp.debug_print("x=%f i=%d u=%u c=%c", a[ABSOLUTE_POS], i32(0) - i32(ABSOLUTE_POS), ABSOLUTE_POS, i32(65))
+        if ABSOLUTE_POS % 2 == 0:
+            print("even", ABSOLUTE_POS)
 
-    client = cp.client("cpu")
-    data = client.create(np.ones(2, np.float32))
-    with pytest.raises(cp.CubeError, match="op debug_print is not supported by back end cpu: .*vprintf"):
-        show.launch(client, cp.CubeCount(1), cp.CubeDim(2), cp.ArrayArg(data))
+    lines = []
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        data = client.create(np.arange(6, dtype=np.float32) / 4)
+        show.launch(client, cp.CubeCount(2), cp.CubeDim(3), cp.ArrayArg(data))
+        lines.append(capsys.readouterr().out)
+    assert lines[1] == lines[0]
+    assert lines[1].splitlines()[:2] == [
+        "[cube (0, 0, 0) unit (0, 0, 0)] x=0.000000 i=0 u=0 c=A",
+        "[cube (0, 0, 0) unit (1, 0, 0)] x=0.250000 i=-1 u=1 c=A",
+    ]
+    assert lines[1].splitlines()[6:] == [
+        "[cube (0, 0, 0) unit (0, 0, 0)] even 0",
+        "[cube (0, 0, 0) unit (2, 0, 0)] even 2",
+        "[cube (1, 0, 0) unit (1, 0, 0)] even 4",
+    ]

@@ -32,8 +32,9 @@ from cubepy.compiler import libdevice
 from cubepy.errors import CompileError
 
 TRIPLE = "nvptx64-nvidia-cuda"
-# Exactly str(target_machine.target_data) for this triple (64-bit generic and shared pointers).
-DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+# Exactly str(target_machine.target_data) for this triple with ``--nvptx-short-ptr``: 64-bit generic and
+# global pointers, 32-bit shared (3, and shared::cluster 7), constant (4) and local (5) ones, as nvcc emits.
+DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 DEFAULT_ARCH = "sm_90a"
 CHILD_TIMEOUT_S = 600.0  # O3 + emission of one kernel; far beyond any real kernel
 # llvmlite parses into LLVM's one global context, which is not thread-safe, and a fork must not copy
@@ -100,9 +101,15 @@ def binding():
     """``llvmlite.binding``, imported and initialized for NVPTX on first use."""
     import llvmlite.binding as llvm
 
+    _initialize(llvm)
+    return llvm
+
+
+@functools.cache
+def _initialize(llvm) -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-    return llvm
+    llvm.set_option("", "--nvptx-short-ptr")  # 32-bit shared/local/constant addresses (NVPTX only)
 
 
 def optimize(machine, module) -> str:

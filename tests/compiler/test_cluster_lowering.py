@@ -18,7 +18,7 @@ def peers_and_builtins(out: Array[u32]):
     # CHECK: mov.u32 {{%r[0-9]+}}, %cluster_ctarank;
     # CHECK: barrier.cluster.arrive;
     # CHECK: barrier.cluster.wait;
-    # CHECK: mapa.shared::cluster.u64 [[PEER:%rd[0-9]+]], {{%rd[0-9]+}}, {{%r[0-9]+}};
+    # CHECK: mapa.shared::cluster.u32 [[PEER:%r[0-9]+]], {{%r[0-9]+}}, {{%r[0-9]+}};
     # CHECK: ld.shared::cluster.b32 {{%r[0-9]+}}, {{\[}}[[PEER]]{{\]}};
     # CHECK: st.shared::cluster.b32
     buf = cp.SharedMemory[u32](32)
@@ -32,7 +32,7 @@ def peers_and_builtins(out: Array[u32]):
 
 @cp.cube(launch=True)
 def multicast_and_remote_arrive(src_map: TensorMap[f32], out: Array[f32]):
-    # CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{{%rd[0-9]+}}], [{{%rd[0-9]+}}, {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{.*}}], {{%rs[0-9]+}};
+    # CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{{%r[0-9]+}}], [{{%rd[0-9]+}}, {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{.*}}], {{%rs[0-9]+}};
     # CHECK: mapa.shared::cluster.u32 peer, {{%r[0-9]+}}, {{%r[0-9]+}};
     # CHECK-NEXT: mbarrier.arrive.release.cluster.shared::cluster.b64 _, [peer];
     full = cp.Barrier.shared(1, UNIT_POS == 0)

@@ -18,9 +18,9 @@ def lookup(idx: Array[u32], out: Array[f32]):
     # CHECK: .const .align 4 .b8 const0[20] = {0, 0, 0, 63, 0, 0, 192, 63, 0, 0, 0, 192, 0, 0, 80, 64, 0, 0, 224, 64};
     # CHECK: .entry lookup
     # CHECK: ld.global.b32 [[I:%r[0-9]+]]
-    # CHECK: mul.wide.u32 [[OFFSET:%rd[0-9]+]], [[I]], 4;
-    # CHECK: mov.b64 [[BASE:%rd[0-9]+]], const0;
-    # CHECK: add.s64 [[ADDRESS:%rd[0-9]+]], [[BASE]], [[OFFSET]];
+    # CHECK: shl.b32 [[OFFSET:%r[0-9]+]], [[I]], 2;
+    # CHECK: mov.b32 [[BASE:%r[0-9]+]], const0;
+    # CHECK: add.s32 [[ADDRESS:%r[0-9]+]], [[BASE]], [[OFFSET]];
     # CHECK: ld.const.b32 {{%r[0-9]+}}, {{\[}}[[ADDRESS]]{{\]}};
     # CHECK: st.global.b32
     out[ABSOLUTE_POS] = cp.const_array(TABLE)[idx[ABSOLUTE_POS]]

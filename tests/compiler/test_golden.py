@@ -22,7 +22,7 @@ from .golden_kernels import KERNELS
 GOLDEN_COPY_CHECKED = textwrap.dedent("""\
     ; ModuleID = "copy_checked"
     target triple = "nvptx64-nvidia-cuda"
-    target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+    target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
     define ptx_kernel void @"copy_checked"(ptr addrspace(1) %"src", ptr addrspace(1) %"dst", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
     {
@@ -97,7 +97,7 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
 GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
     ; ModuleID = "floordiv_i32"
     target triple = "nvptx64-nvidia-cuda"
-    target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+    target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
     define ptx_kernel void @"floordiv_i32"(ptr addrspace(1) %"a", i32 %"divisor", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
     {
@@ -139,7 +139,7 @@ GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
 GOLDEN_STRIDED_SUM = textwrap.dedent("""\
     ; ModuleID = "strided_sum"
     target triple = "nvptx64-nvidia-cuda"
-    target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+    target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
     define ptx_kernel void @"strided_sum"(ptr addrspace(1) %"a", i32 %"step", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
     {

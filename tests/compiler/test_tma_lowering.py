@@ -63,7 +63,7 @@ def test_tiled_loads_stores_and_barriers_assemble():
         coords = ", ".join(["%r\\d+"] * rank)
         assert re.search(
             rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.tile\.mbarrier::complete_tx"
-            rf"::bytes \[%rd\d+\], \[%rd\d+, \{{{coords}\}}\], \[barrier0\];",
+            rf"::bytes \[%r\d+\], \[%rd\d+, \{{{coords}\}}\], \[barrier0\];",
             ptx,
         ), rank
         assert f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group" in ptx
@@ -94,7 +94,7 @@ def test_im2col_loads_assemble_with_i16_offsets():
         offsets = ", ".join(["%rs\\d+"] * (rank - 2))
         assert re.search(
             rf"cp\.async\.bulk\.tensor\.{rank}d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx"
-            rf"::bytes \[%rd\d+\], \[%rd\d+, \{{[^}}]*\}}\], \[barrier0\], \{{{offsets}\}};",
+            rf"::bytes \[%r\d+\], \[%rd\d+, \{{[^}}]*\}}\], \[barrier0\], \{{{offsets}\}};",
             ptx,
         ), rank
     assert "mbarrier.arrive.expect_tx" not in ptx and "mbarrier.arrive.shared.b64" in ptx

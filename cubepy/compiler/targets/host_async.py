@@ -235,8 +235,8 @@ def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
     op = cast(ops.TmaLoad, inst.operation)
     if op.multicast is not None:
         raise CompileError(
-            f"{op.name} with a multicast mask needs a cluster launch, which the cpu runtime does not run; "
-            "use the interp runtime"
+            f"op {op.name} is not supported by back end cpu: a multicast mask needs a cluster launch, which the "
+            "cpu runtime does not run; use the interp runtime"
         )
     _call(lw, "load", inst, _copy_operands(lw, op), rank=op.rank, mode="tiled")
     bump_epoch(lw)

@@ -75,6 +75,8 @@ class BufferCompilationArg:
     elem: str
     line_size: int
     len_is_buffer_len: bool = True  # what an ArrayArg gives; a launch always computes it from its argument
+    # no other buffer or tensor-map argument of the launch overlaps this one's memory (``Kernel.compilation_args``)
+    exclusive: bool = True
 
 
 def _len_is_buffer_len(arg, handle, line: int) -> bool:
@@ -139,7 +141,8 @@ class BufferType:
 
     def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
-        var = builder.register(self.role, Type(self.elem.ir, comp_arg.line_size), comp_arg.len_is_buffer_len)
+        ty = Type(self.elem.ir, comp_arg.line_size)
+        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

@@ -23,7 +23,7 @@ import attrs
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
-from cubepy.frontend.containers import BufferType
+from cubepy.frontend.containers import BufferCompilationArg, BufferType
 from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
@@ -187,10 +187,10 @@ class Kernel(CubeFunction):
             names = ", ".join(p.name for p in params)
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments ({names}), got {len(args)}")
         try:
-            return tuple([fn(arg) for fn, arg in zip(fns, args)])
+            comp_args = tuple([fn(arg) for fn, arg in zip(fns, args)])
         except LaunchError:
-            pass
-        return tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
+            comp_args = tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
+        return mark_overlaps(comp_args, args)
 
     def register(self, args: tuple, bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""
@@ -283,7 +283,7 @@ class Kernel(CubeFunction):
                 collected.append(arg)
             else:
                 collected.append(_one_comp_arg(self, param, arg))
-        comp_args = tuple(collected)
+        comp_args = mark_overlaps(tuple(collected), args)
         contract = self.contracts(contract)
 
         def build():
@@ -305,6 +305,35 @@ class Kernel(CubeFunction):
 # Errors of the user's kernel or arguments: their tracebacks keep the user's frames only (an interp or
 # compiler bug, any other exception, keeps cubepy's frames).
 _USER_ERRORS = (SanitizerError, LaunchError, TensorMapError, ExpandError)
+
+
+def _memory_range(arg) -> tuple[int, int, int] | None:
+    """(storage identity, first byte, end byte) of the memory a buffer or tensor-map argument names, or None."""
+    handle = getattr(arg, "handle", None)
+    storage = getattr(handle, "storage", None)
+    if handle is None or storage is None:
+        return None
+    itemsize = handle.dtype.itemsize
+    return id(storage), handle.offset * itemsize, (handle.offset + handle.size) * itemsize
+
+
+def mark_overlaps(comp_args: tuple, args: tuple) -> tuple:
+    """``comp_args`` with ``exclusive=False`` on every buffer whose memory overlaps another buffer's or a
+    tensor map's: the kernel may then not read it through the GPU's non-coherent path.  Cheap on the warm path:
+    nothing is compared unless two arguments share a storage."""
+    ranges = [_memory_range(arg) for arg in args]
+    storages = [r[0] for r in ranges if r is not None]
+    if len(set(storages)) == len(storages):
+        return comp_args
+    out = list(comp_args)
+    for i, (comp, mine) in enumerate(zip(comp_args, ranges)):
+        if mine is None or not isinstance(comp, BufferCompilationArg):
+            continue
+        for j, other in enumerate(ranges):
+            if j != i and other is not None and other[0] == mine[0] and other[1] < mine[2] and mine[1] < other[2]:
+                out[i] = attrs.evolve(comp, exclusive=False)
+                break
+    return tuple(out)
 
 
 def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):

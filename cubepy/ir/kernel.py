@@ -46,13 +46,16 @@ class Param:
 
     ``len_is_buffer_len``: the launch guarantees a buffer's ``len`` equals its ``buffer_len`` (part of the
     compilation argument, so of the cache key); checked accesses then compare against the ``len`` word,
-    which the kernel's own ``i < a.len()`` guard reads too.
+    which the kernel's own ``i < a.len()`` guard reads too.  ``exclusive``: the launch checked that no other
+    buffer or tensor-map argument overlaps this buffer's memory; a buffer the kernel never writes is then
+    read through the non-coherent path on the GPU (``noalias readonly``, ``ld.global.nc``).
     """
 
     var: Variable
     name: str
     role: str  # one of PARAM_ROLES
     len_is_buffer_len: bool = False
+    exclusive: bool = False
 
     @property
     def slot(self) -> int:
@@ -123,3 +126,21 @@ class KernelDefinition:
         """Number of units in one cube."""
         x, y, z = self.cube_dim
         return x * y * z
+
+
+def written_slots(definition: KernelDefinition) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The buffer and tensor-map slots a kernel may write, read from the operations' records: the buffers
+    and tensor maps named by an operand the record lists as written."""
+    from cubepy.ir.scope import walk
+
+    buffers: set[int] = set()
+    maps: set[int] = set()
+    for inst in walk(definition.body):
+        operation = inst.operation
+        for field in operation.RECORD.writes:
+            var = getattr(operation, field)
+            if var.kind is VarKind.GLOBAL:
+                buffers.add(var.id)
+            elif var.kind is VarKind.TENSOR_MAP:
+                maps.add(var.id)
+    return tuple(sorted(buffers)), tuple(sorted(maps))

@@ -12,25 +12,6 @@ from typing import Any, Protocol
 from cubepy.ir import KernelDefinition
 from cubepy.runtime.bindings import Bindings
 
-
-def written_slots(definition: KernelDefinition) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The buffer and tensor-map slots a kernel may write (what a failed launch must restore), read from the
-    operations' records: the buffers and tensor maps named by an operand the record lists as written."""
-    from cubepy.ir import VarKind, walk
-
-    buffers: set[int] = set()
-    maps: set[int] = set()
-    for inst in walk(definition.body):
-        operation = inst.operation
-        for field in operation.RECORD.writes:
-            var = getattr(operation, field)
-            if var.kind is VarKind.GLOBAL:
-                buffers.add(var.id)
-            elif var.kind is VarKind.TENSOR_MAP:
-                maps.add(var.id)
-    return tuple(sorted(buffers)), tuple(sorted(maps))
-
-
 # Hopper's largest opt-in shared memory per block (227 KiB); the CPU runtimes enforce the same limit.
 MAX_SHARED_BYTES = 227 * 1024
 

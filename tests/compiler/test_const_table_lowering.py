@@ -17,7 +17,7 @@ HALVES = np.array([[1.0, -1.0], [0.5, 2.0]], dtype=np.float16)  # 0x3C00, 0xBC00
 def lookup(idx: Array[u32], out: Array[f32]):
     # CHECK: .const .align 4 .b8 const0[20] = {0, 0, 0, 63, 0, 0, 192, 63, 0, 0, 0, 192, 0, 0, 80, 64, 0, 0, 224, 64};
     # CHECK: .entry lookup
-    # CHECK: ld.global.b32 [[I:%r[0-9]+]]
+    # CHECK: ld.global.nc.b32 [[I:%r[0-9]+]]
     # CHECK: shl.b32 [[OFFSET:%r[0-9]+]], [[I]], 2;
     # CHECK: mov.b32 [[BASE:%r[0-9]+]], const0;
     # CHECK: add.s32 [[ADDRESS:%r[0-9]+]], [[BASE]], [[OFFSET]];

@@ -79,7 +79,7 @@ def test_unroll_4_unrolls_the_loop_four_times_in_llvm():
     ptx = _compile(strided_sum_by_four).ptx
     loop = ptx[ptx.index('.pragma "nounroll";') :]  # LLVM marks the unrolled loop: ptxas unrolls no further
     loop = loop[: re.search(r"\n\$L__BB\d+_\d+:", loop).start()]  # up to the next label
-    assert loop.count("ld.global.b32") == 4, loop  # four loads per trip of the unrolled body
+    assert loop.count("ld.global.nc.b32") == 4, loop  # four loads per trip (read-only, unaliased: .nc)
 
 
 @pytest.mark.parametrize("bad", [0, -2, True, 2.5])

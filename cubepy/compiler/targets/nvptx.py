@@ -14,6 +14,7 @@ from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
 from cubepy.ir import VarKind
+from cubepy.ir.kernel import written_slots
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -59,8 +60,13 @@ class NvptxTarget:
         function.attributes = lt.RawFunctionAttributes([f'"nvvm.reqntid"="{x},{y},{z}"'])
         from cubepy.compiler.lower import _safe_name
 
+        written, _ = written_slots(lw.definition)
         for param, arg in zip(lw.definition.params, function.args):
             arg.name = _safe_name(param.name)
+            if param.role in ("array", "tensor") and param.exclusive and param.var.id not in written:
+                # Nothing else the launch binds overlaps it and the kernel never writes it: read-only and
+                # unaliased, so NVPTX loads it through the non-coherent path (ld.global.nc).
+                arg.attributes = lt.RawArgumentAttributes(["noalias", "readonly"])
             if param.role == "tensor_map":
                 arg.attributes = lt.RawArgumentAttributes(
                     [f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}", '"nvvm.grid_constant"']

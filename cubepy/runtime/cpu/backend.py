@@ -26,7 +26,7 @@ from cubepy.compiler.targets.host import (
     SHARED_ALIGN,
 )
 from cubepy.errors import CubeError, LaunchError
-from cubepy.runtime.backend import written_slots
+from cubepy.ir.kernel import written_slots
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader
 from cubepy.runtime.cuda import params as kparams

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from cubepy import config
 from cubepy.errors import LaunchError
-from cubepy.runtime.backend import MAX_SHARED_BYTES, written_slots
+from cubepy.ir.kernel import written_slots
+from cubepy.runtime.backend import MAX_SHARED_BYTES
 from cubepy.runtime.bindings import Bindings
 
 

@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.target import DATA_LAYOUT, TRIPLE
-from cubepy.ir import VarKind
+from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.kernel import written_slots
 
 if TYPE_CHECKING:
@@ -61,9 +61,14 @@ class NvptxTarget:
         from cubepy.compiler.lower import _safe_name
 
         written, _ = written_slots(lw.definition)
+        # An atomic access (an atomic load too) is never a read-only one: other cubes' atomics may change the word.
+        atomic = {
+            inst.operation.memory.id for inst in walk(lw.definition.body) if isinstance(inst.operation, ops.AtomicOp)
+        }
         for param, arg in zip(lw.definition.params, function.args):
             arg.name = _safe_name(param.name)
-            if param.role in ("array", "tensor") and param.exclusive and param.var.id not in written:
+            read_only = param.var.id not in written and param.var.id not in atomic
+            if param.role in ("array", "tensor") and param.exclusive and read_only:
                 # Nothing else the launch binds overlaps it and the kernel never writes it: read-only and
                 # unaliased, so NVPTX loads it through the non-coherent path (ld.global.nc).
                 arg.attributes = lt.RawArgumentAttributes(["noalias", "readonly"])

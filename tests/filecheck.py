@@ -9,9 +9,10 @@ from pathlib import Path
 
 
 def filecheck(kernel, text: str, tmp_path: Path) -> None:
-    """Fail with both texts unless ``text`` satisfies the ``# CHECK`` lines in ``kernel``'s source."""
+    """Fail with both texts unless ``text`` satisfies the ``# CHECK`` lines in ``kernel``'s source (a kernel,
+    a cube function or a plain function)."""
     checks = tmp_path / "checks.py"
-    checks.write_text(inspect.getsource(kernel.fn))
+    checks.write_text(inspect.getsource(getattr(kernel, "fn", kernel)))
     printed = tmp_path / "out.txt"
     printed.write_text(text)
     result = subprocess.run(

@@ -4,29 +4,11 @@
 (``CHECK``, ``CHECK-NEXT``, ``CHECK-NOT``, ``{{regex}}``) from the kernel's own source file.
 """
 
-import inspect
-import subprocess
-import sys
-
 import pytest
 
 import cubepy.frontend as cp
 from cubepy.frontend import ABSOLUTE_POS, UNIT_POS, Array, Line, SharedMemory, cube, f32, testing, u32
-
-
-def check(function, ir: str, tmp_path) -> None:
-    """Run ``filecheck`` with ``function``'s source as the check file over the printed ``ir``."""
-    checks = tmp_path / "checks.py"
-    checks.write_text(inspect.getsource(getattr(function, "fn", function)))
-    printed = tmp_path / "ir.txt"
-    printed.write_text(ir)
-    result = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(checks), "--input-file", str(printed)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"filecheck failed:\n{result.stdout}{result.stderr}\nIR:\n{ir}"
+from tests.filecheck import filecheck as check
 
 
 @cube

@@ -90,11 +90,22 @@ class LaunchRecord:
             sys.stdout.write("".join(line for *_, line in sorted(self.prints)))
             self.prints.clear()
 
+    def unit_position(self, unit: int) -> tuple[int, int, int]:
+        """The (x, y, z) position of the linear ``unit`` in its cube."""
+        dx, dy, _ = self.kernel.definition.cube_dim
+        return unit % dx, (unit // dx) % dy, unit // (dx * dy)
+
     def describe_unit(self, cube: int, unit: int) -> str:
         """``unit (x, y, z) of cube (x, y, z)``, as the interp names a lane."""
-        dx, dy, _ = self.kernel.definition.cube_dim
-        ctaid = tuple(ctypes.c_uint32.from_address(cube + CTX_CTAID + 4 * axis).value for axis in range(3))
-        return f"unit {(unit % dx, (unit // dx) % dy, unit // (dx * dy))} of cube {ctaid}"
+        return f"unit {self.unit_position(unit)} of cube {self.cube_index(cube)}"
+
+    def report(
+        self, cube: int, unit: int, call: HostCall, kind: SanitizerKind, text: str, error=SanitizerError
+    ) -> SanitizerError:
+        """The error ``call`` made on ``unit``: ``text`` (after the kind's name unless it starts with it), the unit
+        and cube, and the instruction, in the interp's words."""
+        message = text if text.startswith(kind.value) else f"{kind.value}: {text}"
+        return error(f"{call.where}{message}, by {self.describe_unit(cube, unit)}\n  in instruction: {call.text}", kind)
 
     def fail(self, cube: int, error: BaseException) -> None:
         """Keep the first error and stop the cube context's remaining cubes."""
@@ -117,36 +128,24 @@ class LaunchRecord:
         """The error of a wait the driver found can never complete."""
         kind = SanitizerKind.BARRIER_DEADLOCK
         if call.kind == "wgmma_wait":
-            kind = SanitizerKind.WGMMA_MISUSE
-            return SanitizerError(
-                f"{call.where}{kind.value}: wgmma is cooperative: every unit of the warpgroup must execute it "
-                f"(its warpgroup never gathered), by {self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
-                kind,
-            )
+            text = "wgmma is cooperative: every unit of the warpgroup must execute it (its warpgroup never gathered)"
+            return self.report(cube, unit, call, SanitizerKind.WGMMA_MISUSE, text)
         if call.kind == "named_wait":
             rows = self.named_rows(cube, call)
             barrier_id = int(np.argmax(rows[:, 1] > 0))  # the first barrier units wait at
             arrived, expected, _ = rows[barrier_id].tolist()
-            text = warp_specialize.never_completes_text(barrier_id, expected, arrived)
-            return SanitizerError(
-                f"{call.where}{kind.value}: {text}, by {self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
-                kind,
+            return self.report(
+                cube, unit, call, kind, warp_specialize.never_completes_text(barrier_id, expected, arrived)
             )
         state = self.barrier_state(cube, call)
         wrong = mbarrier.stuck_parity_wait(state, call.barrier, 0) if call.kind == "wait_parity" else None
         if wrong is not None:
-            kind = SanitizerKind.WRONG_PARITY
-            return SanitizerError(
-                f"{call.where}{kind.value}: {wrong}; {state.describe(0)}, by {self.describe_unit(cube, unit)}\n"
-                f"  in instruction: {call.text}",
-                kind,
-            )
-        return SanitizerError(
-            f"{call.where}{kind.value}: wait on {call.barrier} can never complete: every live unit of the cube "
-            f"waits (at an mbarrier or sync_cube) and no copy is in flight; {state.describe(0)}, by "
-            f"{self.describe_unit(cube, unit)}\n  in instruction: {call.text}",
-            kind,
+            return self.report(cube, unit, call, SanitizerKind.WRONG_PARITY, f"{wrong}; {state.describe(0)}")
+        text = (
+            f"wait on {call.barrier} can never complete: every live unit of the cube waits (at an mbarrier or "
+            f"sync_cube) and no copy is in flight; {state.describe(0)}"
         )
+        return self.report(cube, unit, call, kind, text)
 
 
 @contextmanager
@@ -261,12 +260,10 @@ def _print(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands:
     text = format_line(op.format, values, bits)
     x, y, z = record.cube_index(cube)
     nx, ny, _ = record.counts
-    dx, dy, _ = record.kernel.definition.cube_dim
-    position = (unit % dx, (unit // dx) % dy, unit // (dx * dy))
     key = (x + y * nx + z * nx * ny, unit)
     seq = record.printed.get(key, 0)
     record.printed[key] = seq + 1
-    line = f"[cube {(x, y, z)} unit {position}] {text if text.endswith(chr(10)) else text + chr(10)}"
+    line = f"[cube {(x, y, z)} unit {record.unit_position(unit)}] {text if text.endswith(chr(10)) else text + chr(10)}"
     record.prints.append((seq, key[0], unit, line))
     return 0
 
@@ -279,12 +276,8 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
     try:
         if call.kind in ("oob_read", "oob_write"):
             index, length = _operands(operands, 2)
-            kind = SanitizerKind.OUT_OF_BOUNDS
             text = out_of_bounds_text(call.kind[4:], call.memory, index, length, checked=True)
-            report = SanitizerError(
-                f"{call.where}{text}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}", kind
-            )
-            record.fail(cube, report)
+            record.fail(cube, record.report(cube, unit, call, SanitizerKind.OUT_OF_BOUNDS, text))
             return 0
         if call.kind in ("load", "load_im2col", "store"):
             return _copy(record, cube, call, operands)
@@ -297,18 +290,9 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
             return plane_ops.host_plane_op(record, cube, unit, call, values)
         return _barrier(record, cube, call, operands)
     except mbarrier.BarrierFault as fault:
-        message = (
-            fault.message if fault.message.startswith(fault.kind.value) else f"{fault.kind.value}: {fault.message}"
-        )
-        error: BaseException = SanitizerError(
-            f"{call.where}{message}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}", fault.kind
-        )
+        error: BaseException = record.report(cube, unit, call, fault.kind, fault.message)
     except TensorMapError as exc:
-        kind = SanitizerKind.TMA_MISUSE
-        error = TmaMisuseError(
-            f"{call.where}{kind.value}: {exc}, by {record.describe_unit(cube, unit)}\n  in instruction: {call.text}",
-            kind,
-        )
+        error = record.report(cube, unit, call, SanitizerKind.TMA_MISUSE, str(exc), TmaMisuseError)
         error.__cause__ = exc
     except BaseException as exc:  # noqa: BLE001 - must not unwind through the compiled code's frames
         error = exc

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cubepy.errors import SanitizerError, SanitizerKind
+from cubepy.errors import SanitizerKind
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.ops.wgmma import WARPGROUP
 from cubepy.runtime.interp import cmma, wgmma
@@ -59,12 +59,15 @@ class PlaneBatches:
         self.batch_ids: dict[tuple[int, int, int], int] = {}
 
 
+def _items_at(address: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """``count`` items of ``dtype`` at ``address`` as a writable numpy array (no copy)."""
+    raw = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(address)
+    return np.ctypeslib.as_array(raw).view(dtype)
+
+
 def _fragment(address: int, var: Variable) -> np.ndarray:
     """The local array at ``address`` as a writable numpy array of its element type."""
-    dtype = np.dtype(numpy_dtype(var.elem))
-    length = var.length or 0
-    raw = (ctypes.c_uint8 * (length * dtype.itemsize)).from_address(address)
-    return np.ctypeslib.as_array(raw).view(dtype)
+    return _items_at(address, var.length or 0, np.dtype(numpy_dtype(var.elem)))
 
 
 def _shared_items(record: LaunchRecord, cube: int, call: HostCall, dtype: np.dtype) -> np.ndarray:
@@ -73,14 +76,7 @@ def _shared_items(record: LaunchRecord, cube: int, call: HostCall, dtype: np.dty
 
 
 def _error(record: LaunchRecord, cube: int, unit: int, call: HostCall, kind: SanitizerKind, text: str) -> None:
-    record.fail(
-        cube,
-        SanitizerError(
-            f"{call.where}{text if text.startswith(kind.value) else f'{kind.value}: {text}'}, by "
-            f"{record.describe_unit(cube, unit)}\n  in instruction: {call.text}",
-            kind,
-        ),
-    )
+    record.fail(cube, record.report(cube, unit, call, kind, text))
 
 
 def operation_of(record: LaunchRecord, call: HostCall):
@@ -95,9 +91,9 @@ def operation_of(record: LaunchRecord, call: HostCall):
     raise AssertionError(f"no instruction {call.text!r} in the kernel")
 
 
-def _plane_fragments(operands: dict[int, list[int]], position: int, var: Variable) -> np.ndarray:
-    """The plane's 32 fragments of ``var`` (published at ``position``) as one ``(32, slots)`` array."""
-    return np.stack([_fragment(operands[lane][position], var) for lane in range(PLANE)])
+def _plane_fragments(operands: dict[int, list[int]], position: int, var: Variable, units: int = PLANE) -> np.ndarray:
+    """The ``units`` fragments of ``var`` (published at ``position``) of a plane or warpgroup, ``(units, slots)``."""
+    return np.stack([_fragment(operands[lane][position], var) for lane in range(units)])
 
 
 def _run_cmma_execute(operation: ops.CmmaExecute, operands: dict[int, list[int]]) -> None:
@@ -133,8 +129,7 @@ def _run_cmma_tile(
         )
         return False
     dtype = np.dtype(numpy_dtype(operation.memory.elem))
-    raw = (ctypes.c_uint8 * (length * dtype.itemsize)).from_address(base)
-    items = np.ctypeslib.as_array(raw).view(dtype)
+    items = _items_at(base, length, dtype)
     if call.kind == "cmma_load":
         _store_matrix(operands, 4, operation.fragment, items[index])
     else:
@@ -146,10 +141,7 @@ def _run_cmma_tile(
 def _run_mma(operation: ops.MmaSync, operands: dict[int, list[int]]) -> None:
     shape = ops.mma_shape(operation.shape)
     lanes = range(PLANE)
-    a, b, c = (
-        np.stack([_fragment(operands[lane][i], var) for lane in lanes])
-        for i, var in enumerate((operation.a, operation.b, operation.c))
-    )
+    a, b, c = (_plane_fragments(operands, i, var) for i, var in enumerate((operation.a, operation.b, operation.c)))
     d = mma_result(shape, a, b, c)
     for lane in lanes:
         _fragment(operands[lane][3], operation.d)[:] = d[lane].astype(numpy_dtype(operation.d.elem))
@@ -217,7 +209,7 @@ def _run_wgmma(
     lanes = range(WARPGROUP)
     a: np.ndarray | None
     if op.a.kind is VarKind.LOCAL_ARRAY:
-        a = wgmma.a_from_registers(op, np.stack([_fragment(operands[lane][0], op.a) for lane in lanes]))
+        a = wgmma.a_from_registers(op, _plane_fragments(operands, 0, op.a, WARPGROUP))
     else:
         desc = _uniform_descriptor(record, cube, unit, call, operands, 0, "descriptor of A")
         a = None if desc is None else _tile(record, cube, unit, call, desc, 64, op.elem)
@@ -235,7 +227,8 @@ def _run_wgmma(
 
 
 def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: list[int]) -> int:
-    """One unit's publish (``mma``, ``ldmatrix``, ``stmatrix``, ``cmma_*``) or its ``plane_done`` check; returns 0."""
+    """One unit's publish (``mma``, ``ldmatrix``, ``stmatrix``, ``cmma_*``, ``wgmma``) or its ``plane_done`` /
+    ``wgmma_wait`` check: the batch id a publish joined, whether a waited batch has run (1/0), else 0."""
     batches: PlaneBatches = record.plane_batches
     if call.kind == "wgmma_wait":
         return int(operands[0] in batches.finished)

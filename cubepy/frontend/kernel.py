@@ -321,10 +321,10 @@ def mark_overlaps(comp_args: tuple, args: tuple) -> tuple:
     """``comp_args`` with ``exclusive=False`` on every buffer whose memory overlaps another buffer's or a
     tensor map's: the kernel may then not read it through the GPU's non-coherent path.  Cheap on the warm path:
     nothing is compared unless two arguments share a storage."""
-    ranges = [_memory_range(arg) for arg in args]
-    storages = [r[0] for r in ranges if r is not None]
-    if len(set(storages)) == len(storages):
+    storages = [id(handle.storage) for arg in args if (handle := getattr(arg, "handle", None)) is not None]
+    if len(set(storages)) == len(storages):  # the warm path: distinct allocations, nothing to compare
         return comp_args
+    ranges = [_memory_range(arg) for arg in args]
     out = list(comp_args)
     for i, (comp, mine) in enumerate(zip(comp_args, ranges)):
         if mine is None or not isinstance(comp, BufferCompilationArg):

@@ -10,6 +10,8 @@ offset, length) that adds its offset to every index.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from cubepy import ir
@@ -20,6 +22,9 @@ from cubepy.frontend.mutability import fail_needs_comptime
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.frontend.peer import PeerMemory
 from cubepy.ir import ops as irops
 
 
@@ -201,32 +206,6 @@ def _add_offset(offset, index):
     )
 
 
-class PeerMemory:
-    """A shared memory of another cube of the cluster (``smem.peer(rank)``): index it to read or write there."""
-
-    __slots__ = ("memory", "rank")
-
-    def __init__(self, memory: MemoryExpand, rank) -> None:
-        self.memory = memory
-        self.rank = rank
-
-    def _index(self, index):
-        memory = self.memory
-        return operations.to_index(memory._flat_index(index) if isinstance(index, tuple) else index)
-
-    def __getitem__(self, index):
-        memory = self.memory
-        checked = require_state().checked
-        op = irops.ClusterLoad(memory.var, self.rank, self._index(index), checked)
-        return operations.emit(op, memory.var.type)
-
-    def __setitem__(self, index, value) -> None:
-        memory = self.memory
-        converted = operations.convert(value, memory.var.type, f"store into a peer's {memory.describe()}")
-        checked = require_state().checked
-        current_scope().append(irops.ClusterStore(memory.var, self.rank, self._index(index), converted, checked))
-
-
 class MemoryExpand:
     """A memory inside a kernel: a global buffer, shared memory or local array."""
 
@@ -279,6 +258,8 @@ class MemoryExpand:
         ``mapa`` + ``ld/st.shared::cluster``); ``r`` is a ``CUBE_POS_CLUSTER`` value (u32)."""
         if self.var.kind is not VarKind.SHARED:
             source.fail(f"{self.describe()} has no peers: only a shared memory is shared across a cluster")
+        from cubepy.frontend.peer import PeerMemory
+
         return PeerMemory(self, operations.to_index(rank, "cube rank"))
 
     def _flat_index(self, index: tuple):

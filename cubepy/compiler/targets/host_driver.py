@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -120,6 +121,7 @@ def emit_driver(
 
     nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + 4), typ=I32)
     coroutine = bool(suspends)
+    reduces = any(isinstance(i.operation, _REDUCING) for i in walk(definition.body))
     arrays = {}
     if coroutine:
         for name, offset in (
@@ -146,11 +148,11 @@ def emit_driver(
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return
-        reduces = any(isinstance(i.operation, _REDUCING) for i in walk(definition.body))
+        run = _CubeRun(e, unit, params, cube, arrays, units, ctaid, reduces)
         if suspends == {"barrier"}:
-            _schedule_barriers(e, unit, params, cube, arrays, units, ctaid, reduces)
+            _schedule_barriers(run)
         else:
-            _schedule(e, unit, params, cube, arrays, units, ctaid, suspends, reduces)
+            _schedule(run, suspends)
 
     def run_unless_failed(linear: ir.Value) -> None:
         healthy = b.icmp_signed("==", b.load(ctx(CTX_FAULT), typ=I32), _const(0))
@@ -166,27 +168,44 @@ def _coroutine_intrinsic(module: ir.Module, name: str) -> ir.Function:
     return module.globals.get(name) or ir.Function(module, ir.FunctionType(lt.VOID, [PTR]), name)
 
 
-def _start_units(
-    e: _Emitter, unit: ir.Function, params: ir.Value, cube: ir.Value, handles: ir.Value, units: int, ctaid: list
-) -> None:
-    """Call every unit's ramp (it runs to its first suspension) and keep its coroutine handle."""
-    b = e.b
-    e.loop(
-        _const(0), _const(units), lambda u: b.store(b.call(unit, [params, cube, u, *ctaid]), e.element(handles, u, PTR))
-    )
+@attrs.frozen
+class _CubeRun:
+    """What a scheduler emits its code around: the unit coroutine and the driver's arguments for one cube, the
+    cube context's per-unit arrays, and whether the kernel's barriers reduce a predicate."""
+
+    e: _Emitter
+    unit: ir.Function
+    params: ir.Value
+    cube: ir.Value
+    arrays: dict
+    units: int
+    ctaid: list
+    reduces: bool
+
+    def each_unit(self, body: Callable[[ir.Value], None]) -> None:
+        """``body(u)`` for every unit ``u`` of the cube."""
+        self.e.loop(_const(0), _const(self.units), body)
+
+    def start_units(self) -> None:
+        """Call every unit's ramp (it runs to its first suspension) and keep its coroutine handle."""
+        e, b = self.e, self.e.b
+        handles = self.arrays["handles"]
+        args = [self.params, self.cube]
+        self.each_unit(lambda u: b.store(b.call(self.unit, [*args, u, *self.ctaid]), e.element(handles, u, PTR)))
+
+    def destroy_units(self) -> None:
+        """Destroy every unit's coroutine (its frame stays with its slot for the next cube)."""
+        e, b = self.e, self.e.b
+        destroy = _coroutine_intrinsic(self.unit.module, "llvm.coro.destroy")
+        handles = self.arrays["handles"]
+        self.each_unit(lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
 
 
-def _destroy_units(e: _Emitter, unit: ir.Function, handles: ir.Value, units: int) -> None:
-    b = e.b
-    destroy = _coroutine_intrinsic(unit.module, "llvm.coro.destroy")
-    e.loop(_const(0), _const(units), lambda u: b.call(destroy, [b.load(e.element(handles, u, PTR), typ=PTR)]))
-
-
-def _reduce_at_barrier(e: _Emitter, arrays: dict, units: int) -> None:
+def _reduce_at_barrier(run: _CubeRun) -> None:
     """For ``sync_cube_count/and/or``: the units waiting at the barrier published a 0/1 predicate; leave
     ``count << 32 | arrived`` in each one's snapshot word before they are released."""
-    b = e.b
-    state, publish, snapshot = arrays["state"], arrays["publish"], arrays["snapshot"]
+    e, b = run.e, run.e.b
+    state, publish, snapshot = run.arrays["state"], run.arrays["publish"], run.arrays["snapshot"]
     count, arrived = e.var(I64, _const(0, I64), "count"), e.var(I64, _const(0, I64), "arrived")
 
     def at_barrier(u: ir.Value) -> ir.Value:
@@ -200,34 +219,23 @@ def _reduce_at_barrier(e: _Emitter, arrays: dict, units: int) -> None:
 
         e.when(at_barrier(u), go)
 
-    e.loop(_const(0), _const(units), tally)
+    run.each_unit(tally)
     word = b.or_(b.shl(e.load(count, I64), _const(32, I64)), e.load(arrived, I64))
-    e.loop(
-        _const(0), _const(units), lambda u: e.when(at_barrier(u), lambda: b.store(word, e.element(snapshot, u, I64)))
-    )
+    run.each_unit(lambda u: e.when(at_barrier(u), lambda: b.store(word, e.element(snapshot, u, I64))))
 
 
-def _schedule_barriers(
-    e: _Emitter,
-    unit: ir.Function,
-    params: ir.Value,
-    cube: ir.Value,
-    arrays: dict,
-    units: int,
-    ctaid: list[ir.Value],
-    reduces: bool,
-) -> None:
+def _schedule_barriers(run: _CubeRun) -> None:
     """Units that wait only at ``sync_cube``: after a round every unit is at a barrier or done, so the next
     round resumes every unit not done; the cube ends after a round that leaves none waiting."""
-    b = e.b
-    state, handles = arrays["state"], arrays["handles"]
-    _start_units(e, unit, params, cube, handles, units, ctaid)
-    resume = _coroutine_intrinsic(unit.module, "llvm.coro.resume")
+    e, b = run.e, run.e.b
+    state, handles = run.arrays["state"], run.arrays["handles"]
+    run.start_units()
+    resume = _coroutine_intrinsic(run.unit.module, "llvm.coro.resume")
     head, after = e.block("round"), e.block("rounds.done")
     b.branch(head)
     b.position_at_end(head)
-    if reduces:
-        _reduce_at_barrier(e, arrays, units)
+    if run.reduces:
+        _reduce_at_barrier(run)
     waiting = e.var(I1, _const(0, I1), "waiting")
 
     def step(u: ir.Value) -> None:
@@ -240,31 +248,23 @@ def _schedule_barriers(
 
         e.when(b.icmp_unsigned("!=", b.load(slot, typ=I32), _const(DONE)), go)
 
-    e.loop(_const(0), _const(units), step)
+    run.each_unit(step)
     b.cbranch(e.load(waiting, I1), head, after)
     b.position_at_end(after)
-    _destroy_units(e, unit, handles, units)
+    run.destroy_units()
 
 
-def _schedule(
-    e: _Emitter,
-    unit: ir.Function,
-    params: ir.Value,
-    cube: ir.Value,
-    arrays: dict,
-    units: int,
-    ctaid: list[ir.Value],
-    suspends: frozenset[str],
-    reduces: bool,
-) -> None:
-    b = e.b
+def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
+    """The general round-robin scheduler (``cubepy.compiler.targets.host``), with the parts ``suspends`` needs."""
+    e, b = run.e, run.e.b
+    unit, cube, arrays, units = run.unit, run.cube, run.arrays, run.units
     state, site, mask = arrays["state"], arrays["site"], arrays["mask"]
     publish, snapshot, handles = arrays["publish"], arrays["snapshot"], arrays["handles"]
 
     def state_of(u: ir.Value) -> ir.Value:
         return b.load(e.element(state, u, I32), typ=I32)
 
-    _start_units(e, unit, params, cube, handles, units, ctaid)
+    run.start_units()
     polled = e.var(I1, _const(0, I1), "polled")  # waiting units were resumed at least once in this cube
     last_poll = e.var(I32, _const(0), "last_poll")  # CTX_EPOCH when they were last resumed
     head, after = e.block("schedule"), e.block("scheduled")
@@ -337,12 +337,12 @@ def _schedule(
 
         e.when(b.icmp_unsigned("==", state_of(u), _const(AT_BARRIER)), go)
 
-    if reduces:
-        _reduce_at_barrier(e, arrays, units)
-    e.loop(_const(0), _const(units), release_barrier)
+    if run.reduces:
+        _reduce_at_barrier(run)
+    run.each_unit(release_barrier)
     b.cbranch(e.load(released, I1), head, after)
     b.position_at_end(after)
-    _destroy_units(e, unit, handles, units)
+    run.destroy_units()
 
 
 def _mbarrier_waiters(

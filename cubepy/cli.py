@@ -43,12 +43,15 @@ def _parse_value(text: str):
         return text
 
 
-def default_compilation_args(kernel, comptime: dict) -> list:
-    """Compilation args from the kernel's annotations (line size 1), comptime values from ``comptime``.
+def default_compilation_args(kernel, comptime: dict, rank: int = 2) -> list:
+    """Compilation args from the kernel's annotations (line size 1, tensors of ``rank`` dimensions), comptime
+    values from ``comptime``.
 
     A generic kernel's type parameters come from ``comptime`` too (``--comptime F=f32``).
     """
-    from cubepy.frontend import elem, generics
+    import attrs
+
+    from cubepy.frontend import BufferCompilationArg, elem, generics
 
     out = []
     bound_names = set()
@@ -71,7 +74,10 @@ def default_compilation_args(kernel, comptime: dict) -> list:
                 raise SystemExit(f"cubepy compile: kernel {kernel.name} needs --comptime {param.name}=VALUE")
             out.append(comptime.pop(param.name))
         else:
-            out.append(param.launch.default_compilation_arg())
+            default = param.launch.default_compilation_arg()
+            if isinstance(default, BufferCompilationArg) and getattr(param.launch, "role", None) == "tensor":
+                default = attrs.evolve(default, rank=rank)
+            out.append(default)
     for name in bound_names:
         comptime.pop(name)
     if comptime:
@@ -88,7 +94,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     comptime = {k: _parse_value(v) for k, v in comptime.items()}
     dims = tuple(int(d) for d in args.cube_dim.split(","))
     compiled = kernel.compile(
-        cp.CubeDim(*dims), *default_compilation_args(kernel, comptime), target=args.target, unchecked=args.unchecked
+        cp.CubeDim(*dims),
+        *default_compilation_args(kernel, comptime, args.rank),
+        target=args.target,
+        unchecked=args.unchecked,
     )
     for stage in args.emit:
         if stage == "ir":
@@ -217,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         help="value of a Comptime parameter (JSON or a string)",
     )
     comp.add_argument("--unchecked", action="store_true", help="compile the launch_unchecked variant")
+    comp.add_argument(
+        "--rank", type=int, default=2, help="dimensions of every Tensor parameter (part of the compilation; default 2)"
+    )
     show = sub.add_parser(
         "show",
         help="draw a layout, view, tensor map copy or swizzle mode named by FILE.py:NAME",

@@ -72,9 +72,11 @@ class KernelBuilder:
         self.line = first_line
 
     # -- parameters and memories ---------------------------------------------------------------------
-    def _param(self, kind: VarKind, ty: Type, role: str, name: str | None, default: str) -> Variable:
+    def _param(
+        self, kind: VarKind, ty: Type, role: str, name: str | None, default: str, rank: int | None = None
+    ) -> Variable:
         var = Variable(kind, next(self._slots[kind]), ty, name=name)
-        self.params.append(Param(var, name or default.format(slot=var.id, index=len(self.params)), role))
+        self.params.append(Param(var, name or default.format(slot=var.id, index=len(self.params)), role, rank=rank))
         return var
 
     def array(self, ty: Type, name: str | None = None) -> Variable:
@@ -83,8 +85,9 @@ class KernelBuilder:
     def buffer(self, ty: Type, name: str | None = None) -> Variable:
         return self._param(VarKind.GLOBAL, ty, "array", name, "buf{slot}")
 
-    def tensor(self, ty: Type, name: str | None = None) -> Variable:
-        return self._param(VarKind.GLOBAL, ty, "tensor", name, "p{index}")
+    def tensor(self, ty: Type, name: str | None = None, rank: int | None = 2) -> Variable:
+        """A tensor parameter compiled for ``rank`` dimensions (None: left to a launch)."""
+        return self._param(VarKind.GLOBAL, ty, "tensor", name, "p{index}", rank)
 
     def scalar(self, ty: Type, name: str | None = None) -> Variable:
         return self._param(VarKind.SCALAR, ty, "scalar", name, "s{slot}")

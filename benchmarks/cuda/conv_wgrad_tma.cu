@@ -71,7 +71,7 @@ extern "C" __global__ void conv_wgrad_tma(const __grid_constant__ CUtensorMap dy
     wmma::store_matrix_sync(result, acc, TILE, wmma::mem_row_major);
     __syncthreads();
     int taps = p.kernel_w;  // dw is (C_out, KH, KW, C_in): n = tap * channels + c
-    #pragma unroll 1  // the cubepy kernel (a library/example kernel) has no hint: ptxas may unroll it
+    #pragma unroll 1  // as the library's epilogue (cp.range(..., unroll=1))
     for (int i = threadIdx.x; i < TILE_ITEMS; i += 32) {
         int m = m0 + i / TILE, n = n0 + i % TILE;
         int tap = n / p.channels, c = n % p.channels;

@@ -5,7 +5,7 @@
 | module | what it does |
 |---|---|
 | ``passes`` | IR -> IR passes (checked_io, fold_constants, contract, dead_code, plane_uniform) and ``run_passes`` |
-| ``abi`` | the kernel ABI: entry parameters and the info buffer (``pack_info``) |
+| ``abi`` | the kernel ABI: entry parameters, the by-value metadata words (``pack_metadata``) |
 | ``llvm_types`` | IR types -> LLVM types, constants, raw attributes |
 | ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync``, ``lower_tma`` (TMA, mbarrier), ``lower_cmma`` (wmma) lower one op family each |
 | ``debuginfo`` | source lines -> ``.loc`` directives |
@@ -24,7 +24,7 @@ splits the time per stage.  ``target.optimize_and_emit(..., isolate=False)`` run
 (for a debugger; an LLVM abort then ends the process).
 """
 
-from cubepy.compiler.abi import pack_info
+from cubepy.compiler.abi import pack_metadata, param_layout
 from cubepy.compiler.compiled import CompiledKernel, compile_definition
 from cubepy.compiler.passes import checked_io, dead_code, fold_constants, run_passes
 from cubepy.compiler.ptxas import Resources
@@ -36,6 +36,7 @@ __all__ = [
     "compile_definition",
     "dead_code",
     "fold_constants",
-    "pack_info",
+    "pack_metadata",
+    "param_layout",
     "run_passes",
 ]

@@ -1,22 +1,18 @@
-"""The kernel ABI of the PTX back end: entry parameters and the info buffer a CUDA runtime must build.
+"""The kernel ABI of the PTX back end: the entry parameters a CUDA runtime must pass, all by value.
 
 Entry parameters, in ``KernelDefinition.params`` order:
 
-* array / tensor   -> ``ptr addrspace(1)``; buffers may alias (``noalias`` is never assumed);
+* array / tensor   -> ``ptr addrspace(1)`` (``noalias readonly`` only for an exclusive, never-written buffer);
 * scalar           -> its LLVM type (``bool`` as ``i8``; a line as a vector);
 * tensor_map       -> ``ptr byval([128 x i8]) align 64 "nvvm.grid_constant"`` (the 128-byte CUtensorMap
   passed by value in parameter space, so TMA reads it without a local copy);
 
-then one last ``ptr addrspace(1)``: the **info** buffer of ``u32`` words.  For buffer slot ``b``:
-
-* ``info[3*b + 0]`` = ``buffer_len`` (items of the whole allocation from the handle's offset),
-* ``info[3*b + 1]`` = ``len`` (items of the logical view),
-* ``info[3*b + 2]`` = the index in ``info`` of the buffer's *extended block* ``[rank, shape..., strides...]``
-  (shape and strides in elements, outermost first), or 0 when it has none (arrays, unless the kernel
-  reads their rank, shape or stride: ``extended_flags`` says which slots need one).
-
-Extended blocks follow the ``3 * n_buffers`` header words, in slot order.  Index 0 can never be a
-block's start (the header is there), which is why 0 means "none".
+then the **metadata words**, one ``u32`` parameter each, in buffer-slot order (``metadata_words``): for
+every buffer its ``buffer_len`` and ``len`` (in items), then, when the kernel reads its rank, shape or
+strides, ``shape[0..rank)`` and ``strides[0..rank)`` (in elements, outermost first).  The rank itself is
+a compile-time value (``Param.rank``, part of the cache key), so every word sits at a fixed place in
+parameter space and the kernel reads it from the constant bank: no global load precedes the first
+data access.
 """
 
 from __future__ import annotations
@@ -25,24 +21,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
+from cubepy.errors import CompileError, LaunchError
+from cubepy.ir import KernelDefinition, Param, Type, ops, walk
 
-from cubepy.errors import LaunchError
-from cubepy.ir import KernelDefinition, Type, ops, walk
-
-WORDS_PER_BUFFER = 3
-BUFFER_LEN_WORD = 0
-LEN_WORD = 1
-EXTENDED_WORD = 2
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
 _U32_MAX = 2**32 - 1
 POINTER_BYTES = 8
-INFO_ROLE = "info"
+WORD_BYTES = 4
+METADATA_ROLE = "metadata"
+LENGTH_FIELDS = ("buffer_len", "len")
 
 
 class BufferMetadata(Protocol):
-    """What ``pack_info`` reads of a buffer binding (``cubepy.runtime.bindings.BufferBinding``)."""
+    """What ``pack_metadata`` reads of a buffer binding (``cubepy.runtime.bindings.BufferBinding``)."""
 
     @property
     def buffer_len(self) -> int: ...
@@ -54,77 +46,101 @@ class BufferMetadata(Protocol):
     strides: tuple[int, ...]
 
 
-def extended_flags(definition: KernelDefinition) -> list[bool]:
-    """Per buffer slot, whether the info buffer needs its extended block: tensors, and arrays whose
-    rank/shape/stride the kernel reads."""
-    shaped = {
+@dataclass(frozen=True)
+class MetadataWord:
+    """One u32 metadata parameter: ``field`` ("buffer_len", "len", "shape", "stride") of buffer slot ``buffer``.
+
+    ``dim`` indexes shape and stride words; ``rank`` is the rank the kernel was compiled for (0 for lengths).
+    """
+
+    buffer: int
+    field: str
+    dim: int = 0
+    rank: int = 0
+
+    @property
+    def name(self) -> str:
+        """The parameter's name suffix, as the PTX entry declares it."""
+        return self.field if self.field in LENGTH_FIELDS else f"{self.field}{self.dim}"
+
+
+def shaped_buffers(definition: KernelDefinition) -> set[int]:
+    """Buffer slots whose rank, shape or strides the kernel reads (they get shape and stride words)."""
+    return {
         inst.operation.memory.id
         for inst in walk(definition.body)
         if isinstance(inst.operation, (ops.Rank, ops.Shape, ops.Stride))
     }
-    return [param.role == "tensor" or param.var.id in shaped for param in definition.buffers]
 
 
-def info_word_count(buffers: Sequence[BufferMetadata], extended: Sequence[bool]) -> int:
-    """Number of u32 words of the info buffer for these bindings."""
-    words = WORDS_PER_BUFFER * len(buffers)
-    for binding, has_block in zip(buffers, extended):
-        if has_block:
-            words += 1 + 2 * len(binding.shape)
-    return max(words, 1)
+def static_rank(definition: KernelDefinition, param: Param) -> int:
+    """The rank a buffer parameter was compiled for; CompileError when the compilation left it open."""
+    if param.role == "array":
+        return 1
+    if param.rank is None:
+        raise CompileError(
+            f"kernel {definition.name}: tensor parameter {param.name!r} reads its rank, shape or strides, but "
+            "its rank is fixed only by a launch: compile it with a runtime argument (a cp.TensorArg) or a "
+            "BufferCompilationArg with rank=N"
+        )
+    return param.rank
 
 
-def pack_info(buffers: Sequence[BufferMetadata], extended: Sequence[bool] | None = None) -> np.ndarray:
-    """The info buffer (``np.uint32``) for buffer bindings in slot order.
+def metadata_words(definition: KernelDefinition) -> list[MetadataWord]:
+    """The metadata parameters of ``definition``'s entry, in order."""
+    shaped = shaped_buffers(definition)
+    words: list[MetadataWord] = []
+    for param in definition.buffers:
+        slot = param.var.id
+        words += [MetadataWord(slot, field) for field in LENGTH_FIELDS]
+        if slot in shaped:
+            rank = static_rank(definition, param)
+            words += [MetadataWord(slot, field, dim, rank) for field in ("shape", "stride") for dim in range(rank)]
+    return words
 
-    ``extended[b]`` says whether slot ``b`` gets an ``[rank, shape..., strides...]`` block; by default
-    every buffer gets one (always correct; unread blocks cost a few words).  Use
-    ``extended_flags(definition)`` to follow the kernel's roles exactly.  A kernel without buffers
-    still gets one word, so the parameter is never a null allocation.
-    """
-    if extended is None:
-        extended = [True] * len(buffers)
-    if len(extended) != len(buffers):
-        raise ValueError(f"pack_info: {len(buffers)} buffers but {len(extended)} extended flags")
-    info = np.zeros(info_word_count(buffers, extended), dtype=np.uint32)
-    cursor = WORDS_PER_BUFFER * len(buffers)
-    for slot, (binding, has_block) in enumerate(zip(buffers, extended)):
-        base = WORDS_PER_BUFFER * slot
-        info[base + BUFFER_LEN_WORD] = _u32(binding.buffer_len, slot, "buffer_len")
-        info[base + LEN_WORD] = _u32(binding.len, slot, "len")
-        if not has_block:
-            continue
-        shape, strides = tuple(binding.shape), tuple(binding.strides)
-        if len(shape) != len(strides):
-            raise LaunchError(f"buffer {slot}: shape {shape} and strides {strides} differ in rank")
-        info[base + EXTENDED_WORD] = cursor
-        info[cursor] = len(shape)
-        for dim, (size, stride) in enumerate(zip(shape, strides)):
-            info[cursor + 1 + dim] = _u32(size, slot, f"shape[{dim}]")
-            info[cursor + 1 + len(shape) + dim] = _u32(stride, slot, f"stride[{dim}]")
-        cursor += 1 + 2 * len(shape)
-    return info
+
+def pack_metadata(words: Sequence[MetadataWord], buffers: Sequence[BufferMetadata]) -> list[int]:
+    """The value of every metadata word for these buffer bindings (slot order); LaunchError when one does not fit."""
+    values = []
+    for word in words:
+        binding = buffers[word.buffer]
+        if word.field in LENGTH_FIELDS:
+            value = binding.buffer_len if word.field == "buffer_len" else binding.len
+        else:
+            shape, strides = tuple(binding.shape), tuple(binding.strides)
+            if len(shape) != word.rank or len(strides) != word.rank:
+                raise LaunchError(
+                    f"buffer {word.buffer}: shape {shape} and strides {strides} do not have the rank "
+                    f"{word.rank} the kernel was compiled for"
+                )
+            value = (shape if word.field == "shape" else strides)[word.dim]
+        values.append(_u32(value, word.buffer, word.name))
+    return values
 
 
 def _u32(value: int, slot: int, what: str) -> int:
     value = int(value)
     if not 0 <= value <= _U32_MAX:
-        raise LaunchError(f"buffer {slot}: {what} = {value} does not fit the u32 info ABI")
+        raise LaunchError(f"buffer {slot}: {what} = {value} does not fit the u32 metadata of the kernel ABI")
     return value
 
 
 # -- the parameter block: where each entry parameter sits (PTX .param space; the cpu runtime reads the same block)
 @dataclass(frozen=True)
 class ParamSlot:
-    """One entry parameter: its role, index within its kind, and place in parameter space."""
+    """One entry parameter: its role, index within its kind, and place in parameter space.
+
+    For a metadata word ``kind_index`` is its position in ``metadata_words`` and ``word`` says what it holds.
+    """
 
     name: str
-    role: str  # "array" | "tensor" | "scalar" | "tensor_map" | "info"
-    kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps)
+    role: str  # "array" | "tensor" | "scalar" | "tensor_map" | "metadata"
+    kind_index: int  # slot among the parameters of its kind (buffers, scalars, tensor maps, metadata words)
     size: int
     align: int
     offset: int
     type: Type | None = None  # the item type of a scalar
+    word: MetadataWord | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +149,11 @@ class ParamLayout:
 
     slots: tuple[ParamSlot, ...]
     total_bytes: int
+
+    @property
+    def words(self) -> list[MetadataWord]:
+        """The metadata words, in order (what ``pack_metadata`` fills)."""
+        return [slot.word for slot in self.slots if slot.word is not None]
 
 
 def _round_up(value: int, align: int) -> int:
@@ -153,28 +174,32 @@ def scalar_size_align(ty: Type) -> tuple[int, int]:
 
 
 def param_layout(definition: KernelDefinition) -> ParamLayout:
-    """The parameter-space layout of ``definition``'s entry, the trailing info pointer included."""
+    """The parameter-space layout of ``definition``'s entry, the metadata words included."""
     slots: list[ParamSlot] = []
     counters = {"buffer": 0, "scalar": 0, "tensor_map": 0}
     offset = 0
 
-    def place(name: str, role: str, kind: str, size: int, align: int, ty: Type | None = None) -> None:
+    def place(name: str, role: str, index: int, size: int, align: int, **extra) -> None:
         nonlocal offset
         offset = _round_up(offset, align)
-        slots.append(ParamSlot(name, role, counters[kind], size, align, offset, ty))
-        counters[kind] += 1
+        slots.append(ParamSlot(name, role, index, size, align, offset, **extra))
         offset += size
+
+    def count(kind: str) -> int:
+        counters[kind] += 1
+        return counters[kind] - 1
 
     for param in definition.params:
         if param.role in ("array", "tensor"):
-            place(param.name, param.role, "buffer", POINTER_BYTES, POINTER_BYTES)
+            place(param.name, param.role, count("buffer"), POINTER_BYTES, POINTER_BYTES)
         elif param.role == "scalar":
             size, align = scalar_size_align(param.var.type)
-            place(param.name, "scalar", "scalar", size, align, param.var.type)
+            place(param.name, "scalar", count("scalar"), size, align, type=param.var.type)
         elif param.role == "tensor_map":
-            place(param.name, "tensor_map", "tensor_map", TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
+            place(param.name, "tensor_map", count("tensor_map"), TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
         else:
             raise LaunchError(f"kernel {definition.name}: parameter {param.name!r} has unknown role {param.role!r}")
-    offset = _round_up(offset, POINTER_BYTES)
-    slots.append(ParamSlot(INFO_ROLE, INFO_ROLE, 0, POINTER_BYTES, POINTER_BYTES, offset))
-    return ParamLayout(tuple(slots), offset + POINTER_BYTES)
+    names = {param.var.id: param.name for param in definition.buffers}
+    for index, word in enumerate(metadata_words(definition)):
+        place(f"{names[word.buffer]}.{word.name}", METADATA_ROLE, index, WORD_BYTES, WORD_BYTES, word=word)
+    return ParamLayout(tuple(slots), offset)

@@ -9,11 +9,11 @@ parameters; SHARED memories are ``addrspace(3)`` globals, LOCAL_ARRAYs allocas a
 The entry block holds only allocas and builtin reads and branches to ``body``.  Op families lower in
 ``lower_<family>`` modules (arith, memory, control, sync, plane, tma, cmma); each registers its
 handlers in the ``LLVM`` op table with ``@lowers(OpClass, ...)``.
-Kernel ABI (details and ``pack_info`` in ``cubepy.compiler.abi``): the entry's parameters follow
-``KernelDefinition.params``: a buffer is ``ptr addrspace(1)``, a scalar its LLVM type (bool as i8), a
-tensor map ``ptr byval([128 x i8]) align 64 "nvvm.grid_constant"``; one last ``ptr addrspace(1)``
-points to the u32 info buffer (per buffer ``buffer_len``, ``len``, extended-block index; the block
-holds ``[rank, shape..., strides...]``).  The entry carries ``.reqntid`` = the definition's cube_dim.
+Kernel ABI (details in ``cubepy.compiler.abi``): the entry's parameters follow ``KernelDefinition.params``:
+a buffer is ``ptr addrspace(1)``, a scalar its LLVM type (bool as i8), a tensor map ``ptr byval([128 x i8])
+align 64 "nvvm.grid_constant"``; then the u32 metadata words by value (per buffer ``buffer_len`` and
+``len``, and ``shape``/``stride`` words for the compiled rank where the kernel reads them), which
+``lw.metadata`` holds.  The entry carries ``.reqntid`` = the definition's cube_dim.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class KernelLowering:
         self.consts: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}
         self.params: dict[tuple[VarKind, int], ir.Value] = {}
+        # (buffer slot, field, dim) -> the u32 metadata word, bound by the target's entry (abi.metadata_words)
+        self.metadata: dict[tuple[int, str, int], ir.Value] = {}
         self.memories: dict[tuple[VarKind, int], ir.Value] = {}
         self.builtins: dict[str, ir.Value] = {}
         self.loops: list[Loop] = []
@@ -313,12 +315,12 @@ class KernelLowering:
             return declared
         raise CompileError(f"{var!r} ({var.kind.value}) is not an indexable memory")
 
-    def info_word(self, index: ir.Value) -> ir.Value:
-        """``info[index]`` (u32): buffer metadata, invariant for the whole launch."""
-        ptr = self.builder.gep(self.target.info_pointer(self), [index], source_etype=lt.I32)
-        word = self.builder.load(ptr, typ=lt.I32, align=4)
-        word.set_metadata("invariant.load", self.module.add_metadata([]))
-        return word
+    def metadata_word(self, slot: int, field: str, dim: int = 0) -> ir.Value:
+        """The u32 metadata word ``field`` (and ``dim``) of buffer slot ``slot``: a by-value entry parameter."""
+        found = self.metadata.get((slot, field, dim))
+        if found is None:
+            raise CompileError(f"kernel {self.definition.name}: buffer {slot} has no {field} word in its ABI")
+        return found
 
     # -- intrinsics and calls ----------------------------------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:

@@ -3,8 +3,8 @@
 * Buffers are ``addrspace(1)``, shared memories ``addrspace(3)``, local arrays allocas, constant tables
   ``addrspace(4)`` constant globals (PTX ``.const``, read with ``ld.const``).  An item is
   loaded and stored whole, aligned to its size, so a line of 4 f32 is one ``ld.global.v4``.
-* A checked index compares against the memory's length (a buffer's ``buffer_len`` from the info
-  buffer, a shared memory's, local array's or constant table's declared length) and branches around the access: an
+* A checked index compares against the memory's length (a buffer's ``buffer_len`` metadata word, a
+  by-value entry parameter; a shared memory's, local array's or constant table's declared length) and branches around the access: an
   out-of-bounds read gives 0 and an out-of-bounds write is skipped.  Indices are widened to 64 bits
   with their own signedness, so a negative index is out of bounds too.
 * Atomics are ``atomicrmw``/``cmpxchg`` with relaxed (``monotonic``) ordering at device scope, the
@@ -39,9 +39,8 @@ def memory_length(lw: KernelLowering, memory: Variable) -> ir.Value:
     (``Param.len_is_buffer_len``), so LLVM sees the same value as the kernel's ``i < a.len()`` guard.
     """
     if memory.kind is VarKind.GLOBAL:
-        offset = abi.LEN_WORD if _len_is_buffer_len(lw, memory) else abi.BUFFER_LEN_WORD
-        word = ir.Constant(lt.I32, abi.WORDS_PER_BUFFER * memory.id + offset)
-        return lw.builder.zext(lw.info_word(word), lt.I64)
+        field = "len" if _len_is_buffer_len(lw, memory) else "buffer_len"
+        return lw.builder.zext(lw.metadata_word(memory.id, field), lt.I64)
     return ir.Constant(lt.I64, memory.length)
 
 
@@ -161,27 +160,28 @@ def lower_insert_lane(lw: KernelLowering, inst: Instruction) -> None:
 
 
 def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
-    """out = len / buffer_len / rank / shape(dim) / stride(dim) of a buffer, from the info buffer.
+    """out = len / buffer_len / rank / shape(dim) / stride(dim) of a buffer, from its by-value metadata words.
 
-    rank, shape and stride come from the buffer's extended block ``[rank, shape..., strides...]``,
-    which ``abi.extended_flags`` requests for every buffer whose shape the kernel reads.
+    The rank is the compiled one (a constant); ``shape(dim)``/``stride(dim)`` pick among the words of the
+    buffer, folded by LLVM to one parameter read when ``dim`` is constant.  A ``dim`` outside
+    ``[0, rank)`` reads the nearest dimension, as the interp does (its sanitizer reports it).
     """
     op = inst.operation
     b = lw.builder
-    base = abi.WORDS_PER_BUFFER * op.memory.id
-    if op.name in ("buffer_len", "len"):
-        offset = abi.BUFFER_LEN_WORD if op.name == "buffer_len" else abi.LEN_WORD
-        lw.define(inst.out, lw.info_word(ir.Constant(lt.I32, base + offset)))
+    slot = op.memory.id
+    if op.name in abi.LENGTH_FIELDS:
+        lw.define(inst.out, lw.metadata_word(slot, op.name))
         return
-    block = lw.info_word(ir.Constant(lt.I32, base + abi.EXTENDED_WORD))
-    if op.name == "rank":
-        lw.define(inst.out, lw.info_word(block))
+    rank = abi.static_rank(lw.definition, lw.definition.buffers[slot])
+    if op.name == "rank" or rank == 0:
+        lw.define(inst.out, ir.Constant(lt.I32, rank if op.name == "rank" else 0))
         return
-    dim = as_u32(lw, lw.value(op.dim), op.dim)
-    position = b.add(b.add(block, ir.Constant(lt.I32, 1)), dim)
-    if op.name == "stride":
-        position = b.add(position, lw.info_word(block))
-    lw.define(inst.out, lw.info_word(position))
+    dim = unsigned_index(lw, lw.value(op.dim), op.dim)
+    value = lw.metadata_word(slot, op.name, rank - 1)
+    for below in range(rank - 2, -1, -1):
+        at_most = b.icmp_signed("<=", dim, ir.Constant(lt.I64, below))
+        value = b.select(at_most, lw.metadata_word(slot, op.name, below), value)
+    lw.define(inst.out, value)
 
 
 # uinc_wrap/udec_wrap are exactly CUDA's atomicInc/atomicDec (NVPTX: atom.inc.u32/atom.dec.u32).

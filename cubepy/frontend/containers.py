@@ -82,6 +82,9 @@ class BufferCompilationArg:
     len_is_buffer_len: bool = True  # what an ArrayArg gives; a launch always computes it from its argument
     # no other buffer or tensor-map argument of the launch overlaps this one's memory (``Kernel.compilation_args``)
     exclusive: bool = True
+    # a tensor's number of dimensions (fixed by the launch, so its shape and strides are by-value parameters
+    # at fixed places); None for an array (always 1) and for a tensor compiled without a launch
+    rank: int | None = None
 
 
 def _len_is_buffer_len(arg, handle, line: int) -> bool:
@@ -102,7 +105,8 @@ class BufferType:
         self.item = item
         self.elem, self.fixed_line, self.atomic = _item(item)
         self.lined = isinstance(item, LineType)
-        self._accepted: dict[tuple, BufferCompilationArg] = {}  # (dtype, line size) -> argument, for warm launches
+        # (dtype, line size, covering, rank) -> argument, for warm launches
+        self._accepted: dict[tuple, BufferCompilationArg] = {}
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.item == self.item
@@ -123,7 +127,8 @@ class BufferType:
         if line != 1:
             _check_divides(arg, handle, line)
         covering = _len_is_buffer_len(arg, handle, line)
-        cached = self._accepted.get((handle.dtype, line, covering))
+        rank = len(arg.shape) if self.role == "tensor" else None
+        cached = self._accepted.get((handle.dtype, line, covering, rank))
         if cached is not None:
             return cached
         dtype_elem = elem_of_dtype(handle.dtype)
@@ -136,8 +141,8 @@ class BufferType:
                 f"{self!r} takes line_size=1, got line_size={line}; annotate "
                 f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
             )
-        comp_arg = BufferCompilationArg(self.elem.name, line, covering)
-        self._accepted[(handle.dtype, line, covering)] = comp_arg
+        comp_arg = BufferCompilationArg(self.elem.name, line, covering, rank=rank)
+        self._accepted[(handle.dtype, line, covering, rank)] = comp_arg
         return comp_arg
 
     def register(self, arg, bindings) -> None:
@@ -147,7 +152,8 @@ class BufferType:
     def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
-        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive)
+        rank = 1 if self.role == "array" else comp_arg.rank
+        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, rank)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

@@ -296,11 +296,13 @@ class KernelBuilder:
     def _param_name(self) -> str:
         return ".".join(self._names) if self._names else f"arg{len(self.params)}"
 
-    def register(self, role: str, ty: Type, len_is_buffer_len: bool = False, exclusive: bool = False) -> Variable:
+    def register(
+        self, role: str, ty: Type, len_is_buffer_len: bool = False, exclusive: bool = False, rank: int | None = None
+    ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot."""
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
-        self.params.append(ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive))
+        self.params.append(ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank))
         return var
 
     def finish(self, name: str, cube_dim: tuple[int, int, int], source_file: str | None) -> ir.KernelDefinition:

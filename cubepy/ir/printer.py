@@ -131,7 +131,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
     mode = "checked" if kernel.checked else "unchecked"
     lines = [f"kernel {kernel.name} cube_dim={kernel.cube_dim} {mode}"]
     for param in kernel.params:
-        lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({param.role})")
+        role = param.role if param.role != "tensor" or param.rank is None else f"tensor, rank {param.rank}"
+        lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")
     for var in kernel.local_arrays:

@@ -125,7 +125,7 @@ def _tma_gemm_kernel(elem: cp.ScalarType):
         result = SharedMemory[f32](TILE_ITEMS)
         cp.cmma.store(result, acc, TILE, cp.cmma.MatrixLayout.ROW_MAJOR)
         cp.sync_cube()
-        for i in range(UNIT_POS, TILE_ITEMS, 32):
+        for i in cp.range(UNIT_POS, TILE_ITEMS, 32, unroll=1):  # the epilogue: registers matter more than ILP
             out.write_checked((m0 + i // TILE, n0 + i % TILE), result[i])
 
     return conv2d_tma_gemm

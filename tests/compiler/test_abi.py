@@ -1,4 +1,4 @@
-"""The kernel ABI: entry parameters and the info buffer."""
+"""The kernel ABI: entry parameters and the by-value metadata words."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 
 from cubepy.compiler import abi
 from cubepy.compiler.compiled import compile_definition
-from cubepy.errors import LaunchError
+from cubepy.errors import CompileError, LaunchError
 from cubepy.ir import BOOL, F32, I64, U32, builtin, ops
 from tests.irbuild import KernelBuilder, T, lit
 
 
 @attrs.define
 class FakeBinding:
-    """What pack_info reads of a BufferBinding."""
+    """What pack_metadata reads of a BufferBinding."""
 
     buffer_len: int
     len: int
@@ -25,70 +25,91 @@ class FakeBinding:
     strides: tuple[int, ...]
 
 
-def _metadata(info: np.ndarray, slot: int) -> dict:
-    """Read a buffer's metadata back with the formulas the lowering uses."""
-    base = 3 * slot
-    block = int(info[base + 2])
-    out = {"buffer_len": int(info[base]), "len": int(info[base + 1])}
-    if block:
-        rank = int(info[block])
-        out["shape"] = tuple(int(info[block + 1 + d]) for d in range(rank))
-        out["strides"] = tuple(int(info[block + 1 + rank + d]) for d in range(rank))
-    return out
+def _three_buffers(shape_read=(False, True, True)):
+    """An array, a rank-3 tensor and a rank-2 tensor; ``shape_read`` says whose shape the kernel reads."""
+    kb = KernelBuilder()
+    buffers = [kb.array(T(F32)), kb.tensor(T(F32), rank=3), kb.tensor(T(F32), rank=2)]
+    kb.scalar(T(U32))
+    for buffer, read in zip(buffers, shape_read):
+        if read:
+            kb.emit(ops.lookup("stride")(buffer, lit(0, U32)), T(U32))
+    return kb.build()
 
 
-def test_pack_info_layout():
+def test_metadata_words_follow_slots_and_reads():
+    words = [(w.buffer, w.name) for w in abi.metadata_words(_three_buffers())]
+    assert words == [
+        (0, "buffer_len"),
+        (0, "len"),
+        (1, "buffer_len"),
+        (1, "len"),
+        (1, "shape0"),
+        (1, "shape1"),
+        (1, "shape2"),
+        (1, "stride0"),
+        (1, "stride1"),
+        (1, "stride2"),
+        (2, "buffer_len"),
+        (2, "len"),
+        (2, "shape0"),
+        (2, "shape1"),
+        (2, "stride0"),
+        (2, "stride1"),
+    ]
+    # a tensor whose shape the kernel never reads has only its two lengths
+    assert len(abi.metadata_words(_three_buffers((False, False, True)))) == 2 + 2 + 6
+
+
+def test_pack_metadata_values():
     buffers = [
         FakeBinding(100, 100, (100,), (1,)),
         FakeBinding(24, 6, (2, 3, 4), (12, 4, 1)),
         FakeBinding(50, 40, (5, 8), (10, 1)),
     ]
-    info = abi.pack_info(buffers, extended=[False, True, True])
-    assert info.dtype == np.uint32
-    assert info.tolist() == [100, 100, 0, 24, 6, 9, 50, 40, 16, 3, 2, 3, 4, 12, 4, 1, 2, 5, 8, 10, 1]
-    assert _metadata(info, 1) == {"buffer_len": 24, "len": 6, "shape": (2, 3, 4), "strides": (12, 4, 1)}
-    assert _metadata(info, 0) == {"buffer_len": 100, "len": 100}
-
-
-def test_pack_info_defaults_to_a_block_per_buffer_and_never_empty():
-    info = abi.pack_info([FakeBinding(8, 8, (8,), (1,))])
-    assert info.tolist() == [8, 8, 3, 1, 8, 1]
-    assert abi.pack_info([]).tolist() == [0]
-
-
-def test_extended_flags_follow_roles_and_reads():
-    kb = KernelBuilder()
-    kb.array(T(F32))
-    kb.scalar(T(U32))
-    kb.tensor(T(F32))
-    shaped = kb.array(T(F32))
-    kb.emit(ops.lookup("len")(kb.params[0].var), T(U32))
-    kb.emit(ops.lookup("shape")(shaped, lit(0, U32)), T(U32))
-    assert abi.extended_flags(kb.build()) == [False, True, True]
+    values = abi.pack_metadata(abi.metadata_words(_three_buffers()), buffers)
+    assert values == [100, 100, 24, 6, 2, 3, 4, 12, 4, 1, 50, 40, 5, 8, 10, 1]
 
 
 @pytest.mark.parametrize(
     "binding, match",
     [
-        (FakeBinding(2**32, 1, (1,), (1,)), "buffer_len"),
-        (FakeBinding(1, 1, (3,), (-1,)), r"stride\[0\]"),
-        (FakeBinding(1, 1, (3, 2), (1,)), "rank"),
+        (FakeBinding(2**32, 1, (1, 1), (1, 1)), "buffer_len"),
+        (FakeBinding(1, 1, (3, 2), (-1, 1)), "stride0"),
+        (FakeBinding(1, 1, (3, 2, 1), (2, 1, 1)), "rank 2"),
     ],
 )
-def test_pack_info_rejects_what_u32_cannot_describe(binding, match):
+def test_pack_metadata_rejects_what_the_kernel_cannot_describe(binding, match):
+    kb = KernelBuilder()
+    t = kb.tensor(T(F32), rank=2)
+    kb.emit(ops.lookup("shape")(t, lit(0, U32)), T(U32))
     with pytest.raises(LaunchError, match=match):
-        abi.pack_info([binding])
+        abi.pack_metadata(abi.metadata_words(kb.build()), [binding])
 
 
-def test_pack_info_reads_real_buffer_bindings():
+def test_pack_metadata_reads_real_buffer_bindings():
     from cubepy.runtime import bindings
     from cubepy.runtime import handle as handle_mod
 
     storage = np.zeros(4 * 6 + 2, dtype=np.float32)
     handle = handle_mod.Handle(None, storage, np.float32, (4, 6), offset=2)
     binding = bindings.BufferBinding(handle, 2, (4, 6), (6, 1))
-    info = abi.pack_info([binding], extended=[True])
-    assert _metadata(info, 0) == {"buffer_len": 12, "len": 12, "shape": (4, 6), "strides": (6, 1)}
+    kb = KernelBuilder()
+    t = kb.tensor(T(F32, 2), rank=2)
+    kb.emit(ops.lookup("rank")(t), T(U32))
+    assert abi.pack_metadata(abi.metadata_words(kb.build()), [binding]) == [12, 12, 4, 6, 6, 1]
+
+
+def test_a_tensor_compiled_without_a_rank_cannot_read_its_shape():
+    kb = KernelBuilder("open_rank")
+    t = kb.tensor(T(F32), "t", rank=None)
+    kb.store(t, lit(0, U32), kb.cast(kb.emit(ops.lookup("shape")(t, lit(0, U32)), T(U32)), T(F32)))
+    with pytest.raises(CompileError, match=r"tensor parameter 't' reads its rank.*rank=N"):
+        compile_definition(kb.build(), assemble=False)
+    # its lengths alone need no rank
+    kb = KernelBuilder("lengths_only")
+    t = kb.tensor(T(F32), "t", rank=None)
+    kb.store(t, lit(0, U32), kb.cast(kb.emit(ops.lookup("len")(t), T(U32)), T(F32)))
+    assert compile_definition(kb.build(), assemble=False).ptx.count(".param .u32") == 2
 
 
 def test_entry_parameters_follow_the_abi():
@@ -109,10 +130,15 @@ def test_entry_parameters_follow_the_abi():
     assert params == (
         'ptr addrspace(1) %"a", i8 %"flag", i64 %"count", '
         'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" %"tmap", '
-        'ptr addrspace(1) %"t", ptr addrspace(1) %"info"'
+        'ptr addrspace(1) %"t", i32 %"a.buffer_len", i32 %"a.len", i32 %"t.buffer_len", i32 %"t.len", '
+        'i32 %"t.shape0", i32 %"t.shape1", i32 %"t.stride0", i32 %"t.stride1"'
     )
     assert ".param .align 64 .b8 abi_kernel_param_3[128]" in compiled.ptx
-    assert compiled.ptx.count(".param .u64 .ptr .global") == 3
+    assert compiled.ptx.count(".param .u64 .ptr .global") == 2
+    assert compiled.ptx.count(".param .u32") == 8
+    # stride(1) of a rank-2 tensor is one parameter read: no global load before the data access
+    body = compiled.ptx[compiled.ptx.index("{") :]
+    assert "ld.param.b32" in body and "ld.global.u32" not in body and "ld.global.b32" not in body
 
 
 def test_scalar_parameter_space_layout():
@@ -137,5 +163,6 @@ def test_scalar_parameter_space_layout():
         (".align 2 .b8", "[2]"),
         (".u64", ""),
         (".align 4 .b8", "[4]"),
-        (".u64 .ptr .global .align 1", ""),
+        (".u32", ""),  # out.buffer_len
+        (".u32", ""),  # out.len
     ]

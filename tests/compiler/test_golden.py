@@ -24,50 +24,46 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
     target triple = "nvptx64-nvidia-cuda"
     target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
-    define ptx_kernel void @"copy_checked"(ptr addrspace(1) %"src", ptr addrspace(1) %"dst", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
+    define ptx_kernel void @"copy_checked"(ptr addrspace(1) %"src", ptr addrspace(1) %"dst", i32 %"src.buffer_len", i32 %"src.len", i32 %"dst.buffer_len", i32 %"dst.len") "nvvm.reqntid"="32,1,1"
     {
     entry:
       %"nctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.x"()
-      %".5" = mul i32 %"nctaid_x", 32
+      %".8" = mul i32 %"nctaid_x", 32
       %"nctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.y"()
       %"ctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.x"()
-      %".6" = mul i32 %"ctaid_x", 32
+      %".9" = mul i32 %"ctaid_x", 32
       %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
-      %".7" = add i32 %".6", %"tid_x"
+      %".10" = add i32 %".9", %"tid_x"
       %"ctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.y"()
       %"tid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.y"(), !range !1
-      %".8" = add i32 %"ctaid_y", %"tid_y"
+      %".11" = add i32 %"ctaid_y", %"tid_y"
       %"ctaid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.z"()
       %"tid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.z"(), !range !1
-      %".9" = add i32 %"ctaid_z", %"tid_z"
-      %".10" = mul i32 %".5", %"nctaid_y"
-      %".11" = mul i32 %".9", %".10"
-      %".12" = mul i32 %".8", %".5"
-      %".13" = add i32 %".11", %".12"
-      %"absolute_pos" = add i32 %".13", %".7"
+      %".12" = add i32 %"ctaid_z", %"tid_z"
+      %".13" = mul i32 %".8", %"nctaid_y"
+      %".14" = mul i32 %".12", %".13"
+      %".15" = mul i32 %".11", %".8"
+      %".16" = add i32 %".14", %".15"
+      %"absolute_pos" = add i32 %".16", %".10"
       br label %"body"
     body:
-      %".15" = zext i32 %"absolute_pos" to i64
-      %".16" = getelementptr i32, ptr addrspace(1) %"info", i32 0
-      %".17" = load i32, ptr addrspace(1) %".16", align 4, !invariant.load !2
-      %".18" = zext i32 %".17" to i64
-      %"in_bounds" = icmp ult i64 %".15", %".18"
+      %".18" = zext i32 %"absolute_pos" to i64
+      %".19" = zext i32 %"src.buffer_len" to i64
+      %"in_bounds" = icmp ult i64 %".18", %".19"
       br i1 %"in_bounds", label %"load.in_bounds1", label %"load.join2"
     load.in_bounds1:
-      %".20" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".15"
-      %".21" = load <4 x float>, ptr addrspace(1) %".20", align 16
+      %".21" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".18"
+      %".22" = load <4 x float>, ptr addrspace(1) %".21", align 16
       br label %"load.join2"
     load.join2:
-      %"v0" = phi  <4 x float> [%".21", %"load.in_bounds1"], [<float 0.0, float 0.0, float 0.0, float 0.0>, %"body"]
-      %".24" = zext i32 %"absolute_pos" to i64
-      %".25" = getelementptr i32, ptr addrspace(1) %"info", i32 3
-      %".26" = load i32, ptr addrspace(1) %".25", align 4, !invariant.load !2
-      %".27" = zext i32 %".26" to i64
-      %"in_bounds.1" = icmp ult i64 %".24", %".27"
+      %"v0" = phi  <4 x float> [%".22", %"load.in_bounds1"], [<float 0.0, float 0.0, float 0.0, float 0.0>, %"body"]
+      %".25" = zext i32 %"absolute_pos" to i64
+      %".26" = zext i32 %"dst.buffer_len" to i64
+      %"in_bounds.1" = icmp ult i64 %".25", %".26"
       br i1 %"in_bounds.1", label %"store.in_bounds3", label %"store.join4"
     store.in_bounds3:
-      %".29" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".24"
-      store <4 x float> %"v0", ptr addrspace(1) %".29", align 16
+      %".28" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".25"
+      store <4 x float> %"v0", ptr addrspace(1) %".28", align 16
       br label %"store.join4"
     store.join4:
       ret void
@@ -90,8 +86,7 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
 
     !0 = !{ i32 0, i32 32 }
-    !1 = !{ i32 0, i32 1 }
-    !2 = !{  }""")
+    !1 = !{ i32 0, i32 1 }""")
 
 
 GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
@@ -99,35 +94,35 @@ GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\
     target triple = "nvptx64-nvidia-cuda"
     target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
-    define ptx_kernel void @"floordiv_i32"(ptr addrspace(1) %"a", i32 %"divisor", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
+    define ptx_kernel void @"floordiv_i32"(ptr addrspace(1) %"a", i32 %"divisor", i32 %"a.buffer_len", i32 %"a.len") "nvvm.reqntid"="32,1,1"
     {
     entry:
       %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
       br label %"body"
     body:
-      %".5" = zext i32 %"tid_x" to i64
-      %".6" = getelementptr i32, ptr addrspace(1) %"a", i64 %".5"
-      %"v0" = load i32, ptr addrspace(1) %".6", align 4
-      %".8" = icmp eq i32 %"divisor", 0
-      %".9" = icmp eq i32 %"divisor", -1
-      %".10" = or i1 %".8", %".9"
-      %".11" = select  i1 %".10", i32 1, i32 %"divisor"
-      %".12" = sdiv i32 %"v0", %".11"
-      %".13" = srem i32 %"v0", %".11"
-      %".14" = xor i32 %".13", %"divisor"
-      %".15" = icmp slt i32 %".14", 0
-      %".16" = icmp ne i32 %".13", 0
-      %".17" = and i1 %".16", %".15"
-      %".18" = sub i32 %".12", 1
-      %".19" = select  i1 %".17", i32 %".18", i32 %".12"
-      %".20" = add i32 %".13", %"divisor"
-      %".21" = select  i1 %".17", i32 %".20", i32 %".13"
-      %".22" = sub i32 0, %"v0"
-      %".23" = select  i1 %".9", i32 %".22", i32 %".19"
-      %"v1" = select  i1 %".8", i32 -1, i32 %".23"
-      %".25" = zext i32 %"tid_x" to i64
-      %".26" = getelementptr i32, ptr addrspace(1) %"a", i64 %".25"
-      store i32 %"v1", ptr addrspace(1) %".26", align 4
+      %".6" = zext i32 %"tid_x" to i64
+      %".7" = getelementptr i32, ptr addrspace(1) %"a", i64 %".6"
+      %"v0" = load i32, ptr addrspace(1) %".7", align 4
+      %".9" = icmp eq i32 %"divisor", 0
+      %".10" = icmp eq i32 %"divisor", -1
+      %".11" = or i1 %".9", %".10"
+      %".12" = select  i1 %".11", i32 1, i32 %"divisor"
+      %".13" = sdiv i32 %"v0", %".12"
+      %".14" = srem i32 %"v0", %".12"
+      %".15" = xor i32 %".14", %"divisor"
+      %".16" = icmp slt i32 %".15", 0
+      %".17" = icmp ne i32 %".14", 0
+      %".18" = and i1 %".17", %".16"
+      %".19" = sub i32 %".13", 1
+      %".20" = select  i1 %".18", i32 %".19", i32 %".13"
+      %".21" = add i32 %".14", %"divisor"
+      %".22" = select  i1 %".18", i32 %".21", i32 %".14"
+      %".23" = sub i32 0, %"v0"
+      %".24" = select  i1 %".10", i32 %".23", i32 %".20"
+      %"v1" = select  i1 %".9", i32 -1, i32 %".24"
+      %".26" = zext i32 %"tid_x" to i64
+      %".27" = getelementptr i32, ptr addrspace(1) %"a", i64 %".26"
+      store i32 %"v1", ptr addrspace(1) %".27", align 4
       ret void
     }
 
@@ -141,7 +136,7 @@ GOLDEN_STRIDED_SUM = textwrap.dedent("""\
     target triple = "nvptx64-nvidia-cuda"
     target datalayout = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
-    define ptx_kernel void @"strided_sum"(ptr addrspace(1) %"a", i32 %"step", ptr addrspace(1) %"info") "nvvm.reqntid"="32,1,1"
+    define ptx_kernel void @"strided_sum"(ptr addrspace(1) %"a", i32 %"step", i32 %"a.buffer_len", i32 %"a.len") "nvvm.reqntid"="32,1,1"
     {
     entry:
       %"m0" = alloca float
@@ -153,30 +148,30 @@ GOLDEN_STRIDED_SUM = textwrap.dedent("""\
       br label %"for.header1"
     for.header1:
       %"v1" = load i32, ptr %"i1"
-      %".9" = icmp slt i32 %"v1", 64
-      %".10" = icmp sgt i32 %"v1", 64
-      %".11" = icmp ne i32 %"step", 0
-      %".12" = icmp sgt i32 %"step", 0
-      %".13" = select  i1 %".12", i1 %".9", i1 %".10"
-      %".14" = and i1 %".11", %".13"
-      br i1 %".14", label %"for.body2", label %"for.end4"
+      %".10" = icmp slt i32 %"v1", 64
+      %".11" = icmp sgt i32 %"v1", 64
+      %".12" = icmp ne i32 %"step", 0
+      %".13" = icmp sgt i32 %"step", 0
+      %".14" = select  i1 %".13", i1 %".10", i1 %".11"
+      %".15" = and i1 %".12", %".14"
+      br i1 %".15", label %"for.body2", label %"for.end4"
     for.body2:
-      %".16" = sext i32 %"v1" to i64
-      %".17" = getelementptr float, ptr addrspace(1) %"a", i64 %".16"
-      %"v2" = load float, ptr addrspace(1) %".17", align 4
+      %".17" = sext i32 %"v1" to i64
+      %".18" = getelementptr float, ptr addrspace(1) %"a", i64 %".17"
+      %"v2" = load float, ptr addrspace(1) %".18", align 4
       %"m0.read" = load float, ptr %"m0"
       %"v3" = fadd float %"m0.read", %"v2"
       store float %"v3", ptr %"m0"
       br label %"for.latch3"
     for.latch3:
-      %".22" = add i32 %"v1", %"step"
-      store i32 %".22", ptr %"i1"
+      %".23" = add i32 %"v1", %"step"
+      store i32 %".23", ptr %"i1"
       br label %"for.header1"
     for.end4:
-      %".25" = zext i32 0 to i64
+      %".26" = zext i32 0 to i64
       %"m0.read.1" = load float, ptr %"m0"
-      %".26" = getelementptr float, ptr addrspace(1) %"a", i64 %".25"
-      store float %"m0.read.1", ptr addrspace(1) %".26", align 4
+      %".27" = getelementptr float, ptr addrspace(1) %"a", i64 %".26"
+      store float %"m0.read.1", ptr addrspace(1) %".27", align 4
       ret void
     }
 """)

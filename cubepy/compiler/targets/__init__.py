@@ -36,16 +36,13 @@ class TargetLayer(Protocol):
         """Emit the report of a checked ``access`` ("read"/"write") of ``memory`` that missed (i64 operands)."""
 
     def declare_entry(self, lw: KernelLowering) -> ir.Function:
-        """Create the entry function and bind ``lw.params`` for every kernel parameter and the info buffer."""
+        """Create the entry function; bind ``lw.params`` for every kernel parameter (``lw.metadata`` may wait for the prologue)."""
 
     def prologue(self, lw: KernelLowering) -> None:
         """Emit what must precede the kernel body in the entry block (after the entry exists)."""
 
     def declare_memories(self, lw: KernelLowering) -> None:
         """Place every shared memory, barrier and local array of the kernel into ``lw.memories``."""
-
-    def info_pointer(self, lw: KernelLowering) -> ir.Value:
-        """The pointer to the u32 info buffer."""
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
         """A PTX-style special register as i32: ``tid.x``, ``ctaid.y``, ``nctaid.z``, ``laneid``."""

@@ -247,17 +247,20 @@ class HostTarget:
         b = lw.alloca_builder
         fn = lw.function
         params, unit = fn.args[0], fn.args[2]
-        by_name = {(p.var.kind, p.var.id): p for p in lw.definition.params}
-        keys = list(by_name)
-        for slot, key in zip(abi.param_layout(lw.definition).slots, [*keys, None]):
+        keys = iter((p.var.kind, p.var.id) for p in lw.definition.params)
+        for slot in abi.param_layout(lw.definition).slots:
             where = b.gep(params, [ir.Constant(I64, slot.offset)], source_etype=I8)
-            if slot.role == abi.INFO_ROLE:
-                self.info = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name="info"))
-            elif slot.role in ("array", "tensor"):
-                assert key is not None
+            if slot.word is not None:
+                word = slot.word
+                lw.metadata[(word.buffer, word.field, word.dim)] = _invariant(
+                    b.load(where, typ=I32, align=abi.WORD_BYTES, name=f"buf{word.buffer}.{word.name}")
+                )
+                continue
+            key = next(keys)
+            if slot.role in ("array", "tensor"):
                 lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
             elif slot.role == "scalar":
-                assert key is not None and slot.type is not None
+                assert slot.type is not None
                 lw.params[key] = _invariant(
                     b.load(
                         where,
@@ -267,7 +270,6 @@ class HostTarget:
                     )
                 )
             else:
-                assert key is not None
                 lw.params[key] = where
         self.unit = unit
         self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
@@ -313,10 +315,6 @@ class HostTarget:
             )
         for var in lw.definition.local_arrays:
             lw.local_array(var)
-
-    def info_pointer(self, lw: KernelLowering) -> ir.Value:
-        """The info pointer read from the parameter block."""
-        return self.info
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
         """``tid`` from the unit index and the static cube_dim; ``ctaid``/``nctaid`` from the cube context."""

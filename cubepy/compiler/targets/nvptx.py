@@ -42,7 +42,7 @@ class NvptxTarget:
         raise NotImplementedError("the NVPTX target does not report out-of-bounds accesses")
 
     def declare_entry(self, lw: KernelLowering) -> ir.Function:
-        """The ``ptx_kernel`` entry: one parameter per kernel parameter, then the info pointer."""
+        """The ``ptx_kernel`` entry: one parameter per kernel parameter, then the u32 metadata words by value."""
         arg_types: list[ir.Type] = []
         for param in lw.definition.params:
             if param.role in ("array", "tensor"):
@@ -51,7 +51,8 @@ class NvptxTarget:
                 arg_types.append(lt.item_type(param.var.type, memory=True))
             else:
                 arg_types.append(lt.GENERIC_PTR)
-        arg_types.append(lt.GLOBAL_PTR)  # the info buffer, always last
+        words = abi.metadata_words(lw.definition)
+        arg_types += [lt.I32] * len(words)
         fnty = ir.FunctionType(lt.VOID, arg_types)
         function = ir.Function(lw.module, fnty, lw.name)
         function.calling_convention = "ptx_kernel"
@@ -77,7 +78,10 @@ class NvptxTarget:
                     [f"byval([{abi.TENSOR_MAP_BYTES} x i8])", f"align {abi.TENSOR_MAP_ALIGN}", '"nvvm.grid_constant"']
                 )
             lw.params[(param.var.kind, param.var.id)] = arg
-        function.args[-1].name = "info"
+        names = {param.var.id: _safe_name(param.name) for param in lw.definition.buffers}
+        for word, arg in zip(words, function.args[len(lw.definition.params) :]):
+            arg.name = f"{names[word.buffer]}.{word.name}"
+            lw.metadata[(word.buffer, word.field, word.dim)] = arg
         return function
 
     def prologue(self, lw: KernelLowering) -> None:
@@ -101,10 +105,6 @@ class NvptxTarget:
             lw.memories[(VarKind.BARRIER, var.id)] = gv
         for var in lw.definition.local_arrays:
             lw.local_array(var)
-
-    def info_pointer(self, lw: KernelLowering) -> ir.Value:
-        """The entry's last parameter."""
-        return lw.function.args[-1]
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
         """``llvm.nvvm.read.ptx.sreg.<name>``; ``tid.<axis>`` and ``laneid`` carry their ``!range``.

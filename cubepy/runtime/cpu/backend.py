@@ -96,7 +96,7 @@ class CpuBackend:
         self.report_out_of_bounds = report_out_of_bounds
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        self._extended: dict[int, tuple[HostKernel, list[bool], abi.ParamLayout]] = {}
+        self._layouts: dict[int, tuple[HostKernel, int, abi.ParamLayout, list[abi.MetadataWord]]] = {}
 
     @property
     def disk_cache_target(self) -> str:
@@ -117,12 +117,13 @@ class CpuBackend:
         if int(np.prod(cube_count)) > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
 
-    def _abi(self, kernel: HostKernel) -> tuple[list[bool], abi.ParamLayout]:
-        found = self._extended.get(id(kernel))
+    def _abi(self, kernel: HostKernel) -> tuple[int, abi.ParamLayout, list[abi.MetadataWord]]:
+        found = self._layouts.get(id(kernel))
         if found is None or found[0] is not kernel:
-            found = (kernel, abi.extended_flags(kernel.definition), abi.param_layout(kernel.definition))
-            self._extended[id(kernel)] = found
-        return found[1], found[2]
+            layout = abi.param_layout(kernel.definition)
+            found = (kernel, len(kernel.definition.buffers), layout, layout.words)
+            self._layouts[id(kernel)] = found
+        return found[1], found[2], found[3]
 
     def run(
         self,
@@ -140,20 +141,20 @@ class CpuBackend:
             )
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
-        extended, layout = self._abi(kernel)
-        if len(bindings.buffers) != len(extended):
+        buffer_count, layout, words = self._abi(kernel)
+        if len(bindings.buffers) != buffer_count:
             raise LaunchError(
-                f"kernel {kernel.name} takes {len(extended)} buffer(s) but {len(bindings.buffers)} were bound"
+                f"kernel {kernel.name} takes {buffer_count} buffer(s) but {len(bindings.buffers)} were bound"
             )
         addresses = [
             int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
         ]
-        info = abi.pack_info(bindings.buffers, extended)
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
-        packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, int(info.ctypes.data))
+        metadata = abi.pack_metadata(words, bindings.buffers)
+        packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, metadata)
         if not kernel.host_calls:
             self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data))
-            del packed, info
+            del packed
             return
         # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
         # kernel may write, so a failed launch writes nothing (as on the interp).
@@ -180,7 +181,7 @@ class CpuBackend:
                 storage[...] = saved
             raise
         finally:
-            del packed, info
+            del packed
 
     def _run_cubes(self, kernel: HostKernel, cube_count: tuple[int, int, int], params: int) -> list[_Workspace]:
         """Run every cube of the launch; the cube contexts used (for their fault words)."""

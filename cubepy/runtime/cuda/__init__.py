@@ -10,7 +10,7 @@
 | ``params`` | the kernel ABI's parameter layout and the ``kernelParams`` block (pure) |
 | ``tensormaps`` | ``TensorMapArg`` -> ``cuTensorMapEncodeTiled/Im2col`` (argument conversion is pure) |
 | ``interop`` | ``__cuda_array_interface__`` and DLPack views, without copies |
-| ``backend`` | ``CudaBackend``: compile + load, launch checks, bind + launch; the info-buffer cache |
+| ``backend`` | ``CudaBackend``: compile + load, launch checks, bind + launch (metadata by value) |
 | ``client`` | ``CudaClient``: device handles, read/sync, ``from_external``, ``time_ms`` |
 
 Nothing imports cuda-bindings until a client is made, so this package imports everywhere.

@@ -3,14 +3,13 @@
 ``prepare`` compiles a ``KernelDefinition`` for the device (``sm_90a`` on Hopper), loads the cubin (or
 has the driver JIT the PTX when there is no cubin, or the cubin is refused) and reads the function's
 limits.  ``run`` binds the arguments per the kernel ABI (``cubepy.compiler.abi``): buffer addresses,
-scalar bytes, tensor maps encoded for the buffers' addresses, and the info buffer, uploaded to the
-device just before the launch on the same stream.
+scalar bytes, tensor maps encoded for the buffers' addresses, and the u32 metadata words (lengths,
+shapes, strides), all in the one parameter block the launch copies: nothing is uploaded per launch.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +51,7 @@ class CudaKernel:
     module: Any  # CUmodule
     function: Any  # CUfunction
     layout: kparams.ParamLayout
-    extended: tuple[bool, ...]  # per buffer slot: does the info buffer carry its shape/strides block
+    words: tuple[abi.MetadataWord, ...]  # the by-value metadata parameters, in order
     loaded_from: str  # "cubin" or "ptx" (driver JIT)
     static_shared_bytes: int
     dynamic_shared_bytes: int
@@ -75,7 +74,6 @@ class CudaBackend:
     def __init__(self, device: CudaDevice, compile_fn: Callable[..., Any] | None = None) -> None:
         self.device = device
         self._compile_fn = compile_fn
-        self.info_cache = InfoCache(device)
 
     # -- prepare ---------------------------------------------------------------------------
     def prepare(self, definition: KernelDefinition) -> CudaKernel:
@@ -108,13 +106,14 @@ class CudaBackend:
                 "cuFuncSetAttribute",
                 f"MAX_DYNAMIC_SHARED_SIZE_BYTES = {dynamic} for kernel {compiled.name}",
             )
+        layout = kparams.param_layout(final)
         return CudaKernel(
             definition=final,
             compiled=compiled,
             module=module,
             function=function,
-            layout=kparams.param_layout(final),
-            extended=tuple(abi.extended_flags(final)),
+            layout=layout,
+            words=tuple(layout.words),
             loaded_from=loaded_from,
             static_shared_bytes=static,
             dynamic_shared_bytes=dynamic,
@@ -171,22 +170,22 @@ class CudaBackend:
         sanitize: bool,
         cluster: tuple[int, int, int] = (1, 1, 1),
     ) -> None:
-        """Bind, upload the info buffer and launch on the stream (asynchronous; faults surface at sync).
+        """Bind and launch on the stream, every length, shape and stride by value (asynchronous; faults surface at sync).
 
         A cluster launch goes through ``cuLaunchKernelEx`` with the cluster-dimension attribute."""
         if sanitize:
             raise CubeError(SANITIZER_UNAVAILABLE)
         drv = self.device.driver
         # Everything that can fail on the host happens before anything is queued: a refused launch writes nothing.
-        if len(bindings.buffers) != len(kernel.extended):
+        buffer_count = len(kernel.definition.buffers)
+        if len(bindings.buffers) != buffer_count:
             raise LaunchError(
-                f"kernel {kernel.name} takes {len(kernel.extended)} buffer(s) but {len(bindings.buffers)} were bound"
+                f"kernel {kernel.name} takes {buffer_count} buffer(s) but {len(bindings.buffers)} were bound"
             )
         addresses = [buffer_address(binding.handle) for binding in bindings.buffers]
         maps = [tensormaps.encode(arg, allocation_address(arg.handle), drv) for arg in bindings.tensor_maps]
-        info = abi.pack_info(bindings.buffers, kernel.extended)
-        info_address = self.info_cache.address_of(info)
-        packed = kparams.pack_params(kernel.layout, addresses, bindings.scalars, maps, info_address)
+        metadata = abi.pack_metadata(kernel.words, bindings.buffers)
+        packed = kparams.pack_params(kernel.layout, addresses, bindings.scalars, maps, metadata)
         grid = tuple(int(c) for c in cube_count)
         block = tuple(int(d) for d in kernel.definition.cube_dim)
         self.device.make_current()
@@ -264,62 +263,3 @@ def allocation_address(handle: Any) -> int:
 def buffer_address(handle: Any) -> int:
     """The device address of a handle's element 0 (its allocation plus its offset)."""
     return allocation_address(handle) + handle.offset * handle.dtype.itemsize
-
-
-class InfoCache:
-    """Device copies of info buffers, one per distinct content, bump-allocated in slabs and never rewritten.
-
-    The info words depend only on the bound buffers' lengths, shapes and strides, so repeated launches
-    on same-shaped data find their words already on the device and launch without any copy.  A new
-    content is uploaded once into fresh slab space that no queued launch can be reading, which is what
-    makes reuse race-free without events.  Past ``max_entries`` contents the cache waits for the stream
-    and starts over in the same slabs.
-    """
-
-    ENTRY_ALIGN = 16
-
-    def __init__(self, device: CudaDevice, slab_bytes: int = 1 << 20, max_entries: int = 1 << 16) -> None:
-        self.device = device
-        self.slab_bytes = slab_bytes
-        self.max_entries = max_entries
-        self.slabs: list[DeviceBuffer] = []
-        self.oversized: list[DeviceBuffer] = []
-        self.slab_index = 0
-        self.cursor = 0
-        self.entries: dict[bytes, int] = {}
-        self._lock = threading.Lock()
-
-    def address_of(self, words: np.ndarray) -> int:
-        """The device address holding ``words`` (uploaded on first sight, on the stream)."""
-        key = words.tobytes()
-        address = self.entries.get(key)
-        if address is not None:
-            return address
-        with self._lock:
-            address = self.entries.get(key)
-            if address is None:
-                address = self._reserve(len(key))
-                self.device.upload(address, words)
-                self.entries[key] = address
-            return address
-
-    def _reserve(self, nbytes: int) -> int:
-        nbytes = -(-nbytes // self.ENTRY_ALIGN) * self.ENTRY_ALIGN
-        if nbytes > self.slab_bytes:
-            # Rare (tens of thousands of buffers in one launch): a dedicated allocation, never reused.
-            self.oversized.append(self.device.allocate(nbytes, 4))
-            return self.oversized[-1].ptr
-        if len(self.entries) >= self.max_entries:
-            self.device.synchronize()  # every queued launch has read its words: the slabs may be reused
-            self.entries.clear()
-            self.slab_index, self.cursor = 0, 0
-        while True:
-            if self.slab_index >= len(self.slabs):
-                self.slabs.append(self.device.allocate(self.slab_bytes, 4))
-                self.cursor = 0
-            slab = self.slabs[self.slab_index]
-            if self.cursor + nbytes <= slab.nbytes:
-                address = slab.ptr + self.cursor
-                self.cursor += nbytes
-                return address
-            self.slab_index, self.cursor = self.slab_index + 1, 0

@@ -2,7 +2,8 @@
 
 The ABI (``cubepy.compiler.abi``): in ``KernelDefinition.params`` order, a buffer is a 64-bit global
 pointer, a scalar its value (bool as one byte, a line as an LLVM vector), a tensor map the 128-byte
-``CUtensorMap`` by value (64-byte aligned); then one last 64-bit pointer to the u32 info buffer.
+``CUtensorMap`` by value (64-byte aligned); then the u32 metadata words (lengths, and the shape and
+strides the kernel reads), each a parameter of its own.
 
 ``param_layout`` places each parameter as the PTX ``.param`` space does (each at a multiple of its
 alignment), ``pack_params`` writes the values into one 64-byte-aligned host block and builds the array
@@ -19,7 +20,7 @@ import numpy as np
 
 from cubepy.compiler import abi
 from cubepy.compiler.abi import (  # noqa: F401  (the layout is the compiler ABI's; re-exported here)
-    INFO_ROLE,
+    METADATA_ROLE,
     POINTER_BYTES,
     ParamLayout,
     ParamSlot,
@@ -72,15 +73,21 @@ def pack_params(
     buffer_addresses: Sequence[int],
     scalars: Sequence[Any],
     tensor_maps: Sequence[bytes],
-    info_address: int,
+    metadata: Sequence[int],
 ) -> PackedParams:
     """Write every parameter's bytes at its offset and point the ``kernelParams`` array at them.
 
     ``buffer_addresses`` are device addresses of element 0 of each buffer (allocation + offset),
-    ``scalars`` the bound values, ``tensor_maps`` the encoded 128-byte descriptors, each in slot order.
+    ``scalars`` the bound values, ``tensor_maps`` the encoded 128-byte descriptors, each in slot order;
+    ``metadata`` the u32 words ``abi.pack_metadata(layout.words, buffers)`` gives.
     """
-    counts = {"buffer": len(buffer_addresses), "scalar": len(scalars), "tensor_map": len(tensor_maps)}
-    wanted = {"buffer": 0, "scalar": 0, "tensor_map": 0}
+    counts = {
+        "buffer": len(buffer_addresses),
+        "scalar": len(scalars),
+        "tensor_map": len(tensor_maps),
+        METADATA_ROLE: len(metadata),
+    }
+    wanted = dict.fromkeys(counts, 0)
     for slot in layout.slots:
         kind = "buffer" if slot.role in ("array", "tensor") else slot.role
         if kind in wanted:
@@ -100,7 +107,7 @@ def pack_params(
         elif slot.role == "tensor_map":
             data = bytes(tensor_maps[slot.kind_index])
         else:
-            data = _address_bytes(info_address, "info")
+            data = int(metadata[slot.kind_index]).to_bytes(abi.WORD_BYTES, "little")
         if len(data) != slot.size:
             raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
         block[slot.offset : slot.offset + slot.size] = np.frombuffer(data, dtype=np.uint8)

@@ -3,8 +3,8 @@
 It follows cuda-bindings' calling convention (every call returns ``(CUresult, *values)``), keeps
 "device" allocations in host memory (addresses are real host addresses, so copies are memmoves),
 records every call, and can fail any call with a chosen error.  ``InterpLauncher`` makes
-``cuLaunchKernel`` decode the ``kernelParams`` array and the info buffer *from memory*, exactly as the
-GPU would read them, rebuild the bindings and run the kernel on the interp runtime: a wrong byte in
+``cuLaunchKernel`` decode the ``kernelParams`` array (pointers, scalars, metadata words) *from memory*,
+exactly as the GPU would read them, rebuild the bindings and run the kernel on the interp runtime: a wrong byte in
 the packing shows up as a wrong result.
 """
 
@@ -296,7 +296,7 @@ def read_pointer_array(address: int, count: int) -> list[int]:
 
 
 class InterpLauncher:
-    """Runs each launch on the interp runtime from the bytes the GPU would read (params, info buffer)."""
+    """Runs each launch on the interp runtime from the bytes the GPU would read (the parameter block)."""
 
     def __init__(self, definitions: dict[str, KernelDefinition]) -> None:
         self.definitions = definitions  # PTX entry name -> definition
@@ -304,57 +304,46 @@ class InterpLauncher:
     def __call__(self, driver: FakeDriver, record: LaunchRecord, params_address: int) -> None:
         module, name = driver.functions[record.function]
         definition = self.definitions[name]
-        count = len(definition.params) + 1
-        record.pointers = read_pointer_array(params_address, count)
+        layout = abi.param_layout(definition)
+        record.pointers = read_pointer_array(params_address, len(layout.slots))
         bindings = Bindings()
-        buffer_params = []
-        for param, pointer in zip(definition.params, record.pointers):
-            if param.role in ("array", "tensor"):
-                address = int.from_bytes(ctypes.string_at(pointer, 8), "little")
-                record.param_bytes.append(ctypes.string_at(pointer, 8))
-                buffer_params.append((param, address))
-            elif param.role == "scalar":
-                ty = param.var.type
-                dtype = ty.elem.numpy
-                raw = ctypes.string_at(pointer, ty.elem.size * ty.line)
-                record.param_bytes.append(raw)
-                lanes = np.frombuffer(raw, dtype=dtype)
+        addresses: list[int] = []
+        words: dict[tuple[int, str, int], int] = {}
+        for slot, pointer in zip(layout.slots, record.pointers):
+            raw = ctypes.string_at(pointer, slot.size)
+            record.param_bytes.append(raw)
+            if slot.role in ("array", "tensor"):
+                addresses.append(int.from_bytes(raw, "little"))
+            elif slot.role == "scalar":
+                assert slot.type is not None
+                ty = slot.type
+                lanes = np.frombuffer(raw[: ty.elem.size * ty.line], dtype=ty.elem.numpy)
                 if ty.elem.is_bool:
                     lanes = lanes.astype(bool)
                 bindings.add_scalar(lanes[0] if ty.line == 1 else lanes.copy())
-            else:
-                record.param_bytes.append(ctypes.string_at(pointer, abi.TENSOR_MAP_BYTES))
-        info_address = int.from_bytes(ctypes.string_at(record.pointers[-1], 8), "little")
-        _, info_memory = driver.allocation_of(info_address)
-        info = np.frombuffer(
-            ctypes.string_at(info_address, 4 * _info_words(info_address, info_memory)), dtype=np.uint32
-        )
-        for slot, (param, address) in enumerate(buffer_params):
-            bindings.buffers.append(_binding_from_info(driver, param, address, info, slot))
+            elif slot.word is not None:
+                words[(slot.word.buffer, slot.word.field, slot.word.dim)] = int.from_bytes(raw, "little")
+        for param, address in zip(definition.buffers, addresses):
+            bindings.buffers.append(_binding_from_words(driver, param, address, words))
         interp.run(definition, record.grid, bindings)
 
 
-def _info_words(address: int, memory: np.ndarray) -> int:
-    base = int(memory.ctypes.data)
-    return (base + memory.nbytes - address) // 4
-
-
-def _binding_from_info(driver: FakeDriver, param, address: int, info: np.ndarray, slot: int) -> BufferBinding:
-    ty = param.var.type
+def _binding_from_words(driver: FakeDriver, param, address: int, words: dict) -> BufferBinding:
+    """The buffer binding the kernel sees: its memory from the address, its metadata from the words."""
+    slot, ty = param.var.id, param.var.type
     dtype = ty.elem.numpy
     base, memory = driver.allocation_of(address)
     start = address - base
     assert start % dtype.itemsize == 0, f"buffer {slot} starts mid-element"
     storage = memory[start:].view(dtype)
-    header = info[abi.WORDS_PER_BUFFER * slot : abi.WORDS_PER_BUFFER * (slot + 1)]
-    buffer_len, length, block = (int(w) for w in header)
+    buffer_len, length = words[(slot, "buffer_len", 0)], words[(slot, "len", 0)]
     # A whole allocation's buffer_len reaches its end; a view's (handle[a:b]) ends before it.
-    assert buffer_len <= storage.size // ty.line, f"buffer {slot}: info says buffer_len {buffer_len}"
+    assert buffer_len <= storage.size // ty.line, f"buffer {slot}: the parameters say buffer_len {buffer_len}"
     storage = storage[: buffer_len * ty.line]
-    if block:
-        rank = int(info[block])
-        shape = tuple(int(v) for v in info[block + 1 : block + 1 + rank])
-        strides = tuple(int(v) for v in info[block + 1 + rank : block + 1 + 2 * rank])
+    if (slot, "shape", 0) in words:
+        rank = param.rank if param.role == "tensor" else 1
+        shape = tuple(words[(slot, "shape", d)] for d in range(rank))
+        strides = tuple(words[(slot, "stride", d)] for d in range(rank))
     else:
         shape, strides = (length * ty.line,), (1,)
     handle = Handle(None, storage, dtype, shape, strides)

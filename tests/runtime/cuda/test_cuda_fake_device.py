@@ -14,7 +14,7 @@ import pytest
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir import Param, Variable, VarKind
 from cubepy.runtime.bindings import Bindings, BufferBinding
-from cubepy.runtime.cuda.backend import CudaBackend, InfoCache
+from cubepy.runtime.cuda.backend import CudaBackend
 from cubepy.runtime.cuda.client import CudaClient, make_cuda_client
 from cubepy.runtime.cuda.device import CudaDevice, DeviceBuffer
 from cubepy.runtime.cuda.interop import DLPACK_CPU, from_dlpack
@@ -179,11 +179,11 @@ def test_scalars_of_every_width_reach_the_kernel(fake):
     np.testing.assert_array_equal(client.read(handle), [2.5, 1.0, -(2.0**40), 0.75])
 
 
-def test_tensor_metadata_and_offsets_come_through_the_info_buffer(fake):
+def test_tensor_metadata_and_offsets_come_through_the_parameters(fake):
     client = make_client(fake)
     b = Builder()
     t, out = Variable(VarKind.GLOBAL, 0, F32), Variable(VarKind.GLOBAL, 1, U32)
-    b.params += [Param(t, "t", "tensor"), Param(out, "out", "array")]  # irb makes arrays only
+    b.params += [Param(t, "t", "tensor", rank=2), Param(out, "out", "array")]  # irb makes arrays only
     for i, (name, dim) in enumerate(
         [("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None), ("buffer_len", None), ("rank", None)]
     ):
@@ -212,31 +212,19 @@ def test_lines_and_shared_memory(fake):
     np.testing.assert_array_equal(client.read(hout), expected)
 
 
-def test_info_words_are_uploaded_once_per_distinct_shape(fake):
+def test_metadata_travels_in_the_parameters_without_any_upload(fake):
     client = make_client(fake)
     x = client.create(np.ones(64, np.float32))
     out = client.empty((64,), np.float32)
     kernel = vector_add()
-    for _ in range(3):
-        launch(client, kernel, (1, 1, 1), [array(x), array(x), array(out)])
+    launch(client, kernel, (1, 1, 1), [array(x), array(x), array(out)])
     uploads = len(fake.called("cuMemcpyHtoDAsync"))
     small, small_out = client.create(np.ones(32, np.float32)), client.empty((32,), np.float32)
     launch(client, kernel, (1, 1, 1), [array(small), array(small), array(small_out)])
-    assert len(fake.called("cuMemcpyHtoDAsync")) == uploads + 2  # the new data, then its info words
+    assert len(fake.called("cuMemcpyHtoDAsync")) == uploads + 1  # the new data only: lengths go by value
     np.testing.assert_array_equal(client.read(small_out), np.full(32, 2, np.float32))
-
-
-def test_info_cache_moves_to_a_new_slab_and_restarts_when_full(fake):
-    device = CudaDevice(0, driver=fake)
-    cache = InfoCache(device, slab_bytes=64, max_entries=5)
-    addresses = [cache.address_of(np.full(6, i, np.uint32)) for i in range(5)]  # 24 -> 32 bytes each
-    assert len(cache.slabs) == 3 and len(set(addresses)) == 5
-    assert cache.address_of(np.full(6, 3, np.uint32)) == addresses[3]
-    syncs = len(fake.called("cuStreamSynchronize"))
-    restarted = cache.address_of(np.full(6, 99, np.uint32))
-    assert restarted == cache.slabs[0].ptr and len(fake.called("cuStreamSynchronize")) == syncs + 1
-    big = cache.address_of(np.zeros(100, np.uint32))
-    assert big == cache.oversized[0].ptr
+    # buffer_len and len of each of the three buffers, after the three pointers
+    assert [int.from_bytes(raw, "little") for raw in fake.launches[-1].param_bytes[3:]] == [32] * 6
 
 
 def test_tensor_map_descriptors_sit_64_aligned_in_the_parameters(fake):

@@ -114,7 +114,7 @@ def test_scalar_parameters_of_every_width(gpu):
 def test_tensor_metadata_and_an_offset_view(gpu):
     b = Builder()
     t, out = Variable(VarKind.GLOBAL, 0, F32), Variable(VarKind.GLOBAL, 1, U32)
-    b.params += [Param(t, "t", "tensor"), Param(out, "out", "array")]
+    b.params += [Param(t, "t", "tensor", rank=2), Param(out, "out", "array")]
     for i, (name, dim) in enumerate(
         [("shape", 0), ("shape", 1), ("stride", 0), ("stride", 1), ("len", None), ("buffer_len", None), ("rank", None)]
     ):
@@ -182,7 +182,7 @@ def test_plane_sum(gpu):
     assert_same_as_interp(gpu, b.kernel((64, 1, 1), name="plane_sum"), 2, [data, np.zeros(128, np.int32)])
 
 
-def test_repeated_and_alternating_shapes_reuse_info_words(gpu):
+def test_alternating_lengths_reach_the_kernel_by_value(gpu):
     b = Builder()
     inp, out = b.buffer(F32), b.buffer(F32)
     pos = bi("absolute_pos")

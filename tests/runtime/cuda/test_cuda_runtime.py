@@ -152,10 +152,11 @@ def test_param_layout_places_each_kind_at_its_alignment():
         ("big", "scalar", 224, 8, 8),
         ("half", "scalar", 232, 2, 2),
         ("bytes3", "scalar", 236, 4, 4),  # u8x3: padded to 4
-        ("info", "info", 240, 8, 8),  # the info pointer is always last
+        ("out.buffer_len", "metadata", 240, 4, 4),  # then each buffer's u32 metadata words, by value
+        ("out.len", "metadata", 244, 4, 4),
     ]
     assert layout.total_bytes == 248
-    assert [s.kind_index for s in layout.slots] == [0, 0, 0, 1, 2, 3, 4, 5, 0]
+    assert [s.kind_index for s in layout.slots] == [0, 0, 0, 1, 2, 3, 4, 5, 0, 1]
 
 
 def test_param_layout_matches_the_ptx_entry_the_compiler_emits():
@@ -208,7 +209,7 @@ def test_pack_params_writes_every_value_where_the_pointers_say():
     layout = kparams.param_layout(abi_kernel())
     descriptor = bytes(range(128))
     scalars = [np.uint8(9), True, [1.0, 2.0, 3.0], np.int64(-5), np.float16(0.5), [1, 2, 3]]
-    packed = kparams.pack_params(layout, [0x7000_0000_0100], scalars, [descriptor], 0x7000_0000_0800)
+    packed = kparams.pack_params(layout, [0x7000_0000_0100], scalars, [descriptor], [77, 0xFFFF_FFFE])
     base = packed.block.ctypes.data
     assert base % 64 == 0
     assert [int(p) - base for p in packed.pointers] == [s.offset for s in layout.slots]
@@ -223,13 +224,16 @@ def test_pack_params_writes_every_value_where_the_pointers_say():
     assert at("tmap") == descriptor
     assert at("flag") == b"\x01"
     assert at("big") == np.int64(-5).tobytes()
-    assert at("info") == (0x7000_0000_0800).to_bytes(8, "little")
+    assert at("out.buffer_len") == (77).to_bytes(4, "little")
+    assert at("out.len") == b"\xfe\xff\xff\xff"
 
 
 def test_pack_params_refuses_missing_arguments():
     layout = kparams.param_layout(abi_kernel())
     with pytest.raises(LaunchError, match="takes 1 tensor_map parameter"):
-        kparams.pack_params(layout, [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [], 0x2000)
+        kparams.pack_params(layout, [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [], [1, 1])
+    with pytest.raises(LaunchError, match="takes 2 metadata parameter"):
+        kparams.pack_params(layout, [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [bytes(128)], [1])
 
 
 # -- tensor maps -----------------------------------------------------------------------------------
@@ -339,7 +343,7 @@ def test_cuda_bindings_accepts_the_encode_arguments(make_map):
 def test_cuda_bindings_accepts_the_launch_and_memory_arguments():
     driver = real_driver_module()
     packed = kparams.pack_params(
-        kparams.param_layout(abi_kernel()), [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [bytes(128)], 0x2000
+        kparams.param_layout(abi_kernel()), [0x1000], [1, True, [1, 2, 3], 1, 1, 1], [bytes(128)], [16, 16]
     )
     stream = driver.CUstream(0)
     host = np.zeros(16, np.uint8)

@@ -16,7 +16,6 @@ target adds to the O3 pipeline.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ import attrs
 from cubepy.compiler.toolkit import find_libdevice
 from cubepy.errors import CompileError
 from cubepy.files import write_atomically
+from cubepy.hashing import sha256
 
 __all__ = ["Subset", "clear_memory", "find_libdevice", "parse", "subset"]
 
@@ -95,7 +95,7 @@ def _file_digest(path: str) -> str:
 def _digest_of(path: str, size: int, mtime_ns: int) -> str:
     try:
         with open(path, "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()
+            return sha256(file.read()).hexdigest()
     except OSError as error:
         raise CompileError(f"libdevice at {path} could not be read: {error}") from error
 
@@ -105,7 +105,7 @@ def _entry_key(digest: str, wanted: frozenset[str]) -> str:
 
     version = ".".join(map(str, binding().llvm_version_info))
     text = "\0".join((str(FORMAT), digest, version, TRIPLE, DATA_LAYOUT, *sorted(wanted)))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256(text.encode()).hexdigest()
 
 
 def _build(path: str, wanted: frozenset[str]) -> Subset:

@@ -14,24 +14,24 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
-import hashlib
 import inspect
+import os
 import types
-import uuid
 
 import numpy as np
 
 from cubepy.errors import ExpandError
 from cubepy.frontend import source
 from cubepy.frontend.function import BoundCubeFunction, CubeFunction
+from cubepy.hashing import sha256
 
-_PROCESS_TOKEN = uuid.uuid4().hex
+_PROCESS_TOKEN = os.urandom(16).hex()  # not uuid: importing it costs a disk-cache hit ~1 ms
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), range, slice, enum.Enum)
 
 
 def function_identity(function: CubeFunction) -> str:
     """``module.qualname:sha256`` of everything ``function`` depends on."""
-    digest = hashlib.sha256()
+    digest = sha256()
     _Hasher(digest).function(function.fn)
     return f"{function.qualname}:{digest.hexdigest()}"
 
@@ -140,7 +140,7 @@ class _Hasher:
                 "ndarray",
                 value.dtype.str,
                 value.shape,
-                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+                sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
             )
         elif isinstance(value, np.generic):
             self.update("numpy", value.dtype.str, repr(value.item()))

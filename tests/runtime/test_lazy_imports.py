@@ -54,17 +54,23 @@ def test_bf16_still_resolves_to_ml_dtypes_on_first_use():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_import_cubepy_leaves_hashlib_to_the_first_cache_use():
-    # hashlib may come with the interpreter's own start-up (site); cubepy must not be what loads it.
+def test_cache_keys_never_load_hashlib():
+    # hashlib (OpenSSL, 3-4 ms) may come with the interpreter's own start-up (site); cubepy's keys use
+    # CPython's own SHA-256 module instead, so neither the import nor the first key loads it.
     at_start = _imported_modules("pass")
     names = _imported_modules("import cubepy")
     assert "hashlib" in at_start or "hashlib" not in names
     code = (
-        "import sys, cubepy as cp\n"
+        "import sys, hashlib as reference\n"
+        "del sys.modules['hashlib']\n"
+        "import cubepy as cp\n"
         "from cubepy.runtime import cache\n"
-        "assert len(cache.install_fingerprint()) == 64\n"
+        "from cubepy.hashing import sha256\n"
+        "import cubepy.compiler.libdevice\n"
+        "assert cache.install_fingerprint() == cache.install_fingerprint() and len(cache.install_fingerprint()) == 64\n"
+        "assert sha256(b'abc').hexdigest() == reference.sha256(b'abc').hexdigest()\n"
         "assert all(getattr(cp, name) is not None for name in cp.__all__)\n"
-        "assert 'hashlib' in sys.modules\n"
+        "assert 'hashlib' not in sys.modules, 'a cache key loaded hashlib'\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr

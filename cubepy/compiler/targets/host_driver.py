@@ -14,6 +14,7 @@ from collections.abc import Callable
 import attrs
 import llvmlite.ir as ir
 
+from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.targets.host import (
     AT_BARRIER,
@@ -111,6 +112,12 @@ def emit_driver(
     """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
     params, cube, first, last = fn.args
+    # The parameter block (``abi.param_layout``, packed 64-byte aligned by the runtime) is read-only and
+    # nothing else writes it during the launch: LLVM may then hoist a length read out of a guarded branch.
+    block_bytes = abi.param_layout(definition).total_bytes
+    params.attributes = lt.RawArgumentAttributes(
+        ["noalias", "readonly", "align 64", *([f"dereferenceable({block_bytes})"] if block_bytes else [])]
+    )
     e = _Emitter(fn)
     b = e.b
     x, y, z = definition.cube_dim

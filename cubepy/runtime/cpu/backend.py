@@ -13,6 +13,7 @@ from cubepy.compiler import abi
 from cubepy.compiler.host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host import (
     CTX_BYTES,
+    CTX_EPOCH,
     CTX_FAULT,
     CTX_FRAMES,
     CTX_HANDLES,
@@ -37,6 +38,7 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 CUBES_PER_TASK_MIN = 1
+IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 
 
 _LIBC_FREE = ctypes.CDLL(None).free  # frees the frames the compiled code took from the C library's aligned_alloc
@@ -72,6 +74,18 @@ class _Workspace:
             words[offset // 8] = array.ctypes.data
         self.ctx[CTX_NCTAID : CTX_NCTAID + 12].view(np.uint32)[:] = counts
 
+    def start_launch(self, counts: tuple[int, int, int]) -> None:
+        """Ready a reused context for a new launch: its cube counts, no barrier changes and no fault yet."""
+        words = self.ctx.view(np.int32)
+        words[CTX_NCTAID // 4 : CTX_NCTAID // 4 + 3] = counts
+        words[CTX_EPOCH // 4] = 0
+        words[CTX_FAULT // 4] = 0
+
+    @property
+    def fault(self) -> int:
+        """The cube context's fault word (0: none)."""
+        return int(self.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0])
+
     @property
     def address(self) -> int:
         """The ``cube`` argument of ``cubepy_run_cubes``."""
@@ -97,6 +111,9 @@ class CpuBackend:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._layouts: dict[int, tuple[HostKernel, int, abi.ParamLayout, list[abi.MetadataWord]]] = {}
+        # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
+        self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
+        self._idle_lock = threading.Lock()
 
     @property
     def disk_cache_target(self) -> str:
@@ -153,7 +170,7 @@ class CpuBackend:
         metadata = abi.pack_metadata(words, bindings.buffers)
         packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, metadata)
         if not kernel.host_calls:
-            self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data))
+            self._release_spaces(kernel, self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data)))
             del packed
             return
         # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
@@ -168,14 +185,17 @@ class CpuBackend:
         try:
             with emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record:
                 spaces = self._run_cubes(kernel, cube_count, params)
-                if record.error is not None:
-                    raise record.error
-                for space in spaces:
-                    fault = int(space.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0])
-                    if fault > 0:
-                        unit = fault - 1
-                        call = kernel.host_calls[int(space.publish[unit])]
-                        raise record.deadlock(space.address, unit, call)
+                try:
+                    if record.error is not None:
+                        raise record.error
+                    for space in spaces:
+                        fault = space.fault
+                        if fault > 0:
+                            unit = fault - 1
+                            call = kernel.host_calls[int(space.publish[unit])]
+                            raise record.deadlock(space.address, unit, call)
+                finally:
+                    self._release_spaces(kernel, spaces)
         except BaseException:
             for storage, saved in snapshots:
                 storage[...] = saved
@@ -183,34 +203,59 @@ class CpuBackend:
         finally:
             del packed
 
+    def _take_spaces(self, kernel: HostKernel, count: int, cube_count: tuple[int, int, int]) -> list[_Workspace]:
+        """``count`` cube contexts for a launch of ``kernel``: idle ones from earlier launches first."""
+        with self._idle_lock:
+            found = self._idle.get(id(kernel))
+            idle = found[1] if found is not None and found[0] is kernel else []
+            taken = [idle.pop() for _ in range(min(count, len(idle)))]
+        for space in taken:
+            space.start_launch(cube_count)
+        return taken + [_Workspace(kernel, cube_count) for _ in range(count - len(taken))]
+
+    def _release_spaces(self, kernel: HostKernel, spaces: list[_Workspace]) -> None:
+        """Keep the contexts of a finished launch for the next one (a faulted context is dropped)."""
+        with self._idle_lock:
+            found = self._idle.pop(id(kernel), None)
+            if found is None or found[0] is not kernel:
+                found = (kernel, [])
+            found[1].extend(space for space in spaces if space.fault == 0)
+            self._idle[id(kernel)] = found  # the most recently used last
+            while len(self._idle) > IDLE_KERNELS:
+                del self._idle[next(iter(self._idle))]
+
     def _run_cubes(self, kernel: HostKernel, cube_count: tuple[int, int, int], params: int) -> list[_Workspace]:
-        """Run every cube of the launch; the cube contexts used (for their fault words)."""
+        """Run every cube of the launch; the cube contexts used (for their fault words; release them after)."""
         run = loader.entry(kernel)
         total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
         workers = min(self.threads, total)
         if workers <= 1 or total * kernel.units < 4096:
-            space = _Workspace(kernel, cube_count)  # must outlive the call: the compiled code uses its arrays
-            run(params, space.address, 0, total)
-            return [space]
+            spaces = self._take_spaces(kernel, 1, cube_count)  # must outlive the call: the code uses its arrays
+            run(params, spaces[0].address, 0, total)
+            return spaces
         tasks = min(total, workers * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]
-        spaces = [_Workspace(kernel, cube_count) for _ in range(workers)]
-        free = list(spaces)
-        free_lock = threading.Lock()
+        spaces = self._take_spaces(kernel, workers, cube_count)
+        next_task = iter(range(tasks))  # tasks are handed out in order; uneven cubes still balance
+        lock = threading.Lock()
 
-        def chunk(first: int, last: int) -> None:
-            with free_lock:
-                space = free.pop()
-            try:
-                run(params, space.address, first, last)  # ctypes releases the GIL for the call
-            finally:
-                with free_lock:
-                    free.append(space)
+        def work(space: _Workspace) -> None:
+            while True:
+                with lock:
+                    task = next(next_task, None)
+                if task is None:
+                    return
+                if bounds[task] < bounds[task + 1]:
+                    run(params, space.address, bounds[task], bounds[task + 1])  # ctypes releases the GIL
 
+        # The calling thread works too: a launch hands only workers - 1 jobs to the pool.
         pool = self._executor()
-        futures = [pool.submit(chunk, bounds[t], bounds[t + 1]) for t in range(tasks) if bounds[t] < bounds[t + 1]]
-        for future in futures:
-            future.result()
+        futures = [pool.submit(work, space) for space in spaces[1:]]
+        try:
+            work(spaces[0])
+        finally:
+            for future in futures:
+                future.result()
         return spaces
 
     def _executor(self) -> ThreadPoolExecutor:

@@ -249,3 +249,21 @@ def test_debug_print_gives_the_interps_lines(capsys):
         "[cube (0, 0, 0) unit (2, 0, 0)] even 2",
         "[cube (1, 0, 0) unit (1, 0, 0)] even 4",
     ]
+
+
+def test_a_plain_unit_loop_is_vectorized_over_the_read_only_parameter_block(cpu):
+    import re
+
+    from cubepy.compiler.host import compile_host
+
+    n = 1000
+    ha, hb, ho = cpu.create(np.ones(n, np.float32)), cpu.create(np.ones(n, np.float32)), cpu.empty(n, f32)
+    args = (cp.ArrayArg(ha), cp.ArrayArg(hb), cp.ArrayArg(ho))
+    host = compile_host(vector_add.compile(cp.CubeDim(256), *args).definition)
+    driver = next(line for line in host.llvm.splitlines() if "cubepy_run_cubes" in line and line.startswith("define"))
+    # three pointers and six u32 lengths: 48 bytes, packed 64-byte aligned by the runtime
+    assert "noalias readonly align 64 dereferenceable(48)" in driver
+    # a length read under the guard is hoisted, so the loop over units becomes vector code with masks
+    assert re.search(r"<\d+ x float>", host.llvm_opt), "the unit loop was not vectorized"
+    vector_add.launch(cpu, cp.CubeCount(4), cp.CubeDim(256), *args)
+    np.testing.assert_array_equal(cpu.read(ho), np.full(n, 2, np.float32))

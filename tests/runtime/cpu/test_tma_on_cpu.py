@@ -147,3 +147,16 @@ def test_wait_behind_a_sync_cube_is_a_deadlock_naming_the_barrier():
     assert "test_tma_on_cpu.py:" in str(info.value)
     assert "1 of 32 arrivals pending" in str(info.value)
     assert not client.read(out).any()
+
+
+def test_a_deadlocked_launch_leaves_no_fault_for_the_next_one():
+    # The cube contexts of a kernel are kept between launches; one that faulted is dropped, not reused.
+    client = cp.client("cpu")
+    out = client.zeros((UNITS,), np.float32)
+    for _ in range(2):
+        with pytest.raises(cp.SanitizerError, match="deadlock"):
+            waits_for_a_unit_at_sync_cube.launch(client, cp.CubeCount(1), cp.CubeDim(UNITS), cp.ArrayArg(out))
+    rounds = client.zeros((UNITS * 3,), np.uint32)
+    for _ in range(2):  # the second launch runs in the first one's (reused) context
+        consumer_waits_first.launch(client, cp.CubeCount(1), cp.CubeDim(UNITS), cp.ArrayArg(rounds), 3)
+        np.testing.assert_array_equal(client.read(rounds).reshape(UNITS, 3), np.tile([10, 11, 12], (UNITS, 1)))

@@ -98,10 +98,44 @@ def _count(sass: str) -> tuple[int, list[int]]:
 
 def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
     """The instructions of one function's ``cuobjdump -sass`` without NOPs, and each loop's instructions (from
-    a backward branch's target to the branch), in program order."""
+    a backward branch's target to the branch), in program order.
+
+    A backward branch is a loop only when control can get from its target back to it: ptxas puts slow
+    paths (an mbarrier wait's retry) after the kernel's end and jumps back into the main line, and that
+    jump is not a loop."""
     listing = [(int(addr, 16), text) for addr, text in _INSTRUCTION.findall(sass)]
     real = [(addr, text) for addr, text in listing if not text.startswith("NOP")]
     index_of = {addr: i for i, (addr, _) in enumerate(real)}
+
+    def at_or_after(target: int, default: int) -> int:
+        found = index_of.get(target)
+        if found is None:  # the target is a NOP: the next real instruction
+            found = next((j for j, (a, _) in enumerate(real) if a > target), default)
+        return found
+
+    def successors(i: int) -> list[int]:
+        text = real[i][1]
+        predicated = text.startswith("@")
+        match = _BRANCH_TARGET.search(text)
+        following = [i + 1] if i + 1 < len(real) else []
+        if match is not None:
+            return [at_or_after(int(match.group(1), 16), i), *(following if predicated else [])]
+        if re.match(r"(@\S+\s+)?EXIT\b", text) and not predicated:
+            return []
+        return following
+
+    def reaches(start: int, goal: int) -> bool:
+        seen, stack = {start}, [start]
+        while stack:
+            i = stack.pop()
+            if i == goal:
+                return True
+            for j in successors(i):
+                if j not in seen:
+                    seen.add(j)
+                    stack.append(j)
+        return False
+
     loops = []
     for i, (addr, text) in enumerate(real):
         match = _BRANCH_TARGET.search(text)
@@ -110,10 +144,9 @@ def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
         target = int(match.group(1), 16)
         if target >= addr:
             continue
-        start = index_of.get(target)
-        if start is None:  # the target is a NOP: the next real instruction
-            start = next((j for j, (a, _) in enumerate(real) if a > target), i)
-        loops.append([t for _, t in real[start : i + 1]])
+        start = at_or_after(target, i)
+        if reaches(start, i):
+            loops.append([t for _, t in real[start : i + 1]])
     return [t for _, t in real], loops
 
 

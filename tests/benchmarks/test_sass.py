@@ -36,6 +36,25 @@ def test_loop_sizes_from_a_listing():
     assert sass._count(listing) == (6, [3])
 
 
+def test_a_slow_path_jumping_back_into_the_main_line_is_not_a_loop():
+    # ptxas's out-of-line mbarrier retry: the main line branches to it and it jumps back; only its
+    # own retry branch (0x80 -> 0x70) is a loop.
+    listing = """
+        /*0000*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R3 ;
+        /*0010*/              @!P0 BRA 0x70 ;
+        /*0020*/                   LDS R0, [R7] ;
+        /*0030*/                   STS [R7], R0 ;
+        /*0040*/              @P1 EXIT ;
+        /*0050*/                   STS [R7+0x4], R0 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R3 ;
+        /*0080*/              @!P0 BRA 0x70 ;
+        /*0090*/                   BRA 0x20 ;
+    """
+    _, loops = sass.loop_bodies(listing)
+    assert [len(body) for body in loops] == [2]
+
+
 def test_the_hgmma_loop_and_the_k_it_covers_from_a_listing():
     from benchmarks import gemm_sass
 

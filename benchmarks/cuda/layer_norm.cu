@@ -17,7 +17,9 @@ extern "C" __global__ void layer_norm(const float* __restrict__ x, const float* 
         float d = x[base + c] - mean;
         sq += d * d;
     }
-    float rstd = rsqrtf(warp_sum(sq) / (float)cols + eps);
+    // cp.rsqrt is correctly rounded (sqrt.rn then div.rn, the interp's bits): the same computation in CUDA
+    // is 1 / sqrtf with nvcc's default -prec-sqrt=true -prec-div=true, not the 2-ulp rsqrtf approximation.
+    float rstd = 1.0f / sqrtf(warp_sum(sq) / (float)cols + eps);
     #pragma unroll 1  // the cubepy kernel says cp.range(..., unroll=1): compare loop for loop
     for (unsigned c = threadIdx.x; c < cols; c += 32) out[base + c] = (x[base + c] - mean) * rstd * gamma[c] + beta[c];
 }

@@ -7,6 +7,10 @@ instruction count without NOPs (``cuobjdump -sass``) and the size of every hot l
 from a backward branch's target to the branch, innermost first (the self-branch after ``EXIT`` is not a
 loop).  The last line is the geometric mean of the cubepy/nvcc SASS ratios.
 
+A checked cubepy kernel is set against a twin with the same guards written out (``sgemm16_checked``,
+``wmma_tile_checked``: a global read past the buffer's length gives 0, a write past it is dropped), so
+the row compares code that does the same work; the unchecked SGEMM row shows what checking costs.
+
 Unrolling is decided the same way on both sides: where a twin keeps a loop rolled with ``#pragma unroll 1``,
 the cubepy kernel says ``cp.range(..., unroll=1)`` (PTX ``.pragma "nounroll"``); otherwise ptxas would
 unroll one side only and the static counts would compare different loops.  The TMA round trip and the

@@ -251,7 +251,13 @@ CASES: tuple[Case, ...] = (
     ),
     Case("saxpy f32", _compile(saxpy, (256,), _saxpy_args, True), "saxpy.cu", "saxpy"),
     Case("SGEMM 16x16 unchecked", _compile(sgemm, (16, 16), _sgemm_args, True), "sgemm.cu", "sgemm16"),
-    Case("SGEMM 16x16 checked", _compile(sgemm, (16, 16), _sgemm_args, False), "sgemm.cu", "sgemm16", checked=True),
+    Case(
+        "SGEMM 16x16 checked",
+        _compile(sgemm, (16, 16), _sgemm_args, False),
+        "sgemm.cu",
+        "sgemm16_checked",
+        checked=True,
+    ),
     Case(
         "row sum (plane_sum)",
         _compile(row_sum, (256,), lambda: (_ten((64, 1000)), _arr((64,)), 256), True),
@@ -286,7 +292,7 @@ CASES: tuple[Case, ...] = (
             False,
         ),
         "wmma_tile.cu",
-        "wmma_tile",
+        "wmma_tile_checked",
         checked=True,
     ),
     Case("TMA conv wgrad (f16)", _wgrad(), "conv_wgrad_tma.cu", "conv_wgrad_tma", checked=True),

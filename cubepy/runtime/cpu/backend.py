@@ -110,7 +110,7 @@ class CpuBackend:
         self.report_out_of_bounds = report_out_of_bounds
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        self._layouts: dict[int, tuple[HostKernel, int, abi.ParamLayout, list[abi.MetadataWord]]] = {}
+        self._layouts: dict[int, tuple[HostKernel, int, kparams.ParamPacker, list[abi.MetadataWord]]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = threading.Lock()
@@ -134,11 +134,11 @@ class CpuBackend:
         if int(np.prod(cube_count)) > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
 
-    def _abi(self, kernel: HostKernel) -> tuple[int, abi.ParamLayout, list[abi.MetadataWord]]:
+    def _abi(self, kernel: HostKernel) -> tuple[int, kparams.ParamPacker, list[abi.MetadataWord]]:
         found = self._layouts.get(id(kernel))
         if found is None or found[0] is not kernel:
             layout = abi.param_layout(kernel.definition)
-            found = (kernel, len(kernel.definition.buffers), layout, layout.words)
+            found = (kernel, len(kernel.definition.buffers), kparams.ParamPacker(layout), layout.words)
             self._layouts[id(kernel)] = found
         return found[1], found[2], found[3]
 
@@ -158,7 +158,7 @@ class CpuBackend:
             )
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
-        buffer_count, layout, words = self._abi(kernel)
+        buffer_count, packer, words = self._abi(kernel)
         if len(bindings.buffers) != buffer_count:
             raise LaunchError(
                 f"kernel {kernel.name} takes {buffer_count} buffer(s) but {len(bindings.buffers)} were bound"
@@ -168,7 +168,7 @@ class CpuBackend:
         ]
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
         metadata = abi.pack_metadata(words, bindings.buffers)
-        packed = kparams.pack_params(layout, addresses, bindings.scalars, maps, metadata)
+        packed = packer.pack(addresses, bindings.scalars, maps, metadata)
         if not kernel.host_calls:
             self._release_spaces(kernel, self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data)))
             del packed

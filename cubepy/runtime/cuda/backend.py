@@ -52,6 +52,7 @@ class CudaKernel:
     function: Any  # CUfunction
     layout: kparams.ParamLayout
     words: tuple[abi.MetadataWord, ...]  # the by-value metadata parameters, in order
+    packer: kparams.ParamPacker  # the layout's byte format, worked out once
     loaded_from: str  # "cubin" or "ptx" (driver JIT)
     static_shared_bytes: int
     dynamic_shared_bytes: int
@@ -114,6 +115,7 @@ class CudaBackend:
             function=function,
             layout=layout,
             words=tuple(layout.words),
+            packer=kparams.ParamPacker(layout),
             loaded_from=loaded_from,
             static_shared_bytes=static,
             dynamic_shared_bytes=dynamic,
@@ -185,7 +187,7 @@ class CudaBackend:
         addresses = [buffer_address(binding.handle) for binding in bindings.buffers]
         maps = [tensormaps.encode(arg, allocation_address(arg.handle), drv) for arg in bindings.tensor_maps]
         metadata = abi.pack_metadata(kernel.words, bindings.buffers)
-        packed = kparams.pack_params(kernel.layout, addresses, bindings.scalars, maps, metadata)
+        packed = kernel.packer.pack(addresses, bindings.scalars, maps, metadata)
         grid = tuple(int(c) for c in cube_count)
         block = tuple(int(d) for d in kernel.definition.cube_dim)
         self.device.make_current()

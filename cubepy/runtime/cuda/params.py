@@ -12,6 +12,7 @@ of pointers into it that ``cuLaunchKernel`` reads.  Both are pure: no device is 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,47 +80,83 @@ def pack_params(
 
     ``buffer_addresses`` are device addresses of element 0 of each buffer (allocation + offset),
     ``scalars`` the bound values, ``tensor_maps`` the encoded 128-byte descriptors, each in slot order;
-    ``metadata`` the u32 words ``abi.pack_metadata(layout.words, buffers)`` gives.
+    ``metadata`` the u32 words ``abi.pack_metadata(layout.words, buffers)`` gives.  A launcher that packs
+    the same layout again and again keeps a ``ParamPacker`` instead.
     """
-    counts = {
-        "buffer": len(buffer_addresses),
-        "scalar": len(scalars),
-        "tensor_map": len(tensor_maps),
-        METADATA_ROLE: len(metadata),
-    }
-    wanted = dict.fromkeys(counts, 0)
-    for slot in layout.slots:
-        kind = "buffer" if slot.role in ("array", "tensor") else slot.role
-        if kind in wanted:
-            wanted[kind] += 1
-    for kind, count in counts.items():
-        if count != wanted[kind]:
-            raise LaunchError(f"the kernel takes {wanted[kind]} {kind} parameter(s) but {count} were bound")
-
-    block = _aligned_zeros(layout.total_bytes, BLOCK_ALIGN)
-    base = int(block.ctypes.data)
-    pointers = np.empty(len(layout.slots), dtype=np.uint64)
-    for position, slot in enumerate(layout.slots):
-        if slot.role in ("array", "tensor"):
-            data = _address_bytes(buffer_addresses[slot.kind_index], slot.name)
-        elif slot.role == "scalar":
-            data = scalar_bytes(scalars[slot.kind_index], slot.type, slot.name)
-        elif slot.role == "tensor_map":
-            data = bytes(tensor_maps[slot.kind_index])
-        else:
-            data = int(metadata[slot.kind_index]).to_bytes(abi.WORD_BYTES, "little")
-        if len(data) != slot.size:
-            raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
-        block[slot.offset : slot.offset + slot.size] = np.frombuffer(data, dtype=np.uint8)
-        pointers[position] = base + slot.offset
-    return PackedParams(block, pointers)
+    return ParamPacker(layout).pack(buffer_addresses, scalars, tensor_maps, metadata)
 
 
-def _address_bytes(address: int, name: str) -> bytes:
+class ParamPacker:
+    """``pack_params`` for one layout, its byte format worked out once (a launch then costs one ``pack_into``).
+
+    Pointers and metadata words are packed by ``struct``; scalars go through ``scalar_bytes`` (numpy's
+    conversion rules, bool as one byte, lines splat), tensor maps as their 128 bytes.
+    """
+
+    def __init__(self, layout: ParamLayout) -> None:
+        self.layout = layout
+        self.counts = {"buffer": 0, "scalar": 0, "tensor_map": 0, METADATA_ROLE: 0}
+        fields, cursor = ["<"], 0
+        for slot in layout.slots:
+            kind = "buffer" if slot.role in ("array", "tensor") else slot.role
+            self.counts[kind] += 1
+            if slot.offset > cursor:
+                fields.append(f"{slot.offset - cursor}x")
+            fields.append({"buffer": "Q", METADATA_ROLE: "I"}.get(kind, f"{slot.size}s"))
+            cursor = slot.offset + slot.size
+        if layout.total_bytes > cursor:
+            fields.append(f"{layout.total_bytes - cursor}x")
+        self.format = struct.Struct("".join(fields))
+        self.offsets = np.array([slot.offset for slot in layout.slots], dtype=np.uint64)
+
+    def pack(
+        self,
+        buffer_addresses: Sequence[int],
+        scalars: Sequence[Any],
+        tensor_maps: Sequence[bytes],
+        metadata: Sequence[int],
+    ) -> PackedParams:
+        """The filled block and pointer array for one launch (see ``pack_params``)."""
+        given = {
+            "buffer": len(buffer_addresses),
+            "scalar": len(scalars),
+            "tensor_map": len(tensor_maps),
+            METADATA_ROLE: len(metadata),
+        }
+        for kind, count in given.items():
+            if count != self.counts[kind]:
+                raise LaunchError(f"the kernel takes {self.counts[kind]} {kind} parameter(s) but {count} were bound")
+        values: list[Any] = []
+        for slot in self.layout.slots:
+            if slot.role in ("array", "tensor"):
+                values.append(_address(buffer_addresses[slot.kind_index], slot.name))
+            elif slot.role == METADATA_ROLE:
+                values.append(_u32(metadata[slot.kind_index], slot.name))
+            elif slot.role == "scalar":
+                assert slot.type is not None
+                values.append(scalar_bytes(scalars[slot.kind_index], slot.type, slot.name))
+            else:
+                data = bytes(tensor_maps[slot.kind_index])
+                if len(data) != slot.size:
+                    raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
+                values.append(data)
+        block = _aligned_zeros(self.layout.total_bytes, BLOCK_ALIGN)
+        self.format.pack_into(block, 0, *values)
+        return PackedParams(block, self.offsets + np.uint64(block.ctypes.data))
+
+
+def _address(address: int, name: str) -> int:
     address = int(address)
     if not 0 <= address < 2**64:
         raise LaunchError(f"parameter {name!r}: address {address:#x} is not a 64-bit device address")
-    return address.to_bytes(POINTER_BYTES, "little")
+    return address
+
+
+def _u32(value: int, name: str) -> int:
+    value = int(value)
+    if not 0 <= value < 2**32:
+        raise LaunchError(f"parameter {name!r}: {value} does not fit a u32")
+    return value
 
 
 def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:

@@ -26,6 +26,7 @@ from cubepy.ir import KernelDefinition, Param, Type, ops, walk
 
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
+BLOCK_ALIGN = TENSOR_MAP_ALIGN  # a packed parameter block starts here: the strictest alignment of any parameter
 _U32_MAX = 2**32 - 1
 POINTER_BYTES = 8
 WORD_BYTES = 4

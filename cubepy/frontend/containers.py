@@ -152,8 +152,7 @@ class BufferType:
     def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
-        rank = 1 if self.role == "array" else comp_arg.rank
-        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, rank)
+        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, comp_arg.rank)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

@@ -48,9 +48,10 @@ class Param:
     compilation argument, so of the cache key); checked accesses then compare against the ``len`` word,
     which the kernel's own ``i < a.len()`` guard reads too.  ``exclusive``: the launch checked that no other
     buffer or tensor-map argument overlaps this buffer's memory; a buffer the kernel never writes is then
-    read through the non-coherent path on the GPU (``noalias readonly``, ``ld.global.nc``).  ``rank``: the
-    number of dimensions the launch binds (1 for an array; None for a tensor compiled without a launch),
-    so shape and stride words sit at fixed places in parameter space.
+    read through the non-coherent path on the GPU (``noalias readonly``, ``ld.global.nc``).  ``rank``: a
+    tensor's number of dimensions as the launch binds them (None for a tensor compiled without a launch,
+    and for an array, whose rank is always 1: ``cubepy.compiler.abi.static_rank``), so shape and stride
+    words sit at fixed places in parameter space.
     """
 
     var: Variable

@@ -221,6 +221,7 @@ class HostTarget:
         self.shared_bytes = 0
         self.placed: dict[tuple[VarKind, int], int] = {}
         self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
+        self.param_bytes = 0  # the parameter block's size, set by the prologue
         self.host_calls: list = []  # host_async.HostCall per emulated instruction, indexed by its site
         self.op_table = CPU
         self._site = 0
@@ -248,7 +249,9 @@ class HostTarget:
         fn = lw.function
         params, unit = fn.args[0], fn.args[2]
         keys = iter((p.var.kind, p.var.id) for p in lw.definition.params)
-        for slot in abi.param_layout(lw.definition).slots:
+        layout = abi.param_layout(lw.definition)
+        self.param_bytes = layout.total_bytes  # the driver declares the block dereferenceable
+        for slot in layout.slots:
             where = b.gep(params, [ir.Constant(I64, slot.offset)], source_etype=I8)
             if slot.word is not None:
                 word = slot.word
@@ -513,7 +516,7 @@ class HostTarget:
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
 
-        emit_driver(lw.module, lw.function, lw.definition, self.suspends, self.barrier_rows)
+        emit_driver(lw.module, lw.function, lw.definition, self.suspends, self.param_bytes, self.barrier_rows)
 
     def unsupported_reason(self, operation: Operation) -> str | None:
         """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""

@@ -101,22 +101,28 @@ def emit_driver(
     unit: ir.Function,
     definition: KernelDefinition,
     suspends: frozenset[str],
+    param_bytes: int,
     barrier_rows: tuple[int, int] = (0, 0),
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
     ``suspends``: where units wait (``host.suspension_kinds``); empty for a plain function.
+    ``param_bytes``: the size of the parameter block (``abi.param_layout(definition).total_bytes``).
 
     ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
     are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
     """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
     params, cube, first, last = fn.args
-    # The parameter block (``abi.param_layout``, packed 64-byte aligned by the runtime) is read-only and
-    # nothing else writes it during the launch: LLVM may then hoist a length read out of a guarded branch.
-    block_bytes = abi.param_layout(definition).total_bytes
+    # The parameter block (packed ``abi.BLOCK_ALIGN``-aligned by the runtime) is read-only and nothing else
+    # writes it during the launch: LLVM may then hoist a length read out of a guarded branch.
     params.attributes = lt.RawArgumentAttributes(
-        ["noalias", "readonly", "align 64", *([f"dereferenceable({block_bytes})"] if block_bytes else [])]
+        [
+            "noalias",
+            "readonly",
+            f"align {abi.BLOCK_ALIGN}",
+            *([f"dereferenceable({param_bytes})"] if param_bytes else []),
+        ]
     )
     e = _Emitter(fn)
     b = e.b

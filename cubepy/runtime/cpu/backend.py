@@ -110,7 +110,7 @@ class CpuBackend:
         self.report_out_of_bounds = report_out_of_bounds
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        self._layouts: dict[int, tuple[HostKernel, int, kparams.ParamPacker, list[abi.MetadataWord]]] = {}
+        self._packers: dict[int, tuple[HostKernel, kparams.ParamPacker]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = threading.Lock()
@@ -134,13 +134,11 @@ class CpuBackend:
         if int(np.prod(cube_count)) > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
 
-    def _abi(self, kernel: HostKernel) -> tuple[int, kparams.ParamPacker, list[abi.MetadataWord]]:
-        found = self._layouts.get(id(kernel))
+    def _packer(self, kernel: HostKernel) -> kparams.ParamPacker:
+        found = self._packers.get(id(kernel))
         if found is None or found[0] is not kernel:
-            layout = abi.param_layout(kernel.definition)
-            found = (kernel, len(kernel.definition.buffers), kparams.ParamPacker(layout), layout.words)
-            self._layouts[id(kernel)] = found
-        return found[1], found[2], found[3]
+            found = self._packers[id(kernel)] = (kernel, kparams.ParamPacker(abi.param_layout(kernel.definition)))
+        return found[1]
 
     def run(
         self,
@@ -158,16 +156,12 @@ class CpuBackend:
             )
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
-        buffer_count, packer, words = self._abi(kernel)
-        if len(bindings.buffers) != buffer_count:
-            raise LaunchError(
-                f"kernel {kernel.name} takes {buffer_count} buffer(s) but {len(bindings.buffers)} were bound"
-            )
+        packer = self._packer(kernel)
+        metadata = packer.metadata(bindings.buffers, kernel.name)
         addresses = [
             int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
         ]
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
-        metadata = abi.pack_metadata(words, bindings.buffers)
         packed = packer.pack(addresses, bindings.scalars, maps, metadata)
         if not kernel.host_calls:
             self._release_spaces(kernel, self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data)))

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from cubepy.compiler import abi
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir import MAX_CUBE_DIM, KernelDefinition, launch_shape_problem
 from cubepy.runtime.bindings import Bindings
@@ -50,9 +49,7 @@ class CudaKernel:
     compiled: Any  # cubepy.compiler.compiled.CompiledKernel
     module: Any  # CUmodule
     function: Any  # CUfunction
-    layout: kparams.ParamLayout
-    words: tuple[abi.MetadataWord, ...]  # the by-value metadata parameters, in order
-    packer: kparams.ParamPacker  # the layout's byte format, worked out once
+    packer: kparams.ParamPacker  # the parameter layout and its byte format, worked out once
     loaded_from: str  # "cubin" or "ptx" (driver JIT)
     static_shared_bytes: int
     dynamic_shared_bytes: int
@@ -107,15 +104,12 @@ class CudaBackend:
                 "cuFuncSetAttribute",
                 f"MAX_DYNAMIC_SHARED_SIZE_BYTES = {dynamic} for kernel {compiled.name}",
             )
-        layout = kparams.param_layout(final)
         return CudaKernel(
             definition=final,
             compiled=compiled,
             module=module,
             function=function,
-            layout=layout,
-            words=tuple(layout.words),
-            packer=kparams.ParamPacker(layout),
+            packer=kparams.ParamPacker(kparams.param_layout(final)),
             loaded_from=loaded_from,
             static_shared_bytes=static,
             dynamic_shared_bytes=dynamic,
@@ -179,14 +173,9 @@ class CudaBackend:
             raise CubeError(SANITIZER_UNAVAILABLE)
         drv = self.device.driver
         # Everything that can fail on the host happens before anything is queued: a refused launch writes nothing.
-        buffer_count = len(kernel.definition.buffers)
-        if len(bindings.buffers) != buffer_count:
-            raise LaunchError(
-                f"kernel {kernel.name} takes {buffer_count} buffer(s) but {len(bindings.buffers)} were bound"
-            )
+        metadata = kernel.packer.metadata(bindings.buffers, kernel.name)
         addresses = [buffer_address(binding.handle) for binding in bindings.buffers]
         maps = [tensormaps.encode(arg, allocation_address(arg.handle), drv) for arg in bindings.tensor_maps]
-        metadata = abi.pack_metadata(kernel.words, bindings.buffers)
         packed = kernel.packer.pack(addresses, bindings.scalars, maps, metadata)
         grid = tuple(int(c) for c in cube_count)
         block = tuple(int(d) for d in kernel.definition.cube_dim)

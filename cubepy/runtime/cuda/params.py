@@ -31,7 +31,7 @@ from cubepy.compiler.abi import (  # noqa: F401  (the layout is the compiler ABI
 from cubepy.errors import LaunchError
 from cubepy.ir import Type
 
-BLOCK_ALIGN = abi.TENSOR_MAP_ALIGN  # the strictest alignment of any parameter
+BLOCK_ALIGN = abi.BLOCK_ALIGN
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,14 @@ class ParamPacker:
             fields.append(f"{layout.total_bytes - cursor}x")
         self.format = struct.Struct("".join(fields))
         self.offsets = np.array([slot.offset for slot in layout.slots], dtype=np.uint64)
+        self.words = layout.words
+
+    def metadata(self, buffers: Sequence[abi.BufferMetadata], kernel_name: str) -> list[int]:
+        """The metadata words for the bound buffers; LaunchError when the kernel takes another number of them."""
+        expected = self.counts["buffer"]
+        if len(buffers) != expected:
+            raise LaunchError(f"kernel {kernel_name} takes {expected} buffer(s) but {len(buffers)} were bound")
+        return abi.pack_metadata(self.words, buffers)
 
     def pack(
         self,

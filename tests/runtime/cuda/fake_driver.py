@@ -341,7 +341,7 @@ def _binding_from_words(driver: FakeDriver, param, address: int, words: dict) ->
     assert buffer_len <= storage.size // ty.line, f"buffer {slot}: the parameters say buffer_len {buffer_len}"
     storage = storage[: buffer_len * ty.line]
     if (slot, "shape", 0) in words:
-        rank = param.rank if param.role == "tensor" else 1
+        rank = sum(1 for buffer, field, _ in words if (buffer, field) == (slot, "shape"))
         shape = tuple(words[(slot, "shape", d)] for d in range(rank))
         strides = tuple(words[(slot, "stride", d)] for d in range(rank))
     else:

@@ -91,10 +91,12 @@ class _Workspace:
         """The ``cube`` argument of ``cubepy_run_cubes``."""
         return int(self.ctx.ctypes.data)
 
-    def __del__(self) -> None:
+    def __del__(self, _free=_LIBC_FREE) -> None:
+        # ``_free`` is bound at definition: contexts kept by a backend die at interpreter exit, after the
+        # module's globals are gone.
         for frame in self.frames.tolist():
             if frame:
-                _LIBC_FREE(frame)
+                _free(frame)
 
 
 class CpuBackend:

@@ -46,6 +46,8 @@ class HostKernel:
     llvm_opt: str
     timings: dict
     host_calls: tuple[HostCall, ...] = ()  # the TMA / mbarrier instructions the runtime emulates, by site
+    # how the cube's units run: "plain" (a loop), "unit loops" (loop fission at barriers), "coroutines"
+    shape: str = "plain"
 
 
 @functools.cache
@@ -144,4 +146,5 @@ def compile_host(
         llvm_opt=optimized,
         timings=timings,
         host_calls=tuple(target.host_calls),
+        shape="unit loops" if target.fission is not None else "coroutines" if target.coroutine else "plain",
     )

@@ -27,7 +27,7 @@ import numpy as np
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.debuginfo import DebugInfo, first_location
-from cubepy.compiler.targets import TargetLayer
+from cubepy.compiler.targets import PerUnitStorage, TargetLayer
 from cubepy.compiler.targets.nvptx import NvptxTarget
 from cubepy.errors import CompileError, CubeError
 from cubepy.ir import ConstTable, Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
@@ -95,6 +95,9 @@ class KernelLowering:
         self.memories: dict[tuple[VarKind, int], ir.Value] = {}
         self.builtins: dict[str, ir.Value] = {}
         self.loops: list[Loop] = []
+        # Set by a target that lowers a cube's units in loops (the host's fission at barriers): the per-unit
+        # frame holding the locals and local arrays it ``holds``.
+        self.per_unit: PerUnitStorage | None = None
         self.libdevice: set[str] = set()
         self._block_counter = 0
         self.function = self._declare_entry()
@@ -114,7 +117,7 @@ class KernelLowering:
         self._declare_memories()
         self._read_params()
         self._read_builtins()
-        self.lower_scope(self.definition.body)
+        self.target.lower_body(self, self.definition.body)
         if not self.builder.block.is_terminated:
             self.target.emit_return(self)
         self.target.finish(self)
@@ -196,7 +199,9 @@ class KernelLowering:
         return self.memories[key]
 
     def local_array(self, var: Variable) -> ir.Value:
-        """The entry-block alloca of a LOCAL_ARRAY (declared on first use)."""
+        """The entry-block alloca of a LOCAL_ARRAY (declared on first use), or its slot in the unit's frame."""
+        if self.per_unit is not None and self.per_unit.holds(var):
+            return self.per_unit.pointer(var)
         key = (VarKind.LOCAL_ARRAY, var.id)
         if key not in self.memories:
             if not var.length:
@@ -244,6 +249,8 @@ class KernelLowering:
         """The LLVM value of a variable read as an operand (registers: bool is i1)."""
         kind = var.kind
         if kind is VarKind.CONST:
+            if self.per_unit is not None and self.per_unit.holds(var):
+                return self.builder.load(self.per_unit.pointer(var), typ=lt.item_type(var.type))
             try:
                 return self.consts[var.id]
             except KeyError:
@@ -265,7 +272,9 @@ class KernelLowering:
         expected = lt.item_type(out.type)
         if value.type != expected:
             raise CompileError(f"internal: {out!r} expects {expected}, lowering produced {value.type}")
-        if out.kind is VarKind.CONST:
+        if out.kind is VarKind.CONST and self.per_unit is not None and self.per_unit.holds(out):
+            self.builder.store(value, self.per_unit.pointer(out))
+        elif out.kind is VarKind.CONST:
             if isinstance(value, ir.instructions.Instruction) and value.name.startswith("."):
                 value.name = f"v{out.id}"  # readable LLVM text: %v3 is the IR's %3
             self.consts[out.id] = value
@@ -275,7 +284,9 @@ class KernelLowering:
             raise CompileError(f"result {out!r} is a {out.kind.value}, expected a local")
 
     def slot(self, var: Variable) -> ir.Value:
-        """The alloca holding a MUT local."""
+        """The alloca holding a MUT local (its slot in the unit's frame, when the target keeps it per unit)."""
+        if self.per_unit is not None and self.per_unit.holds(var):
+            return self.per_unit.pointer(var)
         slot = self.slots.get(var.id)
         if slot is None:
             slot = self.slots[var.id] = self.alloca(lt.item_type(var.type), f"m{var.id}")

@@ -65,7 +65,7 @@ def lower_switch(lw: KernelLowering, inst: Instruction) -> None:
     lw.builder.position_at_end(join)
 
 
-def _loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: ir.Value, step: ir.Value) -> ir.Value:
+def loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: ir.Value, step: ir.Value) -> ir.Value:
     """Whether the loop runs another iteration: ``index < end`` going up, ``index > end`` going down."""
     b = lw.builder
     elem = op.start.elem
@@ -97,7 +97,7 @@ def lower_range_loop(lw: KernelLowering, inst: Instruction) -> None:
     b.branch(header)
     b.position_at_end(header)
     index = b.load(counter, typ=lt.item_type(op.start.type))
-    b.cbranch(_loop_test(lw, op, index, end, step), body, exit_)
+    b.cbranch(loop_test(lw, op, index, end, step), body, exit_)
     b.position_at_end(body)
     lw.define(op.index, index)
     lw.loops.append(Loop(latch, exit_))

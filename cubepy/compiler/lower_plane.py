@@ -18,6 +18,7 @@ Values of any type are shuffled as 32-bit words (64-bit values as two).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import llvmlite.ir as ir
 
@@ -28,6 +29,7 @@ from cubepy.compiler.lower_sync import sreg
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 FULL_MASK = ir.Constant(lt.I32, -1)
+PLANE_WIDTH = 32
 
 
 def active_mask(lw: KernelLowering) -> ir.Value:
@@ -105,6 +107,27 @@ def _full_plane(lw: KernelLowering, kind: str, scan: str | None, value: ir.Value
             shifted = shuffle(lw, "up", acc, ir.Constant(lt.I32, 1), FULL_MASK)
             identity = _identity(kind, elem, value.type)
             acc = b.select(b.icmp_unsigned("==", lane, ir.Constant(lt.I32, 0)), identity, shifted)
+    return acc
+
+
+def full_plane_lanes(
+    lw: KernelLowering, kind: str, scan: str | None, values: list[ir.Value], elem: ElemType
+) -> list[ir.Value]:
+    """``_full_plane`` for all 32 lanes of a plane at once, given each lane's value: the same combines in the
+    same order, so each lane's result is bit-equal to its shuffled one (for a target that lowers a plane's
+    lanes side by side: the host's loop fission)."""
+    acc = list(values)
+    if scan is None:
+        for offset in (16, 8, 4, 2, 1):
+            acc = [_combine(lw, kind, acc[lane], acc[lane ^ offset], elem) for lane in range(PLANE_WIDTH)]
+        return acc
+    for offset in (1, 2, 4, 8, 16):
+        acc = [
+            _combine(lw, kind, acc[lane], acc[lane - offset], elem) if lane >= offset else acc[lane]
+            for lane in range(PLANE_WIDTH)
+        ]
+    if scan == "exclusive":
+        acc = [_identity(kind, elem, values[0].type), *acc[:-1]]
     return acc
 
 
@@ -208,13 +231,48 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
         lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, _mask(lw, op)))
     else:  # sum, max, ..., inclusive_sum, exclusive_prod, ...
         scan, _, reduce_kind = kind.rpartition("_")
-        if elem in (F16, BF16):  # accumulate in f32 and round once, as the CPU runtime does
-            wide_t = ir.VectorType(lt.F32_TYPE, value.type.count) if op.value.type.is_line else lt.F32_TYPE
-            wide = b.fpext(value, wide_t)
-            result = plane_collective(lw, reduce_kind, scan or None, wide, F32, uniform=op.uniform)
-            lw.define(inst.out, b.fptrunc(result, value.type))
-        else:
-            lw.define(inst.out, plane_collective(lw, reduce_kind, scan or None, value, elem, uniform=op.uniform))
+
+        def collect(values: list[ir.Value], elem: ElemType) -> list[ir.Value]:
+            return [plane_collective(lw, reduce_kind, scan or None, values[0], elem, uniform=op.uniform)]
+
+        lw.define(inst.out, _widened(lw, op, [value], collect)[0])
+
+
+# The collectives ``plane_reduction_lanes`` computes for a whole plane at once.
+LANEWISE = (
+    ops.PlaneSum,
+    ops.PlaneProd,
+    ops.PlaneMin,
+    ops.PlaneMax,
+    ops.PlaneInclusiveSum,
+    ops.PlaneExclusiveSum,
+    ops.PlaneInclusiveProd,
+    ops.PlaneExclusiveProd,
+)
+
+
+def _widened(
+    lw: KernelLowering,
+    op: ops.PlaneOp,
+    values: list[ir.Value],
+    compute: Callable[[list[ir.Value], ElemType], list[ir.Value]],
+) -> list[ir.Value]:
+    """``compute`` on ``values`` of ``op``'s type; f16/bf16 accumulate in f32 and round once, as the CPU runtime does."""
+    assert op.value is not None
+    elem = op.value.elem
+    if elem not in (F16, BF16):
+        return compute(values, elem)
+    b = lw.builder
+    narrow_t = values[0].type
+    wide_t = ir.VectorType(lt.F32_TYPE, narrow_t.count) if op.value.type.is_line else lt.F32_TYPE
+    results = compute([b.fpext(v, wide_t) for v in values], F32)
+    return [b.fptrunc(r, narrow_t) for r in results]
+
+
+def plane_reduction_lanes(lw: KernelLowering, op: ops.PlaneOp, values: list[ir.Value]) -> list[ir.Value]:
+    """The results of the whole-plane reduction or scan ``op`` (one of ``LANEWISE``) for its 32 lanes' values."""
+    scan, _, reduce_kind = op.name.removeprefix("plane_").rpartition("_")
+    return _widened(lw, op, values, lambda vs, e: full_plane_lanes(lw, reduce_kind, scan or None, vs, e))
 
 
 lowers(*ops.PLANE_OPS)(lower_plane)

@@ -47,6 +47,10 @@ _UNIFORM_RESULTS = (
     ops.PlaneAny,
     ops.PlaneBallot,
 )
+# The builtins every unit of a cube reads the same.
+_CUBE_UNIFORM_BUILTINS = frozenset(
+    name for name in BUILTINS if not name.startswith(("absolute_pos", "unit_pos", "plane_pos"))
+)
 _Key = tuple[VarKind, int]
 _JUMPS = {branch.Break: "break", branch.Continue: "continue", branch.Return: "return"}
 
@@ -65,13 +69,35 @@ def plane_uniform_pass(definition: KernelDefinition) -> KernelDefinition:
     return definition if body == definition.body else attrs.evolve(definition, body=body)
 
 
-class _Analysis:
-    """One walk over the body in program order, marking plane collectives given the divergent locals."""
+def cube_uniform_control(definition: KernelDefinition) -> frozenset[int]:
+    """``id()`` of each branch and loop of ``definition.body`` that every unit of the cube still running reaches
+    and decides the same way (cube-uniform condition or bounds, in cube-uniform control).
 
-    def __init__(self, divergent_muts: set[_Key]) -> None:
+    The rules above with the cube in place of the plane: a unit's position in its cube or plane is divergent,
+    no plane collective's result is uniform, and a ``return`` makes nothing divergent (the units left decide
+    alike).  A ``range_loop`` listed here has a ``break``/``continue`` taken by all units or by none.
+    """
+    divergent_muts: set[_Key] = set()
+    while True:
+        analysis = _Analysis(divergent_muts, cube=True)
+        analysis.scope(definition.body, uniform=True)
+        if analysis.divergent_muts == divergent_muts:
+            return frozenset(analysis.uniform_control)
+        divergent_muts = set(analysis.divergent_muts)
+
+
+class _Analysis:
+    """One walk over the body in program order, marking plane collectives given the divergent locals.
+
+    ``cube``: decide uniformity over the cube's running units instead (``cube_uniform_control``)."""
+
+    def __init__(self, divergent_muts: set[_Key], cube: bool = False) -> None:
         self.divergent_muts = set(divergent_muts)
         self.uniform_consts: set[_Key] = set()
         self.returned = False  # part of the plane may have returned before this point
+        self.cube = cube
+        self.uniform_builtins = _CUBE_UNIFORM_BUILTINS if cube else _UNIFORM_BUILTINS
+        self.uniform_control: set[int] = set()  # id() of branches and loops decided alike, in uniform control
 
     def value(self, var: Variable) -> bool:
         """Whether ``var`` holds the same value on every unit of a plane."""
@@ -79,7 +105,7 @@ class _Analysis:
         if kind in (VarKind.CONSTANT, VarKind.SCALAR, VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY):
             return True  # memories stand for themselves (their metadata is uniform, their items are not)
         if kind is VarKind.BUILTIN:
-            return var.name in _UNIFORM_BUILTINS
+            return var.name in self.uniform_builtins
         if kind is VarKind.MUT:
             return (kind, var.id) not in self.divergent_muts
         return (kind, var.id) in self.uniform_consts
@@ -110,7 +136,7 @@ class _Analysis:
         """One instruction in a context that is (or is not) reached by the whole plane."""
         operation = inst.operation
         if isinstance(operation, tuple(_JUMPS)):
-            if uniform:
+            if uniform or (self.cube and isinstance(operation, branch.Return)):
                 return inst, set()
             if isinstance(operation, branch.Return):
                 self.returned = True
@@ -122,7 +148,7 @@ class _Analysis:
         if isinstance(operation, ops.PlaneOp):
             if operation.uniform != uniform:
                 inst = attrs.evolve(inst, operation=attrs.evolve(operation, uniform=uniform))
-            result_uniform = uniform and isinstance(operation, _UNIFORM_RESULTS)
+            result_uniform = uniform and not self.cube and isinstance(operation, _UNIFORM_RESULTS)
             if isinstance(operation, ops.PlaneBroadcast):
                 result_uniform = uniform and operation.arg is not None and self.value(operation.arg)
             if inst.out is not None:
@@ -141,6 +167,8 @@ class _Analysis:
         assert isinstance(operation, (branch.If, branch.IfElse, branch.Switch))
         cond = operation.value if isinstance(operation, branch.Switch) else operation.cond
         inner = uniform and self.value(cond)
+        if inner:
+            self.uniform_control.add(id(inst))
         jumps: set[str] = set()
         changes: dict[str, object] = {}
         if isinstance(operation, branch.Switch):
@@ -166,11 +194,15 @@ class _Analysis:
         if isinstance(operation, branch.RangeLoop):
             inner = uniform and all(self.value(v) for v in operation.operands())
             self.define(operation.index, inner)
+        decided = set(self.uniform_control)
         body, jumps = self.scope(operation.body, inner)
         if inner and jumps:  # part of the plane leaves or skips an iteration: later iterations diverge
+            self.uniform_control = decided  # so does what the body decided alike
             if isinstance(operation, branch.RangeLoop):
                 self.define(operation.index, False)
             body, jumps = self.scope(operation.body, False)
+        elif inner:
+            self.uniform_control.add(id(inst))
         return _evolve(inst, {"body": body}), jumps & {"return"}
 
 

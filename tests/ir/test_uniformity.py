@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cubepy.ir import BOOL, F32, U32, builtin, ops, walk
-from cubepy.ir.uniformity import plane_uniform_pass
+from cubepy.ir.uniformity import cube_uniform_control, plane_uniform_pass
 from tests.irbuild import KernelBuilder, T, lit
 
 
@@ -151,3 +151,56 @@ def test_the_flag_is_printed():
     _sum(kb, out)
     text = str(next(i for i in walk(plane_uniform_pass(kb.build()).body) if i.op == "plane_sum"))
     assert "= plane_sum %" in text and text.split("  ;")[0].endswith(" {uniform=True}"), text
+
+
+# -- cube_uniform_control: the branches and loops every running unit of a cube takes alike --------------
+
+
+def _cube_uniform(kb: KernelBuilder) -> list[bool]:
+    """For every branch and loop of the kernel in program order: whether the cube decides it alike."""
+    definition = kb.build()
+    decided = cube_uniform_control(definition)
+    controls = (ops.branch.If, ops.branch.IfElse, ops.branch.RangeLoop, ops.branch.Loop)
+    return [id(inst) in decided for inst in walk(definition.body) if isinstance(inst.operation, controls)]
+
+
+@pytest.mark.parametrize(
+    "builtin_name, uniform",
+    [("cube_pos", True), ("cube_count", True), ("plane_pos", False), ("unit_pos_plane", False), ("unit_pos", False)],
+)
+def test_the_cube_decides_alike_only_on_builtins_equal_on_all_its_units(builtin_name, uniform):
+    kb = KernelBuilder("k")
+    out = kb.array(T(F32))
+    with kb.if_(kb.compare("eq", builtin(builtin_name), lit(0, U32))):
+        kb.store(out, lit(0, U32), lit(1.0, F32))
+    assert _cube_uniform(kb) == [uniform]
+
+
+def test_a_plane_reduction_is_not_cube_uniform():
+    kb = KernelBuilder("k")
+    out = kb.array(T(F32))
+    total = kb.plane("sum", lit(1.0, F32))
+    with kb.if_(kb.compare("lt", total, lit(3.0, F32))):
+        kb.store(out, lit(0, U32), total)
+    assert _cube_uniform(kb) == [False]
+
+
+def test_a_return_leaves_the_units_still_running_alike():
+    kb = KernelBuilder("k")
+    out, n = kb.array(T(F32)), kb.scalar(T(U32))
+    with kb.if_(kb.compare("ge", builtin("unit_pos"), n)):
+        kb.return_()
+    with kb.range_loop(lit(0, U32), n):
+        kb.store(out, builtin("unit_pos"), lit(1.0, F32))
+    assert _cube_uniform(kb) == [False, True]
+
+
+def test_a_per_unit_break_undoes_what_the_loop_body_decided_alike():
+    kb = KernelBuilder("k")
+    out, n = kb.array(T(F32)), kb.scalar(T(U32))
+    with kb.range_loop(lit(0, U32), n):
+        with kb.if_(kb.compare("lt", n, lit(4, U32))):  # uniform on the first walk of the body
+            kb.store(out, lit(0, U32), lit(1.0, F32))
+        with kb.if_(kb.compare("eq", builtin("unit_pos"), lit(3, U32))):
+            kb.break_()
+    assert _cube_uniform(kb) == [False, False, False]

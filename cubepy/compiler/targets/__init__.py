@@ -16,8 +16,18 @@ if TYPE_CHECKING:
     import llvmlite.ir as ir
 
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Instruction, Variable
+    from cubepy.ir import Instruction, Scope, Variable
     from cubepy.ir.ops import Operation
+
+
+class PerUnitStorage(Protocol):
+    """Where a target that lowers the units of a cube in loops keeps the variables each unit owns."""
+
+    def holds(self, var: Variable) -> bool:
+        """Whether ``var`` (a local or a local array) is kept per unit."""
+
+    def pointer(self, var: Variable) -> ir.Value:
+        """The address of ``var`` for the unit being lowered."""
 
 
 class TargetLayer(Protocol):
@@ -40,6 +50,9 @@ class TargetLayer(Protocol):
 
     def prologue(self, lw: KernelLowering) -> None:
         """Emit what must precede the kernel body in the entry block (after the entry exists)."""
+
+    def lower_body(self, lw: KernelLowering, body: Scope) -> None:
+        """Lower the kernel's body (``lw.lower_scope``, or the target's own arrangement of it)."""
 
     def declare_memories(self, lw: KernelLowering) -> None:
         """Place every shared memory, barrier and local array of the kernel into ``lw.memories``."""

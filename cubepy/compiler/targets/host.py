@@ -42,7 +42,8 @@ from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Instruction, KernelDefinition, Variable
+    from cubepy.compiler.targets.host_fission import CubeLoops
+    from cubepy.ir import Instruction, KernelDefinition, Scope, Variable
     from cubepy.ir.ops import Operation
 
 # The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
@@ -155,7 +156,18 @@ def suspension_kinds(definition: KernelDefinition) -> frozenset[str]:
     return frozenset(kind for kind, waits in _WAITS.items() if any(issubclass(cls, waits) for cls in found))
 
 
-def _frame_allocator(module: ir.Module) -> ir.Function:
+def _waits_only_at_split_points(definition: KernelDefinition) -> bool:
+    """Whether every operation a unit waits at is a barrier or a plane collective (``host_fission`` decides
+    which of those it can split at): no mbarrier, tensor-core collective or reducing barrier."""
+    waits = tuple(cls for group in _WAITS.values() for cls in group)
+    splittable = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp)
+    return all(
+        isinstance(inst.operation, splittable) or not isinstance(inst.operation, waits)
+        for inst in walk(definition.body)
+    )
+
+
+def frame_allocator(module: ir.Module) -> ir.Function:
     """``ptr cubepy.frame(ptr slot, i64 bytes)``: the frame in ``*slot``, allocated on the slot's first use.
 
     A function of its own so that the coroutine's entry block keeps no branch (its allocas stay there)."""
@@ -217,7 +229,15 @@ class HostTarget:
         self.triple = triple
         self.data_layout = data_layout
         self.suspends = suspension_kinds(definition)
+        from cubepy.compiler.targets.host_fission import plan_fission
+
+        # A kernel whose barriers all sit in cube-uniform control runs its units in loops between them.
+        self.fission = plan_fission(definition) if _waits_only_at_split_points(definition) else None
+        if self.fission is not None:
+            self.suspends = frozenset()
         self.coroutine = bool(self.suspends)
+        self.cube_loops: CubeLoops | None = None
+        self.tid: tuple[ir.Value, ir.Value, ir.Value] | None = None  # in a loop over units: its x, y, z
         self.shared_bytes = 0
         self.placed: dict[tuple[VarKind, int], int] = {}
         self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
@@ -232,10 +252,18 @@ class HostTarget:
         """``ptr|void <name>.unit(ptr params, ptr cube, i32 unit)``, internal: the driver calls it."""
         ret = PTR if self.coroutine else lt.VOID
         # ctaid comes as arguments (not from the context): LLVM then knows it cannot change inside a cube.
-        function = ir.Function(lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32]), f"{lw.name}.unit")
+        # A whole cube's function (fission) also takes its shared block and per-unit frame, as ``noalias``
+        # arguments: LLVM then knows that no buffer aliases them and vectorizes the loops over units.
+        extra = [PTR, PTR] if self.fission is not None else []
+        function = ir.Function(
+            lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32, *extra]), f"{lw.name}.unit"
+        )
         function.linkage = "internal"
-        for arg, name in zip(function.args, ("params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z")):
+        names = ("params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z", "shared_block", "frame")
+        for arg, name in zip(function.args, names):
             arg.name = name
+        for arg in function.args[6:]:
+            arg.attributes = lt.RawArgumentAttributes(["noalias", f"align {SHARED_ALIGN}"])
         function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
         return function
 
@@ -277,7 +305,8 @@ class HostTarget:
         self.unit = unit
         self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
         self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
-        self.shared = b.addrspacecast(self._ctx_load(b, CTX_SHARED, PTR, "shared_block"), lt.SHARED_PTR)
+        block = fn.args[6] if self.fission is not None else self._ctx_load(b, CTX_SHARED, PTR, "shared_block")
+        self.shared = b.addrspacecast(block, lt.SHARED_PTR)
         if not self.coroutine:
             return
         unit64 = b.zext(unit, I64)
@@ -296,11 +325,38 @@ class HostTarget:
         # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
         rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
         frames = self._ctx_load(b, CTX_FRAMES, PTR, "frames")
-        memory = b.call(_frame_allocator(lw.module), [b.gep(frames, [unit64], source_etype=PTR), rounded])
+        memory = b.call(frame_allocator(lw.module), [b.gep(frames, [unit64], source_etype=PTR), rounded])
         self.handle = lw.call_in(b, "llvm.coro.begin", PTR, [self.coro_id, memory])
         self._ret_block = fn.append_basic_block("coro.ret")
         self._cleanup_block = fn.append_basic_block("coro.cleanup")
         self._final_block = fn.append_basic_block("coro.final")
+
+    def lower_body(self, lw: KernelLowering, body: Scope) -> None:
+        """The body as written (one unit), or, for a kernel with a fission plan, as loops over the cube's units."""
+        if self.fission is None:
+            lw.lower_scope(body)
+            return
+        from cubepy.compiler.targets.host_fission import CubeLoops
+
+        self.cube_loops = CubeLoops(lw, self, self.fission)
+        self.cube_loops.lower(body)
+
+    def enter_unit(self, lw: KernelLowering, unit: ir.Value, tid: tuple[ir.Value, ir.Value, ir.Value]) -> None:
+        """In a loop over units: what follows is unit ``unit`` at ``tid`` (its builtins are read again)."""
+        from cubepy.compiler.lower_sync import read_builtin
+        from cubepy.compiler.targets.host_fission import UNIT_BUILTINS
+
+        b = lw.builder
+        self.unit, self.tid = unit, tid
+        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
+        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
+        for name in list(lw.builtins):
+            if name.startswith(UNIT_BUILTINS):
+                lw.builtins[name] = read_builtin(lw, name)
+
+    def frame(self, lw: KernelLowering) -> ir.Value:
+        """The per-unit frame of a whole cube's function (its ``noalias`` argument)."""
+        return lw.function.args[7]
 
     def declare_memories(self, lw: KernelLowering) -> None:
         """Shared memories and mbarriers at their offsets in the cube's shared block; local arrays as allocas."""
@@ -317,7 +373,8 @@ class HostTarget:
                 self.shared, [ir.Constant(I64, offset)], source_etype=I8, name=f"{key[0].value}{key[1]}"
             )
         for var in lw.definition.local_arrays:
-            lw.local_array(var)
+            if self.fission is None:  # else each unit's array is in the frame
+                lw.local_array(var)
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
         """``tid`` from the unit index and the static cube_dim; ``ctaid``/``nctaid`` from the cube context."""
@@ -326,6 +383,8 @@ class HostTarget:
         base, _, axis = name.partition(".")
         if name == "laneid":
             return self.lane
+        if base == "tid" and self.tid is not None:
+            return self.tid["xyz".index(axis)]
         if base == "tid":
             if axis == "x":
                 return b.urem(self.unit, ir.Constant(I32, x)) if x > 1 else ir.Constant(I32, 0)
@@ -493,8 +552,10 @@ class HostTarget:
 
     # -- the end of a unit ---------------------------------------------------------------------------
     def emit_return(self, lw: KernelLowering) -> None:
-        """Plain: ``ret``; coroutine: go to the final suspend."""
-        if self.coroutine:
+        """Plain: ``ret``; coroutine: go to the final suspend; in a loop over units: end that unit's stretch."""
+        if self.cube_loops is not None and self.cube_loops.next_unit is not None:
+            self.cube_loops.unit_returns()
+        elif self.coroutine:
             lw.builder.branch(self._final_block)
         else:
             lw.builder.ret_void()
@@ -516,7 +577,15 @@ class HostTarget:
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
 
-        emit_driver(lw.module, lw.function, lw.definition, self.suspends, self.param_bytes, self.barrier_rows)
+        emit_driver(
+            lw.module,
+            lw.function,
+            lw.definition,
+            self.suspends,
+            self.param_bytes,
+            self.barrier_rows,
+            whole_cube=self.cube_loops.frame_bytes if self.cube_loops is not None else None,
+        )
 
     def unsupported_reason(self, operation: Operation) -> str | None:
         """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""

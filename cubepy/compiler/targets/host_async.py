@@ -86,7 +86,7 @@ def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Va
     for index, value in enumerate(operands):
         b.store(value, b.gep(block, [ir.Constant(I64, index)], source_etype=I64))
     fn = lw.function
-    result = lw.call(HOST_OP_SYMBOL, I64, [fn.args[0], fn.args[1], fn.args[2], site, block])
+    result = lw.call(HOST_OP_SYMBOL, I64, [fn.args[0], fn.args[1], target.unit, site, block])
     return result
 
 

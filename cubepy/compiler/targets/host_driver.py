@@ -23,6 +23,7 @@ from cubepy.compiler.targets.host import (
     CTX_CTAID,
     CTX_EPOCH,
     CTX_FAULT,
+    CTX_FRAMES,
     CTX_HANDLES,
     CTX_MASK,
     CTX_NCTAID,
@@ -35,6 +36,7 @@ from cubepy.compiler.targets.host import (
     DRIVER_NAME,
     PLANE,
     RUNNABLE,
+    frame_allocator,
 )
 from cubepy.ir import KernelDefinition, ops, walk
 
@@ -103,11 +105,16 @@ def emit_driver(
     suspends: frozenset[str],
     param_bytes: int,
     barrier_rows: tuple[int, int] = (0, 0),
+    whole_cube: int | None = None,
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
     ``suspends``: where units wait (``host.suspension_kinds``); empty for a plain function.
     ``param_bytes``: the size of the parameter block (``abi.param_layout(definition).total_bytes``).
+
+    ``whole_cube``: the unit function runs every unit of the cube itself (``host_fission``): call it once per
+    cube, with the shared block and a frame of this many bytes (the context's first frame slot, allocated
+    on first use and kept for the next cube and launch).
 
     ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
     are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
@@ -158,6 +165,12 @@ def emit_driver(
                 module, ir.FunctionType(lt.VOID, [PTR, I8, I64, I1]), "llvm.memset.p0.i64"
             )
             b.call(memset, [rows, _const(0, I8), _const(barrier_rows[1], I64), _const(0, I1)])
+        if whole_cube is not None:
+            shared = b.load(ctx(CTX_SHARED), typ=PTR)
+            frames = b.load(ctx(CTX_FRAMES), typ=PTR)
+            frame = b.call(frame_allocator(module), [frames, _const(max(whole_cube, 1), I64)])
+            b.call(unit, [params, cube, _const(0), *ctaid, shared, frame])
+            return
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
             return

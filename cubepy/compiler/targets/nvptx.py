@@ -18,7 +18,7 @@ from cubepy.ir.kernel import written_slots
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Instruction, Variable
+    from cubepy.ir import Instruction, Scope, Variable
     from cubepy.ir.ops import Operation
 
 _SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
@@ -86,6 +86,10 @@ class NvptxTarget:
 
     def prologue(self, lw: KernelLowering) -> None:
         """Nothing: a PTX kernel's entry needs no setup."""
+
+    def lower_body(self, lw: KernelLowering, body: Scope) -> None:
+        """Every unit runs the body as written."""
+        lw.lower_scope(body)
 
     def declare_memories(self, lw: KernelLowering) -> None:
         """Shared memories as ``addrspace(3)`` globals (one dynamic array above 48 KiB), mbarriers as i64 globals."""

@@ -62,6 +62,7 @@ class DifferentialReport:
         self.within_ulp: list[str] = []
         self.differences: list[dict] = []
         self.skipped: dict[str, str] = {}
+        self.shapes: dict[str, str] = {}  # kernel -> how its units ran on cpu (HostKernel.shape)
 
     def as_dict(self) -> dict:
         """A JSON-able summary."""
@@ -71,6 +72,7 @@ class DifferentialReport:
             "within_ulp": sorted(set(self.within_ulp)),
             "differences": self.differences,
             "skipped": self.skipped,
+            "shapes": self.shapes,
         }
 
     def write(self, path: str) -> None:
@@ -84,6 +86,7 @@ class DifferentialReport:
             data["within_ulp"] = sorted(set(data["within_ulp"]) | set(old["within_ulp"]))
             data["differences"] += old["differences"]
             data["skipped"].update(old["skipped"])
+            data["shapes"].update(old.get("shapes", {}))
         with open(path, "w") as handle:
             json.dump(data, handle, indent=1)
 
@@ -102,9 +105,10 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     width = a.dtype.itemsize * 8
     ints = {16: np.int16, 32: np.int32, 64: np.int64}[width]
     ia, ib = a.view(ints).astype(np.int64), b.view(ints).astype(np.int64)
-    top = np.int64(1) << (width - 1)
-    oa = np.where(ia < 0, -(ia + top), ia) if width < 64 else np.where(ia < 0, -(ia & (top - 1)), ia)
-    ob = np.where(ib < 0, -(ib + top), ib) if width < 64 else np.where(ib < 0, -(ib & (top - 1)), ib)
+    # A negative float's bits count down from the sign bit: -(bits without the sign) orders it below +0.
+    magnitude = np.int64((1 << (width - 1)) - 1)  # every bit but the sign (no int64 overflow for f64)
+    oa = np.where(ia < 0, -(ia & magnitude), ia)
+    ob = np.where(ib < 0, -(ib & magnitude), ib)
     distance = np.abs(oa - ob)
     both_nan = np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64))
     return np.where(both_nan, 0, distance)
@@ -158,6 +162,7 @@ class DifferentialBackend:
             storage[...] = saved
         self.cpu.run(cpu_artifact, cube_count, bindings, sanitize=False)
         self.report.compared.append(name)
+        self.report.shapes[name] = cpu_artifact.shape
         for storage, want in zip(storages.values(), expected):
             got = storage.copy()
             storage[...] = want

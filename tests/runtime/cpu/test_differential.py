@@ -40,11 +40,14 @@ def test_cubecl_suite_and_examples_agree_on_interp_and_cpu(tmp_path):
     )
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-4000:]
     report = json.loads(report_path.read_text())
+    shapes = sorted(report["shapes"].values())
     print(
         f"\ncompared {report['compared']} launches of {len(report['kernels'])} kernels; "
-        f"within the ULP bound: {report['within_ulp']}; cpu-unsupported: {sorted(report['skipped'])}"
+        f"within the ULP bound: {report['within_ulp']}; cpu-unsupported: {sorted(report['skipped'])}; "
+        f"units ran as: {', '.join(f'{shape} {shapes.count(shape)}' for shape in sorted(set(shapes)))}"
     )
     assert report["differences"] == []
+    assert "unit loops" in report["shapes"].values()  # loop fission at barriers is among what is compared
     assert len(report["kernels"]) >= 80
     assert set(report["skipped"]) == EXPECTED_UNSUPPORTED
     for reason in report["skipped"].values():

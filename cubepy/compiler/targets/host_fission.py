@@ -1,0 +1,419 @@
+"""Loop fission at barriers: the host target runs a cube's units side by side between two ``sync_cube``s.
+
+A kernel qualifies when its units wait only at *split points*, and every split point sits in control that
+all running units of the cube take alike (``cubepy.ir.uniformity.cube_uniform_control``): in the body
+itself, or inside ``range_loop``s, ``if``s and ``if_else``s whose bounds or conditions are cube-uniform,
+with no ``break`` or ``continue`` leaving such a loop.  The split points are ``sync_cube``, ``sync_plane``
+and the plane reductions and scans (``plane_sum`` ... ``plane_exclusive_prod``) that the whole plane
+reaches (``uniform=True``, ``cubepy.ir.uniformity``).
+
+Such a body is cut at its split points into *stretches*.  Each stretch becomes one loop over the cube's units,
+``for z: for y: for x: <the stretch for unit (x, y, z)>``; the loops and branches that hold barriers are
+lowered once for the whole cube around them, reading their bounds and conditions from the first unit still
+running.  Every unit finishes a stretch before any unit starts the next, which is all a barrier promises,
+and the innermost loop, over ``x``, is one LLVM can vectorize across units.  A plane reduction or scan
+between two stretches runs once per plane over its 32 units' values, with the butterfly or Hillis-Steele
+combines of the shuffled form in the same order (``lower_plane.full_plane_lanes``), so each unit gets
+the bits it gets there.
+
+A local that one stretch writes and another reads (or that a loop holding a barrier carries from one
+iteration to the next) and every local array live in a per-unit *frame*: one array per variable, indexed
+by the unit's linear position, so consecutive units are consecutive elements.  The frame is allocated once
+per worker thread and reused cube after cube (the cube context's first frame slot).  When the kernel has a
+``return``, the frame also holds a running flag per unit: ``return`` clears it and ends the unit's stretch,
+and later stretches skip the unit, as a barrier on the GPU stops counting a unit that has exited.
+
+Anything else (barriers or collectives under divergent control, shuffles, votes, mbarriers,
+``sync_cube_count``) runs as coroutines (``cubepy.compiler.targets.host``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_plane import LANEWISE, PLANE_WIDTH, plane_reduction_lanes
+from cubepy.ir import KernelDefinition, VarKind, ops, walk
+from cubepy.ir.ops import branch
+from cubepy.ir.scope import child_scopes
+from cubepy.ir.uniformity import cube_uniform_control
+from cubepy.ir.variable import LOCAL_KINDS
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+    from cubepy.compiler.targets.host import HostTarget
+    from cubepy.ir import Instruction, Scope, Variable
+
+I8, I32, I64, PTR = ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
+FRAME_ARRAY_ALIGN = 64  # each per-unit array starts on a cache line (and a 512-bit vector)
+_Key = tuple[VarKind, int]
+_SPLITTABLE = (branch.RangeLoop, branch.If, branch.IfElse)
+# The builtins that differ between the units of a cube: read again in every loop over units.
+UNIT_BUILTINS = ("absolute_pos", "unit_pos", "plane_pos")
+
+
+@attrs.frozen
+class FissionPlan:
+    """How a qualifying kernel runs: which instructions are lowered once per cube, and what lives per unit."""
+
+    split: frozenset[int]  # id() of the loops and branches holding a barrier (lowered once per cube)
+    per_unit: tuple[Variable, ...]  # locals and local arrays kept per unit, in the frame
+    returns: bool  # the kernel has a ``return``: the frame holds a running flag per unit
+
+
+def _is_split_point(inst: Instruction) -> bool:
+    """A barrier or a plane collective; whether it may split the body is ``_splits``' question."""
+    return isinstance(inst.operation, (ops.SyncCube, ops.SyncPlane, ops.PlaneOp))
+
+
+def _splits(inst: Instruction) -> bool:
+    """Whether ``inst``, met where stretches may be cut, is a split point the fission handles."""
+    op = inst.operation
+    if isinstance(op, (ops.SyncCube, ops.SyncPlane)):
+        return True
+    return isinstance(op, LANEWISE) and op.uniform
+
+
+def _holds_split_point(inst: Instruction) -> bool:
+    return any(_is_split_point(i) for scope in child_scopes(inst.operation) for i in walk(scope))
+
+
+def _leaves_loop(inst: Instruction) -> bool:
+    """Whether ``inst`` is, or holds outside any nested loop, a ``break``/``continue`` of the loop around it."""
+    if isinstance(inst.operation, (branch.Break, branch.Continue)):
+        return True
+    if isinstance(inst.operation, (branch.RangeLoop, branch.Loop)):
+        return False
+    return any(_leaves_loop(i) for scope in child_scopes(inst.operation) for i in scope.instructions)
+
+
+def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
+    """The plan for ``definition`` when it qualifies (see the module's docstring), else None."""
+    instructions = list(walk(definition.body))
+    if not any(_is_split_point(i) for i in instructions):
+        return None
+    uniform = cube_uniform_control(definition)
+    split: set[int] = set()
+
+    def qualifies(scope: Scope, in_split_loop: bool) -> bool:
+        for inst in scope.instructions:
+            op = inst.operation
+            if _is_split_point(inst):
+                if not _splits(inst):
+                    return False
+                continue
+            if not _holds_split_point(inst):
+                if in_split_loop and _leaves_loop(inst):
+                    return False
+                continue
+            if not isinstance(op, _SPLITTABLE) or id(inst) not in uniform:
+                return False
+            split.add(id(inst))
+            inner = in_split_loop or isinstance(op, branch.RangeLoop)
+            if not all(qualifies(child, inner) for child in child_scopes(op)):
+                return False
+        return True
+
+    if not qualifies(definition.body, False):
+        return None
+    frozen = frozenset(split)
+    per_unit = _Stretches(frozen).per_unit(definition)
+    arrays = tuple(definition.local_arrays)
+    returns = any(isinstance(i.operation, branch.Return) for i in instructions)
+    return FissionPlan(frozen, per_unit + arrays, returns)
+
+
+class _Stretches:
+    """Numbers the stretches of a body and finds the locals that more than one of them touches."""
+
+    def __init__(self, split: frozenset[int]) -> None:
+        self.split = split
+        self.count = 0
+        self.touched: dict[_Key, set[int]] = defaultdict(set)
+        self.variables: dict[_Key, Variable] = {}
+        self.in_loops: set[int] = set()  # stretches inside a loop that holds a barrier
+        self.uniform_indices: set[_Key] = set()  # indices of split loops: one value for the whole cube
+
+    def new(self, in_loop: bool) -> int:
+        self.count += 1
+        if in_loop:
+            self.in_loops.add(self.count)
+        return self.count
+
+    def touch(self, var: Variable, stretch: int) -> None:
+        if var.kind in LOCAL_KINDS:
+            key = (var.kind, var.id)
+            self.touched[key].add(stretch)
+            self.variables[key] = var
+
+    def scope(self, scope: Scope, in_loop: bool) -> None:
+        stretch = self.new(in_loop)
+        for inst in scope.instructions:
+            op = inst.operation
+            if isinstance(op, (ops.SyncCube, ops.SyncPlane)):
+                stretch = self.new(in_loop)
+            elif isinstance(op, ops.PlaneOp):  # reads and writes the units' frames between two stretches
+                for var in (*op.operands(), *inst.outputs):
+                    self.touch(var, self.new(in_loop))
+                stretch = self.new(in_loop)
+            elif id(inst) in self.split:
+                header = self.new(in_loop)  # the cube-wide control reads its operands from a unit's frame
+                for var in op.operands():
+                    self.touch(var, header)
+                if isinstance(op, branch.RangeLoop):
+                    self.uniform_indices.add((op.index.kind, op.index.id))
+                for child in child_scopes(op):
+                    self.scope(child, in_loop or isinstance(op, branch.RangeLoop))
+                stretch = self.new(in_loop)
+            else:
+                for nested in _instructions(inst):
+                    for var in (*nested.operation.operands(), *nested.outputs):
+                        self.touch(var, stretch)
+                    if isinstance(nested.operation, branch.RangeLoop):
+                        self.touch(nested.operation.index, stretch)
+
+    def per_unit(self, definition: KernelDefinition) -> tuple[Variable, ...]:
+        """The locals kept per unit: touched by two stretches, or mutable inside a loop that holds a barrier
+        (its value may come from the previous iteration's stretch)."""
+        self.scope(definition.body, False)
+        kept = []
+        for key, stretches in self.touched.items():
+            if key in self.uniform_indices:
+                continue
+            carried = key[0] is VarKind.MUT and bool(stretches & self.in_loops)
+            if len(stretches) > 1 or carried:
+                kept.append(self.variables[key])
+        return tuple(sorted(kept, key=lambda v: (v.kind.value, v.id)))
+
+
+def _instructions(inst: Instruction) -> Iterator[Instruction]:
+    yield inst
+    for scope in child_scopes(inst.operation):
+        yield from walk(scope)
+
+
+class CubeLoops:
+    """Lowers a qualifying body (``FissionPlan``) into loops over the cube's units; ``KernelLowering`` asks it
+    where a per-unit variable lives (``holds``, ``pointer``) for the unit being lowered."""
+
+    def __init__(self, lw: KernelLowering, target: HostTarget, plan: FissionPlan) -> None:
+        self.lw, self.target, self.plan = lw, target, plan
+        self.units = lw.definition.units_per_cube
+        self.unit: ir.Value = ir.Constant(I32, 0)  # whose frame slots ``pointer`` addresses now
+        self.next_unit: ir.Block | None = None  # inside a loop over units: where that unit's stretch ends
+        self.types: dict[_Key, ir.Type] = {}
+        self.offsets: dict[_Key, int] = {}
+        target_data = llvm.create_target_data(lw.module.data_layout)
+        end = 0
+        for var in plan.per_unit:
+            key = (var.kind, var.id)
+            if var.kind is VarKind.LOCAL_ARRAY:
+                self.types[key] = ir.ArrayType(lt.item_type(var.type, memory=True), var.length or 0)
+            else:
+                self.types[key] = lt.item_type(var.type)
+            end = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
+            self.offsets[key] = end
+            end += self.units * self.types[key].get_abi_size(target_data)
+        self.running_offset = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
+        self.frame_bytes = self.running_offset + (self.units if plan.returns else 0)
+        self.frame: ir.Value = ir.Constant(PTR, None)
+
+    # -- what KernelLowering asks ------------------------------------------------------------------
+    def holds(self, var: Variable) -> bool:
+        """Whether ``var`` lives in the per-unit frame."""
+        return (var.kind, var.id) in self.offsets
+
+    def pointer(self, var: Variable) -> ir.Value:
+        """Where the unit being lowered keeps ``var`` (a local's item, or a local array's first item)."""
+        b = self.lw.builder
+        key = (var.kind, var.id)
+        base = b.gep(self.frame, [ir.Constant(I64, self.offsets[key])], source_etype=I8)
+        return b.gep(base, [b.zext(self.unit, I64)], source_etype=self.types[key])
+
+    # -- lowering ------------------------------------------------------------------------------------
+    def lower(self, body: Scope) -> None:
+        """Lower the kernel body; the builder ends in the block after the last stretch."""
+        lw = self.lw
+        self.frame = self.target.frame(lw)
+        if self.plan.returns:
+            lw.call(
+                "llvm.memset.p0.i64",
+                lt.VOID,
+                [self._running_flags(), ir.Constant(I8, 1), ir.Constant(I64, self.units), ir.Constant(lt.I1, 0)],
+            )
+        lw.per_unit = self
+        self._stretches(body)
+
+    def _running_flags(self) -> ir.Value:
+        return self.lw.builder.gep(self.frame, [ir.Constant(I64, self.running_offset)], source_etype=I8)
+
+    def _stretches(self, scope: Scope) -> None:
+        pending: list[Instruction] = []
+        for inst in scope.instructions:
+            if not (_is_split_point(inst) or id(inst) in self.plan.split):
+                pending.append(inst)
+                continue
+            self._each_unit(pending)
+            pending = []
+            if isinstance(inst.operation, ops.PlaneOp):
+                self._plane_collective(inst)
+            elif id(inst) in self.plan.split:
+                self._split(inst)
+        self._each_unit(pending)
+
+    def _counted(self, count: int, name: str, body: Callable[[ir.Value], None]) -> None:
+        """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1."""
+        lw = self.lw
+        b = lw.builder
+        if count == 1:
+            body(ir.Constant(I32, 0))
+            return
+        counter = lw.alloca(I32, name)
+        b.store(ir.Constant(I32, 0), counter)
+        head, step, done = lw.new_block(f"{name}.head"), lw.new_block(f"{name}.body"), lw.new_block(f"{name}.end")
+        b.branch(head)
+        b.position_at_end(head)
+        index = b.load(counter, typ=I32)
+        b.cbranch(b.icmp_unsigned("<", index, ir.Constant(I32, count)), step, done)
+        b.position_at_end(step)
+        body(index)
+        b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1), flags=["nuw"]), counter)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _plane_collective(self, inst: Instruction) -> None:
+        """A whole-plane reduction or scan between two stretches: for each plane, its 32 units' values from
+        their frames, the shuffled form's combines, each unit's result to its frame."""
+        lw = self.lw
+        op = inst.operation
+        assert isinstance(op, ops.PlaneOp) and op.value is not None
+        operand = op.value
+        dim_x, dim_y, _ = lw.definition.cube_dim
+
+        def plane(index: ir.Value) -> None:
+            b = lw.builder
+            values, units = [], []
+            for lane in range(PLANE_WIDTH):
+                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
+                x = b.urem(unit, ir.Constant(I32, dim_x))
+                y = b.urem(b.udiv(unit, ir.Constant(I32, dim_x)), ir.Constant(I32, dim_y))
+                z = b.udiv(unit, ir.Constant(I32, dim_x * dim_y))
+                self.unit = unit
+                self.target.enter_unit(lw, unit, (x, y, z))  # the value may be a unit's builtin
+                values.append(lw.value(operand))
+                units.append((unit, (x, y, z)))
+            for (unit, tid), result in zip(units, plane_reduction_lanes(lw, op, values)):
+                self.unit = unit
+                self.target.enter_unit(lw, unit, tid)
+                lw.define(inst.out, result)
+
+        if lw.debug is not None:
+            lw.builder.debug_metadata = lw.debug.location(inst.loc)
+        self._counted(self.units // PLANE_WIDTH, "plane", plane)
+
+    def _each_unit(self, stretch: list[Instruction]) -> None:
+        """The stretch once for every unit of the cube, ``x`` innermost."""
+        if not stretch:
+            return
+        lw = self.lw
+        dim_x, dim_y, dim_z = lw.definition.cube_dim
+
+        def unit(x: ir.Value, y: ir.Value, z: ir.Value) -> None:
+            b = lw.builder
+            row = b.add(b.mul(z, ir.Constant(I32, dim_y), flags=["nuw"]), y, flags=["nuw"])
+            linear = b.add(b.mul(row, ir.Constant(I32, dim_x), flags=["nuw"]), x, flags=["nuw"])
+            self.unit = linear
+            self.target.enter_unit(lw, linear, (x, y, z))
+            done = lw.new_block("unit.next")
+            self.next_unit = done
+            if self.plan.returns:
+                flag = b.load(b.gep(self._running_flags(), [b.zext(linear, I64)], source_etype=I8), typ=I8)
+                running = lw.new_block("unit.running")
+                b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), running, done)
+                b.position_at_end(running)
+            for inst in stretch:
+                lw.lower_instruction(inst)
+            lw.branch_if_open(done)
+            b.position_at_end(done)
+            self.next_unit = None
+
+        self._counted(
+            dim_z,
+            "unit_z",
+            lambda z: self._counted(dim_y, "unit_y", lambda y: self._counted(dim_x, "unit_x", lambda x: unit(x, y, z))),
+        )
+
+    def unit_returns(self) -> None:
+        """``return`` inside a stretch: clear the unit's running flag and end its stretch."""
+        b = self.lw.builder
+        assert self.next_unit is not None
+        b.store(ir.Constant(I8, 0), b.gep(self._running_flags(), [b.zext(self.unit, I64)], source_etype=I8))
+        b.branch(self.next_unit)
+
+    def _leader(self) -> None:
+        """Point ``unit`` at the first unit still running, whose frame the cube-wide control reads; when every
+        unit has returned, the cube is done."""
+        lw = self.lw
+        if not self.plan.returns:
+            self.unit = ir.Constant(I32, 0)
+            return
+        b = lw.builder
+        flags = self._running_flags()
+        counter = lw.alloca(I32, "leader")
+        b.store(ir.Constant(I32, 0), counter)
+        head, test, found, finished = (lw.new_block(h) for h in ("leader.head", "leader.test", "leader", "cube.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        index = b.load(counter, typ=I32)
+        b.cbranch(b.icmp_unsigned("<", index, ir.Constant(I32, self.units)), test, finished)
+        b.position_at_end(test)
+        flag = b.load(b.gep(flags, [b.zext(index, I64)], source_etype=I8), typ=I8)
+        b.store(b.add(index, ir.Constant(I32, 1)), counter)
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), found, head)
+        b.position_at_end(finished)
+        b.ret_void()
+        b.position_at_end(found)
+        self.unit = index
+
+    def _split(self, inst: Instruction) -> None:
+        """A loop or branch holding barriers, lowered once for the cube around the stretches of its bodies."""
+        from cubepy.compiler.lower_control import loop_test
+
+        lw = self.lw
+        b = lw.builder
+        op = inst.operation
+        if lw.debug is not None:
+            b.debug_metadata = lw.debug.location(inst.loc)
+        self._leader()
+        if isinstance(op, branch.RangeLoop):
+            start, end, step = lw.value(op.start), lw.value(op.end), lw.value(op.step)
+            counter = lw.alloca(lt.item_type(op.start.type), f"i{op.index.id}")
+            b.store(start, counter)
+            header, body, exit_ = lw.new_block("cube.for"), lw.new_block("cube.for.body"), lw.new_block("cube.for.end")
+            b.branch(header)
+            b.position_at_end(header)
+            index = b.load(counter, typ=lt.item_type(op.start.type))
+            b.cbranch(loop_test(lw, op, index, end, step), body, exit_)
+            b.position_at_end(body)
+            lw.define(op.index, index)
+            self._stretches(op.body)
+            b.store(b.add(index, step), counter)
+            b.branch(header)
+            b.position_at_end(exit_)
+            return
+        assert isinstance(op, (branch.If, branch.IfElse))
+        then, join = lw.new_block("cube.then"), lw.new_block("cube.endif")
+        other = lw.new_block("cube.else") if isinstance(op, branch.IfElse) else join
+        b.cbranch(lw.value(op.cond), then, other)
+        bodies = [(then, op.then_body), (other, op.else_body)] if isinstance(op, branch.IfElse) else [(then, op.body)]
+        for block, scope in bodies:
+            b.position_at_end(block)
+            self._stretches(scope)
+            b.branch(join)
+        b.position_at_end(join)

@@ -1,0 +1,342 @@
+"""Loop fission at barriers on the host target: which kernels qualify, and that they compute what numpy does.
+
+Every kernel here runs on the interp and on ``cpu``; expected values are computed with numpy from the
+kernel's definition, by hand.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import (
+    UNIT_POS,
+    UNIT_POS_X,
+    UNIT_POS_Y,
+    UNIT_POS_Z,
+    Array,
+    Comptime,
+    LocalArray,
+    SharedMemory,
+    cube,
+    f32,
+    u32,
+)
+from cubepy.compiler.host import compile_host
+from cubepy.compiler.targets.host_fission import plan_fission
+from cubepy.errors import SanitizerError
+from examples.matmul_tiled import matmul
+from examples.reduce_sum import block_sum, plane_sum_kernel
+
+RUNTIMES = ("interp", "cpu")
+
+
+def _definition(kernel, cube_dim, *args):
+    return kernel.compile(cube_dim, *args).definition
+
+
+def _arrays(*elems):
+    return tuple(cp.BufferCompilationArg(elem, 1) for elem in elems)
+
+
+MATRIX = cp.BufferCompilationArg("f32", 1, rank=2)
+
+
+@cube(launch=True)
+def rotate_survivors(data: Array[f32], out: Array[f32], alive: u32):
+    """Units at or past ``alive`` return before the barrier; the others read their right neighbour's value."""
+    tile = SharedMemory[f32](64)
+    if UNIT_POS >= alive:
+        return
+    tile[UNIT_POS] = data[UNIT_POS] * 2.0
+    cp.sync_cube()
+    out[UNIT_POS] = tile[(UNIT_POS + 1) % alive]
+
+
+@cube(launch=True)
+def leave_midway(out: Array[f32], rounds: u32):
+    """Unit u takes part in rounds 0..u-1 of a loop with barriers, then returns inside the loop."""
+    tile = SharedMemory[f32](32)
+    total = f32(0.0)
+    for r in range(rounds):
+        if r >= UNIT_POS:
+            out[UNIT_POS] = total
+            return
+        tile[UNIT_POS] = f32(r + UNIT_POS)
+        cp.sync_cube()
+        total += tile[r + 1]  # unit r + 1 wrote it this round: it leaves at round r + 1
+        cp.sync_cube()
+    out[UNIT_POS] = total + 1000.0
+
+
+@cube(launch=True)
+def carried(out: Array[f32], rounds: u32):
+    """``previous`` is written at the end of one iteration's last stretch and read in the next one's first."""
+    tile = SharedMemory[f32](16)
+    previous = f32(0.0)
+    for r in range(rounds):
+        tile[UNIT_POS] = previous + f32(UNIT_POS)
+        cp.sync_cube()
+        previous = tile[(UNIT_POS + r) % 16]
+    out[UNIT_POS] = previous
+
+
+@cube(launch=True)
+def local_then_shared(out: Array[f32], flags: Array[u32], pairs: Array[cp.Line[f32]]):
+    """A local array, a bool and a line live across barriers; a uniform if/else holds barriers too."""
+    mine = LocalArray[f32](3)
+    tile = SharedMemory[f32](24)
+    for i in range(3):
+        mine[i] = f32(UNIT_POS * 3 + i)
+    odd = UNIT_POS % 2 == 1
+    pair = pairs[UNIT_POS]
+    tile[UNIT_POS] = mine[2]
+    cp.sync_cube()
+    if flags.len() > 4:
+        moved = tile[(UNIT_POS + 1) % 8] + mine[0]
+        cp.sync_cube()
+        tile[UNIT_POS] = moved
+        cp.sync_cube()
+    else:
+        tile[UNIT_POS] = tile[UNIT_POS] - 1.0
+        cp.sync_cube()
+    value = tile[(UNIT_POS + 7) % 8] + pair[1]
+    if odd:
+        value = -value
+    out[UNIT_POS] = value
+    flags[UNIT_POS] = u32(odd)
+
+
+@cube(launch=True)
+def positions_3d(out: Array[u32]):
+    """Unit positions of a 3-D cube read in two stretches; the second reads the first's through shared memory."""
+    tile = SharedMemory[u32](60)
+    tile[UNIT_POS] = UNIT_POS_X * 100 + UNIT_POS_Y * 10 + UNIT_POS_Z
+    cp.sync_cube()
+    out[UNIT_POS] = tile[59 - UNIT_POS] * 1000 + UNIT_POS
+
+
+@cube(launch=True)
+def divergent_barrier(out: Array[f32]):
+    tile = SharedMemory[f32](32)
+    if UNIT_POS < 16:
+        tile[UNIT_POS] = 1.0
+        cp.sync_cube()
+    out[UNIT_POS] = 2.0
+
+
+@cube(launch=True)
+def break_out_of_barrier_loop(out: Array[f32], rounds: u32):
+    tile = SharedMemory[f32](32)
+    for r in range(rounds):
+        tile[UNIT_POS] = f32(r)
+        cp.sync_cube()
+        if out[0] > 5.0:
+            break
+    out[UNIT_POS] = tile[0]
+
+
+@cube(launch=True)
+def halving_sum(out: Array[f32], width: u32):
+    tile = SharedMemory[f32](32)
+    tile[UNIT_POS] = f32(UNIT_POS)
+    cp.sync_cube()
+    stride = width // 2
+    while stride > 0:
+        if UNIT_POS < stride:
+            tile[UNIT_POS] += tile[UNIT_POS + stride]
+        cp.sync_cube()
+        stride = stride // 2
+    out[UNIT_POS] = tile[0]
+
+
+@cube(launch=True)
+def shift_read(x: Array[f32], out: Array[f32], n: Comptime[int]):
+    tile = SharedMemory[f32](n)
+    tile[UNIT_POS] = x[UNIT_POS]
+    cp.sync_cube()
+    out[UNIT_POS] = x[UNIT_POS + 3] + tile[0]
+
+
+def test_the_tiled_matmul_qualifies_and_keeps_its_accumulator_per_unit():
+    plan = plan_fission(_definition(matmul, cp.CubeDim(16, 16), MATRIX, MATRIX, MATRIX, 16))
+    assert plan is not None and len(plan.split) == 1 and not plan.returns
+    assert any(var.kind.value == "mut" for var in plan.per_unit)  # acc
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args", "why"),
+    [
+        (divergent_barrier, _arrays("f32"), "a barrier under a per-unit condition"),
+        (break_out_of_barrier_loop, (*_arrays("f32"), cp.ScalarCompilationArg("u32")), "a break out of a barrier loop"),
+        (halving_sum, (*_arrays("f32"), cp.ScalarCompilationArg("u32")), "a barrier in a while loop"),
+    ],
+)
+def test_kernels_that_do_not_qualify_run_as_coroutines(kernel, args, why):
+    definition = _definition(kernel, cp.CubeDim(32), *args)
+    assert plan_fission(definition) is None, why
+    assert "llvm.coro" in compile_host(definition).llvm
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_tree_reduction_unrolled_at_expansion_qualifies_and_sums(runtime):
+    definition = _definition(block_sum, cp.CubeDim(32), *_arrays("f32", "f32"), 32)
+    assert plan_fission(definition) is not None  # ``block`` is comptime: the while loop is unrolled
+    client = cp.client(runtime)
+    data = np.arange(100, dtype=np.float32)
+    hd, hp = client.create(data), client.zeros(4, np.float32)
+    block_sum.launch(client, cp.CubeCount(4), cp.CubeDim(32), cp.ArrayArg(hd), cp.ArrayArg(hp), 32)
+    np.testing.assert_array_equal(client.read(hp), [data[i * 32 : (i + 1) * 32].sum() for i in range(4)])
+
+
+def test_whole_plane_reductions_split_and_shuffles_keep_the_coroutine_driver():
+    plan = plan_fission(_definition(plane_sum_kernel, cp.CubeDim(64), *_arrays("f32", "f32")))
+    assert plan is not None and plan.split == frozenset()
+    host = compile_host(_definition(rotate_in_plane, cp.CubeDim(64), *_arrays("f32")))
+    assert "llvm.coro" in host.llvm
+
+
+@cube(launch=True)
+def every_reduction(x: Array[f32], out: Array[f32], half: Array[cp.f16], out_half: Array[cp.f16]):
+    """Each whole-plane reduction and scan of f32 and f16 values, between barriers."""
+    value = x[UNIT_POS]
+    small = half[UNIT_POS]
+    cp.sync_cube()
+    results = (
+        cp.plane_sum(value),
+        cp.plane_prod(value),
+        cp.plane_min(value),
+        cp.plane_max(value),
+        cp.plane_inclusive_sum(value),
+        cp.plane_exclusive_sum(value),
+        cp.plane_inclusive_prod(value),
+        cp.plane_exclusive_prod(value),
+    )
+    for k in cp.unroll(range(8)):
+        out[k * 64 + UNIT_POS] = results[k]
+    out_half[UNIT_POS] = cp.plane_sum(small)
+    out_half[64 + UNIT_POS] = cp.plane_inclusive_sum(small)
+
+
+@cube(launch=True)
+def rotate_in_plane(out: Array[f32]):
+    out[UNIT_POS] = cp.plane_shuffle(f32(UNIT_POS), (cp.UNIT_POS_PLANE + 1) % 32)
+
+
+def test_plane_reductions_between_stretches_give_the_interps_bits():
+    assert plan_fission(_definition(every_reduction, cp.CubeDim(64), *_arrays("f32", "f32", "f16", "f16"))) is not None
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(64) * 3).astype(np.float32)
+    half = rng.standard_normal(64).astype(np.float16)
+    results = {}
+    for runtime in RUNTIMES:
+        client = cp.client(runtime)
+        hx, ho, hh, hoh = (
+            client.create(x),
+            client.zeros(512, np.float32),
+            client.create(half),
+            client.zeros(128, np.float16),
+        )
+        args = (cp.ArrayArg(hx), cp.ArrayArg(ho), cp.ArrayArg(hh), cp.ArrayArg(hoh))
+        every_reduction.launch(client, cp.CubeCount(1), cp.CubeDim(64), *args)
+        results[runtime] = (client.read(ho), client.read(hoh))
+    for interp, cpu in zip(results["interp"], results["cpu"]):
+        np.testing.assert_array_equal(interp.view(np.uint8), cpu.view(np.uint8))
+    out = results["cpu"][0].reshape(8, 2, 32)
+    planes = x.reshape(2, 32)
+    np.testing.assert_allclose(out[0], np.repeat(planes.sum(axis=1, keepdims=True), 32, axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(out[3], np.repeat(planes.max(axis=1, keepdims=True), 32, axis=1))
+    np.testing.assert_allclose(out[4], np.cumsum(planes, axis=1), rtol=1e-4, atol=1e-5)
+    assert (out[5][:, 0] == 0).all()
+
+
+def test_the_matmul_units_run_as_vector_code():
+    host = compile_host(_definition(matmul, cp.CubeDim(16, 16), MATRIX, MATRIX, MATRIX, 16))
+    assert "llvm.coro" not in host.llvm
+    assert re.search(r"<(8|16) x float>", host.llvm_opt), "the loop over units was not vectorized"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_tiled_matmul_matches_numpy(runtime):
+    client = cp.client(runtime)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((48, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 40)).astype(np.float32)
+    ha, hb, hc = client.create(a), client.create(b), client.zeros((48, 40), np.float32)
+    matmul.launch(
+        client, cp.CubeCount(3, 3), cp.CubeDim(16, 16), cp.TensorArg(ha), cp.TensorArg(hb), cp.TensorArg(hc), 16
+    )
+    np.testing.assert_allclose(client.read(hc), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_units_that_return_before_a_barrier_are_not_waited_for(runtime):
+    client = cp.client(runtime)
+    data = np.arange(64, dtype=np.float32)
+    hd, ho = client.create(data), client.zeros(64, np.float32)
+    rotate_survivors.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(hd), cp.ArrayArg(ho), 40)
+    expected = np.zeros(64, np.float32)
+    expected[:40] = 2 * data[(np.arange(40) + 1) % 40]
+    np.testing.assert_array_equal(client.read(ho), expected)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_units_that_return_inside_a_loop_with_barriers(runtime):
+    client = cp.client(runtime)
+    ho = client.zeros(32, np.float32)
+    leave_midway.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), 5)
+    expected = []
+    for unit in range(32):  # round r adds tile[r + 1] = r + (r + 1); unit u leaves at round u, or runs all 5
+        total = sum(2.0 * r + 1 for r in range(min(unit, 5)))
+        expected.append(total if unit < 5 else total + 1000.0)
+    np.testing.assert_array_equal(client.read(ho), np.array(expected, np.float32))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_mutable_local_carried_from_one_iteration_to_the_next(runtime):
+    client = cp.client(runtime)
+    ho = client.zeros(16, np.float32)
+    carried.launch(client, cp.CubeCount(1), cp.CubeDim(16), cp.ArrayArg(ho), 4)
+    previous = np.zeros(16, np.float32)
+    for r in range(4):
+        tile = previous + np.arange(16, dtype=np.float32)
+        previous = tile[(np.arange(16) + r) % 16]
+    np.testing.assert_array_equal(client.read(ho), previous)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("flag_count", [8, 4])
+def test_local_arrays_bools_and_lines_across_barriers(runtime, flag_count):
+    client = cp.client(runtime)
+    ho, hf = client.zeros(8, np.float32), client.zeros(flag_count, np.uint32)
+    pairs = client.create(np.arange(16, dtype=np.float32) * 10)
+    args = (cp.ArrayArg(ho), cp.ArrayArg(hf), cp.ArrayArg(pairs, line_size=2))
+    local_then_shared.launch(client, cp.CubeCount(1), cp.CubeDim(8), *args)
+    units = np.arange(8)
+    tile = (units * 3 + 2).astype(np.float32)
+    tile = tile[(units + 1) % 8] + units * 3 if flag_count > 4 else tile - 1
+    value = tile[(units + 7) % 8] + (2 * units + 1) * 10  # lane 1 of line u
+    value = np.where(units % 2 == 1, -value, value)
+    np.testing.assert_array_equal(client.read(ho), value.astype(np.float32))
+    np.testing.assert_array_equal(client.read(hf), (units[:flag_count] % 2).astype(np.uint32))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_unit_positions_of_a_3d_cube(runtime):
+    client = cp.client(runtime)
+    ho = client.zeros(60, np.uint32)
+    positions_3d.launch(client, cp.CubeCount(1), cp.CubeDim(5, 4, 3), cp.ArrayArg(ho))
+    z, y, x = np.meshgrid(np.arange(3), np.arange(4), np.arange(5), indexing="ij")
+    tile = (x * 100 + y * 10 + z).ravel()
+    np.testing.assert_array_equal(client.read(ho), (tile[59 - np.arange(60)] * 1000 + np.arange(60)).astype(np.uint32))
+
+
+def test_a_checked_miss_names_the_unit_that_made_it():
+    client = cp.client("cpu", sanitize=True)
+    hx, ho = client.create(np.arange(16, dtype=np.float32)), client.zeros(16, np.float32)
+    with pytest.raises(SanitizerError, match=r"at index 16 .*unit \(13, 0, 0\)"):
+        shift_read.launch(client, cp.CubeCount(1), cp.CubeDim(16), cp.ArrayArg(hx), cp.ArrayArg(ho), 16)
+    np.testing.assert_array_equal(client.read(ho), np.zeros(16, np.float32))

@@ -9,6 +9,8 @@ same scope is lowered into a block without predecessors, which LLVM deletes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -65,7 +67,7 @@ def lower_switch(lw: KernelLowering, inst: Instruction) -> None:
     lw.builder.position_at_end(join)
 
 
-def loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: ir.Value, step: ir.Value) -> ir.Value:
+def _loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: ir.Value, step: ir.Value) -> ir.Value:
     """Whether the loop runs another iteration: ``index < end`` going up, ``index > end`` going down."""
     b = lw.builder
     elem = op.start.elem
@@ -89,25 +91,35 @@ def loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: ir
 def lower_range_loop(lw: KernelLowering, inst: Instruction) -> None:
     """for index in range(start, end[, inclusive], step)."""
     op = inst.operation
+
+    def body(loop: Loop) -> None:
+        lw.loops.append(loop)
+        lw.lower_scope(op.body)
+        lw.loops.pop()
+
+    emit_range_loop(lw, op, body, hint=True)
+
+
+def emit_range_loop(lw: KernelLowering, op: branch.RangeLoop, body: Callable[[Loop], None], *, hint: bool) -> None:
+    """The blocks of ``op`` (its bounds read once, the index defined per iteration) around ``body(loop)``, which
+    emits the body and may branch to ``loop.latch``/``loop.exit``; ``hint``: attach the op's unroll hint."""
     b = lw.builder
     start, end, step = lw.value(op.start), lw.value(op.end), lw.value(op.step)
     counter = lw.alloca(lt.item_type(op.start.type), f"i{op.index.id}")
     b.store(start, counter)
-    header, body, latch, exit_ = (lw.new_block(h) for h in ("for.header", "for.body", "for.latch", "for.end"))
+    header, entry, latch, exit_ = (lw.new_block(h) for h in ("for.header", "for.body", "for.latch", "for.end"))
     b.branch(header)
     b.position_at_end(header)
     index = b.load(counter, typ=lt.item_type(op.start.type))
-    b.cbranch(loop_test(lw, op, index, end, step), body, exit_)
-    b.position_at_end(body)
+    b.cbranch(_loop_test(lw, op, index, end, step), entry, exit_)
+    b.position_at_end(entry)
     lw.define(op.index, index)
-    lw.loops.append(Loop(latch, exit_))
-    lw.lower_scope(op.body)
-    lw.loops.pop()
+    body(Loop(latch, exit_))
     lw.branch_if_open(latch)
     b.position_at_end(latch)
     b.store(b.add(index, step), counter)
     back_edge = b.branch(header)
-    if op.unroll is not None:
+    if hint and op.unroll is not None:
         back_edge.set_metadata("llvm.loop", _LoopID(lw.module, op.unroll))
     b.position_at_end(exit_)
 

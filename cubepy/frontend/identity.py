@@ -64,7 +64,7 @@ class _Hasher:
             return
         self.seen.add(id(fn))
         try:
-            text = source.function_text(fn)
+            text, node = source.function_definition(fn)
         except ExpandError:
             self.update("nosource", fn.__module__, fn.__qualname__, _unstable(fn))
             return
@@ -78,12 +78,13 @@ class _Hasher:
         for name, annotation in sorted(getattr(fn, "__annotations__", {}).items()):
             self.update("annotation", name)
             self.value(annotation)
-        try:
-            tree = ast.parse(_dedent(text))
-        except SyntaxError:
-            return
+        if node is None:  # not placed by the file's parse (a lambda, code without a file): parse the text
+            try:
+                node = ast.parse(_dedent(text))
+            except SyntaxError:
+                return
         closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        for path in _referenced(tree):
+        for path in _referenced(node):
             found, value = _resolve(path[0], fn, closure)
             if not found:
                 continue

@@ -74,14 +74,19 @@ def function_text(fn: types.FunctionType) -> str:
     file with ``ast`` (C, cached per file text) and cuts the function's lines.  Anything it cannot place
     (lambdas, code without a file) falls back to ``function_source``.
     """
+    return function_definition(fn)[0]
+
+
+def function_definition(fn: types.FunctionType) -> tuple[str, ast.AST | None]:
+    """``function_text(fn)`` and, when the file's parse placed it, the ``def`` node it was cut by (else None)."""
     fn = inspect.unwrap(fn)  # as inspect.getsourcelines does (a functools.wraps wrapper's source is not fn's)
     code = getattr(fn, "__code__", None)
     if code is not None and code.co_name != "<lambda>":
         lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
         node = _definition_at(code.co_filename, lines, code.co_name, code.co_firstlineno) if lines else None
         if node is not None and node.end_lineno is not None:
-            return "".join(lines[code.co_firstlineno - 1 : node.end_lineno])
-    return "".join(function_source(fn)[0])
+            return "".join(lines[code.co_firstlineno - 1 : node.end_lineno]), node
+    return "".join(function_source(fn)[0]), None
 
 
 # file name -> (the linecache lines it was parsed from, {(name, first line): definition node})

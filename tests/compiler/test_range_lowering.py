@@ -1,6 +1,6 @@
 """The lowered ``range_loop`` guard on the host JIT: trip counts for zero, negative and mixed steps.
 
-Each case runs the guard ``loop_test`` emits inside a counting loop (capped, so a guard that never
+Each case runs the guard ``_loop_test`` emits inside a counting loop (capped, so a guard that never
 ends shows up as the cap rather than a hang) and compares with Python's ``len(range(...))``; a zero
 step runs zero iterations, as in the interp.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower_control import loop_test
+from cubepy.compiler.lower_control import _loop_test
 from cubepy.ir import I32, I64, U32
 
 from . import hostjit
@@ -39,7 +39,7 @@ def _trip_counter(elem):
         index.add_incoming(start, before)
         count.add_incoming(ir.Constant(lt.I32, 0), before)
         under_cap = b.icmp_signed("<", count, ir.Constant(lt.I32, CAP))
-        b.cbranch(b.and_(under_cap, loop_test(lowering, op, index, end, step)), latch, done)
+        b.cbranch(b.and_(under_cap, _loop_test(lowering, op, index, end, step)), latch, done)
         b.position_at_end(latch)
         index.add_incoming(b.add(index, step), latch)
         count.add_incoming(b.add(count, ir.Constant(lt.I32, 1)), latch)

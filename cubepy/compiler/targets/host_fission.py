@@ -383,7 +383,7 @@ class CubeLoops:
 
     def _split(self, inst: Instruction) -> None:
         """A loop or branch holding barriers, lowered once for the cube around the stretches of its bodies."""
-        from cubepy.compiler.lower_control import loop_test
+        from cubepy.compiler.lower_control import emit_range_loop
 
         lw = self.lw
         b = lw.builder
@@ -391,21 +391,9 @@ class CubeLoops:
         if lw.debug is not None:
             b.debug_metadata = lw.debug.location(inst.loc)
         self._leader()
-        if isinstance(op, branch.RangeLoop):
-            start, end, step = lw.value(op.start), lw.value(op.end), lw.value(op.step)
-            counter = lw.alloca(lt.item_type(op.start.type), f"i{op.index.id}")
-            b.store(start, counter)
-            header, body, exit_ = lw.new_block("cube.for"), lw.new_block("cube.for.body"), lw.new_block("cube.for.end")
-            b.branch(header)
-            b.position_at_end(header)
-            index = b.load(counter, typ=lt.item_type(op.start.type))
-            b.cbranch(loop_test(lw, op, index, end, step), body, exit_)
-            b.position_at_end(body)
-            lw.define(op.index, index)
-            self._stretches(op.body)
-            b.store(b.add(index, step), counter)
-            b.branch(header)
-            b.position_at_end(exit_)
+        if isinstance(op, branch.RangeLoop):  # no break or continue leaves it (``plan_fission``)
+            # The unroll hint is the units' loop's: copies of a cube-wide loop would copy every loop over units.
+            emit_range_loop(lw, op, lambda _: self._stretches(op.body), hint=False)
             return
         assert isinstance(op, (branch.If, branch.IfElse))
         then, join = lw.new_block("cube.then"), lw.new_block("cube.endif")

@@ -120,23 +120,35 @@ def emit_range_loop(lw: KernelLowering, op: branch.RangeLoop, body: Callable[[Lo
     b.store(b.add(index, step), counter)
     back_edge = b.branch(header)
     if hint and op.unroll is not None:
-        back_edge.set_metadata("llvm.loop", _LoopID(lw.module, op.unroll))
+        hint_unroll(lw, back_edge, op.unroll)
     b.position_at_end(exit_)
+
+
+def hint_unroll(lw: KernelLowering, back_edge: ir.Instruction, unroll: int) -> None:
+    """Attach the loop ID asking LLVM to unroll the loop of ``back_edge`` ``unroll`` times (1: not at all)."""
+    module = lw.module
+    if unroll == 1:
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    else:
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.count"), ir.Constant(lt.I32, unroll)])
+    back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
+
+
+def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction) -> None:
+    """Attach the loop ID asking LLVM to vectorize the loop of ``back_edge`` (it is then not unrolled whole
+    before the vectorizer sees it)."""
+    module = lw.module
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1)])
+    back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 
 class _LoopID(ir.MDValue):
     """A loop's ``llvm.loop`` ID: ``distinct !{self, hint}``, the self reference LLVM requires of a loop ID.
 
-    ``unroll`` 1 is ``llvm.loop.unroll.disable`` (NVPTX then prints ``.pragma "nounroll"`` for ptxas), N > 1
+    Unroll 1 is ``llvm.loop.unroll.disable`` (NVPTX then prints ``.pragma "nounroll"`` for ptxas), N > 1
     ``llvm.loop.unroll.count N``."""
 
-    def __init__(self, module: ir.Module, unroll: int) -> None:
-        if unroll == 1:
-            hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-        else:
-            hint = module.add_metadata(
-                [ir.MetaDataString(module, "llvm.loop.unroll.count"), ir.Constant(lt.I32, unroll)]
-            )
+    def __init__(self, module: ir.Module, hint: ir.MDValue) -> None:
         super().__init__(module, [hint], name=str(len(module.metadata)))
 
     def descr(self, buf: list[str]) -> None:

@@ -69,9 +69,17 @@ def plane_uniform_pass(definition: KernelDefinition) -> KernelDefinition:
     return definition if body == definition.body else attrs.evolve(definition, body=body)
 
 
-def cube_uniform_control(definition: KernelDefinition) -> frozenset[int]:
-    """``id()`` of each branch and loop of ``definition.body`` that every unit of the cube still running reaches
-    and decides the same way (cube-uniform condition or bounds, in cube-uniform control).
+@attrs.frozen
+class CubeUniformity:
+    """What every unit of a cube still running computes alike (``cube_uniformity``)."""
+
+    control: frozenset[int]  # id() of the branches and loops it decides alike, in control it takes alike
+    values: frozenset[_Key]  # (kind, id) of the CONST locals it computes alike there, from pure operations
+
+
+def cube_uniformity(definition: KernelDefinition) -> CubeUniformity:
+    """The branches, loops and values of ``definition.body`` that every unit of the cube still running
+    reaches and computes the same way.
 
     The rules above with the cube in place of the plane: a unit's position in its cube or plane is divergent,
     no plane collective's result is uniform, and a ``return`` makes nothing divergent (the units left decide
@@ -82,8 +90,14 @@ def cube_uniform_control(definition: KernelDefinition) -> frozenset[int]:
         analysis = _Analysis(divergent_muts, cube=True)
         analysis.scope(definition.body, uniform=True)
         if analysis.divergent_muts == divergent_muts:
-            return frozenset(analysis.uniform_control)
+            consts = frozenset(key for key in analysis.uniform_consts if key[0] is VarKind.CONST)
+            return CubeUniformity(frozenset(analysis.uniform_control), consts)
         divergent_muts = set(analysis.divergent_muts)
+
+
+def cube_uniform_control(definition: KernelDefinition) -> frozenset[int]:
+    """``cube_uniformity(definition).control``."""
+    return cube_uniformity(definition).control
 
 
 class _Analysis:

@@ -340,3 +340,69 @@ def test_a_checked_miss_names_the_unit_that_made_it():
     with pytest.raises(SanitizerError, match=r"at index 16 .*unit \(13, 0, 0\)"):
         shift_read.launch(client, cp.CubeCount(1), cp.CubeDim(16), cp.ArrayArg(hx), cp.ArrayArg(ho), 16)
     np.testing.assert_array_equal(client.read(ho), np.zeros(16, np.float32))
+
+
+@cube(launch=True)
+def strided_sums(x: Array[f32], out: Array[f32], cols: u32):
+    """Each unit sums its own columns, from its position with a stride of 32: a loop run in lockstep."""
+    total = f32(0.0)
+    for c in range(UNIT_POS, cols, 32):
+        total += cp.exp(x[c])
+    tile = SharedMemory[f32](32)
+    tile[UNIT_POS] = total
+    cp.sync_cube()
+    out[UNIT_POS] = tile[(UNIT_POS + 1) % 32]
+
+
+@cube(launch=True)
+def wrapping_walk(out: Array[u32], start: u32, end: u32, step: u32):
+    """A unit's index wraps past 2**32 and comes back under ``end``: its loop goes on, as on the GPU."""
+    count = u32(0)
+    last = u32(0)
+    for i in range(start + UNIT_POS, end, step):
+        count += 1
+        last = i
+    cp.sync_cube()
+    out[UNIT_POS * 2] = count
+    out[UNIT_POS * 2 + 1] = last
+
+
+def test_per_unit_loops_run_in_lockstep_and_uniform_values_once_per_cube():
+    plan = plan_fission(
+        _definition(strided_sums, cp.CubeDim(32), *_arrays("f32", "f32"), cp.ScalarCompilationArg("u32"))
+    )
+    assert plan is not None and len(plan.lockstep) == 1
+    t = cp.BufferCompilationArg("f32", 1, rank=2)
+    from examples.softmax import softmax_rows
+
+    softmax = plan_fission(_definition(softmax_rows, cp.CubeDim(32), t, t))
+    assert softmax is not None and len(softmax.lockstep) == 3 and softmax.hoisted  # cols, base: once per cube
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_loop_from_each_units_position_matches_numpy(runtime):
+    client = cp.client(runtime)
+    x = np.random.default_rng(4).standard_normal(1000).astype(np.float32)
+    hx, ho = client.create(x), client.zeros(32, np.float32)
+    strided_sums.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(hx), cp.ArrayArg(ho), 1000)
+    sums = np.array([np.exp(x[u::32].astype(np.float64)).sum() for u in range(32)])
+    np.testing.assert_allclose(client.read(ho), sums[(np.arange(32) + 1) % 32], rtol=1e-5)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("step", [(1 << 32) - 4, 1 << 31])  # -4 modulo 2**32; 2**31 fails, then passes again
+def test_a_wrapping_index_walks_as_it_does_on_the_gpu(runtime, step):
+    u = cp.ScalarCompilationArg("u32")
+    plan = plan_fission(_definition(wrapping_walk, cp.CubeDim(32), *_arrays("u32"), u, u, u))
+    assert plan is not None and len(plan.lockstep) == 1
+    client = cp.client(runtime)
+    ho = client.zeros(64, np.uint32)
+    wrapping_walk.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), 10, 20, step)
+    expected = []
+    for unit in range(32):  # the loop by hand: test, body, index + step modulo 2**32
+        index, count, last = 10 + unit, 0, 0
+        while index < 20:
+            count, last = count + 1, index
+            index = (index + step) % (1 << 32)
+        expected += [count, last]
+    np.testing.assert_array_equal(client.read(ho), np.array(expected, np.uint32))

@@ -242,6 +242,7 @@ class HostTarget:
         self.placed: dict[tuple[VarKind, int], int] = {}
         self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
         self.param_bytes = 0  # the parameter block's size, set by the prologue
+        self.buffer_offsets: list[int] = []  # a whole cube's function: where its buffer arguments are in the block
         self.host_calls: list = []  # host_async.HostCall per emulated instruction, indexed by its site
         self.op_table = CPU
         self._site = 0
@@ -252,18 +253,24 @@ class HostTarget:
         """``ptr|void <name>.unit(ptr params, ptr cube, i32 unit)``, internal: the driver calls it."""
         ret = PTR if self.coroutine else lt.VOID
         # ctaid comes as arguments (not from the context): LLVM then knows it cannot change inside a cube.
-        # A whole cube's function (fission) also takes its shared block and per-unit frame, as ``noalias``
-        # arguments: LLVM then knows that no buffer aliases them and vectorizes the loops over units.
-        extra = [PTR, PTR] if self.fission is not None else []
+        # A whole cube's function (fission) also takes its shared block, per-unit frame and buffers as arguments,
+        # ``noalias`` where nothing else reaches that memory (a buffer: where the launch checked that no other
+        # argument overlaps it): LLVM then needs no overlap checks to vectorize the loops over units.
+        buffers = [p for p in lw.definition.params if p.role in ("array", "tensor")] if self.fission else []
+        extra = [PTR, PTR, *(lt.GLOBAL_PTR for _ in buffers)] if self.fission is not None else []
         function = ir.Function(
             lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32, *extra]), f"{lw.name}.unit"
         )
         function.linkage = "internal"
-        names = ("params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z", "shared_block", "frame")
+        names = ["params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z", "shared_block", "frame"]
+        names += [f"buf{index}" for index in range(len(buffers))]
         for arg, name in zip(function.args, names):
             arg.name = name
-        for arg in function.args[6:]:
+        for arg in function.args[6:8]:
             arg.attributes = lt.RawArgumentAttributes(["noalias", f"align {SHARED_ALIGN}"])
+        for arg, param in zip(function.args[8:], buffers):
+            if param.exclusive:
+                arg.attributes = lt.RawArgumentAttributes(["noalias"])
         function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
         return function
 
@@ -288,7 +295,10 @@ class HostTarget:
                 )
                 continue
             key = next(keys)
-            if slot.role in ("array", "tensor"):
+            if slot.role in ("array", "tensor") and self.fission is not None:
+                lw.params[key] = fn.args[8 + slot.kind_index]  # the driver loaded it (``declare_entry``)
+                self.buffer_offsets.append(slot.offset)
+            elif slot.role in ("array", "tensor"):
                 lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
             elif slot.role == "scalar":
                 assert slot.type is not None
@@ -543,6 +553,10 @@ class HostTarget:
         """The C library function for libdevice's ``name`` (``__nv_expf`` -> ``expf``)."""
         b = lw.builder
         single = ret == lt.F32_TYPE
+        if name == "__nv_expf":  # inline, so that a loop over units calling it still vectorizes
+            from cubepy.compiler.targets.host_math import expf
+
+            return expf(lw, args[0])
         if name in ("__nv_powif", "__nv_powi"):  # exact for |n| < 2**24 (f32) / 2**53 (f64)
             exponent = b.sitofp(args[1], ret)
             return lw.call("powf" if single else "pow", ret, [args[0], exponent])
@@ -584,7 +598,9 @@ class HostTarget:
             self.suspends,
             self.param_bytes,
             self.barrier_rows,
-            whole_cube=self.cube_loops.frame_bytes if self.cube_loops is not None else None,
+            whole_cube=(self.cube_loops.frame_bytes, tuple(self.buffer_offsets))
+            if self.cube_loops is not None
+            else None,
         )
 
     def unsupported_reason(self, operation: Operation) -> str | None:

@@ -105,7 +105,7 @@ def emit_driver(
     suspends: frozenset[str],
     param_bytes: int,
     barrier_rows: tuple[int, int] = (0, 0),
-    whole_cube: int | None = None,
+    whole_cube: tuple[int, tuple[int, ...]] | None = None,
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
@@ -113,8 +113,9 @@ def emit_driver(
     ``param_bytes``: the size of the parameter block (``abi.param_layout(definition).total_bytes``).
 
     ``whole_cube``: the unit function runs every unit of the cube itself (``host_fission``): call it once per
-    cube, with the shared block and a frame of this many bytes (the context's first frame slot, allocated
-    on first use and kept for the next cube and launch).
+    cube, with the shared block, a frame of ``whole_cube[0]`` bytes (the context's first frame slot,
+    allocated on first use and kept for the next cube and launch) and the buffer pointers at the parameter
+    block's offsets ``whole_cube[1]``.
 
     ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
     are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
@@ -168,8 +169,12 @@ def emit_driver(
         if whole_cube is not None:
             shared = b.load(ctx(CTX_SHARED), typ=PTR)
             frames = b.load(ctx(CTX_FRAMES), typ=PTR)
-            frame = b.call(frame_allocator(module), [frames, _const(max(whole_cube, 1), I64)])
-            b.call(unit, [params, cube, _const(0), *ctaid, shared, frame])
+            frame = b.call(frame_allocator(module), [frames, _const(max(whole_cube[0], 1), I64)])
+            buffers = [
+                b.load(b.gep(params, [_const(offset, I64)], source_etype=I8), typ=lt.GLOBAL_PTR)
+                for offset in whole_cube[1]
+            ]
+            b.call(unit, [params, cube, _const(0), *ctaid, shared, frame, *buffers])
             return
         if not coroutine:
             e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))

@@ -1,7 +1,7 @@
 """Loop fission at barriers: the host target runs a cube's units side by side between two ``sync_cube``s.
 
 A kernel qualifies when its units wait only at *split points*, and every split point sits in control that
-all running units of the cube take alike (``cubepy.ir.uniformity.cube_uniform_control``): in the body
+all running units of the cube take alike (``cubepy.ir.uniformity.cube_uniformity``): in the body
 itself, or inside ``range_loop``s, ``if``s and ``if_else``s whose bounds or conditions are cube-uniform,
 with no ``break`` or ``continue`` leaving such a loop.  The split points are ``sync_cube``, ``sync_plane``
 and the plane reductions and scans (``plane_sum`` ... ``plane_exclusive_prod``) that the whole plane
@@ -15,6 +15,17 @@ and the innermost loop, over ``x``, is one LLVM can vectorize across units.  A p
 between two stretches runs once per plane over its 32 units' values, with the butterfly or Hillis-Steele
 combines of the shuffled form in the same order (``lower_plane.full_plane_lanes``), so each unit gets
 the bits it gets there.
+
+Inside a stretch, two more things make the loops over units vector code:
+
+* *Cube-uniform values* (``CubeUniformity.values``: pure computations of values every unit has alike, such as
+  a row's base offset from ``CUBE_POS`` and a stride) are computed once for the cube before the stretch's
+  loop, so addresses built from them stay affine in the unit's position.
+* *Lockstep loops.*  A ``range_loop`` at the top of a stretch whose bounds no assignment changes, with no
+  ``break``/``continue`` of its own and no ``return`` inside, runs round by round: round ``j`` runs
+  iteration ``j`` of every unit (index ``start + j * step``, wrapping as ``j`` steps would), then round
+  ``j + 1``.  A unit whose index fails the loop's test is finished (a byte in its frame), as its own loop
+  would be.  ``for c in range(UNIT_POS, cols, 32)`` then reads 32 consecutive items per round.
 
 A local that one stretch writes and another reads (or that a loop holding a barrier carries from one
 iteration to the next) and every local array live in a per-unit *frame*: one array per variable, indexed
@@ -38,11 +49,12 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_control import _loop_test, hint_vectorize
 from cubepy.compiler.lower_plane import LANEWISE, PLANE_WIDTH, plane_reduction_lanes
 from cubepy.ir import KernelDefinition, VarKind, ops, walk
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import child_scopes
-from cubepy.ir.uniformity import cube_uniform_control
+from cubepy.ir.uniformity import cube_uniformity
 from cubepy.ir.variable import LOCAL_KINDS
 
 if TYPE_CHECKING:
@@ -65,6 +77,8 @@ class FissionPlan:
     split: frozenset[int]  # id() of the loops and branches holding a barrier (lowered once per cube)
     per_unit: tuple[Variable, ...]  # locals and local arrays kept per unit, in the frame
     returns: bool  # the kernel has a ``return``: the frame holds a running flag per unit
+    lockstep: frozenset[int] = frozenset()  # id() of the stretches' own range loops run in lockstep
+    hoisted: frozenset[int] = frozenset()  # id() of the stretches' cube-uniform computations, done once per cube
 
 
 def _is_split_point(inst: Instruction) -> bool:
@@ -98,7 +112,8 @@ def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
     instructions = list(walk(definition.body))
     if not any(_is_split_point(i) for i in instructions):
         return None
-    uniform = cube_uniform_control(definition)
+    uniformity = cube_uniformity(definition)
+    uniform = uniformity.control
     split: set[int] = set()
 
     def qualifies(scope: Scope, in_split_loop: bool) -> bool:
@@ -123,22 +138,54 @@ def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
     if not qualifies(definition.body, False):
         return None
     frozen = frozenset(split)
-    per_unit = _Stretches(frozen).per_unit(definition)
+    stretches = _Stretches(frozen, uniformity.values)
+    per_unit = stretches.per_unit(definition)
     arrays = tuple(definition.local_arrays)
     returns = any(isinstance(i.operation, branch.Return) for i in instructions)
-    return FissionPlan(frozen, per_unit + arrays, returns)
+    lockstep, hoisted = frozenset(stretches.lockstep), frozenset(stretches.hoisted)
+    return FissionPlan(frozen, per_unit + arrays, returns, lockstep, hoisted)
+
+
+def _hoistable(inst: Instruction, uniform_values: frozenset[_Key]) -> bool:
+    """Whether an instruction at the top of a stretch computes a value every unit computes alike, from
+    values known to the whole cube (no mutable local: its assignment earlier in the stretch would come
+    after), with a pure operation that reads no memory: it can run once for the cube before the stretch."""
+    out, op = inst.out, inst.operation
+    if out is None or out.kind is not VarKind.CONST or (out.kind, out.id) not in uniform_values:
+        return False
+    if child_scopes(op) or not op.RECORD.pure or op.RECORD.reads:
+        return False
+    return all(var.kind is not VarKind.MUT for var in op.operands())
+
+
+def _runs_in_lockstep(inst: Instruction) -> bool:
+    """Whether a range loop at the top of a stretch runs in lockstep: an integer index, bounds and step that
+    no assignment changes (read again each round), no ``break``/``continue`` of its own and no ``return`` in
+    its body (each unit's iterations then stop only at its own bound)."""
+    op = inst.operation
+    if not isinstance(op, branch.RangeLoop) or op.index.elem.kind not in ("int", "uint"):
+        return False
+    if any(var.kind is VarKind.MUT for var in op.operands()):
+        return False
+    if any(_leaves_loop(i) for i in op.body.instructions):
+        return False
+    return not any(isinstance(i.operation, branch.Return) for i in walk(op.body))
 
 
 class _Stretches:
     """Numbers the stretches of a body and finds the locals that more than one of them touches."""
 
-    def __init__(self, split: frozenset[int]) -> None:
+    def __init__(self, split: frozenset[int], uniform_values: frozenset[_Key] = frozenset()) -> None:
         self.split = split
+        self.uniform_values = uniform_values
+        self.hoisted: set[int] = set()  # id() of the computations done once per cube
+        self.hoisted_values: set[_Key] = set()  # what they define: SSA values of the cube, in no frame
         self.count = 0
         self.touched: dict[_Key, set[int]] = defaultdict(set)
         self.variables: dict[_Key, Variable] = {}
         self.in_loops: set[int] = set()  # stretches inside a loop that holds a barrier
         self.uniform_indices: set[_Key] = set()  # indices of split loops: one value for the whole cube
+        self.lockstep: set[int] = set()  # id() of the loops run in lockstep
 
     def new(self, in_loop: bool) -> int:
         self.count += 1
@@ -162,6 +209,20 @@ class _Stretches:
                 for var in (*op.operands(), *inst.outputs):
                     self.touch(var, self.new(in_loop))
                 stretch = self.new(in_loop)
+            elif _hoistable(inst, self.uniform_values):
+                self.hoisted.add(id(inst))
+                assert inst.out is not None
+                self.hoisted_values.add((inst.out.kind, inst.out.id))
+            elif id(inst) not in self.split and _runs_in_lockstep(inst):
+                # A stretch of its own, run as a loop: a local it writes may be read in its next iteration.
+                self.lockstep.add(id(inst))
+                own = self.new(True)
+                for nested in _instructions(inst):
+                    for var in (*nested.operation.operands(), *nested.outputs):
+                        self.touch(var, own)
+                    if isinstance(nested.operation, branch.RangeLoop):
+                        self.touch(nested.operation.index, own)
+                stretch = self.new(in_loop)
             elif id(inst) in self.split:
                 header = self.new(in_loop)  # the cube-wide control reads its operands from a unit's frame
                 for var in op.operands():
@@ -184,7 +245,7 @@ class _Stretches:
         self.scope(definition.body, False)
         kept = []
         for key, stretches in self.touched.items():
-            if key in self.uniform_indices:
+            if key in self.uniform_indices or key in self.hoisted_values:
                 continue
             carried = key[0] is VarKind.MUT and bool(stretches & self.in_loops)
             if len(stretches) > 1 or carried:
@@ -220,6 +281,12 @@ class CubeLoops:
             end = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
             self.offsets[key] = end
             end += self.units * self.types[key].get_abi_size(target_data)
+        # A byte per unit for each loop run in lockstep: whether the unit's own iterations are over.
+        self.finished_offsets: dict[int, int] = {}
+        for loop in sorted(plan.lockstep):
+            end = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
+            self.finished_offsets[loop] = end
+            end += self.units
         self.running_offset = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
         self.frame_bytes = self.running_offset + (self.units if plan.returns else 0)
         self.frame: ir.Value = ir.Constant(PTR, None)
@@ -256,19 +323,25 @@ class CubeLoops:
     def _stretches(self, scope: Scope) -> None:
         pending: list[Instruction] = []
         for inst in scope.instructions:
-            if not (_is_split_point(inst) or id(inst) in self.plan.split):
+            if not (_is_split_point(inst) or id(inst) in self.plan.split or id(inst) in self.plan.lockstep):
                 pending.append(inst)
                 continue
             self._each_unit(pending)
             pending = []
-            if isinstance(inst.operation, ops.PlaneOp):
+            if id(inst) in self.plan.lockstep:
+                self._lockstep(inst)
+            elif isinstance(inst.operation, ops.PlaneOp):
                 self._plane_collective(inst)
             elif id(inst) in self.plan.split:
                 self._split(inst)
         self._each_unit(pending)
 
-    def _counted(self, count: int, name: str, body: Callable[[ir.Value], None]) -> None:
-        """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1."""
+    def _counted(self, count: int, name: str, body: Callable[[ir.Value], None], *, vector: bool = False) -> None:
+        """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1.
+
+        ``vector``: the loop LLVM should vectorize (a loop over 16 or 32 units is otherwise unrolled whole
+        before the vectorizer sees it, leaving strided scatters to the SLP vectorizer).
+        """
         lw = self.lw
         b = lw.builder
         if count == 1:
@@ -284,7 +357,9 @@ class CubeLoops:
         b.position_at_end(step)
         body(index)
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1), flags=["nuw"]), counter)
-        b.branch(head)
+        back_edge = b.branch(head)
+        if vector:
+            hint_vectorize(lw, back_edge)
         b.position_at_end(done)
 
     def _plane_collective(self, inst: Instruction) -> None:
@@ -318,9 +393,83 @@ class CubeLoops:
         self._counted(self.units // PLANE_WIDTH, "plane", plane)
 
     def _each_unit(self, stretch: list[Instruction]) -> None:
-        """The stretch once for every unit of the cube, ``x`` innermost."""
-        if not stretch:
-            return
+        """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""
+        rest = []
+        for inst in stretch:
+            if id(inst) in self.plan.hoisted:
+                self.lw.lower_instruction(inst)
+            else:
+                rest.append(inst)
+        if rest:
+            self._for_units(lambda: self._lower_all(rest))
+
+    def _lower_all(self, instructions: list[Instruction]) -> None:
+        for inst in instructions:
+            self.lw.lower_instruction(inst)
+
+    def _lockstep(self, inst: Instruction) -> None:
+        """A unit's own range loop, its iterations run side by side: iteration ``j`` of every unit, then ``j + 1``.
+
+        In round ``j`` a unit's index is ``start + j * step`` (the same wrapping arithmetic as ``j`` steps), so
+        when ``start`` is the unit's position the units read consecutive items and LLVM vectorizes the round.
+        A unit whose index fails the loop's test is finished (a byte in its frame), as its own loop would be;
+        the rounds end after one that ran no unit.  Each unit runs its own iterations, in the same order.
+        """
+        lw = self.lw
+        op = inst.operation
+        assert isinstance(op, branch.RangeLoop)
+        if lw.debug is not None:
+            lw.builder.debug_metadata = lw.debug.location(inst.loc)
+        flags_offset = ir.Constant(I64, self.finished_offsets[id(inst)])
+
+        def finished() -> ir.Value:
+            b = lw.builder
+            flags = b.gep(self.frame, [flags_offset], source_etype=I8)
+            return b.gep(flags, [b.zext(self.unit, I64)], source_etype=I8)
+
+        self._for_units(lambda: lw.builder.store(ir.Constant(I8, 0), finished()))
+        index_t = lt.item_type(op.index.type)
+        b = lw.builder
+        round_slot, ran = lw.alloca(I32, f"round{op.index.id}"), lw.alloca(I32, f"ran{op.index.id}")
+        b.store(ir.Constant(I32, 0), round_slot)
+        head, done = lw.new_block("lockstep.round"), lw.new_block("lockstep.end")
+        b.branch(head)
+        b.position_at_end(head)
+        b.store(ir.Constant(I32, 0), ran)  # units that ran this round: a sum LLVM vectorizes
+        rounds = b.load(round_slot, typ=I32)
+        if index_t.width != 32:
+            rounds = b.zext(rounds, index_t) if index_t.width > 32 else b.trunc(rounds, index_t)
+
+        def iteration() -> None:
+            b = lw.builder
+            going, body, skip, stop = (
+                lw.new_block(h) for h in ("lockstep.going", "lockstep.body", "lockstep.skip", "lockstep.stop")
+            )
+            flag = finished()
+            b.cbranch(b.icmp_unsigned("==", b.load(flag, typ=I8), ir.Constant(I8, 0)), going, skip)
+            b.position_at_end(going)
+            start, end, step = lw.value(op.start), lw.value(op.end), lw.value(op.step)
+            index = b.add(start, b.mul(rounds, step))
+            runs = _loop_test(lw, op, index, end, step)
+            b.store(b.add(b.load(ran, typ=I32), b.zext(runs, I32)), ran)
+            b.cbranch(runs, body, stop)
+            b.position_at_end(stop)
+            b.store(ir.Constant(I8, 1), flag)
+            b.branch(skip)
+            b.position_at_end(body)
+            lw.define(op.index, index)
+            lw.lower_scope(op.body)
+            lw.branch_if_open(skip)
+            b.position_at_end(skip)
+
+        self._for_units(iteration)
+        b = lw.builder
+        b.store(b.add(b.load(round_slot, typ=I32), ir.Constant(I32, 1)), round_slot)
+        b.cbranch(b.icmp_unsigned("!=", b.load(ran, typ=I32), ir.Constant(I32, 0)), head, done)
+        b.position_at_end(done)
+
+    def _for_units(self, emit: Callable[[], None]) -> None:
+        """``emit()`` once for every unit still running (``unit`` and its builtins set), ``x`` innermost."""
         lw = self.lw
         dim_x, dim_y, dim_z = lw.definition.cube_dim
 
@@ -337,8 +486,7 @@ class CubeLoops:
                 running = lw.new_block("unit.running")
                 b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), running, done)
                 b.position_at_end(running)
-            for inst in stretch:
-                lw.lower_instruction(inst)
+            emit()
             lw.branch_if_open(done)
             b.position_at_end(done)
             self.next_unit = None
@@ -346,7 +494,9 @@ class CubeLoops:
         self._counted(
             dim_z,
             "unit_z",
-            lambda z: self._counted(dim_y, "unit_y", lambda y: self._counted(dim_x, "unit_x", lambda x: unit(x, y, z))),
+            lambda z: self._counted(
+                dim_y, "unit_y", lambda y: self._counted(dim_x, "unit_x", lambda x: unit(x, y, z), vector=True)
+            ),
         )
 
     def unit_returns(self) -> None:

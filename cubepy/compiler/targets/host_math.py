@@ -1,0 +1,50 @@
+"""Math the host target computes inline instead of calling the C library, so that loops over units vectorize.
+
+A call of ``expf`` stops LLVM's loop vectorizer (the C library has no vector form it knows of here), so
+``exp`` on f32 (and on f16/bf16, computed through f32) is arithmetic: in f64, ``e^x = 2^k * e^r`` with
+``k = rint(x / ln 2)`` and ``|r| <= ln(2) / 2``, ``e^r`` by its Taylor polynomial of degree 8 (relative
+error below 2.2e-10), the product rounded once to f32.  That is within 0.51 ulp of the exact value
+(f32 subnormal results included: the f64 product is normal and the one rounding places it); glibc's
+``expf`` measures 0.502 ulp, numpy's (the interp's) 2.42, and the runtimes are compared under the cpu
+runtime's stated bound.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+
+F64 = ir.DoubleType()
+I64 = ir.IntType(64)
+LOG2_E = 1.4426950408889634
+LN2_HIGH = 0.6931471805599453  # ln 2 rounded to f64, and what it misses
+LN2_LOW = 2.3190468138462996e-17
+# e^x of an f32 is +inf above 88.73 and rounds to 0 below -103.98: the clamp keeps k's exponent valid.
+EXP_CLAMP = (-104.0, 89.0)
+TAYLOR_DEGREE = 8
+
+
+def expf(lw: KernelLowering, x: ir.Value) -> ir.Value:
+    """``e^x`` of an f32 value (NaN stays NaN, +-inf give inf and 0)."""
+    b = lw.builder
+    wide = b.fpext(x, F64)
+    low, high = (ir.Constant(F64, bound) for bound in EXP_CLAMP)
+    clamped = lw.call("llvm.minnum.f64", F64, [lw.call("llvm.maxnum.f64", F64, [wide, low]), high])
+    k = lw.call("llvm.rint.f64", F64, [b.fmul(clamped, ir.Constant(F64, LOG2_E))])
+    minus_k = b.fneg(k)
+    r = lw.call("llvm.fma.f64", F64, [minus_k, ir.Constant(F64, LN2_HIGH), clamped])
+    r = lw.call("llvm.fma.f64", F64, [minus_k, ir.Constant(F64, LN2_LOW), r])
+    series: ir.Value = ir.Constant(F64, 1.0 / math.factorial(TAYLOR_DEGREE))
+    for power in range(TAYLOR_DEGREE - 1, -1, -1):
+        series = lw.call("llvm.fma.f64", F64, [series, r, ir.Constant(F64, 1.0 / math.factorial(power))])
+    exponent = b.add(b.fptosi(k, I64), ir.Constant(I64, 1023))
+    scale = b.bitcast(b.shl(exponent, ir.Constant(I64, 52)), F64)
+    result = b.fptrunc(b.fmul(series, scale), lt.F32_TYPE)
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)

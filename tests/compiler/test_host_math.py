@@ -1,0 +1,60 @@
+"""The host target's inline f32 ``exp`` against the exact value (numpy's f64 ``exp`` of the f32 input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import ABSOLUTE_POS, Array, cube, f32
+
+
+@cube(launch=True)
+def exp_each(x: Array[f32], out: Array[f32]):
+    if ABSOLUTE_POS < x.len():
+        out[ABSOLUTE_POS] = cp.exp(x[ABSOLUTE_POS])
+
+
+def _exp_on_cpu(x: np.ndarray) -> np.ndarray:
+    client = cp.client("cpu")
+    hx, ho = client.create(x), client.empty(x.shape, np.float32)
+    exp_each.launch(client, cp.CubeCount(-(-x.size // 256)), cp.CubeDim(256), cp.ArrayArg(hx), cp.ArrayArg(ho))
+    return client.read(ho)
+
+
+def _ulps_from_exact(got: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """|got - e^x| in units of the f32 spacing at e^x (the smallest subnormal below the normal range)."""
+    exact = np.exp(x.astype(np.float64))
+    spacing = np.spacing(exact.astype(np.float32)).astype(np.float64)
+    spacing = np.maximum(spacing, float(np.finfo(np.float32).smallest_subnormal))
+    return np.abs(got.astype(np.float64) - exact) / spacing
+
+
+def test_exp_is_within_half_an_ulp_and_a_bit_of_the_exact_value():
+    rng = np.random.default_rng(7)
+    # the whole finite range of results: normal, subnormal (below -87.34) and rounding to 0 (below -103.97)
+    x = np.concatenate([rng.uniform(-104.0, 88.7, 200_000), rng.standard_normal(50_000)]).astype(np.float32)
+    assert _ulps_from_exact(_exp_on_cpu(x), x).max() <= 0.51
+
+
+@pytest.mark.parametrize(
+    ("x", "expected"),
+    [
+        (0.0, 1.0),
+        (-0.0, 1.0),
+        (1.0, np.float32(np.e)),
+        (np.inf, np.inf),
+        (-np.inf, 0.0),
+        (88.72284, np.inf),  # above ln(FLT_MAX) = 88.7228391...
+        (88.7228, np.float32(np.exp(np.float64(np.float32(88.7228))))),
+        (-103.9, np.float32(1.4e-45)),  # e^x = 7.5e-46: rounds up to the smallest subnormal (1.4e-45)
+        (-104.0, 0.0),  # 6.8e-46: below half of it
+    ],
+)
+def test_exp_of_edge_values(x, expected):
+    got = _exp_on_cpu(np.array([x], np.float32))[0]
+    assert got == np.float32(expected)
+
+
+def test_exp_of_nan_is_nan():
+    assert np.isnan(_exp_on_cpu(np.array([np.nan], np.float32))[0])

@@ -406,3 +406,29 @@ def test_a_wrapping_index_walks_as_it_does_on_the_gpu(runtime, step):
             index = (index + step) % (1 << 32)
         expected += [count, last]
     np.testing.assert_array_equal(client.read(ho), np.array(expected, np.uint32))
+
+
+@cube(launch=True)
+def uniform_chain(out: Array[u32], n: u32):
+    """``doubled`` is uniform but built from ``bumped``, itself built from a mutable local: both stay in the
+    stretch's loop over units (the mutable local's assignment comes first there)."""
+    tile = SharedMemory[u32](32)
+    chosen = u32(1)
+    if n > 3:
+        chosen = n
+    bumped = chosen + 1
+    doubled = bumped * 2
+    tile[UNIT_POS] = doubled + UNIT_POS
+    cp.sync_cube()
+    out[UNIT_POS] = tile[31 - UNIT_POS] + doubled
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_uniform_value_built_from_a_mutable_local_is_not_hoisted(runtime):
+    plan = plan_fission(_definition(uniform_chain, cp.CubeDim(32), *_arrays("u32"), cp.ScalarCompilationArg("u32")))
+    assert plan is not None and len(plan.hoisted) == 1  # n > 3 alone
+    client = cp.client(runtime)
+    ho = client.zeros(32, np.uint32)
+    uniform_chain.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), 7)
+    doubled = (7 + 1) * 2
+    np.testing.assert_array_equal(client.read(ho), (doubled + (31 - np.arange(32)) + doubled).astype(np.uint32))

@@ -146,16 +146,18 @@ def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
     return FissionPlan(frozen, per_unit + arrays, returns, lockstep, hoisted)
 
 
-def _hoistable(inst: Instruction, uniform_values: frozenset[_Key]) -> bool:
-    """Whether an instruction at the top of a stretch computes a value every unit computes alike, from
-    values known to the whole cube (no mutable local: its assignment earlier in the stretch would come
-    after), with a pure operation that reads no memory: it can run once for the cube before the stretch."""
+def _hoistable(inst: Instruction, uniform_values: frozenset[_Key], cube_values: set[_Key]) -> bool:
+    """Whether an instruction at the top of a stretch computes a value every unit computes alike, with a
+    pure operation that reads no memory, from values the cube already has before the stretch: literals,
+    parameters, builtins and memories, and locals in ``cube_values`` (computed once per cube already, or a
+    split loop's index).  A mutable local is never one: its assignment earlier in the stretch would come
+    after.  Such an instruction runs once for the cube before the stretch's loop over units."""
     out, op = inst.out, inst.operation
     if out is None or out.kind is not VarKind.CONST or (out.kind, out.id) not in uniform_values:
         return False
     if child_scopes(op) or not op.RECORD.pure or op.RECORD.reads:
         return False
-    return all(var.kind is not VarKind.MUT for var in op.operands())
+    return all(var.kind not in LOCAL_KINDS or (var.kind, var.id) in cube_values for var in op.operands())
 
 
 def _runs_in_lockstep(inst: Instruction) -> bool:
@@ -209,7 +211,7 @@ class _Stretches:
                 for var in (*op.operands(), *inst.outputs):
                     self.touch(var, self.new(in_loop))
                 stretch = self.new(in_loop)
-            elif _hoistable(inst, self.uniform_values):
+            elif _hoistable(inst, self.uniform_values, self.hoisted_values | self.uniform_indices):
                 self.hoisted.add(id(inst))
                 assert inst.out is not None
                 self.hoisted_values.add((inst.out.kind, inst.out.id))

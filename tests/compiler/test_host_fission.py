@@ -432,3 +432,21 @@ def test_a_uniform_value_built_from_a_mutable_local_is_not_hoisted(runtime):
     uniform_chain.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), 7)
     doubled = (7 + 1) * 2
     np.testing.assert_array_equal(client.read(ho), (doubled + (31 - np.arange(32)) + doubled).astype(np.uint32))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args"),
+    [
+        (shift_read, (*_arrays("f32", "f32"), 16)),
+        (divergent_barrier, _arrays("f32")),
+        (break_out_of_barrier_loop, (*_arrays("f32"), cp.ScalarCompilationArg("u32"))),
+        (halving_sum, (*_arrays("f32"), cp.ScalarCompilationArg("u32"))),
+        (rotate_in_plane, _arrays("f32")),
+    ],
+)
+def test_kernels_only_compiled_for_the_host_here_also_assemble_for_the_gpu(kernel, args):
+    from cubepy.compiler import ptxas
+
+    if ptxas.find_ptxas() is None:
+        pytest.skip("ptxas is not installed: the PTX is not assembled")
+    assert kernel.compile(cp.CubeDim(32), *args).cubin

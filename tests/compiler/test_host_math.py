@@ -58,3 +58,13 @@ def test_exp_of_edge_values(x, expected):
 
 def test_exp_of_nan_is_nan():
     assert np.isnan(_exp_on_cpu(np.array([np.nan], np.float32))[0])
+
+
+def test_the_exp_kernel_also_assembles_for_the_gpu():
+    from cubepy.compiler import ptxas
+
+    if ptxas.find_ptxas() is None:
+        pytest.skip("ptxas is not installed: the PTX is not assembled")
+    buffer = cp.BufferCompilationArg("f32", 1)
+    compiled = exp_each.compile(cp.CubeDim(256), buffer, buffer)
+    assert compiled.cubin and "ex2.approx" in compiled.ptx  # libdevice's __nv_expf on the GPU, not the host's

@@ -15,7 +15,7 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
   the code after the loop), copying their published words to the snapshot they read partners from;
   when no plane is waiting it releases the barrier.  A unit that returns ends in the final suspend.
 * Shared memories and mbarriers live at fixed offsets in the cube's shared block (``cube.shared``).
-* Math: the C library (``expf``, ``pow``, ...), which MCJIT resolves in this process.
+* Math (``host_math``): the C library (``sinf``, ``pow``, ...), which MCJIT resolves in this process; ``exp`` of f32 inline.
 
 * TMA copies and mbarriers call the runtime's emulation (``host_async``); a wait that is not done suspends
   with state ``AT_MBARRIER``.
@@ -102,8 +102,6 @@ class HostOpTable(OpTable):
 
 
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
-# libdevice spelling -> C library symbol (the f32 forms end in "f"); powi and rhypot are composed.
-_LIBM_RENAMES = {"__nv_powif": None, "__nv_powi": None, "__nv_rhypotf": None, "__nv_rhypot": None}
 
 
 class TokenType(ir.Type):
@@ -256,8 +254,9 @@ class HostTarget:
         # A whole cube's function (fission) also takes its shared block, per-unit frame and buffers as arguments,
         # ``noalias`` where nothing else reaches that memory (a buffer: where the launch checked that no other
         # argument overlaps it): LLVM then needs no overlap checks to vectorize the loops over units.
-        buffers = [p for p in lw.definition.params if p.role in ("array", "tensor")] if self.fission else []
-        extra = [PTR, PTR, *(lt.GLOBAL_PTR for _ in buffers)] if self.fission is not None else []
+        fission = self.fission is not None
+        buffers = [p for p in lw.definition.params if p.role in ("array", "tensor")] if fission else []
+        extra = [PTR, PTR, *(lt.GLOBAL_PTR for _ in buffers)] if fission else []
         function = ir.Function(
             lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32, *extra]), f"{lw.name}.unit"
         )
@@ -351,8 +350,11 @@ class HostTarget:
         self.cube_loops = CubeLoops(lw, self, self.fission)
         self.cube_loops.lower(body)
 
-    def enter_unit(self, lw: KernelLowering, unit: ir.Value, tid: tuple[ir.Value, ir.Value, ir.Value]) -> None:
-        """In a loop over units: what follows is unit ``unit`` at ``tid`` (its builtins are read again)."""
+    def enter_unit(
+        self, lw: KernelLowering, unit: ir.Value, tid: tuple[ir.Value, ir.Value, ir.Value] | None = None
+    ) -> None:
+        """In a loop over units: what follows is unit ``unit`` at ``tid`` (derived from ``unit`` when None); its
+        builtins are read again."""
         from cubepy.compiler.lower_sync import read_builtin
         from cubepy.compiler.targets.host_fission import UNIT_BUILTINS
 
@@ -550,19 +552,10 @@ class HostTarget:
 
     # -- math -----------------------------------------------------------------------------------------
     def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
-        """The C library function for libdevice's ``name`` (``__nv_expf`` -> ``expf``)."""
-        b = lw.builder
-        single = ret == lt.F32_TYPE
-        if name == "__nv_expf":  # inline, so that a loop over units calling it still vectorizes
-            from cubepy.compiler.targets.host_math import expf
+        """The C library function for libdevice's ``name`` (``__nv_expf`` -> ``expf``), or inline arithmetic."""
+        from cubepy.compiler.targets.host_math import math_call
 
-            return expf(lw, args[0])
-        if name in ("__nv_powif", "__nv_powi"):  # exact for |n| < 2**24 (f32) / 2**53 (f64)
-            exponent = b.sitofp(args[1], ret)
-            return lw.call("powf" if single else "pow", ret, [args[0], exponent])
-        if name in ("__nv_rhypotf", "__nv_rhypot"):
-            return b.fdiv(ir.Constant(ret, 1.0), lw.call("hypotf" if single else "hypot", ret, args))
-        return lw.call(name.removeprefix("__nv_"), ret, args)
+        return math_call(lw, name, ret, args)
 
     # -- the end of a unit ---------------------------------------------------------------------------
     def emit_return(self, lw: KernelLowering) -> None:
@@ -591,17 +584,10 @@ class HostTarget:
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
 
-        emit_driver(
-            lw.module,
-            lw.function,
-            lw.definition,
-            self.suspends,
-            self.param_bytes,
-            self.barrier_rows,
-            whole_cube=(self.cube_loops.frame_bytes, tuple(self.buffer_offsets))
-            if self.cube_loops is not None
-            else None,
-        )
+        loops = self.cube_loops
+        whole_cube = (loops.frame_bytes, tuple(self.buffer_offsets)) if loops is not None else None
+        definition = lw.definition
+        emit_driver(lw.module, lw.function, definition, self.suspends, self.param_bytes, self.barrier_rows, whole_cube)
 
     def unsupported_reason(self, operation: Operation) -> str | None:
         """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""

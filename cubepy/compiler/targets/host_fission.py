@@ -41,7 +41,7 @@ Anything else (barriers or collectives under divergent control, shuffles, votes,
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -53,14 +53,14 @@ from cubepy.compiler.lower_control import _loop_test, hint_vectorize
 from cubepy.compiler.lower_plane import LANEWISE, PLANE_WIDTH, plane_reduction_lanes
 from cubepy.ir import KernelDefinition, VarKind, ops, walk
 from cubepy.ir.ops import branch
-from cubepy.ir.scope import child_scopes
+from cubepy.ir.scope import Scope, child_scopes
 from cubepy.ir.uniformity import cube_uniformity
 from cubepy.ir.variable import LOCAL_KINDS
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
     from cubepy.compiler.targets.host import HostTarget
-    from cubepy.ir import Instruction, Scope, Variable
+    from cubepy.ir import Instruction, Variable
 
 I8, I32, I64, PTR = ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
 FRAME_ARRAY_ALIGN = 64  # each per-unit array starts on a cache line (and a 512-bit vector)
@@ -218,12 +218,7 @@ class _Stretches:
             elif id(inst) not in self.split and _runs_in_lockstep(inst):
                 # A stretch of its own, run as a loop: a local it writes may be read in its next iteration.
                 self.lockstep.add(id(inst))
-                own = self.new(True)
-                for nested in _instructions(inst):
-                    for var in (*nested.operation.operands(), *nested.outputs):
-                        self.touch(var, own)
-                    if isinstance(nested.operation, branch.RangeLoop):
-                        self.touch(nested.operation.index, own)
+                self.touch_all(inst, self.new(True))
                 stretch = self.new(in_loop)
             elif id(inst) in self.split:
                 header = self.new(in_loop)  # the cube-wide control reads its operands from a unit's frame
@@ -235,11 +230,15 @@ class _Stretches:
                     self.scope(child, in_loop or isinstance(op, branch.RangeLoop))
                 stretch = self.new(in_loop)
             else:
-                for nested in _instructions(inst):
-                    for var in (*nested.operation.operands(), *nested.outputs):
-                        self.touch(var, stretch)
-                    if isinstance(nested.operation, branch.RangeLoop):
-                        self.touch(nested.operation.index, stretch)
+                self.touch_all(inst, stretch)
+
+    def touch_all(self, inst: Instruction, stretch: int) -> None:
+        """Every local ``inst`` and the instructions in its bodies read or define, in ``stretch``."""
+        for nested in walk(Scope((inst,))):
+            for var in (*nested.operation.operands(), *nested.outputs):
+                self.touch(var, stretch)
+            if isinstance(nested.operation, branch.RangeLoop):
+                self.touch(nested.operation.index, stretch)
 
     def per_unit(self, definition: KernelDefinition) -> tuple[Variable, ...]:
         """The locals kept per unit: touched by two stretches, or mutable inside a loop that holds a barrier
@@ -253,12 +252,6 @@ class _Stretches:
             if len(stretches) > 1 or carried:
                 kept.append(self.variables[key])
         return tuple(sorted(kept, key=lambda v: (v.kind.value, v.id)))
-
-
-def _instructions(inst: Instruction) -> Iterator[Instruction]:
-    yield inst
-    for scope in child_scopes(inst.operation):
-        yield from walk(scope)
 
 
 class CubeLoops:
@@ -371,23 +364,18 @@ class CubeLoops:
         op = inst.operation
         assert isinstance(op, ops.PlaneOp) and op.value is not None
         operand = op.value
-        dim_x, dim_y, _ = lw.definition.cube_dim
 
         def plane(index: ir.Value) -> None:
             b = lw.builder
             values, units = [], []
             for lane in range(PLANE_WIDTH):
                 unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
-                x = b.urem(unit, ir.Constant(I32, dim_x))
-                y = b.urem(b.udiv(unit, ir.Constant(I32, dim_x)), ir.Constant(I32, dim_y))
-                z = b.udiv(unit, ir.Constant(I32, dim_x * dim_y))
                 self.unit = unit
-                self.target.enter_unit(lw, unit, (x, y, z))  # the value may be a unit's builtin
+                self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
                 values.append(lw.value(operand))
-                units.append((unit, (x, y, z)))
-            for (unit, tid), result in zip(units, plane_reduction_lanes(lw, op, values)):
-                self.unit = unit
-                self.target.enter_unit(lw, unit, tid)
+                units.append(unit)
+            for unit, result in zip(units, plane_reduction_lanes(lw, op, values)):
+                self.unit = unit  # where ``define`` stores the unit's result
                 lw.define(inst.out, result)
 
         if lw.debug is not None:

@@ -1,7 +1,10 @@
-"""Math the host target computes inline instead of calling the C library, so that loops over units vectorize.
+"""The host target's math: libdevice's functions as C library calls, and ``exp`` of f32 as inline arithmetic.
 
-A call of ``expf`` stops LLVM's loop vectorizer (the C library has no vector form it knows of here), so
-``exp`` on f32 (and on f16/bf16, computed through f32) is arithmetic: in f64, ``e^x = 2^k * e^r`` with
+A libdevice name becomes the C library's (``__nv_sinf`` -> ``sinf``); ``powi`` and ``rhypot``, which the C
+library lacks, are composed from ``pow`` and ``hypot``.
+
+A call of ``expf`` stops LLVM's loop vectorizer (the C library has no vector form it knows of here), so ``exp``
+on f32 (and on f16/bf16, computed through f32) is arithmetic: in f64, ``e^x = 2^k * e^r`` with
 ``k = rint(x / ln 2)`` and ``|r| <= ln(2) / 2``, ``e^r`` by its Taylor polynomial of degree 8 (relative
 error below 2.2e-10), the product rounded once to f32.  That is within 0.51 ulp of the exact value
 (f32 subnormal results included: the f64 product is normal and the one rounding places it); glibc's
@@ -29,6 +32,20 @@ LN2_LOW = 2.3190468138462996e-17
 # e^x of an f32 is +inf above 88.73 and rounds to 0 below -103.98: the clamp keeps k's exponent valid.
 EXP_CLAMP = (-104.0, 89.0)
 TAYLOR_DEGREE = 8
+
+
+def math_call(lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+    """The host's form of the libdevice function ``name`` applied to ``args``."""
+    b = lw.builder
+    single = ret == lt.F32_TYPE
+    if name == "__nv_expf":  # inline, so that a loop over units calling it still vectorizes
+        return expf(lw, args[0])
+    if name in ("__nv_powif", "__nv_powi"):  # exact for |n| < 2**24 (f32) / 2**53 (f64)
+        exponent = b.sitofp(args[1], ret)
+        return lw.call("powf" if single else "pow", ret, [args[0], exponent])
+    if name in ("__nv_rhypotf", "__nv_rhypot"):
+        return b.fdiv(ir.Constant(ret, 1.0), lw.call("hypotf" if single else "hypot", ret, args))
+    return lw.call(name.removeprefix("__nv_"), ret, args)
 
 
 def expf(lw: KernelLowering, x: ir.Value) -> ir.Value:

@@ -46,3 +46,32 @@ def test_implementing_an_op_twice_is_refused():
     table.implements(cls)(lambda *args: None)
     with pytest.raises(ValueError, match="implemented twice"):
         table.implements(cls)(lambda *args: None)
+
+
+@pytest.mark.parametrize("backend", sorted(name for name, table in BACKENDS.items() if table.by_family))
+def test_every_handler_sits_in_a_module_listed_for_its_family(backend):
+    """A lookup imports only its family's modules first: a handler elsewhere would cost the full import."""
+    table = BACKENDS[backend].load()
+    for cls, handler in table.implementations.items():
+        listed = table.by_family.get(cls.RECORD.family, ())
+        assert handler.__module__ in listed, f"{cls.RECORD.name} is handled in {handler.__module__}, not in {listed}"
+
+
+def test_a_lookup_imports_its_family_first_and_everything_when_it_misses(monkeypatch):
+    import importlib
+
+    imported: list[str] = []
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append(name))
+
+    class Known:
+        RECORD = OpRecord("known", "alpha")
+
+    class Unknown:
+        RECORD = OpRecord("unknown", "beta")
+
+    table = OpTable("toy", modules=("m.alpha", "m.beta"), by_family={"alpha": ("m.alpha",), "beta": ("m.beta",)})
+    table.implementations[Known] = print  # type: ignore[index]
+    assert table.get(Known) is print  # type: ignore[arg-type]
+    assert imported == []
+    assert table.get(Unknown) is None  # type: ignore[arg-type]
+    assert imported == ["m.beta", "m.alpha", "m.beta"]

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import types
+from collections.abc import Iterator
 from typing import NoReturn
 
 from cubepy.errors import ExpandError
@@ -102,12 +103,21 @@ def _definition_at(filename: str, lines: list[str], name: str, first_line: int):
         except (SyntaxError, ValueError):
             return None
         found: dict[tuple[str, int], ast.AST] = {}
-        for node in ast.walk(tree):
+        for node in _statements(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 found[(node.name, start)] = node
         cached = _DEFINITIONS[filename] = (lines, found)
     return cached[1].get((name, first_line))
+
+
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """Every statement under ``node``, nested bodies included (a ``def`` is a statement; expressions are not
+    entered, which makes this several times cheaper than ``ast.walk`` on a file)."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()):
+            yield child
+            yield from _statements(child)
 
 
 def _register_command_line_source(code: types.CodeType) -> bool:

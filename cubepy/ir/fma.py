@@ -25,10 +25,12 @@ zero sum is +0 unless both ``a * b`` and ``c`` are -0.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike, DTypeLike
+
+if TYPE_CHECKING:  # numpy.typing and fractions cost ~1 ms to import; a first launch pays for what it imports
+    from numpy.typing import ArrayLike, DTypeLike
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -181,6 +183,8 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def _exact_fma64(a: float, b: float, c: float) -> float:
     """a * b + c for finite doubles through exact rationals (float() of a ratio rounds to nearest even)."""
+    from fractions import Fraction  # only for the rare hard case
+
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     if exact == 0:
         product_negative = (math.copysign(1.0, a) < 0) != (math.copysign(1.0, b) < 0)

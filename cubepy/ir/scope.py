@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from cubepy.ir.ops.base import Operation
+from cubepy.ir.ops.base import Operation, field_names
 from cubepy.ir.variable import SourceLoc, Variable
 
 
@@ -50,8 +50,8 @@ class Scope:
 def child_scopes(operation: Operation) -> tuple[Scope, ...]:
     """The scopes a branch operation owns, in program order (empty for other operations)."""
     scopes: list[Scope] = []
-    for field in attrs.fields(type(operation)):
-        value = getattr(operation, field.name)
+    for name in field_names(type(operation)):
+        value = getattr(operation, name)
         if isinstance(value, Scope):
             scopes.append(value)
         elif isinstance(value, tuple):

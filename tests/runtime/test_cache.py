@@ -113,6 +113,18 @@ def test_loaded_definitions_keep_the_ir_element_singletons(cache_root, tmp_path)
     assert pickle.loads(cache._dumps(ir.F32)) is ir.F32
 
 
+def test_equal_item_types_and_locations_are_stored_once():
+    from cubepy import ir
+
+    types = [ir.Type(ir.F32, 4), ir.Type(ir.F32, 4), ir.Type(ir.U32)]
+    locs = [ir.SourceLoc("k.py", 3), ir.SourceLoc("k.py", 3)]
+    assert types[0] is not types[1] and locs[0] is not locs[1]
+    loaded_types, loaded_locs = pickle.loads(cache._dumps((types, locs)))
+    assert loaded_types == types and loaded_locs == locs
+    assert loaded_types[0] is loaded_types[1] and loaded_types[2] is not loaded_types[0]
+    assert loaded_locs[0] is loaded_locs[1]
+
+
 def test_editing_a_callee_in_its_source_file_misses(cache_root, tmp_path):
     _write_module(tmp_path, "cache_edit_mod", 1.0)
     before = _import_fresh(tmp_path, "cache_edit_mod")

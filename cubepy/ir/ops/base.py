@@ -39,8 +39,8 @@ class Operation:
 
     def operands(self) -> Iterator[Variable]:
         """Every variable this operation reads, in field order."""
-        for field in attrs.fields(type(self)):
-            value = getattr(self, field.name)
+        for name in field_names(type(self)):
+            value = getattr(self, name)
             if isinstance(value, Variable):
                 yield value
             elif isinstance(value, tuple):
@@ -61,6 +61,17 @@ class Operation:
                 continue
             out[field.name] = value
         return out
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The attrs field names of an operation class, in order (cached: operand walks run per instruction)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(field.name for field in attrs.fields(cls))
+    return names
 
 
 def same_as(field: str) -> ResultRule:

@@ -10,7 +10,7 @@ records; back ends register implementations per operation class (:class:`OpTable
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 import attrs
@@ -141,14 +141,20 @@ class OpTable:
     """A back end's implementations, keyed by operation class.
 
     ``modules`` are imported on first lookup, so a back end's table is complete however its modules
-    were imported before.  An operation may instead be declared unsupported, with the reason its
+    were imported before.  ``by_family`` (op family -> the modules holding it) lets a lookup import only
+    its operation's family first, so a kernel's first launch imports what it uses; a lookup that still
+    misses imports every module.  An operation may instead be declared unsupported, with the reason its
     error gives.
     """
 
-    def __init__(self, backend: str, modules: Iterable[str] = ()) -> None:
+    def __init__(
+        self, backend: str, modules: Iterable[str] = (), by_family: Mapping[str, tuple[str, ...]] | None = None
+    ) -> None:
         self.backend = backend
         self.modules = tuple(modules)
         self._loaded = not self.modules
+        self._families_loaded: set[str] = set()
+        self.by_family = dict(by_family or {})
         self.implementations: dict[type[Operation], Callable[..., object]] = {}
         self.unsupported_reasons: dict[type[Operation], str] = {}
 
@@ -179,8 +185,18 @@ class OpTable:
 
     def get(self, cls: type[Operation]) -> Callable[..., object] | None:
         """The implementation of ``cls``, or None."""
-        self.load()
-        return self.implementations.get(cls)
+        found = self.implementations.get(cls)
+        if found is not None or self._loaded:
+            return found
+        family = cls.RECORD.family
+        if family in self.by_family and family not in self._families_loaded:
+            self._families_loaded.add(family)
+            for module in self.by_family[family]:
+                importlib.import_module(module)
+            found = self.implementations.get(cls)
+            if found is not None:
+                return found
+        return self.load().implementations.get(cls)
 
     def require(self, cls: type[Operation], error: type[Exception] = CompileError) -> Callable[..., object]:
         """The implementation of ``cls``; ``error`` naming the reason when there is none."""

@@ -84,9 +84,11 @@ class Program:
             children = child_scopes(operation)
             for child in children:
                 self._compile(child)
-            used = {var.id for var in operation.operands() if var.kind is VarKind.CONST}
+            used: set[int] = set()
             for var in operation.operands():
-                if var.kind is VarKind.CONSTANT:
+                if var.kind is VarKind.CONST:
+                    used.add(var.id)
+                elif var.kind is VarKind.CONSTANT:
                     self.literals[id(var)] = literal(var.value, var.type)
             for child in children:
                 used |= self._uses[id(child)]

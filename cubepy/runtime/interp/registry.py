@@ -23,26 +23,27 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Chunk", "Instruction", "Mask"], None]
 
+# op family -> the modules that implement it: a lookup imports its family's modules first (a vector add's
+# first launch need not import the TMA, mma or cluster handlers); tests check every handler is listed here.
+_BY_FAMILY = {
+    "arith": ("arith",),
+    "memory": ("memory", "atomic"),
+    "branch": ("control",),
+    "sync": ("sync", "warp_specialize"),
+    "plane": ("plane",),
+    "tma": ("tma_exec", "warp_specialize"),
+    "cluster": ("cluster",),
+    "cmma": ("cmma",),
+    "mma": ("mma",),
+    "wgmma": ("wgmma",),
+    "debug": ("printing",),
+}
+_PACKAGE = "cubepy.runtime.interp"
+
 INTERP = OpTable(
     "interp",
-    modules=tuple(
-        f"cubepy.runtime.interp.{family}"
-        for family in (
-            "control",
-            "arith",
-            "memory",
-            "atomic",
-            "plane",
-            "sync",
-            "tma_exec",
-            "warp_specialize",
-            "cluster",
-            "cmma",
-            "mma",
-            "wgmma",
-            "printing",
-        )
-    ),
+    modules=tuple(dict.fromkeys(f"{_PACKAGE}.{name}" for names in _BY_FAMILY.values() for name in names)),
+    by_family={family: tuple(f"{_PACKAGE}.{name}" for name in names) for family, names in _BY_FAMILY.items()},
 )
 implements = INTERP.implements
 

@@ -23,6 +23,7 @@ from cubepy import (
     SharedMemory,
     cube,
     f32,
+    i32,
     u32,
 )
 from cubepy.compiler.host import compile_host
@@ -405,6 +406,76 @@ def test_a_wrapping_index_walks_as_it_does_on_the_gpu(runtime, step):
             count, last = count + 1, index
             index = (index + step) % (1 << 32)
         expected += [count, last]
+    np.testing.assert_array_equal(client.read(ho), np.array(expected, np.uint32))
+
+
+@cube(launch=True)
+def literal_walk(out: Array[i32], start: i32, end: i32, step: Comptime[int]):
+    """A loop with a literal step from each unit's own start: the rounds every unit runs go without tests."""
+    count = i32(0)
+    last = i32(-1)
+    for i in range(start + i32(UNIT_POS) * 3, end, step):
+        count += 1
+        last = i
+    cp.sync_cube()
+    out[UNIT_POS * 2] = count
+    out[UNIT_POS * 2 + 1] = last
+
+
+@cube(launch=True)
+def literal_walk_u32(out: Array[u32], start: u32, end: u32, step: Comptime[int]):
+    """The same over u32 (a start near 2**32: the trip counts are computed wider)."""
+    count = u32(0)
+    last = u32(7)
+    for i in range(start + UNIT_POS, end, step):
+        count += 1
+        last = i
+    cp.sync_cube()
+    out[UNIT_POS * 2] = count
+    out[UNIT_POS * 2 + 1] = last
+
+
+def _walk_by_hand(start: int, end: int, step: int, bits: int, signed: bool, last: int) -> list[int]:
+    """One unit's loop: test, body, index + step wrapped to the index type."""
+    index, count = start, 0
+    while (index < end) if step > 0 else (index > end):
+        count, last = count + 1, index
+        index = (index + step) % (1 << bits)
+        if signed and index >= 1 << (bits - 1):
+            index -= 1 << bits
+    return [count, last]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [
+        (0, 96, 1),  # every unit runs 96 - 3u iterations: the least is 3, then tested rounds
+        (0, 200, 7),
+        (-50, 40, 5),  # some units start past the end: none of their rounds runs, the others run
+        (90, -10, -4),  # going down
+        (5, 5, 2),  # nobody runs
+        (-(2**31) + 5, 2**31 - 2**28 - 1, 2**28),  # end - start overflows i32: the trip counts are computed wider
+    ],
+)
+def test_a_literal_step_loop_gives_each_unit_its_own_iterations(runtime, start, end, step):
+    i32_arg = cp.ScalarCompilationArg("i32")
+    plan = plan_fission(_definition(literal_walk, cp.CubeDim(32), *_arrays("i32"), i32_arg, i32_arg, step))
+    assert plan is not None and len(plan.lockstep) == 1
+    client = cp.client(runtime)
+    ho = client.zeros(64, np.int32)
+    literal_walk.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), start, end, step)
+    expected = [v for u in range(32) for v in _walk_by_hand(start + 3 * u, end, step, 32, True, -1)]
+    np.testing.assert_array_equal(client.read(ho), np.array(expected, np.int32))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize(("start", "end", "step"), [(3, 70, 2), (0, 20, 1), (2**32 - 80, 2**32 - 8, 4)])
+def test_a_literal_step_loop_over_u32(runtime, start, end, step):
+    client = cp.client(runtime)
+    ho = client.zeros(64, np.uint32)
+    literal_walk_u32.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), start, end, step)
+    expected = [v for u in range(32) for v in _walk_by_hand((start + u) % 2**32, end, step, 32, False, 7)]
     np.testing.assert_array_equal(client.read(ho), np.array(expected, np.uint32))
 
 

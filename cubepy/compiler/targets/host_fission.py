@@ -421,7 +421,8 @@ class CubeLoops:
         index_t = lt.item_type(op.index.type)
         b = lw.builder
         round_slot, ran = lw.alloca(I32, f"round{op.index.id}"), lw.alloca(I32, f"ran{op.index.id}")
-        b.store(ir.Constant(I32, 0), round_slot)
+        b.store(self._rounds_all_run(op), round_slot)
+        b = lw.builder
         head, done = lw.new_block("lockstep.round"), lw.new_block("lockstep.end")
         b.branch(head)
         b.position_at_end(head)
@@ -457,6 +458,61 @@ class CubeLoops:
         b.store(b.add(b.load(round_slot, typ=I32), ir.Constant(I32, 1)), round_slot)
         b.cbranch(b.icmp_unsigned("!=", b.load(ran, typ=I32), ir.Constant(I32, 0)), head, done)
         b.position_at_end(done)
+
+    def _rounds_all_run(self, op: branch.RangeLoop) -> ir.Value:
+        """Run the rounds that every running unit runs, without tests; the number of them (0 when unknown).
+
+        With a literal step and an index of at most 32 bits, unit ``u`` runs ``trips(u)`` iterations before its
+        index first fails the test (``ceil((end - start) / step)`` going up), computed in i64; in rounds below
+        the least of them every index lies between ``start`` and ``end``, so nothing wraps and every test
+        passes.  Those rounds need no finished bytes, tests or masks: plain vector code.  The rounds after
+        them run with the tests, from there.
+        """
+        lw = self.lw
+        b = lw.builder
+        step_value = op.step.value if op.step.is_constant else 0
+        # (The frontend makes no inclusive loops: an IR-built one takes the tested rounds from the first.)
+        if not isinstance(step_value, int) or step_value == 0 or op.index.elem.bits > 32 or op.inclusive:
+            return ir.Constant(I32, 0)
+        extend = b.sext if op.index.elem.kind == "int" else b.zext
+        least = lw.alloca(I64, f"all_run{op.index.id}")
+        b.store(ir.Constant(I64, 2**31 - 1), least)
+
+        def trips() -> None:
+            b = lw.builder
+            start, end = extend(lw.value(op.start), I64), extend(lw.value(op.end), I64)
+            distance = b.sub(end, start) if step_value > 0 else b.sub(start, end)
+            count = b.sdiv(b.add(distance, ir.Constant(I64, abs(step_value) - 1)), ir.Constant(I64, abs(step_value)))
+            count = b.select(b.icmp_signed(">", distance, ir.Constant(I64, 0)), count, ir.Constant(I64, 0))
+            so_far = b.load(least, typ=I64)
+            b.store(b.select(b.icmp_signed("<", count, so_far), count, so_far), least)
+
+        self._for_units(trips)
+        b = lw.builder
+        all_run = b.trunc(b.load(least, typ=I64), I32)
+        index_t = lt.item_type(op.index.type)
+        counter = lw.alloca(I32, f"all_round{op.index.id}")
+        b.store(ir.Constant(I32, 0), counter)
+        head, body, done = (lw.new_block(f"all_run.{part}") for part in ("head", "body", "end"))
+        b.branch(head)
+        b.position_at_end(head)
+        rounds = b.load(counter, typ=I32)
+        b.cbranch(b.icmp_signed("<", rounds, all_run), body, done)
+        b.position_at_end(body)
+        if index_t.width != 32:
+            rounds = b.trunc(rounds, index_t)
+
+        def iteration() -> None:
+            b = lw.builder
+            lw.define(op.index, b.add(lw.value(op.start), b.mul(rounds, lw.value(op.step))))
+            lw.lower_scope(op.body)
+
+        self._for_units(iteration)
+        b = lw.builder
+        b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1)), counter)
+        b.branch(head)
+        b.position_at_end(done)
+        return all_run
 
     def _for_units(self, emit: Callable[[], None]) -> None:
         """``emit()`` once for every unit still running (``unit`` and its builtins set), ``x`` innermost."""

@@ -27,7 +27,7 @@ from cubepy import (
     u32,
 )
 from cubepy.compiler.host import compile_host
-from cubepy.compiler.targets.host_fission import plan_fission
+from cubepy.compiler.targets.host_fission_plan import plan_fission
 from cubepy.errors import SanitizerError
 from examples.matmul_tiled import matmul
 from examples.reduce_sum import block_sum, plane_sum_kernel

@@ -227,7 +227,7 @@ class HostTarget:
         self.triple = triple
         self.data_layout = data_layout
         self.suspends = suspension_kinds(definition)
-        from cubepy.compiler.targets.host_fission import plan_fission
+        from cubepy.compiler.targets.host_fission_plan import plan_fission
 
         # A kernel whose barriers all sit in cube-uniform control runs its units in loops between them.
         self.fission = plan_fission(definition) if _waits_only_at_split_points(definition) else None
@@ -356,7 +356,7 @@ class HostTarget:
         """In a loop over units: what follows is unit ``unit`` at ``tid`` (derived from ``unit`` when None); its
         builtins are read again."""
         from cubepy.compiler.lower_sync import read_builtin
-        from cubepy.compiler.targets.host_fission import UNIT_BUILTINS
+        from cubepy.compiler.targets.host_fission_plan import UNIT_BUILTINS
 
         b = lw.builder
         self.unit, self.tid = unit, tid

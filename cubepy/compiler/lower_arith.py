@@ -110,12 +110,17 @@ def splat_value(lw: KernelLowering, value: ir.Value, count: int) -> ir.Value:
     return b.shuffle_vector(first, ir.Constant(vec_t, ir.Undefined), mask)
 
 
+def libdevice_name(base: str, elem: ElemType) -> str:
+    """libdevice's function for ``base`` on ``elem``: ``__nv_<base>`` for f64, ``__nv_<base>f`` otherwise."""
+    return f"__nv_{base}{'' if elem is F64 else 'f'}"
+
+
 def call_libdevice_math(lw: KernelLowering, base: str, args: list[ir.Value], elem: ElemType) -> ir.Value:
     """``__nv_<base>[f]`` applied lane-wise; f16/bf16 arguments are computed in f32."""
     b = lw.builder
     compute = F64 if elem is F64 else F32
     scalar_t = lt.elem_type(compute)
-    fn_name = f"__nv_{base}{'f' if compute is F32 else ''}"
+    fn_name = libdevice_name(base, elem)
     out_t = args[0].type
     if elem in _HALF_TYPES:
         args = [b.fpext(a, _with_scalar(a.type, scalar_t)) for a in args]
@@ -350,7 +355,7 @@ def powi(lw: KernelLowering, base: ir.Value, exponent: ir.Value, base_ty: Type, 
         exponent = _resize_int(lw, exponent, 32, signed=exp_elem.kind == "int")
         compute = F64 if elem is F64 else F32
         scalar_t = lt.elem_type(compute)
-        name = "__nv_powi" if compute is F64 else "__nv_powif"
+        name = libdevice_name("powi", elem)
         out_t = base.type
         if elem in _HALF_TYPES:
             base = b.fpext(base, _with_scalar(out_t, scalar_t))

@@ -2,6 +2,7 @@
 #include "tma_common.cuh"
 #define ROWS 16
 #define COLS 32
+#define DIM 128  // threads per block, as launched
 extern "C" __global__ void tma_roundtrip(const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst,
                                          float scale) {
     __shared__ __align__(128) float tile[ROWS * COLS];
@@ -12,8 +13,9 @@ extern "C" __global__ void tma_roundtrip(const __grid_constant__ CUtensorMap src
     int y = blockIdx.y * ROWS, x = blockIdx.x * COLS;
     if (threadIdx.x == 0) tma_load_2d(tile, &src, &bar, y, x);
     mbar_wait(&bar, mbar_arrive_expect_tx(&bar, threadIdx.x == 0 ? size * 4 : 0));
-    #pragma unroll 1  // the cubepy kernel (a library/example kernel) has no hint: ptxas may unroll it
-    for (unsigned i = threadIdx.x; i < size; i += blockDim.x) tile[i] = scale * tile[i] + 1.0f;
+    // cubepy compiles for the launch's cube (CUBE_DIM is 128 there): the same constant step, and no unroll hint
+    // on either side (ptxas unrolls both alike).
+    for (unsigned i = threadIdx.x; i < size; i += DIM) tile[i] = scale * tile[i] + 1.0f;
     fence_async_shared();
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -155,6 +155,20 @@ def halving_sum(out: Array[f32], width: u32):
 
 
 @cube(launch=True)
+def leave_when_mine(data: Array[f32], out: Array[f32]):
+    """A ``break`` under a per-unit condition: units leave the loop apart, so it runs as coroutines."""
+    tile = SharedMemory[f32](32)
+    count = u32(0)
+    while True:
+        tile[UNIT_POS] = data[UNIT_POS] + f32(count)
+        cp.sync_cube()
+        count += 1
+        if count > UNIT_POS % 4:
+            break
+    out[UNIT_POS] = f32(count)
+
+
+@cube(launch=True)
 def shift_read(x: Array[f32], out: Array[f32], n: Comptime[int]):
     tile = SharedMemory[f32](n)
     tile[UNIT_POS] = x[UNIT_POS]
@@ -173,7 +187,7 @@ def test_the_tiled_matmul_qualifies_and_keeps_its_accumulator_per_unit():
     [
         (divergent_barrier, _arrays("f32"), "a barrier under a per-unit condition"),
         (break_out_of_barrier_loop, (*_arrays("f32"), cp.ScalarCompilationArg("u32")), "a break out of a barrier loop"),
-        (halving_sum, (*_arrays("f32"), cp.ScalarCompilationArg("u32")), "a barrier in a while loop"),
+        (leave_when_mine, _arrays("f32", "f32"), "a while loop each unit leaves on its own"),
     ],
 )
 def test_kernels_that_do_not_qualify_run_as_coroutines(kernel, args, why):
@@ -521,3 +535,70 @@ def test_kernels_only_compiled_for_the_host_here_also_assemble_for_the_gpu(kerne
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas is not installed: the PTX is not assembled")
     assert kernel.compile(cp.CubeDim(32), *args).cubin
+
+
+@cube(launch=True)
+def rotate_until(data: Array[f32], out: Array[f32], rounds: u32, skip: u32):
+    """``while True`` left by a ``break`` every unit takes alike, a ``continue`` too, a barrier in between."""
+    tile = SharedMemory[f32](32)
+    value = data[UNIT_POS]
+    done = u32(0)
+    while True:
+        done += 1
+        if done == skip:
+            continue
+        tile[UNIT_POS] = value
+        cp.sync_cube()
+        value = tile[(UNIT_POS + 1) % 32] + value
+        cp.sync_cube()
+        if done >= rounds:
+            break
+    out[UNIT_POS] = value
+
+
+def test_while_loops_whose_exits_every_unit_takes_alike_split():
+    u = cp.ScalarCompilationArg("u32")
+    assert plan_fission(_definition(halving_sum, cp.CubeDim(32), *_arrays("f32"), u)) is not None
+    rotating = _definition(rotate_until, cp.CubeDim(32), *_arrays("f32", "f32"), u, u)
+    assert plan_fission(rotating) is not None
+    assert compile_host(rotating).shape == "unit loops"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("width", [32, 20, 1])
+def test_a_while_loop_tree_reduction_matches_numpy(runtime, width):
+    client = cp.client(runtime)
+    ho = client.zeros(32, np.float32)
+    halving_sum.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), width)
+    tile = np.arange(32, dtype=np.float32)
+    stride = width // 2
+    while stride > 0:  # the same additions in the same order, by hand
+        tile[:stride] += tile[stride : 2 * stride]
+        stride //= 2
+    np.testing.assert_array_equal(client.read(ho), np.full(32, tile[0], np.float32))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize(("rounds", "skip"), [(4, 0), (5, 2), (1, 1)])
+def test_break_and_continue_of_a_split_while_loop(runtime, rounds, skip):
+    client = cp.client(runtime)
+    data = np.arange(32, dtype=np.float32)
+    hd, ho = client.create(data), client.zeros(32, np.float32)
+    rotate_until.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(hd), cp.ArrayArg(ho), rounds, skip)
+    value, done = data.copy(), 0
+    while True:
+        done += 1
+        if done == skip:
+            continue
+        value = np.roll(value, -1) + value
+        if done >= rounds:
+            break
+    np.testing.assert_array_equal(client.read(ho), value)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_break_each_unit_takes_on_its_own_still_runs(runtime):
+    client = cp.client(runtime)
+    hd, ho = client.create(np.zeros(32, np.float32)), client.zeros(32, np.float32)
+    leave_when_mine.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(hd), cp.ArrayArg(ho))
+    np.testing.assert_array_equal(client.read(ho), (np.arange(32) % 4 + 1).astype(np.float32))

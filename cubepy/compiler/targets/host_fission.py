@@ -2,8 +2,10 @@
 
 A kernel qualifies when its units wait only at *split points*, and every split point sits in control that
 all running units of the cube take alike (``cubepy.ir.uniformity.cube_uniformity``): in the body
-itself, or inside ``range_loop``s, ``if``s and ``if_else``s whose bounds or conditions are cube-uniform,
-with no ``break`` or ``continue`` leaving such a loop.  The split points are ``sync_cube``, ``sync_plane``
+itself, or inside ``range_loop``s, ``loop``s (``while``), ``if``s and ``if_else``s whose bounds or conditions
+are cube-uniform, with no ``break`` or ``continue`` leaving such a ``range_loop``; a ``while`` loop's ``break``
+and ``continue`` must sit in its cube-level code (its body, or a cube-uniform ``if`` there): the whole cube
+takes them at once.  The split points are ``sync_cube``, ``sync_plane``
 and the plane reductions and scans (``plane_sum`` ... ``plane_exclusive_prod``) that the whole plane
 reaches (``uniform=True``, ``cubepy.ir.uniformity``).
 
@@ -388,6 +390,7 @@ class CubeLoops:
 
     def _split(self, inst: Instruction) -> None:
         """A loop or branch holding barriers, lowered once for the cube around the stretches of its bodies."""
+        from cubepy.compiler.lower import Loop
         from cubepy.compiler.lower_control import emit_range_loop
 
         lw = self.lw
@@ -399,6 +402,19 @@ class CubeLoops:
         if isinstance(op, branch.RangeLoop):  # no break or continue leaves it (``plan_fission``)
             # The unroll hint is the units' loop's: copies of a cube-wide loop would copy every loop over units.
             emit_range_loop(lw, op, lambda _: self._stretches(op.body), hint=False)
+            return
+        if isinstance(op, (branch.Break, branch.Continue)):  # taken by the whole cube (``plan_fission``)
+            lw.lower_instruction(inst)
+            return
+        if isinstance(op, branch.Loop):  # its breaks sit in cube-level branches: the cube leaves it at once
+            body, exit_ = lw.new_block("cube.loop"), lw.new_block("cube.loop.end")
+            b.branch(body)
+            b.position_at_end(body)
+            lw.loops.append(Loop(body, exit_))
+            self._stretches(op.body)
+            lw.loops.pop()
+            lw.branch_if_open(body)
+            lw.builder.position_at_end(exit_)
             return
         assert isinstance(op, (branch.If, branch.IfElse))
         then, join = lw.new_block("cube.then"), lw.new_block("cube.endif")

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
 
 VarKey = tuple[VarKind, int]
-_SPLITTABLE = (branch.RangeLoop, branch.If, branch.IfElse)
+_SPLITTABLE = (branch.RangeLoop, branch.Loop, branch.If, branch.IfElse)
+_CONDITIONAL = (branch.If, branch.IfElse)
 # The builtins that differ between the units of a cube: read again in every loop over units.
 UNIT_BUILTINS = ("absolute_pos", "unit_pos", "plane_pos")
 
@@ -75,26 +76,35 @@ def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
     uniform = uniformity.control
     split: set[int] = set()
 
-    def qualifies(scope: Scope, in_split_loop: bool) -> bool:
+    def qualifies(scope: Scope, in_split_loop: bool, cube_exits: bool) -> bool:
+        """``cube_exits``: ``scope`` is cube-level code of a split ``while`` loop (its body, or a split branch
+        in it), where a ``break``/``continue`` of that loop is taken by the whole cube at once."""
         for inst in scope.instructions:
             op = inst.operation
             if is_split_point(inst):
                 if not _splits(inst):
                     return False
                 continue
-            if not _holds_split_point(inst):
-                if in_split_loop and _leaves_loop(inst):
-                    return False
+            if cube_exits and isinstance(op, (branch.Break, branch.Continue)):
+                split.add(id(inst))  # the cube leaves (or restarts) the loop it runs once for all units
                 continue
-            if not isinstance(op, _SPLITTABLE) or id(inst) not in uniform:
+            if not _holds_split_point(inst):
+                if not (in_split_loop and _leaves_loop(inst)):
+                    continue
+                # A branch that only leaves the loop: cube-level when every unit decides it alike.
+                if not (cube_exits and isinstance(op, _CONDITIONAL) and id(inst) in uniform):
+                    return False
+            elif not isinstance(op, _SPLITTABLE) or id(inst) not in uniform:
                 return False
             split.add(id(inst))
-            inner = in_split_loop or isinstance(op, branch.RangeLoop)
-            if not all(qualifies(child, inner) for child in child_scopes(op)):
+            inner = in_split_loop or isinstance(op, (branch.RangeLoop, branch.Loop))
+            # A range loop's own break/continue would need its cube-wide latch: those kernels run as coroutines.
+            exits = isinstance(op, branch.Loop) or (cube_exits and isinstance(op, _CONDITIONAL))
+            if not all(qualifies(child, inner, exits) for child in child_scopes(op)):
                 return False
         return True
 
-    if not qualifies(definition.body, False):
+    if not qualifies(definition.body, False, False):
         return None
     frozen = frozenset(split)
     stretches = _Stretches(frozen, uniformity.values)
@@ -186,7 +196,7 @@ class _Stretches:
                 if isinstance(op, branch.RangeLoop):
                     self.uniform_indices.add((op.index.kind, op.index.id))
                 for child in child_scopes(op):
-                    self.scope(child, in_loop or isinstance(op, branch.RangeLoop))
+                    self.scope(child, in_loop or isinstance(op, (branch.RangeLoop, branch.Loop)))
                 stretch = self.new(in_loop)
             else:
                 self.touch_all(inst, stretch)

@@ -269,6 +269,70 @@ def _widened(
     return [b.fptrunc(r, narrow_t) for r in results]
 
 
+def source_lane(b: ir.IRBuilder, mode: str, lane: ir.Value, arg: ir.Value) -> ir.Value:
+    """The lane ``shfl.sync.<mode>`` reads for ``lane`` (i32) with source or offset ``arg`` (u32): ``idx`` reads
+    ``arg & 31``; ``up``/``down``/``bfly`` read ``lane - arg``/``lane + arg``/``lane ^ arg``, or ``lane``
+    itself when that falls outside the plane (the interp's rule, and PTX's with the whole plane one segment)."""
+    plane = ir.Constant(lt.I32, PLANE_WIDTH)
+    if mode == "idx":
+        return b.and_(arg, ir.Constant(lt.I32, PLANE_WIDTH - 1))
+    if mode == "up":
+        source, valid = b.sub(lane, arg), b.icmp_unsigned(">=", lane, arg)
+    elif mode == "down":
+        source = b.add(lane, arg)
+        valid = b.icmp_unsigned("<", source, plane)
+    else:  # bfly
+        source = b.xor(lane, arg)
+        valid = b.icmp_unsigned("<", source, plane)
+    return b.select(valid, source, lane)
+
+
+# The moves and votes ``exchange_lanes`` computes for a whole plane at once (scalar operands).
+EXCHANGES = (
+    ops.PlaneBroadcast,
+    ops.PlaneShuffle,
+    ops.PlaneShuffleXor,
+    ops.PlaneShuffleUp,
+    ops.PlaneShuffleDown,
+    ops.PlaneAll,
+    ops.PlaneAny,
+    ops.PlaneBallot,
+)
+
+
+def exchange_lanes(
+    lw: KernelLowering, inst: Instruction, values: list[ir.Value], args: list[ir.Value] | None
+) -> list[ir.Value]:
+    """The results of the whole-plane move or vote ``inst`` (one of ``EXCHANGES``, scalar operands) for its 32
+    lanes' values and (for moves) u32 source lanes or offsets: the shuffled form's results, lane by lane."""
+    b = lw.builder
+    kind = inst.operation.name.removeprefix("plane_")
+    if kind in ("all", "any", "ballot"):
+        bits: ir.Value = ir.Constant(lt.I32, 0)
+        for lane, predicate in enumerate(values):
+            bits = b.or_(bits, b.shl(b.zext(predicate, lt.I32), ir.Constant(lt.I32, lane)))
+        if kind == "ballot":
+            if inst.out is not None and inst.out.type.is_line:  # CubeCL's four words: the ballot, then zeros
+                bits = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), bits, ir.Constant(lt.I32, 0))
+            return [bits] * PLANE_WIDTH
+        hit = b.icmp_unsigned(
+            "==" if kind == "all" else "!=", bits, FULL_MASK if kind == "all" else lt.splat(lt.I32, 0)
+        )
+        return [hit] * PLANE_WIDTH
+    assert args is not None
+    array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
+    scratch = lw.alloca(array_t, "plane_values")
+    zero = ir.Constant(lt.I32, 0)
+    for lane, value in enumerate(values):
+        b.store(value, b.gep(scratch, [zero, ir.Constant(lt.I32, lane)], inbounds=True, source_etype=array_t))
+    results = []
+    for lane, arg in enumerate(args):
+        source = source_lane(b, _MOVE_MODE[kind], ir.Constant(lt.I32, lane), arg)
+        element = b.gep(scratch, [zero, source], inbounds=True, source_etype=array_t)
+        results.append(b.load(element, typ=values[0].type))
+    return results
+
+
 def plane_reduction_lanes(lw: KernelLowering, op: ops.PlaneOp, values: list[ir.Value]) -> list[ir.Value]:
     """The results of the whole-plane reduction or scan ``op`` (one of ``LANEWISE``) for its 32 lanes' values."""
     scan, _, reduce_kind = op.name.removeprefix("plane_").rpartition("_")

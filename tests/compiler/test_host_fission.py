@@ -207,11 +207,79 @@ def test_a_tree_reduction_unrolled_at_expansion_qualifies_and_sums(runtime):
     np.testing.assert_array_equal(client.read(hp), [data[i * 32 : (i + 1) * 32].sum() for i in range(4)])
 
 
-def test_whole_plane_reductions_split_and_shuffles_keep_the_coroutine_driver():
+def test_whole_plane_reductions_and_moves_split_and_divergent_moves_keep_the_coroutine_driver():
     plan = plan_fission(_definition(plane_sum_kernel, cp.CubeDim(64), *_arrays("f32", "f32")))
     assert plan is not None and plan.split == frozenset()
-    host = compile_host(_definition(rotate_in_plane, cp.CubeDim(64), *_arrays("f32")))
-    assert "llvm.coro" in host.llvm
+    assert compile_host(_definition(rotate_in_plane, cp.CubeDim(64), *_arrays("f32"))).shape == "unit loops"
+    divergent = _definition(rotate_some, cp.CubeDim(64), *_arrays("f32"))
+    assert plan_fission(divergent) is None and "llvm.coro" in compile_host(divergent).llvm
+
+
+@cube(launch=True)
+def rotate_some(out: Array[f32]):
+    if UNIT_POS < 40:
+        out[UNIT_POS] = cp.plane_shuffle(f32(UNIT_POS), (cp.UNIT_POS_PLANE + 1) % 32)
+
+
+@cube(launch=True)
+def every_move_and_vote(x: Array[f32], n: Array[i32], wide: Array[cp.f64], out: Array[f32], bits: Array[u32]):
+    """Each plane move (offsets in and out of the plane) and vote, between barriers, on three value types."""
+    value = x[UNIT_POS]
+    count = n[UNIT_POS]
+    big = wide[UNIT_POS]
+    cp.sync_cube()
+    lane = cp.UNIT_POS_PLANE
+    out[UNIT_POS * 8] = cp.plane_shuffle(value, (lane * 7 + 3) % 37)  # 32..36 wrap to 0..4
+    out[UNIT_POS * 8 + 1] = cp.plane_shuffle_xor(value, lane % 3 + 31)  # 31, 32, 33: outside reads its own
+    out[UNIT_POS * 8 + 2] = cp.plane_shuffle_up(value, lane % 5)
+    out[UNIT_POS * 8 + 3] = cp.plane_shuffle_down(value, u32(9))
+    out[UNIT_POS * 8 + 4] = cp.plane_broadcast(value, u32(6))
+    out[UNIT_POS * 8 + 5] = f32(cp.plane_shuffle_down(count, u32(1)))
+    out[UNIT_POS * 8 + 6] = f32(cp.plane_shuffle_xor(big, u32(5)))
+    out[UNIT_POS * 8 + 7] = value
+    cp.sync_cube()
+    bits[UNIT_POS * 4] = cp.plane_ballot(value > 0.0)[0]
+    bits[UNIT_POS * 4 + 1] = u32(cp.plane_all(count > -100))
+    bits[UNIT_POS * 4 + 2] = u32(cp.plane_any(count > 5))
+    bits[UNIT_POS * 4 + 3] = u32(cp.plane_all(value > 0.0))
+
+
+def test_plane_moves_and_votes_between_stretches_give_the_interps_bits():
+    args = (*_arrays("f32", "i32", "f64", "f32", "u32"),)
+    assert compile_host(_definition(every_move_and_vote, cp.CubeDim(64), *args)).shape == "unit loops"
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(64).astype(np.float32)
+    n = rng.integers(-9, 9, 64).astype(np.int32)
+    wide = rng.standard_normal(64)
+    results = {}
+    for runtime in RUNTIMES:
+        client = cp.client(runtime)
+        hx, hn, hw = client.create(x), client.create(n), client.create(wide)
+        ho, hb = client.zeros(64 * 8, np.float32), client.zeros(64 * 4, np.uint32)
+        every_move_and_vote.launch(
+            client,
+            cp.CubeCount(1),
+            cp.CubeDim(64),
+            *(cp.ArrayArg(h) for h in (hx, hn, hw, ho, hb)),
+        )
+        results[runtime] = (client.read(ho).reshape(64, 8), client.read(hb).reshape(64, 4))
+    np.testing.assert_array_equal(results["cpu"][0], results["interp"][0])
+    np.testing.assert_array_equal(results["cpu"][1], results["interp"][1])
+    moved, voted = results["cpu"]
+    lanes, planes = np.arange(64) % 32, np.arange(64) // 32 * 32
+    np.testing.assert_array_equal(moved[:, 0], x[planes + (lanes * 7 + 3) % 37 % 32])  # by hand
+    xor = lanes ^ (lanes % 3 + 31)
+    np.testing.assert_array_equal(moved[:, 1], x[planes + np.where(xor < 32, xor, lanes)])
+    up = lanes - lanes % 5
+    np.testing.assert_array_equal(moved[:, 2], x[planes + up])
+    np.testing.assert_array_equal(moved[:, 3], x[planes + np.where(lanes + 9 < 32, lanes + 9, lanes)])
+    np.testing.assert_array_equal(moved[:, 4], x[planes + 6])
+    np.testing.assert_array_equal(moved[:, 6], wide[planes + (lanes ^ 5)].astype(np.float32))
+    ballots = [int(sum(1 << i for i in range(32) if x[p * 32 + i] > 0)) for p in range(2)]
+    np.testing.assert_array_equal(voted[:, 0], np.repeat(ballots, 32))
+    np.testing.assert_array_equal(
+        voted[:, 2], np.repeat([int((n[p * 32 : p * 32 + 32] > 5).any()) for p in range(2)], 32)
+    )
 
 
 @cube(launch=True)

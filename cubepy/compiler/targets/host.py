@@ -477,21 +477,12 @@ class HostTarget:
 
     def shuffle_word(self, lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
         """PTX ``shfl.sync`` source-lane rules over the snapshot; a source outside ``mask`` yields the own word."""
+        from cubepy.compiler.lower_plane import source_lane
+
         b = lw.builder
         self._exchange(lw, word)
         lane = self.lane
-        if mode == "idx":
-            source, valid = b.and_(arg, ir.Constant(I32, PLANE - 1)), ir.Constant(lt.I1, 1)
-        elif mode == "up":
-            source = b.sub(lane, arg)
-            valid = b.icmp_unsigned(">=", lane, arg)
-        elif mode == "down":
-            source = b.add(lane, arg)
-            valid = b.icmp_unsigned("<", source, ir.Constant(I32, PLANE))
-        else:  # bfly
-            source = b.xor(lane, arg)
-            valid = b.icmp_unsigned("<", source, ir.Constant(I32, PLANE))
-        source = b.select(valid, source, lane)
+        source = source_lane(b, mode, lane, arg)
         in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE - 1))), lt.I1)
         source = b.select(in_mask, source, lane)
         own = b.load(self.publish, typ=I64)

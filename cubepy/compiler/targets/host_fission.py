@@ -6,8 +6,9 @@ itself, or inside ``range_loop``s, ``loop``s (``while``), ``if``s and ``if_else`
 are cube-uniform, with no ``break`` or ``continue`` leaving such a ``range_loop``; a ``while`` loop's ``break``
 and ``continue`` must sit in its cube-level code (its body, or a cube-uniform ``if`` there): the whole cube
 takes them at once.  The split points are ``sync_cube``, ``sync_plane``
-and the plane reductions and scans (``plane_sum`` ... ``plane_exclusive_prod``) that the whole plane
-reaches (``uniform=True``, ``cubepy.ir.uniformity``).
+and the plane reductions and scans (``plane_sum`` ... ``plane_exclusive_prod``), moves (shuffles, broadcast)
+and votes (all, any, ballot) of scalar values that the whole plane reaches (``uniform=True``,
+``cubepy.ir.uniformity``).
 
 Such a body is cut at its split points into *stretches*.  Each stretch becomes one loop over the cube's units,
 ``for z: for y: for x: <the stretch for unit (x, y, z)>``; the loops and branches that hold barriers are
@@ -16,7 +17,8 @@ running.  Every unit finishes a stretch before any unit starts the next, which i
 and the innermost loop, over ``x``, is one LLVM can vectorize across units.  A plane reduction or scan
 between two stretches runs once per plane over its 32 units' values, with the butterfly or Hillis-Steele
 combines of the shuffled form in the same order (``lower_plane.full_plane_lanes``), so each unit gets
-the bits it gets there.
+the bits it gets there; a move reads its source lane by the shuffle's own rule (``lower_plane.source_lane``,
+shared with the coroutine form) and a vote combines the 32 predicates (``lower_plane.exchange_lanes``).
 
 Inside a stretch, two more things make the loops over units vector code:
 
@@ -36,8 +38,8 @@ per worker thread and reused cube after cube (the cube context's first frame slo
 ``return``, the frame also holds a running flag per unit: ``return`` clears it and ends the unit's stretch,
 and later stretches skip the unit, as a barrier on the GPU stops counting a unit that has exited.
 
-Anything else (barriers or collectives under divergent control, shuffles, votes, mbarriers,
-``sync_cube_count``) runs as coroutines (``cubepy.compiler.targets.host``).
+Anything else (barriers or collectives under divergent control, moves and votes of lines, elect, matches,
+mbarriers, ``sync_cube_count``) runs as coroutines (``cubepy.compiler.targets.host``).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower import as_u32
 from cubepy.compiler.lower_control import _loop_test, hint_vectorize
-from cubepy.compiler.lower_plane import PLANE_WIDTH, plane_reduction_lanes
+from cubepy.compiler.lower_plane import EXCHANGES, PLANE_WIDTH, exchange_lanes, plane_reduction_lanes
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
@@ -169,23 +172,29 @@ class CubeLoops:
         b.position_at_end(done)
 
     def _plane_collective(self, inst: Instruction) -> None:
-        """A whole-plane reduction or scan between two stretches: for each plane, its 32 units' values from
-        their frames, the shuffled form's combines, each unit's result to its frame."""
+        """A whole-plane reduction, scan, move or vote between two stretches: for each plane, its 32 units'
+        operands from their frames, the shuffled form's results, each unit's result to its frame."""
         lw = self.lw
         op = inst.operation
         assert isinstance(op, ops.PlaneOp) and op.value is not None
-        operand = op.value
+        operand, offset = op.value, op.arg
 
         def plane(index: ir.Value) -> None:
             b = lw.builder
-            values, units = [], []
+            values, args, units = [], [], []
             for lane in range(PLANE_WIDTH):
                 unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
                 self.unit = unit
                 self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
                 values.append(lw.value(operand))
+                if offset is not None:
+                    args.append(as_u32(lw, lw.value(offset), offset))
                 units.append(unit)
-            for unit, result in zip(units, plane_reduction_lanes(lw, op, values)):
+            if isinstance(op, EXCHANGES):
+                results = exchange_lanes(lw, inst, values, args if offset is not None else None)
+            else:
+                results = plane_reduction_lanes(lw, op, values)
+            for unit, result in zip(units, results):
                 self.unit = unit  # where ``define`` stores the unit's result
                 lw.define(inst.out, result)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from cubepy.compiler.lower_plane import LANEWISE
+from cubepy.compiler.lower_plane import EXCHANGES, LANEWISE
 from cubepy.ir import KernelDefinition, VarKind, ops, walk
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Scope, child_scopes
@@ -47,10 +47,14 @@ def is_split_point(inst: Instruction) -> bool:
 
 
 def _splits(inst: Instruction) -> bool:
-    """Whether ``inst``, met where stretches may be cut, is a split point the fission handles."""
+    """Whether ``inst``, met where stretches may be cut, is a split point the fission handles: a barrier, or a
+    plane reduction, scan, move or vote the whole plane reaches (moves and votes of scalar values)."""
     op = inst.operation
     if isinstance(op, (ops.SyncCube, ops.SyncPlane)):
         return True
+    if isinstance(op, EXCHANGES):
+        scalar = op.value is not None and not op.value.type.is_line and (op.arg is None or not op.arg.type.is_line)
+        return op.uniform and scalar
     return isinstance(op, LANEWISE) and op.uniform
 
 

@@ -1,8 +1,9 @@
 """``python -m benchmarks.cpu_runtime [--repeats N]``: the compiled cpu runtime beside the interp and numpy.
 
 Workloads: vector add 2^20 (f32), tiled matmul 256^3 (examples/matmul_tiled.py, 16x16 tiles, two
-``sync_cube`` per k-step) and row softmax 1024x1024 (examples/softmax.py, one plane per row with
-``plane_max``/``plane_sum``).  Run time is the median of warm launches (compiled and cached, inputs
+``sync_cube`` per k-step), row softmax 1024x1024 (examples/softmax.py, one plane per row with
+``plane_max``/``plane_sum``) and a butterfly plane sum of 2^20 values written with five ``plane_shuffle_xor``
+(numpy's peer: the 32-value sums, repeated).  Run time is the median of warm launches (compiled and cached, inputs
 resident); compile time is the cpu runtime's first launch minus a warm one (lowering, O3 and object code
 in a forked child, MCJIT load).  Targets: vector add within 3x of numpy; matmul and softmax at least 20x
 faster than the interp.
@@ -22,9 +23,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cubepy as cp  # noqa: E402
+from cubepy import ABSOLUTE_POS, Array, cube, f32, u32  # noqa: E402
 from examples.matmul_tiled import matmul  # noqa: E402
 from examples.softmax import softmax_rows  # noqa: E402
 from examples.vector_add import vector_add  # noqa: E402
+
+
+@cube(launch=True)
+def butterfly_sum(x: Array[f32], out: Array[f32]):
+    """Every unit gets its plane's sum by five butterfly steps (each unit adds its partner's value)."""
+    value = x[ABSOLUTE_POS]
+    for k in cp.unroll(range(5)):
+        value += cp.plane_shuffle_xor(value, u32(16 >> k))
+    out[ABSOLUTE_POS] = value
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -75,6 +86,12 @@ def _workloads(client):
         "softmax 1024x1024": (
             lambda: softmax_rows.launch(client, cp.CubeCount(1024), cp.CubeDim(32), cp.TensorArg(hx), cp.TensorArg(hs)),
             softmax_numpy,
+        ),
+        "shuffle_xor sum 2^20": (
+            lambda: butterfly_sum.launch(
+                client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(ho)
+            ),
+            lambda: np.repeat(a.reshape(-1, 32).sum(axis=1), 32),
         ),
     }
 

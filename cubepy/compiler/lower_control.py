@@ -161,14 +161,19 @@ class _LoopID(ir.MDValue):
 
 def lower_loop(lw: KernelLowering, inst: Instruction) -> None:
     """Run the body until a break."""
-    op = inst.operation
-    body, exit_ = lw.new_block("loop.body"), lw.new_block("loop.end")
-    lw.builder.branch(body)
-    lw.builder.position_at_end(body)
-    lw.loops.append(Loop(body, exit_))
-    lw.lower_scope(op.body)
+    emit_loop(lw, lambda: lw.lower_scope(inst.operation.body))
+
+
+def emit_loop(lw: KernelLowering, body: Callable[[], None], name: str = "loop") -> None:
+    """The blocks of a loop left only by ``break`` around ``body()``, which it emits (its breaks and continues
+    find this loop innermost in ``lw.loops``)."""
+    entry, exit_ = lw.new_block(f"{name}.body"), lw.new_block(f"{name}.end")
+    lw.builder.branch(entry)
+    lw.builder.position_at_end(entry)
+    lw.loops.append(Loop(entry, exit_))
+    body()
     lw.loops.pop()
-    lw.branch_if_open(body)
+    lw.branch_if_open(entry)
     lw.builder.position_at_end(exit_)
 
 

@@ -25,11 +25,10 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers
 from cubepy.compiler.lower_arith import binary, map_lanes
-from cubepy.compiler.lower_sync import sreg
+from cubepy.compiler.lower_sync import PLANE_SIZE, sreg
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 FULL_MASK = ir.Constant(lt.I32, -1)
-PLANE_WIDTH = 32
 
 
 def active_mask(lw: KernelLowering) -> ir.Value:
@@ -119,12 +118,12 @@ def full_plane_lanes(
     acc = list(values)
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
-            acc = [_combine(lw, kind, acc[lane], acc[lane ^ offset], elem) for lane in range(PLANE_WIDTH)]
+            acc = [_combine(lw, kind, acc[lane], acc[lane ^ offset], elem) for lane in range(PLANE_SIZE)]
         return acc
     for offset in (1, 2, 4, 8, 16):
         acc = [
             _combine(lw, kind, acc[lane], acc[lane - offset], elem) if lane >= offset else acc[lane]
-            for lane in range(PLANE_WIDTH)
+            for lane in range(PLANE_SIZE)
         ]
     if scan == "exclusive":
         acc = [_identity(kind, elem, values[0].type), *acc[:-1]]
@@ -273,9 +272,9 @@ def source_lane(b: ir.IRBuilder, mode: str, lane: ir.Value, arg: ir.Value) -> ir
     """The lane ``shfl.sync.<mode>`` reads for ``lane`` (i32) with source or offset ``arg`` (u32): ``idx`` reads
     ``arg & 31``; ``up``/``down``/``bfly`` read ``lane - arg``/``lane + arg``/``lane ^ arg``, or ``lane``
     itself when that falls outside the plane (the interp's rule, and PTX's with the whole plane one segment)."""
-    plane = ir.Constant(lt.I32, PLANE_WIDTH)
+    plane = ir.Constant(lt.I32, PLANE_SIZE)
     if mode == "idx":
-        return b.and_(arg, ir.Constant(lt.I32, PLANE_WIDTH - 1))
+        return b.and_(arg, ir.Constant(lt.I32, PLANE_SIZE - 1))
     if mode == "up":
         source, valid = b.sub(lane, arg), b.icmp_unsigned(">=", lane, arg)
     elif mode == "down":
@@ -285,6 +284,17 @@ def source_lane(b: ir.IRBuilder, mode: str, lane: ir.Value, arg: ir.Value) -> ir
         source = b.xor(lane, arg)
         valid = b.icmp_unsigned("<", source, plane)
     return b.select(valid, source, lane)
+
+
+def vote_from_ballot(b: ir.IRBuilder, kind: str, ballot: ir.Value, mask: ir.Value) -> ir.Value:
+    """``vote.sync.<kind>`` over ``mask`` from the lanes' predicate bits: the ballot (of ``mask``'s lanes), or
+    whether every lane of ``mask`` (``all``) or any (``any``) holds."""
+    ballot = b.and_(ballot, mask)
+    if kind == "ballot":
+        return ballot
+    if kind == "all":
+        return b.icmp_unsigned("==", ballot, mask)
+    return b.icmp_unsigned("!=", ballot, ir.Constant(lt.I32, 0))
 
 
 # The moves and votes ``exchange_lanes`` computes for a whole plane at once (scalar operands).
@@ -308,19 +318,15 @@ def exchange_lanes(
     b = lw.builder
     kind = inst.operation.name.removeprefix("plane_")
     if kind in ("all", "any", "ballot"):
-        bits: ir.Value = ir.Constant(lt.I32, 0)
+        ballot: ir.Value = ir.Constant(lt.I32, 0)
         for lane, predicate in enumerate(values):
-            bits = b.or_(bits, b.shl(b.zext(predicate, lt.I32), ir.Constant(lt.I32, lane)))
-        if kind == "ballot":
-            if inst.out is not None and inst.out.type.is_line:  # CubeCL's four words: the ballot, then zeros
-                bits = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), bits, ir.Constant(lt.I32, 0))
-            return [bits] * PLANE_WIDTH
-        hit = b.icmp_unsigned(
-            "==" if kind == "all" else "!=", bits, FULL_MASK if kind == "all" else lt.splat(lt.I32, 0)
-        )
-        return [hit] * PLANE_WIDTH
+            ballot = b.or_(ballot, b.shl(b.zext(predicate, lt.I32), ir.Constant(lt.I32, lane)))
+        result = vote_from_ballot(b, kind, ballot, FULL_MASK)
+        if kind == "ballot" and inst.out is not None and inst.out.type.is_line:  # CubeCL's four words: ballot, zeros
+            result = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), result, ir.Constant(lt.I32, 0))
+        return [result] * PLANE_SIZE
     assert args is not None
-    array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
+    array_t = ir.ArrayType(values[0].type, PLANE_SIZE)
     scratch = lw.alloca(array_t, "plane_values")
     zero = ir.Constant(lt.I32, 0)
     for lane, value in enumerate(values):

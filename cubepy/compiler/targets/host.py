@@ -311,9 +311,7 @@ class HostTarget:
                 )
             else:
                 lw.params[key] = where
-        self.unit = unit
-        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
-        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
+        self._set_unit(b, unit)
         block = fn.args[6] if self.fission is not None else self._ctx_load(b, CTX_SHARED, PTR, "shared_block")
         self.shared = b.addrspacecast(block, lt.SHARED_PTR)
         if not self.coroutine:
@@ -358,13 +356,17 @@ class HostTarget:
         from cubepy.compiler.lower_sync import read_builtin
         from cubepy.compiler.targets.host_fission_plan import UNIT_BUILTINS
 
-        b = lw.builder
-        self.unit, self.tid = unit, tid
-        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
-        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
+        self._set_unit(lw.builder, unit)
+        self.tid = tid
         for name in list(lw.builtins):
             if name.startswith(UNIT_BUILTINS):
                 lw.builtins[name] = read_builtin(lw, name)
+
+    def _set_unit(self, b: ir.IRBuilder, unit: ir.Value) -> None:
+        """What follows runs as unit ``unit``: its lane and its plane's first unit."""
+        self.unit = unit
+        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
+        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
 
     def frame(self, lw: KernelLowering) -> ir.Value:
         """The per-unit frame of a whole cube's function (its ``noalias`` argument)."""
@@ -491,18 +493,15 @@ class HostTarget:
 
     def vote(self, lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
         """The ballot of ``mask``'s published predicates; all/any from it."""
+        from cubepy.compiler.lower_plane import vote_from_ballot
+
         b = lw.builder
         self._exchange(lw, b.zext(predicate, I32))
         ballot = ir.Constant(I32, 0)
         for lane in range(PLANE):
             bit = b.icmp_unsigned("!=", self._partner(lw, ir.Constant(I32, lane)), ir.Constant(I32, 0))
             ballot = b.or_(ballot, b.shl(b.zext(bit, I32), ir.Constant(I32, lane)))
-        ballot = b.and_(ballot, mask)
-        if kind == "ballot":
-            return ballot
-        if kind == "all":
-            return b.icmp_unsigned("==", ballot, mask)
-        return b.icmp_unsigned("!=", ballot, ir.Constant(I32, 0))
+        return vote_from_ballot(b, kind, ballot, mask)
 
     def match(self, lw: KernelLowering, kind: str, bits: ir.Value, mask: ir.Value) -> ir.Value:
         """Publish the value's bits; the lanes of ``mask`` holding the same bits (all of them, or 0 for ``all``)."""

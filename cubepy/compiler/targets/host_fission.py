@@ -53,7 +53,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import as_u32
 from cubepy.compiler.lower_control import _loop_test, hint_vectorize
-from cubepy.compiler.lower_plane import EXCHANGES, PLANE_WIDTH, exchange_lanes, plane_reduction_lanes
+from cubepy.compiler.lower_plane import EXCHANGES, PLANE_SIZE, exchange_lanes, plane_reduction_lanes
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
@@ -182,8 +182,8 @@ class CubeLoops:
         def plane(index: ir.Value) -> None:
             b = lw.builder
             values, args, units = [], [], []
-            for lane in range(PLANE_WIDTH):
-                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
+            for lane in range(PLANE_SIZE):
+                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_SIZE)), ir.Constant(I32, lane))
                 self.unit = unit
                 self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
                 values.append(lw.value(operand))
@@ -200,7 +200,7 @@ class CubeLoops:
 
         if lw.debug is not None:
             lw.builder.debug_metadata = lw.debug.location(inst.loc)
-        self._counted(self.units // PLANE_WIDTH, "plane", plane)
+        self._counted(self.units // PLANE_SIZE, "plane", plane)
 
     def _each_unit(self, stretch: list[Instruction]) -> None:
         """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""
@@ -238,7 +238,6 @@ class CubeLoops:
             return b.gep(flags, [b.zext(self.unit, I64)], source_etype=I8)
 
         self._for_units(lambda: lw.builder.store(ir.Constant(I8, 0), finished()))
-        index_t = lt.item_type(op.index.type)
         b = lw.builder
         round_slot, ran = lw.alloca(I32, f"round{op.index.id}"), lw.alloca(I32, f"ran{op.index.id}")
         b.store(self._rounds_all_run(op), round_slot)
@@ -247,9 +246,7 @@ class CubeLoops:
         b.branch(head)
         b.position_at_end(head)
         b.store(ir.Constant(I32, 0), ran)  # units that ran this round: a sum LLVM vectorizes
-        rounds = b.load(round_slot, typ=I32)
-        if index_t.width != 32:
-            rounds = b.zext(rounds, index_t) if index_t.width > 32 else b.trunc(rounds, index_t)
+        rounds = self._round_count(op, b.load(round_slot, typ=I32))
 
         def iteration() -> None:
             b = lw.builder
@@ -259,9 +256,8 @@ class CubeLoops:
             flag = finished()
             b.cbranch(b.icmp_unsigned("==", b.load(flag, typ=I8), ir.Constant(I8, 0)), going, skip)
             b.position_at_end(going)
-            start, end, step = lw.value(op.start), lw.value(op.end), lw.value(op.step)
-            index = b.add(start, b.mul(rounds, step))
-            runs = _loop_test(lw, op, index, end, step)
+            index = self._round_index(op, rounds)
+            runs = _loop_test(lw, op, index, lw.value(op.end), lw.value(op.step))
             b.store(b.add(b.load(ran, typ=I32), b.zext(runs, I32)), ran)
             b.cbranch(runs, body, stop)
             b.position_at_end(stop)
@@ -310,7 +306,6 @@ class CubeLoops:
         self._for_units(trips)
         b = lw.builder
         all_run = b.trunc(b.load(least, typ=I64), I32)
-        index_t = lt.item_type(op.index.type)
         counter = lw.alloca(I32, f"all_round{op.index.id}")
         b.store(ir.Constant(I32, 0), counter)
         head, body, done = (lw.new_block(f"all_run.{part}") for part in ("head", "body", "end"))
@@ -319,12 +314,10 @@ class CubeLoops:
         rounds = b.load(counter, typ=I32)
         b.cbranch(b.icmp_signed("<", rounds, all_run), body, done)
         b.position_at_end(body)
-        if index_t.width != 32:
-            rounds = b.trunc(rounds, index_t)
+        rounds = self._round_count(op, rounds)
 
         def iteration() -> None:
-            b = lw.builder
-            lw.define(op.index, b.add(lw.value(op.start), b.mul(rounds, lw.value(op.step))))
+            lw.define(op.index, self._round_index(op, rounds))
             lw.lower_scope(op.body)
 
         self._for_units(iteration)
@@ -333,6 +326,19 @@ class CubeLoops:
         b.branch(head)
         b.position_at_end(done)
         return all_run
+
+    def _round_count(self, op: branch.RangeLoop, rounds: ir.Value) -> ir.Value:
+        """The i32 round number in the loop index's type (extended or wrapped as ``j`` steps would be)."""
+        b = self.lw.builder
+        index_t = lt.item_type(op.index.type)
+        if index_t.width > 32:
+            return b.zext(rounds, index_t)
+        return b.trunc(rounds, index_t) if index_t.width < 32 else rounds
+
+    def _round_index(self, op: branch.RangeLoop, rounds: ir.Value) -> ir.Value:
+        """The unit's index in round ``rounds`` (``_round_count``): ``start + rounds * step``."""
+        b = self.lw.builder
+        return b.add(self.lw.value(op.start), b.mul(rounds, self.lw.value(op.step)))
 
     def _for_units(self, emit: Callable[[], None]) -> None:
         """``emit()`` once for every unit still running (``unit`` and its builtins set), ``x`` innermost."""
@@ -399,8 +405,7 @@ class CubeLoops:
 
     def _split(self, inst: Instruction) -> None:
         """A loop or branch holding barriers, lowered once for the cube around the stretches of its bodies."""
-        from cubepy.compiler.lower import Loop
-        from cubepy.compiler.lower_control import emit_range_loop
+        from cubepy.compiler.lower_control import emit_loop, emit_range_loop
 
         lw = self.lw
         b = lw.builder
@@ -416,14 +421,7 @@ class CubeLoops:
             lw.lower_instruction(inst)
             return
         if isinstance(op, branch.Loop):  # its breaks sit in cube-level branches: the cube leaves it at once
-            body, exit_ = lw.new_block("cube.loop"), lw.new_block("cube.loop.end")
-            b.branch(body)
-            b.position_at_end(body)
-            lw.loops.append(Loop(body, exit_))
-            self._stretches(op.body)
-            lw.loops.pop()
-            lw.branch_if_open(body)
-            lw.builder.position_at_end(exit_)
+            emit_loop(lw, lambda: self._stretches(op.body), "cube.loop")
             return
         assert isinstance(op, (branch.If, branch.IfElse))
         then, join = lw.new_block("cube.then"), lw.new_block("cube.endif")

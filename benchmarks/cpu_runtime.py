@@ -3,8 +3,10 @@
 Workloads: vector add 2^20 (f32), tiled matmul 256^3 (examples/matmul_tiled.py, 16x16 tiles, two
 ``sync_cube`` per k-step), row softmax 1024x1024 (examples/softmax.py, one plane per row with
 ``plane_max``/``plane_sum``) and a butterfly plane sum of 2^20 values written with five ``plane_shuffle_xor``
-(numpy's peer: the 32-value sums, repeated).  Run time is the median of warm launches (compiled and cached, inputs
-resident); compile time is the cpu runtime's first launch minus a warm one (lowering, O3 and object code
+(numpy's peer: the 32-value sums, repeated).  Run time is the median of ``--repeats`` (15) launches after three
+untimed ones (compiled and cached, inputs resident; the interp's: of a fifth as many); every cpu figure is taken
+first, then the interp's, then numpy's, so that OpenBLAS's spinning threads never share a core with the cpu
+runtime's.  Compile time is the cpu runtime's first launch minus a warm one (lowering, O3 and object code
 in a forked child, MCJIT load).  Targets: vector add within 3x of numpy; matmul and softmax at least 20x
 faster than the interp.
 """
@@ -36,6 +38,9 @@ def butterfly_sum(x: Array[f32], out: Array[f32]):
     for k in cp.unroll(range(5)):
         value += cp.plane_shuffle_xor(value, u32(16 >> k))
     out[ABSOLUTE_POS] = value
+
+
+WARMUP_LAUNCHES = 3
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -99,25 +104,33 @@ def _workloads(client):
 def main(argv: list[str] | None = None) -> int:
     """Print the table (milliseconds, medians) and the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args(argv)
     os.environ.setdefault("CUBEPY_CACHE_DIR", "")  # measure compiling, not the disk cache
     cpu, interp = cp.client("cpu"), cp.client("interp")
     cpu_work, interp_work = _workloads(cpu), _workloads(interp)
+    rows = {}
+    for name, (launch_cpu, _) in cpu_work.items():
+        start = time.perf_counter()
+        launch_cpu()
+        first = (time.perf_counter() - start) * 1e3
+        for _ in range(WARMUP_LAUNCHES):  # the first launches after a compile still fault pages and fill caches
+            launch_cpu()
+        rows[name] = {"cpu": _median_ms(launch_cpu, args.repeats), "first": first}
+    for name, (launch_interp, _) in interp_work.items():
+        launch_interp()  # compile + warm
+        rows[name]["interp"] = _median_ms(launch_interp, max(1, args.repeats // 5))
+    # numpy last: after a matmul, OpenBLAS's threads spin for a while and would take a core from the runs after it
+    for name, (_, numpy_fn) in cpu_work.items():
+        rows[name]["numpy"] = _median_ms(numpy_fn, args.repeats)
     print(f"cores: {os.cpu_count()}; medians of {args.repeats} warm launches, ms")
     print(
         f"{'workload':<20}{'numpy':>10}{'interp':>12}{'cpu':>10}{'cpu compile':>13}{'cpu/numpy':>11}{'interp/cpu':>12}"
     )
-    for name, (launch_cpu, numpy_fn) in cpu_work.items():
-        start = time.perf_counter()
-        launch_cpu()
-        first = (time.perf_counter() - start) * 1e3
-        cpu_ms = _median_ms(launch_cpu, args.repeats)
-        interp_work[name][0]()  # compile + warm
-        interp_ms = _median_ms(interp_work[name][0], max(1, args.repeats // 2))
-        numpy_ms = _median_ms(numpy_fn, args.repeats)
+    for name, row in rows.items():
+        cpu_ms, interp_ms, numpy_ms = row["cpu"], row["interp"], row["numpy"]
         print(
-            f"{name:<20}{numpy_ms:>10.2f}{interp_ms:>12.1f}{cpu_ms:>10.2f}{first - cpu_ms:>13.0f}"
+            f"{name:<20}{numpy_ms:>10.2f}{interp_ms:>12.1f}{cpu_ms:>10.2f}{row['first'] - cpu_ms:>13.0f}"
             f"{cpu_ms / numpy_ms:>11.2f}{interp_ms / cpu_ms:>12.1f}"
         )
     return 0

@@ -74,6 +74,15 @@ def host_unavailable_reason() -> str | None:
     return None
 
 
+def _has_vector_ldexp() -> bool:
+    """Whether LLVM lowers a vector ``llvm.ldexp`` on this CPU to one instruction (x86's AVX-512 ``vscalefps``).
+
+    Elsewhere it becomes a ``ldexpf`` call per lane, so exp scales by two multiplications instead.
+    """
+    triple, _, features = _host_machine_spec()
+    return triple.startswith("x86_64") and "+avx512f" in features.split(",")
+
+
 def host_machine():
     """An O3 target machine for this process's CPU (JIT code model)."""
     llvm = binding()
@@ -97,7 +106,9 @@ def compile_host(
     timings["passes"] = time.perf_counter() - start
     start = time.perf_counter()
     machine = host_machine()
-    target = HostTarget(machine.triple, str(machine.target_data), definition, report_out_of_bounds)
+    target = HostTarget(
+        machine.triple, str(machine.target_data), definition, report_out_of_bounds, vector_ldexp=_has_vector_ldexp()
+    )
     lowered = lower_kernel(definition, 0, target)
     text = str(lowered.module)
     timings["lower"] = time.perf_counter() - start

@@ -7,6 +7,7 @@ import pytest
 
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, Array, cube, f32
+from cubepy.cli import default_compilation_args
 
 
 @cube(launch=True)
@@ -84,7 +85,6 @@ def test_the_polynomial_is_numpys_chebyshev_interpolant_rounded_to_f32():
 
 def test_the_exp_loop_is_vector_code_in_f32_lanes():
     """f32 lanes, twice as many to a register as f64 ones; ``k`` reaches the exponent bits through i32 lanes."""
-    from cubepy.cli import default_compilation_args
     from cubepy.compiler.host import compile_host
 
     definition = exp_each.define(tuple(default_compilation_args(exp_each, {})), (256, 1, 1), True)
@@ -93,3 +93,27 @@ def test_the_exp_loop_is_vector_code_in_f32_lanes():
     assert conversions, "the loop over units was not vectorized"
     assert all(" x float> " in line and " x i32>" in line for line in conversions), conversions
     assert " x double>" not in optimized
+
+
+def test_ldexp_and_two_multiplications_scale_to_the_same_bits(monkeypatch):
+    """With AVX-512, exp scales by 2^k with ``llvm.ldexp``; elsewhere by two multiplications: the same bits."""
+    from cubepy.compiler import host
+    from cubepy.runtime.cpu import make_client
+
+    if not host._has_vector_ldexp():
+        pytest.skip("this CPU has no vector ldexp (x86 AVX-512): only the two-multiplication form runs here")
+    monkeypatch.setenv("CUBEPY_CACHE_DIR", "off")
+    rng = np.random.default_rng(5)
+    # overflow to inf, k = 128, normal and subnormal results, rounding to 0, and a NaN
+    edges = [89.0, 88.72, 88.7, 0.5, -87.0, -87.4, -100.0, -103.9, -104.5, np.nan, np.inf, -np.inf]
+    x = np.concatenate([rng.uniform(-110.0, 90.0, 100_000), edges]).astype(np.float32)
+    results = []
+    for vector_ldexp in (False, True):
+        monkeypatch.setattr(host, "_has_vector_ldexp", lambda flag=vector_ldexp: flag)
+        definition = exp_each.define(tuple(default_compilation_args(exp_each, {})), (256, 1, 1), True)
+        assert ("llvm.ldexp" in host.compile_host(definition).llvm_opt) == vector_ldexp
+        client = make_client()
+        hx, ho = client.create(x), client.empty(x.shape, np.float32)
+        exp_each.launch(client, cp.CubeCount(-(-x.size // 256)), cp.CubeDim(256), cp.ArrayArg(hx), cp.ArrayArg(ho))
+        results.append(client.read(ho))
+    np.testing.assert_array_equal(results[0].view(np.uint32), results[1].view(np.uint32))

@@ -221,9 +221,16 @@ class HostTarget:
     name = "cpu"
 
     def __init__(
-        self, triple: str, data_layout: str, definition: KernelDefinition, report_out_of_bounds: bool = False
+        self,
+        triple: str,
+        data_layout: str,
+        definition: KernelDefinition,
+        report_out_of_bounds: bool = False,
+        vector_ldexp: bool = False,
     ) -> None:
         self.reports_out_of_bounds = report_out_of_bounds
+        # The CPU scales a vector by powers of two in one instruction (AVX-512's vscalefps): exp uses llvm.ldexp.
+        self.vector_ldexp = vector_ldexp
         self.triple = triple
         self.data_layout = data_layout
         self.suspends = suspension_kinds(definition)
@@ -545,7 +552,7 @@ class HostTarget:
         """The C library function for libdevice's ``name`` (``__nv_expf`` -> ``expf``), or inline arithmetic."""
         from cubepy.compiler.targets.host_math import math_call
 
-        return math_call(lw, name, ret, args)
+        return math_call(lw, name, ret, args, vector_ldexp=self.vector_ldexp)
 
     # -- the end of a unit ---------------------------------------------------------------------------
     def emit_return(self, lw: KernelLowering) -> None:

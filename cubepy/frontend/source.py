@@ -41,8 +41,12 @@ def function_source(fn: types.FunctionType) -> tuple[list[str], int]:
 
     A file, or ``linecache`` (IPython and Jupyter keep every cell there; ``exec`` of text registered there
     under the name given to ``compile``), or the command line of ``python -c``.  Otherwise an
-    ``ExpandError`` saying how to give cubepy the source.
+    ``ExpandError`` saying how to give cubepy the source.  The lines are cut by the file's ``ast`` parse where
+    it places the function (see ``function_text``), else by ``inspect.getsourcelines``.
     """
+    placed = _placed(fn)
+    if placed is not None:
+        return placed[0], placed[1]
     try:
         return inspect.getsourcelines(fn)
     except (OSError, TypeError):
@@ -80,14 +84,24 @@ def function_text(fn: types.FunctionType) -> str:
 
 def function_definition(fn: types.FunctionType) -> tuple[str, ast.AST | None]:
     """``function_text(fn)`` and, when the file's parse placed it, the ``def`` node it was cut by (else None)."""
+    placed = _placed(fn)
+    if placed is not None:
+        return "".join(placed[0]), placed[2]
+    return "".join(function_source(fn)[0]), None
+
+
+def _placed(fn: types.FunctionType) -> tuple[list[str], int, ast.AST] | None:
+    """``fn``'s lines (first decorator to last statement), the first one's number and its ``def`` node, cut by
+    the file's ``ast`` parse; None where that cannot place it (lambdas, code without a file)."""
     fn = inspect.unwrap(fn)  # as inspect.getsourcelines does (a functools.wraps wrapper's source is not fn's)
     code = getattr(fn, "__code__", None)
-    if code is not None and code.co_name != "<lambda>":
-        lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
-        node = _definition_at(code.co_filename, lines, code.co_name, code.co_firstlineno) if lines else None
-        if node is not None and node.end_lineno is not None:
-            return "".join(lines[code.co_firstlineno - 1 : node.end_lineno]), node
-    return "".join(function_source(fn)[0]), None
+    if code is None or code.co_name == "<lambda>":
+        return None
+    lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
+    node = _definition_at(code.co_filename, lines, code.co_name, code.co_firstlineno) if lines else None
+    if node is None or node.end_lineno is None:
+        return None
+    return lines[code.co_firstlineno - 1 : node.end_lineno], code.co_firstlineno, node
 
 
 # file name -> (the linecache lines it was parsed from, {(name, first line): definition node})

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import ctypes
-import os
+import functools
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from cubepy.compiler.targets.host import (
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir.kernel import written_slots
 from cubepy.runtime.bindings import Bindings
-from cubepy.runtime.cpu import emulation, loader
+from cubepy.runtime.cpu import emulation, loader, workers
 from cubepy.runtime.cuda import params as kparams
 
 NO_OUT_OF_BOUNDS_REPORTS = (
@@ -106,12 +105,11 @@ class CpuBackend:
     disk_cache_kind = "cpu"
 
     def __init__(self, threads: int | None = None, report_out_of_bounds: bool = False) -> None:
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or len(workers.usable_cpus())
         # sanitize=True on the cpu runtime: checked-mode accesses that miss are reported (unit, index, line);
         # races, barrier misuse and the rest of the sanitizer stay on the interp.
         self.report_out_of_bounds = report_out_of_bounds
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._workers = workers.Workers(workers.usable_cpus())
         self._packers: dict[int, tuple[HostKernel, kparams.ParamPacker]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
@@ -224,14 +222,14 @@ class CpuBackend:
         """Run every cube of the launch; the cube contexts used (for their fault words; release them after)."""
         run = loader.entry(kernel)
         total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
-        workers = min(self.threads, total)
-        if workers <= 1 or total * kernel.units < 4096:
+        threads = min(self.threads, total)
+        if threads <= 1 or total * kernel.units < 4096:
             spaces = self._take_spaces(kernel, 1, cube_count)  # must outlive the call: the code uses its arrays
             run(params, spaces[0].address, 0, total)
             return spaces
-        tasks = min(total, workers * 4)
+        tasks = min(total, threads * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]
-        spaces = self._take_spaces(kernel, workers, cube_count)
+        spaces = self._take_spaces(kernel, threads, cube_count)
         next_task = iter(range(tasks))  # tasks are handed out in order; uneven cubes still balance
         lock = threading.Lock()
 
@@ -244,21 +242,8 @@ class CpuBackend:
                 if bounds[task] < bounds[task + 1]:
                     run(params, space.address, bounds[task], bounds[task + 1])  # ctypes releases the GIL
 
-        # The calling thread works too: a launch hands only workers - 1 jobs to the pool.
-        pool = self._executor()
-        futures = [pool.submit(work, space) for space in spaces[1:]]
-        try:
-            work(spaces[0])
-        finally:
-            for future in futures:
-                future.result()
+        self._workers.run([functools.partial(work, space) for space in spaces])
         return spaces
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="cubepy-cpu")
-            return self._pool
 
 
 def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:

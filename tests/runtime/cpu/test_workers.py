@@ -1,0 +1,71 @@
+"""The cpu runtime's launch threads: every job runs once, errors reach the caller, workers keep to their CPU."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from cubepy.runtime.cpu import workers
+from cubepy.runtime.cpu.workers import Workers
+
+
+def _recording_jobs(count: int) -> tuple[list, list]:
+    ran: list[tuple[int, str, object]] = []
+    lock = threading.Lock()
+
+    def job(index: int) -> None:
+        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        with lock:
+            ran.append((index, threading.current_thread().name, affinity))
+
+    return [lambda i=i: job(i) for i in range(count)], ran
+
+
+def test_every_job_runs_once_and_the_first_on_the_caller():
+    pool = Workers(workers.usable_cpus())
+    jobs, ran = _recording_jobs(5)  # more jobs than this machine's CPUs: they go round the workers
+    pool.run(jobs)
+    assert sorted(index for index, _, _ in ran) == [0, 1, 2, 3, 4]
+    assert dict((index, name) for index, name, _ in ran)[0] == threading.current_thread().name
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this OS cannot bind threads to CPUs")
+def test_workers_keep_to_one_cpu_each_and_not_the_callers():
+    cpus = workers.usable_cpus()
+    if len(cpus) < 2:
+        pytest.skip("one usable CPU: the caller runs every job")
+    pool = Workers(cpus)
+    caller_affinity = os.sched_getaffinity(0)
+    jobs, ran = _recording_jobs(len(cpus))
+    pool.run(jobs)
+    assert os.sched_getaffinity(0) == caller_affinity  # the caller is never bound
+    for index, name, affinity in ran:
+        if index:
+            assert name.startswith("cubepy-cpu-") and affinity == {int(name.removeprefix("cubepy-cpu-"))}
+
+
+def test_an_error_in_a_worker_reaches_the_caller_after_the_callers_job_ended(monkeypatch):
+    monkeypatch.setattr(workers, "_current_cpu", lambda: -2)  # on no usable CPU: every worker takes jobs
+    pool = Workers(workers.usable_cpus())
+    finished = threading.Event()
+
+    def fails() -> None:
+        raise ValueError("cube 7 failed")
+
+    def slow() -> None:
+        finished.wait(0.05)
+        finished.set()
+
+    with pytest.raises(ValueError, match="cube 7 failed"):
+        pool.run([slow, fails])
+    assert finished.is_set()
+
+
+def test_the_callers_cpu_gets_no_worker_job_and_one_cpu_runs_every_job_on_the_caller(monkeypatch):
+    monkeypatch.setattr(workers, "_current_cpu", lambda: 0)
+    pool = Workers([0])
+    jobs, ran = _recording_jobs(3)
+    pool.run(jobs)
+    assert {name for _, name, _ in ran} == {threading.current_thread().name}

@@ -15,9 +15,10 @@ import time
 import attrs
 
 from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
+from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, optimize, run_isolated
-from cubepy.compiler.targets.host import DRIVER_NAME, PLANE, HostTarget
+from cubepy.compiler.targets.host import DRIVER_NAME, HostTarget
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, verify
@@ -151,7 +152,7 @@ def compile_host(
         object_code=bytes.fromhex(obj_hex),
         coroutine=target.coroutine,
         units=units,
-        padded_units=-(-units // PLANE) * PLANE,
+        padded_units=-(-units // PLANE_SIZE) * PLANE_SIZE,
         shared_bytes=target.shared_bytes,
         llvm=text,
         llvm_opt=optimized,

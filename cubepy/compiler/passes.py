@@ -43,6 +43,7 @@ from cubepy.ir import (
 )
 from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
+from cubepy.ir.scope import map_child_scopes
 from cubepy.ir.uniformity import plane_uniform_pass
 
 Pass = Callable[[KernelDefinition], KernelDefinition]
@@ -54,16 +55,9 @@ def _rewrite_scope(scope: Scope, rewrite: Callable[[Instruction], Iterable[Instr
     """Apply ``rewrite`` to every instruction (children first), keeping scope structure."""
     out: list[Instruction] = []
     for inst in scope.instructions:
-        operation = inst.operation
-        changes = {}
-        for field in attrs.fields(type(operation)):
-            value = getattr(operation, field.name)
-            if isinstance(value, Scope):
-                changes[field.name] = _rewrite_scope(value, rewrite)
-            elif isinstance(operation, branch.Switch) and field.name == "cases":
-                changes[field.name] = tuple((case, _rewrite_scope(body, rewrite)) for case, body in value)
-        if changes:
-            inst = attrs.evolve(inst, operation=attrs.evolve(operation, **changes))
+        operation = map_child_scopes(inst.operation, lambda child: _rewrite_scope(child, rewrite))
+        if operation is not inst.operation:
+            inst = attrs.evolve(inst, operation=operation)
         out.extend(rewrite(inst))
     return Scope(tuple(out))
 
@@ -206,14 +200,8 @@ def _fold_scope(scope: Scope, rewrite, mapping: dict[_Key, Variable]) -> Scope:
         operation = inst.operation
         if isinstance(operation, branch.BRANCH_OPS):
             operation = _substitute(operation, mapping)
-            changes = {}
-            for field in attrs.fields(type(operation)):
-                value = getattr(operation, field.name)
-                if isinstance(value, Scope):
-                    changes[field.name] = _fold_scope(value, rewrite, mapping)
-                elif isinstance(operation, branch.Switch) and field.name == "cases":
-                    changes[field.name] = tuple((c, _fold_scope(b, rewrite, mapping)) for c, b in value)
-            out.append(attrs.evolve(inst, operation=attrs.evolve(operation, **changes)))
+            operation = map_child_scopes(operation, lambda child: _fold_scope(child, rewrite, mapping))
+            out.append(attrs.evolve(inst, operation=operation))
         else:
             out.extend(rewrite(inst))
     return Scope(tuple(out))

@@ -29,8 +29,7 @@ import attrs
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
-from cubepy.ir.ops import branch
-from cubepy.ir.scope import Instruction, Scope, walk
+from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
 from cubepy.ir.variable import SourceLoc, Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
@@ -148,14 +147,5 @@ def _contract_scope(scope: Scope, uses: _Uses, fresh: Iterator[int]) -> Scope:
 
 
 def _with_contracted_children(inst: Instruction, uses: _Uses, fresh: Iterator[int]) -> Instruction:
-    operation = inst.operation
-    changes: dict[str, object] = {}
-    for field in attrs.fields(type(operation)):
-        value = getattr(operation, field.name)
-        if isinstance(value, Scope):
-            changes[field.name] = _contract_scope(value, uses, fresh)
-        elif isinstance(operation, branch.Switch) and field.name == "cases":
-            changes[field.name] = tuple((case, _contract_scope(body, uses, fresh)) for case, body in value)
-    if not changes:
-        return inst
-    return attrs.evolve(inst, operation=attrs.evolve(operation, **changes))
+    operation = map_child_scopes(inst.operation, lambda child: _contract_scope(child, uses, fresh))
+    return inst if operation is inst.operation else attrs.evolve(inst, operation=operation)

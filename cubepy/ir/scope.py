@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -61,6 +61,34 @@ def child_scopes(operation: Operation) -> tuple[Scope, ...]:
                 elif isinstance(item, tuple):
                     scopes.extend(x for x in item if isinstance(x, Scope))
     return tuple(scopes)
+
+
+def map_child_scopes(operation: Operation, transform: Callable[[Scope], Scope]) -> Operation:
+    """``operation`` with each scope it owns replaced by ``transform(scope)`` (itself when it owns none).
+
+    Scopes sit in a field (an ``if``'s ``then``) or in a tuple, alone or in pairs (a ``switch``'s
+    ``(case, body)``), as ``child_scopes`` finds them; ``transform`` runs on them in program order.
+    """
+    changes: dict[str, object] = {}
+    for name in field_names(type(operation)):
+        value = getattr(operation, name)
+        if isinstance(value, Scope):
+            changes[name] = transform(value)
+        elif isinstance(value, tuple) and any(isinstance(x, Scope) for item in value for x in _items(item)):
+            changes[name] = tuple(_map_item(item, transform) for item in value)
+    return attrs.evolve(operation, **changes) if changes else operation
+
+
+def _items(item: object) -> tuple[object, ...]:
+    return item if isinstance(item, tuple) else (item,)
+
+
+def _map_item(item: object, transform: Callable[[Scope], Scope]) -> object:
+    if isinstance(item, Scope):
+        return transform(item)
+    if isinstance(item, tuple):
+        return tuple(transform(x) if isinstance(x, Scope) else x for x in item)
+    return item
 
 
 def walk(scope: Scope) -> Iterator[Instruction]:

@@ -37,6 +37,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.ops import OpTable
 
@@ -60,7 +61,6 @@ RUNNABLE, AT_BARRIER, AT_PLANE, DONE, AT_MBARRIER = 0, 1, 2, 3, 4
 BARRIER_ROW_BYTES = 40  # an mbarrier's emulated state (cubepy.runtime.interp.mbarrier.ROW_BYTES)
 NAMED_ROW_BYTES = 24  # a named barrier's state: units arrived, units expected, generation (i64 each)
 DRIVER_NAME = "cubepy_run_cubes"
-PLANE = 32
 SHARED_ALIGN = 64
 FRAME_ALIGN = 64
 
@@ -372,8 +372,8 @@ class HostTarget:
     def _set_unit(self, b: ir.IRBuilder, unit: ir.Value) -> None:
         """What follows runs as unit ``unit``: its lane and its plane's first unit."""
         self.unit = unit
-        self.lane = b.and_(unit, ir.Constant(I32, PLANE - 1), name="lane")
-        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE - 1)), name="plane_base")
+        self.lane = b.and_(unit, ir.Constant(I32, PLANE_SIZE - 1), name="lane")
+        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE_SIZE - 1)), name="plane_base")
 
     def frame(self, lw: KernelLowering) -> ir.Value:
         """The per-unit frame of a whole cube's function (its ``noalias`` argument)."""
@@ -492,7 +492,7 @@ class HostTarget:
         self._exchange(lw, word)
         lane = self.lane
         source = source_lane(b, mode, lane, arg)
-        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE - 1))), lt.I1)
+        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE_SIZE - 1))), lt.I1)
         source = b.select(in_mask, source, lane)
         own = b.load(self.publish, typ=I64)
         moved = self._partner(lw, source)
@@ -505,7 +505,7 @@ class HostTarget:
         b = lw.builder
         self._exchange(lw, b.zext(predicate, I32))
         ballot = ir.Constant(I32, 0)
-        for lane in range(PLANE):
+        for lane in range(PLANE_SIZE):
             bit = b.icmp_unsigned("!=", self._partner(lw, ir.Constant(I32, lane)), ir.Constant(I32, 0))
             ballot = b.or_(ballot, b.shl(b.zext(bit, I32), ir.Constant(I32, lane)))
         return vote_from_ballot(b, kind, ballot, mask)
@@ -517,7 +517,7 @@ class HostTarget:
         b.store(wide, self.publish)
         self._suspend(lw, AT_PLANE)
         same = ir.Constant(I32, 0)
-        for lane in range(PLANE):
+        for lane in range(PLANE_SIZE):
             index = b.zext(b.add(self.plane_base, ir.Constant(I32, lane)), I64)
             partner = b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64)
             bit = b.zext(b.icmp_unsigned("==", partner, wide), I32)

@@ -16,6 +16,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.compiler.targets.host import (
     AT_BARRIER,
     AT_MBARRIER,
@@ -34,7 +35,6 @@ from cubepy.compiler.targets.host import (
     CTX_STATE,
     DONE,
     DRIVER_NAME,
-    PLANE,
     RUNNABLE,
     frame_allocator,
 )
@@ -311,12 +311,14 @@ def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
 
     e.loop(_const(0), _const(units), resume)
     progress = e.var(I1, _const(0, I1), "progress")
-    planes = -(-units // PLANE)
+    planes = -(-units // PLANE_SIZE)
 
     def release_plane(plane: ir.Value) -> None:
-        base = b.mul(plane, _const(PLANE))
+        base = b.mul(plane, _const(PLANE_SIZE))
         end = b.select(
-            b.icmp_signed("<", b.add(base, _const(PLANE)), _const(units)), b.add(base, _const(PLANE)), _const(units)
+            b.icmp_signed("<", b.add(base, _const(PLANE_SIZE)), _const(units)),
+            b.add(base, _const(PLANE_SIZE)),
+            _const(units),
         )
         lowest = e.var(I32, _const(-1), "lowest")  # unsigned max: no unit waiting
 

@@ -1,6 +1,7 @@
 """Reliability checks: the interp's sanitizer, differential fuzzing, bad inputs and concurrency.
 
-- ``test_sanitizer``: deliberately buggy kernels, each flagged with the right kind, and correct twins.
+- ``test_sanitizer``: deliberately buggy kernels, each flagged with the right kind, unit, index and line;
+  ``test_sanitizer_no_false_alarms``: their correct twins, which run without a report.
 - ``test_fuzz`` (+ ``cubepy.testing_fuzz``): random kernels on the interp against numpy, compiled to a
   cubin too; ``CUBEPY_FUZZ_EXAMPLES=N`` for a long run.
 - ``test_bad_inputs``: a table of bad kernels and launch arguments, each with an actionable error.

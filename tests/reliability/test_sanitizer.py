@@ -15,6 +15,7 @@ import pytest
 import cubepy as cp
 from cubepy import CUBE_DIM, UNIT_POS, Array, TensorMap, cube, f32, u32
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError
+from tests.reliability.sanitizer_launch import INPUT, TENSOR_MAP, launch_kernel
 
 # -- buggy kernels ------------------------------------------------------------------------------
 
@@ -307,7 +308,6 @@ def tma_reload_while_others_read(tmap: TensorMap[f32], out: Array[f32]):
     out[UNIT_POS] = first + stage[UNIT_POS]
 
 
-INPUT, TENSOR_MAP = "input buffer", "tensor map"
 BUGGY = [
     # kernel, kind, extra first argument (None, INPUT or TENSOR_MAP), what the message must name
     (neighbour_read_without_sync, SanitizerKind.DATA_RACE, None, "index 1"),
@@ -370,19 +370,6 @@ def _bug_line(kernel) -> int:
     return first + next(i for i, text in enumerate(lines) if "# BUG" in text)
 
 
-def _launch(kernel, extra: str | None, client) -> None:
-    out = client.create(np.zeros(64, dtype=np.uint32 if "atomic" in kernel.name else np.float32))
-    args = [cp.ArrayArg(out)]
-    if extra == INPUT:
-        args.insert(0, cp.ArrayArg(client.create(np.ones(64, np.float32))))
-    elif extra == TENSOR_MAP:
-        source = client.create(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))
-        args.insert(0, cp.TensorMapArg.tiled(cp.TensorArg(source), (16, 16)))
-    launch = kernel.launch_unchecked if hasattr(kernel, "launch_unchecked") else kernel.launch
-    units = 128 if kernel.name == "wgmma_read_before_its_wait" else 64  # wgmma needs a whole warpgroup
-    launch(client, cp.CubeCount(2), cp.CubeDim(units), *args)
-
-
 # Under a schedule that runs planes apart (``--cubepy-schedule=random:N`` or ``adversarial``) a buggy kernel
 # is still reported, but the exact report (kind, unit, index) is the lockstep order's: another order meets
 # the same bug from another side first (a read of a slot the other plane has not written yet is an
@@ -409,7 +396,7 @@ def _lockstep() -> bool:
 @pytest.mark.parametrize(("kernel", "kind", "extra", "detail"), BUGGY_PARAMS)
 def test_buggy_kernel_is_flagged(kernel, kind, extra, detail):
     with pytest.raises(SanitizerError) as info:
-        _launch(kernel, extra, cp.client("interp", sanitize=True))
+        launch_kernel(kernel, extra, cp.client("interp", sanitize=True))
     message = str(info.value)
     assert "unit (" in message and "of cube (" in message
     assert "test_sanitizer.py:" in message, message
@@ -427,7 +414,7 @@ def test_every_kind_has_a_buggy_kernel():
 
 def test_tma_misuse_is_also_a_tensor_map_error():
     with pytest.raises(TensorMapError) as info:
-        _launch(tma_load_to_misaligned_shared, TENSOR_MAP, cp.client("interp"))
+        launch_kernel(tma_load_to_misaligned_shared, TENSOR_MAP, cp.client("interp"))
     assert isinstance(info.value, SanitizerError) and info.value.kind is SanitizerKind.TMA_MISUSE
 
 
@@ -435,7 +422,7 @@ def test_sanitizer_error_keeps_its_kind_through_pickle():
     import pickle
 
     with pytest.raises(SanitizerError) as info:
-        _launch(read_never_written, None, cp.client("interp", sanitize=True))
+        launch_kernel(read_never_written, None, cp.client("interp", sanitize=True))
     copy = pickle.loads(pickle.dumps(info.value))
     assert copy.kind is SanitizerKind.UNINITIALIZED_READ and str(copy) == str(info.value)
 
@@ -443,7 +430,7 @@ def test_sanitizer_error_keeps_its_kind_through_pickle():
 @pytest.mark.lockstep_report("under independent planes a unit of another plane may be the first reader")
 def test_race_report_names_both_units_and_both_lines():
     with pytest.raises(SanitizerError) as info:
-        _launch(broadcast_without_sync, None, cp.client("interp", sanitize=True))
+        launch_kernel(broadcast_without_sync, None, cp.client("interp", sanitize=True))
     message = str(info.value)
     write_line = _bug_line(broadcast_without_sync) - 1
     assert f"test_sanitizer.py:{write_line}" in message  # the earlier write
@@ -452,120 +439,7 @@ def test_race_report_names_both_units_and_both_lines():
 
 @pytest.mark.races_by_design
 def test_sanitizer_off_lets_racy_kernels_run():
-    _launch(neighbour_read_without_sync, None, cp.client("interp"))
-
-
-# -- correct twins: no false alarms --------------------------------------------------------------
-
-
-@cube(launch=True)
-def tree_reduction(out: Array[f32]):
-    partial = cp.SharedMemory[f32](64)
-    partial[UNIT_POS] = f32(UNIT_POS)
-    cp.sync_cube()
-    stride = u32(32)
-    while stride > 0:
-        if UNIT_POS < stride:
-            partial[UNIT_POS] = partial[UNIT_POS] + partial[UNIT_POS + stride]
-        cp.sync_cube()
-        stride = stride // 2
-    out[UNIT_POS] = partial[0]
-
-
-@cube(launch=True)
-def same_value_flag_and_plane_exchange(out: Array[f32]):
-    flag = cp.SharedMemory[u32](1)
-    flag[0] = u32(1)  # every unit writes the same value: benign, as in CUDA's racecheck
-    lane_values = cp.SharedMemory[f32](64)
-    lane_values[UNIT_POS] = f32(UNIT_POS)
-    cp.sync_plane()  # orders the accesses within each plane
-    partner = (UNIT_POS // 32) * 32 + (UNIT_POS + 1) % 32
-    value = lane_values[partner]
-    cp.sync_cube()
-    out[UNIT_POS] = value + f32(flag[0])
-
-
-@cube(launch=True)
-def double_buffered(out: Array[f32]):
-    tile = cp.SharedMemory[f32](128)
-    tile[UNIT_POS] = f32(UNIT_POS)
-    cp.sync_cube()
-    tile[64 + UNIT_POS] = tile[63 - UNIT_POS]
-    cp.sync_cube()
-    out[UNIT_POS] = tile[64 + (UNIT_POS + 1) % 64]
-
-
-@cube(launch=True)
-def shared_atomics_then_sync(out: Array[u32]):
-    counter = cp.SharedMemory[cp.Atomic[u32]](1)
-    if UNIT_POS == 0:
-        counter[0].store(u32(0))
-    cp.sync_cube()
-    counter[0].fetch_add(u32(1))
-    cp.sync_cube()
-    out[UNIT_POS] = counter[0].load()
-
-
-@cube(launch=True)
-def guarded_reads(inp: Array[f32], out: Array[f32]):
-    # Checked reads on the right of `and` and in a ternary run eagerly on every lane (they cannot fault);
-    # where the guard is false they are out of bounds, which is not a bug.
-    next_positive = UNIT_POS + 1 < inp.len() and inp[UNIT_POS + 1] > f32(0)
-    nxt = inp[UNIT_POS + 1] if UNIT_POS + 1 < inp.len() else f32(0)
-    out[UNIT_POS] = cp.select(next_positive, nxt, f32(-1))
-
-
-@cube(launch=True)
-def tma_stage_read_after_its_wait(tmap: TensorMap[f32], out: Array[f32]):
-    bar = cp.Barrier.shared(1, UNIT_POS == 0)
-    stage = cp.SharedMemory.aligned(f32, 256, 128)
-    if UNIT_POS == 0:
-        bar.tma_load_2d(tmap, stage, 0, 0)
-        bar.arrive_and_expect_tx(1, 1024)
-    bar.wait_parity(0)
-    out[UNIT_POS] = stage[UNIT_POS]
-
-
-@cube(launch=True)
-def tma_reload_after_a_release(tmap: TensorMap[f32], out: Array[f32]):
-    bar = cp.Barrier.shared(1, UNIT_POS == 0)
-    empty = cp.Barrier.shared(CUBE_DIM, UNIT_POS == 0)
-    stage = cp.SharedMemory.aligned(f32, 256, 128)
-    if UNIT_POS == 0:
-        bar.tma_load_2d(tmap, stage, 0, 0)
-        bar.arrive_and_expect_tx(1, 1024)
-    bar.wait_parity(0)
-    first = stage[UNIT_POS]
-    empty.arrive()  # every unit releases the stage
-    if UNIT_POS == 0:
-        empty.wait_parity(0)  # the producer waits for the release before reusing the stage
-        bar.tma_load_2d(tmap, stage, 16, 0)
-        bar.arrive_and_expect_tx(1, 1024)
-    bar.wait_parity(1)
-    out[UNIT_POS] = first + stage[UNIT_POS]
-
-
-CORRECT = [
-    tree_reduction,
-    same_value_flag_and_plane_exchange,
-    double_buffered,
-    shared_atomics_then_sync,
-    guarded_reads,
-    tma_stage_read_after_its_wait,
-    tma_reload_after_a_release,
-]
-EXTRA = {guarded_reads: INPUT, tma_stage_read_after_its_wait: TENSOR_MAP, tma_reload_after_a_release: TENSOR_MAP}
-
-
-@pytest.mark.parametrize("kernel", CORRECT, ids=lambda k: k.name)
-def test_correct_kernel_has_no_report(kernel):
-    _launch(kernel, EXTRA.get(kernel), cp.client("interp", sanitize=True))
-
-
-@pytest.mark.parametrize("schedule", [("random", 1), ("random", 2), ("adversarial", None)], ids=str)
-@pytest.mark.parametrize("kernel", [tma_stage_read_after_its_wait, tma_reload_after_a_release], ids=lambda k: k.name)
-def test_correct_tma_kernel_has_no_report_under_other_schedules(kernel, schedule):
-    _launch(kernel, TENSOR_MAP, cp.client("interp", sanitize=True, schedule=schedule[0], seed=schedule[1]))
+    launch_kernel(neighbour_read_without_sync, None, cp.client("interp"))
 
 
 @pytest.mark.parametrize("schedule", [("random", 1), ("adversarial", None)], ids=str)
@@ -579,20 +453,11 @@ def test_correct_tma_kernel_has_no_report_under_other_schedules(kernel, schedule
 )
 def test_async_race_is_flagged_under_other_schedules(kernel, kind, schedule):
     with pytest.raises(SanitizerError) as info:
-        _launch(kernel, TENSOR_MAP, cp.client("interp", sanitize=True, schedule=schedule[0], seed=schedule[1]))
+        launch_kernel(kernel, TENSOR_MAP, cp.client("interp", sanitize=True, schedule=schedule[0], seed=schedule[1]))
     # A random interleaving may run a reader before the load is even issued: then no unit wrote the bytes yet.
     early = {SanitizerKind.UNINITIALIZED_READ} if kind is SanitizerKind.TMA_UNCOVERED_ACCESS else set()
     assert info.value.kind in {kind} | early, str(info.value)
     assert f"test_sanitizer.py:{_bug_line(kernel)}" in str(info.value)
-
-
-def test_guarded_reads_are_hoisted_and_compute_the_guarded_values():
-    ops = cp.testing.expand(guarded_reads, Array[f32], Array[f32], checked=True).ops
-    assert "if" not in ops and "if_else" not in ops  # both guards kept the reads eager (no branch)
-    client = cp.client("interp", sanitize=True)
-    out = client.zeros((64,), np.float32)
-    guarded_reads.launch(client, 1, 64, cp.ArrayArg(client.create(np.ones(64, np.float32))), cp.ArrayArg(out))
-    np.testing.assert_array_equal(client.read(out), [1.0] * 63 + [-1.0])
 
 
 def test_without_the_sanitizer_checked_mode_reads_zero_and_drops_writes():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -110,6 +112,7 @@ class CpuBackend:
         # races, barrier misuse and the rest of the sanitizer stay on the interp.
         self.report_out_of_bounds = report_out_of_bounds
         self._workers = workers.Workers(workers.usable_cpus())
+        self._spread = workers.SpreadChoice()
         self._packers: dict[int, tuple[HostKernel, kparams.ParamPacker]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
@@ -223,10 +226,29 @@ class CpuBackend:
         run = loader.entry(kernel)
         total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
         threads = min(self.threads, total)
-        if threads <= 1 or total * kernel.units < 4096:
+        spread, timed = (
+            (False, False) if threads <= 1 or total * kernel.units < 4096 else self._spread.spread(kernel, total)
+        )
+        start = time.perf_counter()
+        if not spread:
             spaces = self._take_spaces(kernel, 1, cube_count)  # must outlive the call: the code uses its arrays
             run(params, spaces[0].address, 0, total)
-            return spaces
+        else:
+            spaces = self._run_spread(kernel, cube_count, params, run, total, threads)
+        if timed:
+            self._spread.record(kernel, total, spread, time.perf_counter() - start)
+        return spaces
+
+    def _run_spread(
+        self,
+        kernel: HostKernel,
+        cube_count: tuple[int, int, int],
+        params: int,
+        run: Callable[[int, int, int, int], object],
+        total: int,
+        threads: int,
+    ) -> list[_Workspace]:
+        """Run the cubes in chunks on the caller and the workers of the other CPUs; the cube contexts used."""
         tasks = min(total, threads * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]
         spaces = self._take_spaces(kernel, threads, cube_count)

@@ -69,3 +69,51 @@ def test_the_callers_cpu_gets_no_worker_job_and_one_cpu_runs_every_job_on_the_ca
     jobs, ran = _recording_jobs(3)
     pool.run(jobs)
     assert {name for _, name, _ in ran} == {threading.current_thread().name}
+
+
+def _trial_run(choice, owner, cubes, seconds_of):
+    """Launch until ``choice`` decides; the ways it asked for, in order."""
+    asked = []
+    for _ in range(20):
+        spread, timed = choice.spread(owner, cubes)
+        asked.append((spread, timed))
+        if timed:
+            choice.record(owner, cubes, spread, seconds_of(spread))
+        elif len(asked) > 1:
+            break
+    return asked
+
+
+def test_spread_choice_tries_both_ways_then_keeps_the_faster():
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    for serial_s, spread_s, expected in ((0.001, 0.002, False), (0.002, 0.001, True)):
+        choice, owner = SpreadChoice(), object()
+        asked = _trial_run(choice, owner, 64, lambda spread: spread_s if spread else serial_s)
+        trials = 2 * SpreadChoice.TRIALS
+        assert asked[0] == (True, False)  # the first launch spreads, untimed
+        assert [spread for spread, _ in asked[1 : 1 + trials]] == [False, True] * SpreadChoice.TRIALS
+        assert all(timed for _, timed in asked[1 : 1 + trials])
+        assert asked[1 + trials] == (expected, False)  # decided: the faster way, no more timing
+        assert choice.spread(owner, 64) == (expected, False)
+        assert choice.spread(owner, 65)[1] is False and choice.spread(owner, 65)[1] is True  # per cube count
+
+
+def test_spread_choice_decides_long_launches_after_one_trial_each():
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    choice, owner = SpreadChoice(), object()
+    asked = _trial_run(choice, owner, 8, lambda spread: 0.05 if spread else 0.2)
+    assert asked == [(True, False), (False, True), (True, True), (True, False)]
+
+
+def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    choice = SpreadChoice()
+    first = object()
+    _trial_run(choice, first, 8, lambda spread: 0.001 if spread else 0.002)
+    assert choice.spread(first, 8) == (True, False)
+    other = object()
+    choice._trials[(id(other), 8)] = choice._trials.pop((id(first), 8))  # as if ``other`` took ``first``'s id
+    assert choice.spread(other, 8) == (True, False) and choice.spread(other, 8) == (False, True)  # trials anew

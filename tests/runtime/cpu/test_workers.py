@@ -117,3 +117,24 @@ def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
     other = object()
     choice._trials[(id(other), 8)] = choice._trials.pop((id(first), 8))  # as if ``other`` took ``first``'s id
     assert choice.spread(other, 8) == (True, False) and choice.spread(other, 8) == (False, True)  # trials anew
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="this OS has no fork")
+def test_a_forked_child_starts_its_own_workers(monkeypatch):
+    """The child of a fork has none of its parent's threads: jobs handed to them would wait forever."""
+    import signal
+
+    monkeypatch.setattr(workers, "_current_cpu", lambda: -2)  # hand the second job to a worker, not the caller
+    pool = Workers(workers.usable_cpus())
+    pool.run([lambda: None, lambda: None])  # the parent's workers exist now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when both jobs ran, 1 on an error; SIGALRM ends a hang
+        signal.alarm(10)
+        ran = []
+        try:
+            pool.run([lambda: ran.append(0), lambda: ran.append(1)])
+            os._exit(0 if sorted(ran) == [0, 1] else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

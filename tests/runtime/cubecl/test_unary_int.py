@@ -16,30 +16,9 @@ from tests.runtime.cubecl.unary import INTS, as_int, run_unary_fixed
 # --- integer unary ops (testgen_unary_int!, IntType) ---------------------------------------
 
 
-@functools.cache
-def make_unary_int_kernel(Int, func):
-    @cube(launch_unchecked=True)
-    def test_function(input: Array[Line[Int]], output: Array[Line[Int]]):
-        if ABSOLUTE_POS < input.len():
-            output[ABSOLUTE_POS] = Line[Int](func(input[ABSOLUTE_POS]))
-
-    return test_function
-
-
 def run_unary_int(client, Int, func, cases):
-    kernel = make_unary_int_kernel(Int, func)
-    for input_vectorization, values, expected in cases:
-        output_handle = client.empty((len(values),), Int.numpy)
-
-        kernel.launch_unchecked(
-            client,
-            cp.CubeCount(1, 1, 1),
-            cp.CubeDim(len(values) // input_vectorization),
-            cp.ArrayArg(client.create(values), line_size=input_vectorization),
-            cp.ArrayArg(output_handle, line_size=input_vectorization),
-        )
-
-        np.testing.assert_array_equal(client.read(output_handle), expected)
+    """``test_unary_impl_int!``: input and output of the same integer type."""
+    run_unary_fixed(client, Int, Int, func, cases)
 
 
 @pytest.mark.parametrize("Int", INTS, ids=lambda t: t.name)

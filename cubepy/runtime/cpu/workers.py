@@ -14,6 +14,7 @@ import ctypes
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -85,15 +86,24 @@ class Workers:
                 self._queues = [queue.SimpleQueue() for _ in self.cpus]
                 for cpu, jobs in zip(self.cpus, self._queues, strict=True):
                     threading.Thread(target=_serve, args=(cpu, jobs), name=f"cubepy-cpu-{cpu}", daemon=True).start()
+                weakref.finalize(self, _stop, self._queues)  # the threads end with the last reference to self
                 self._pid = os.getpid()
             return self._queues
 
 
+def _stop(queues: list[queue.SimpleQueue]) -> None:
+    for jobs in queues:
+        jobs.put(None)
+
+
 def _serve(cpu: int, jobs: queue.SimpleQueue) -> None:
-    """A worker: bind to ``cpu``, then run each job handed to it and settle its future."""
+    """A worker: bind to ``cpu``, then run each job handed to it and settle its future, until handed None."""
     _bind_to_cpu(cpu)
     while True:
-        job, future = jobs.get()
+        item = jobs.get()
+        if item is None:
+            return
+        job, future = item
         try:
             job()
         except BaseException as error:  # noqa: BLE001 - handed to the launching thread, which raises it

@@ -89,7 +89,7 @@ def test_spread_choice_tries_both_ways_then_keeps_the_faster():
 
     for serial_s, spread_s, expected in ((0.001, 0.002, False), (0.002, 0.001, True)):
         choice, owner = SpreadChoice(), object()
-        asked = _trial_run(choice, owner, 64, lambda spread: spread_s if spread else serial_s)
+        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=serial_s: s if spread else t)
         trials = 2 * SpreadChoice.TRIALS
         assert asked[0] == (True, False)  # the first launch spreads, untimed
         assert [spread for spread, _ in asked[1 : 1 + trials]] == [False, True] * SpreadChoice.TRIALS
@@ -138,3 +138,19 @@ def test_a_forked_child_starts_its_own_workers(monkeypatch):
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_the_threads_end_with_their_workers_object():
+    import gc
+    import time
+
+    before = set(threading.enumerate())
+    pool = Workers(workers.usable_cpus())
+    pool.run([lambda: None])
+    started = [t for t in threading.enumerate() if t not in before]
+    del pool
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started and not any(t.is_alive() for t in started)

@@ -273,6 +273,46 @@ def test_plane_moves_and_votes_between_stretches_give_the_interps_bits():
 
 
 @cube(launch=True)
+def line_moves_and_elect(x: Array[cp.Line[f32]], out: Array[cp.Line[f32]], elected: Array[u32]):
+    """Moves of whole lines and an election, each reached by the whole plane, between barriers."""
+    value = x[UNIT_POS]
+    cp.sync_cube()
+    lane = cp.UNIT_POS_PLANE
+    out[UNIT_POS * 3] = cp.plane_shuffle(value, (lane + 5) % 32)
+    out[UNIT_POS * 3 + 1] = cp.plane_shuffle_down(value, u32(3))
+    out[UNIT_POS * 3 + 2] = cp.plane_broadcast(value, u32(7))
+    if cp.plane_elect():
+        elected[UNIT_POS] = u32(1)
+
+
+def test_moves_of_lines_and_a_whole_plane_election_split_and_give_the_interps_bits():
+    lines = (cp.BufferCompilationArg("f32", 4), cp.BufferCompilationArg("f32", 4), *_arrays("u32"))
+    assert compile_host(_definition(line_moves_and_elect, cp.CubeDim(64), *lines)).shape == "unit loops"
+    x = np.random.default_rng(4).standard_normal((64, 4)).astype(np.float32)
+    results = {}
+    for runtime in RUNTIMES:
+        client = cp.client(runtime)
+        hx, ho, he = client.create(x.reshape(-1)), client.zeros(64 * 3 * 4, np.float32), client.zeros(64, np.uint32)
+        line_moves_and_elect.launch(
+            client,
+            cp.CubeCount(1),
+            cp.CubeDim(64),
+            cp.ArrayArg(hx, line_size=4),
+            cp.ArrayArg(ho, line_size=4),
+            cp.ArrayArg(he),
+        )
+        results[runtime] = (client.read(ho).reshape(64, 3, 4), client.read(he))
+    np.testing.assert_array_equal(results["cpu"][0], results["interp"][0])
+    np.testing.assert_array_equal(results["cpu"][1], results["interp"][1])
+    moved, elected = results["cpu"]
+    lanes, planes = np.arange(64) % 32, np.arange(64) // 32 * 32
+    np.testing.assert_array_equal(moved[:, 0], x[planes + (lanes + 5) % 32])  # by hand: whole lines move
+    np.testing.assert_array_equal(moved[:, 1], x[planes + np.where(lanes + 3 < 32, lanes + 3, lanes)])
+    np.testing.assert_array_equal(moved[:, 2], x[planes + 7])
+    np.testing.assert_array_equal(np.flatnonzero(elected), [0, 32])  # each plane's lowest lane
+
+
+@cube(launch=True)
 def every_reduction(x: Array[f32], out: Array[f32], half: Array[cp.f16], out_half: Array[cp.f16]):
     """Each whole-plane reduction and scan of f32 and f16 values, between barriers."""
     value = x[UNIT_POS]

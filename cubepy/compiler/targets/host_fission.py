@@ -38,8 +38,8 @@ per worker thread and reused cube after cube (the cube context's first frame slo
 ``return``, the frame also holds a running flag per unit: ``return`` clears it and ends the unit's stretch,
 and later stretches skip the unit, as a barrier on the GPU stops counting a unit that has exited.
 
-Anything else (barriers or collectives under divergent control, moves and votes of lines, elect, matches,
-mbarriers, ``sync_cube_count``) runs as coroutines (``cubepy.compiler.targets.host``).
+Anything else (barriers or collectives under divergent control, votes of lines, matches, mbarriers,
+``sync_cube_count``) runs as coroutines (``cubepy.compiler.targets.host``).
 """
 
 from __future__ import annotations
@@ -172,11 +172,11 @@ class CubeLoops:
         b.position_at_end(done)
 
     def _plane_collective(self, inst: Instruction) -> None:
-        """A whole-plane reduction, scan, move or vote between two stretches: for each plane, its 32 units'
-        operands from their frames, the shuffled form's results, each unit's result to its frame."""
+        """A whole-plane reduction, scan, move, vote or election between two stretches: for each plane, its 32
+        units' operands from their frames, the shuffled form's results, each unit's result to its frame."""
         lw = self.lw
         op = inst.operation
-        assert isinstance(op, ops.PlaneOp) and op.value is not None
+        assert isinstance(op, ops.PlaneOp)
         operand, offset = op.value, op.arg
 
         def plane(index: ir.Value) -> None:
@@ -186,11 +186,14 @@ class CubeLoops:
                 unit = b.add(b.mul(index, ir.Constant(I32, PLANE_SIZE)), ir.Constant(I32, lane))
                 self.unit = unit
                 self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
-                values.append(lw.value(operand))
+                if operand is not None:
+                    values.append(lw.value(operand))
                 if offset is not None:
                     args.append(as_u32(lw, lw.value(offset), offset))
                 units.append(unit)
-            if isinstance(op, EXCHANGES):
+            if isinstance(op, ops.PlaneElect):  # the whole plane is there: its lowest lane is elected
+                results = [ir.Constant(lt.I1, lane == 0) for lane in range(PLANE_SIZE)]
+            elif isinstance(op, EXCHANGES):
                 results = exchange_lanes(lw, inst, values, args if offset is not None else None)
             else:
                 results = plane_reduction_lanes(lw, op, values)

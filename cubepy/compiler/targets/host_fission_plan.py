@@ -48,13 +48,18 @@ def is_split_point(inst: Instruction) -> bool:
 
 def _splits(inst: Instruction) -> bool:
     """Whether ``inst``, met where stretches may be cut, is a split point the fission handles: a barrier, or a
-    plane reduction, scan, move or vote the whole plane reaches (moves and votes of scalar values)."""
+    plane reduction, scan, move, vote or ``plane_elect`` the whole plane reaches (a move of a line takes the
+    whole line from one lane; a vote takes a scalar predicate)."""
     op = inst.operation
     if isinstance(op, (ops.SyncCube, ops.SyncPlane)):
         return True
+    if isinstance(op, ops.PlaneElect):
+        return op.uniform
     if isinstance(op, EXCHANGES):
-        scalar = op.value is not None and not op.value.type.is_line and (op.arg is None or not op.arg.type.is_line)
-        return op.uniform and scalar
+        if op.value is None or (op.arg is not None and op.arg.type.is_line):
+            return False
+        vote = isinstance(op, (ops.PlaneAll, ops.PlaneAny, ops.PlaneBallot))
+        return op.uniform and not (vote and op.value.type.is_line)
     return isinstance(op, LANEWISE) and op.uniform
 
 

@@ -39,6 +39,13 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def _count(text: str) -> int:
+    value = int(text.strip())
+    if value < 0:
+        raise ValueError("expected 0 or a positive count")
+    return value
+
+
 def _dump(text: str) -> frozenset[str]:
     allowed = {"ir", "passes", "llvm", "ptx", "resources"}
     parts = frozenset(p.strip() for p in text.split(",") if p.strip())
@@ -101,6 +108,13 @@ KNOBS: dict[str, Knob] = {
             "lockstep",
             "how the interp interleaves planes and lands TMA copies when a client names no schedule: "
             "lockstep, random:SEED or adversarial (docs/runtime/schedules.md)",
+        ),
+        Knob(
+            "CUBEPY_CPU_THREADS",
+            _count,
+            0,
+            "threads a launch on the cpu runtime may use: 0 = one per CPU the process may run on, "
+            "1 = the launching thread alone",
         ),
         Knob(
             "CUBEPY_CONTRACT",

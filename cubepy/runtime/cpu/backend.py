@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cubepy import config
 from cubepy.compiler import abi
 from cubepy.compiler.host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host import (
@@ -107,7 +108,7 @@ class CpuBackend:
     disk_cache_kind = "cpu"
 
     def __init__(self, threads: int | None = None, report_out_of_bounds: bool = False) -> None:
-        self.threads = threads or len(workers.usable_cpus())
+        self.threads = threads  # None: CUBEPY_CPU_THREADS, whose 0 means one per usable CPU
         # sanitize=True on the cpu runtime: checked-mode accesses that miss are reported (unit, index, line);
         # races, barrier misuse and the rest of the sanitizer stay on the interp.
         self.report_out_of_bounds = report_out_of_bounds
@@ -225,7 +226,7 @@ class CpuBackend:
         """Run every cube of the launch; the cube contexts used (for their fault words; release them after)."""
         run = loader.entry(kernel)
         total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
-        threads = min(self.threads, total)
+        threads = min(self._thread_limit(), total)
         spread, timed = (
             (False, False) if threads <= 1 or total * kernel.units < 4096 else self._spread.spread(kernel, total)
         )
@@ -238,6 +239,12 @@ class CpuBackend:
         if timed:
             self._spread.record(kernel, total, spread, time.perf_counter() - start)
         return spaces
+
+    def _thread_limit(self) -> int:
+        """How many threads a launch may use: the client's own count, else ``CUBEPY_CPU_THREADS``, else every CPU."""
+        if self.threads:
+            return self.threads
+        return config.get("CUBEPY_CPU_THREADS") or len(self._workers.cpus)
 
     def _run_spread(
         self,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 import pytest
 
+import cubepy as cp
 from cubepy.runtime.cpu import workers
 from cubepy.runtime.cpu.workers import Workers
 
@@ -154,3 +156,40 @@ def test_the_threads_end_with_their_workers_object():
     while any(t.is_alive() for t in started) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert started and not any(t.is_alive() for t in started)
+
+
+def _launch_vector_add(client) -> np.ndarray:
+    from examples.vector_add import vector_add
+
+    n = 1 << 14  # 64 cubes of 256 units: enough work to be spread
+    a = np.arange(n, dtype=np.float32)
+    ha, ho = client.create(a), client.empty(n, np.float32)
+    vector_add.launch(
+        client, cp.CubeCount(n // 256), cp.CubeDim(256), cp.ArrayArg(ha), cp.ArrayArg(ha), cp.ArrayArg(ho)
+    )
+    return client.read(ho)
+
+
+def test_cpu_threads_setting_of_one_keeps_launches_on_the_calling_thread(monkeypatch):
+    from cubepy import config
+    from cubepy.runtime.cpu import make_client
+
+    if len(workers.usable_cpus()) < 2:
+        pytest.skip("one usable CPU: every launch runs on the calling thread anyway")
+    monkeypatch.setenv("CUBEPY_CACHE_DIR", "off")
+    with config.override(CUBEPY_CPU_THREADS=1):
+        alone = make_client()
+        result = _launch_vector_add(alone)
+        assert alone.backend._spread._trials == {}  # never asked whether to spread: one thread
+    spread = make_client()
+    np.testing.assert_array_equal(_launch_vector_add(spread), result)
+    assert len(spread.backend._spread._trials) == 1  # the same launch is a candidate for spreading
+
+
+def test_a_negative_cpu_thread_count_is_refused_with_the_variable_named(monkeypatch):
+    from cubepy import config
+    from cubepy.errors import CubeError
+
+    monkeypatch.setenv("CUBEPY_CPU_THREADS", "-2")
+    with pytest.raises(CubeError, match="CUBEPY_CPU_THREADS='-2': expected 0 or a positive count"):
+        config.get("CUBEPY_CPU_THREADS")

@@ -6,6 +6,7 @@ import ctypes
 import functools
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -40,6 +41,7 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 CUBES_PER_TASK_MIN = 1
+ADDRESSES_KEPT = 256  # buffer addresses remembered between launches (all forgotten when full)
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 
 
@@ -115,6 +117,8 @@ class CpuBackend:
         self._workers = workers.Workers(workers.usable_cpus())
         self._spread = workers.SpreadChoice()
         self._packers: dict[int, tuple[HostKernel, kparams.ParamPacker]] = {}
+        # id(storage) -> (weak reference to it, address): a freed array's id may be reused, its entry is not
+        self._addresses: dict[int, tuple[weakref.ref, int]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = threading.Lock()
@@ -135,8 +139,17 @@ class CpuBackend:
                 f"kernel {kernel.name} needs {kernel.shared_bytes} bytes of shared memory; a cube has "
                 f"at most {MAX_SHARED_BYTES} (227 KiB on sm_90)"
             )
-        if int(np.prod(cube_count)) > MAX_CUBES:
+        if cube_count[0] * cube_count[1] * cube_count[2] > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
+
+    def _address_of(self, storage: np.ndarray) -> int:
+        """The address of ``storage``'s first byte (kept per array: ``.ctypes.data`` costs microseconds)."""
+        found = self._addresses.get(id(storage))
+        if found is None or found[0]() is not storage:
+            if len(self._addresses) >= ADDRESSES_KEPT:
+                self._addresses.clear()
+            found = self._addresses[id(storage)] = (weakref.ref(storage), int(storage.ctypes.data))
+        return found[1]
 
     def _packer(self, kernel: HostKernel) -> kparams.ParamPacker:
         found = self._packers.get(id(kernel))
@@ -163,7 +176,7 @@ class CpuBackend:
         packer = self._packer(kernel)
         metadata = packer.metadata(bindings.buffers, kernel.name)
         addresses = [
-            int(b.handle.storage.ctypes.data) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
+            self._address_of(b.handle.storage) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
         ]
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
         packed = packer.pack(addresses, bindings.scalars, maps, metadata)

@@ -193,3 +193,22 @@ def test_a_negative_cpu_thread_count_is_refused_with_the_variable_named(monkeypa
     monkeypatch.setenv("CUBEPY_CPU_THREADS", "-2")
     with pytest.raises(CubeError, match="CUBEPY_CPU_THREADS='-2': expected 0 or a positive count"):
         config.get("CUBEPY_CPU_THREADS")
+
+
+def test_buffer_addresses_are_kept_weakly_and_never_taken_from_a_freed_array():
+    import gc
+    import weakref
+
+    from cubepy.runtime.cpu.backend import CpuBackend
+
+    backend = CpuBackend()
+    first = np.zeros(1000, np.float32)
+    assert backend._address_of(first) == first.ctypes.data
+    alive = weakref.ref(first)
+    del first
+    gc.collect()
+    assert alive() is None  # the kept address does not keep the array
+    second = np.ones(1000, np.float32)
+    dead = weakref.ref(np.zeros(1))  # stands for the freed array whose id ``second`` reuses
+    backend._addresses[id(second)] = (dead, 12345)
+    assert backend._address_of(second) == second.ctypes.data

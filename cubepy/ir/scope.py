@@ -55,11 +55,7 @@ def child_scopes(operation: Operation) -> tuple[Scope, ...]:
         if isinstance(value, Scope):
             scopes.append(value)
         elif isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, Scope):
-                    scopes.append(item)
-                elif isinstance(item, tuple):
-                    scopes.extend(x for x in item if isinstance(x, Scope))
+            scopes.extend(x for item in value for x in _items(item) if isinstance(x, Scope))
     return tuple(scopes)
 
 
@@ -80,6 +76,7 @@ def map_child_scopes(operation: Operation, transform: Callable[[Scope], Scope]) 
 
 
 def _items(item: object) -> tuple[object, ...]:
+    """A tuple field's item as what may hold scopes: the pair itself (a switch arm), or the lone item."""
     return item if isinstance(item, tuple) else (item,)
 
 

@@ -40,7 +40,6 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 )
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
-CUBES_PER_TASK_MIN = 1
 ADDRESSES_KEPT = 256  # buffer addresses remembered between launches (all forgotten when full)
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 

@@ -67,15 +67,17 @@ class Workers:
         queues = self._started()
         here = _current_cpu()
         others = [q for cpu, q in zip(self.cpus, queues, strict=True) if cpu != here]
+        if not others:  # one CPU: the caller runs every job
+            for job in jobs:
+                job()
+            return
         futures: list[Future] = []
-        inline = list(jobs[:1]) if others else list(jobs)  # one CPU: the caller runs every job
-        for index, job in enumerate(jobs[1:] if others else ()):
+        for index, job in enumerate(jobs[1:]):
             future: Future = Future()
             others[index % len(others)].put((job, future))
             futures.append(future)
         try:
-            for job in inline:
-                job()
+            jobs[0]()
         finally:
             for future in futures:
                 future.result()

@@ -12,14 +12,21 @@ The others have no name in cubepy's public API; their tests use the name written
 method name, ``expm1`` for ``exp_m1``) and are skipped while ``cubepy`` does not export it.
 """
 
-import functools
-
 import numpy as np
 import pytest
 
 import cubepy as cp
-from cubepy import ABSOLUTE_POS, Array, Line, cube, f32, u32
-from tests.runtime.cubecl.unary import FLOATS, INF, NAN, PI, as_type, run_unary_fixed
+from cubepy import f32, u32
+from tests.runtime.cubecl.unary import (
+    FLOATS,
+    INF,
+    NAN,
+    PI,
+    as_type,
+    launch_unary,
+    make_unary_fixed_kernel,
+    run_unary_fixed,
+)
 
 
 def assert_equals_approx(actual, expected, epsilon):
@@ -41,35 +48,14 @@ def assert_equals_approx(actual, expected, epsilon):
         )
 
 
-@functools.cache
-def make_unary_kernel(F, func):
-    # `test_unary_impl!`'s kernel: `Vector::cast_from($unary_func(input[i]))`.
-    @cube(launch_unchecked=True)
-    def test_function(input: Array[Line[F]], output: Array[Line[F]]):
-        if ABSOLUTE_POS < input.len():
-            output[ABSOLUTE_POS] = Line[F](func(input[ABSOLUTE_POS]))
-
-    return test_function
-
-
 def run_unary(client, F, func, cases, epsilon=0.02):
-    kernel = make_unary_kernel(F, func)
+    # `test_unary_impl!`'s kernel: `Vector::cast_from($unary_func(input[i]))`.
+    kernel = make_unary_fixed_kernel(F, F, func)
     for input_vectorization, out_vectorization, values, expected in cases:
         values = as_type(F, *values)
         expected = as_type(F, *expected)
         # Rust allocates `input.len()` elements and binds `expected.len()` of them.
-        output_handle = client.empty((len(values),), F.numpy)
-        input_handle = client.create(values)
-
-        kernel.launch_unchecked(
-            client,
-            cp.CubeCount(1, 1, 1),
-            cp.CubeDim(len(values) // input_vectorization),
-            cp.ArrayArg(input_handle, line_size=input_vectorization),
-            cp.ArrayArg(output_handle, line_size=out_vectorization),
-        )
-
-        actual = client.read(output_handle)
+        actual = launch_unary(client, kernel, values, input_vectorization, out_vectorization, F.numpy)
         assert_equals_approx(actual[: len(expected)], expected, epsilon)
 
 
@@ -459,34 +445,14 @@ def assert_f32_ulp_le(actual, expected, max_ulp):
     )
 
 
-@functools.cache
-def make_expm1_kernel():
-    @cube(launch_unchecked=True)
-    def test_function(input: Array[Line[f32]], output: Array[Line[f32]]):
-        if ABSOLUTE_POS < input.len():
-            output[ABSOLUTE_POS] = Line[f32](cp.expm1(input[ABSOLUTE_POS]))
-
-    return test_function
-
-
 def test_expm1_f32(client):
     values = np.asarray([0.0, 1.0e-7, 10.0, -1.0e-7], dtype=np.float32)
     # Rust computes the expectation with f32::exp_m1 on the host.
     expected = np.expm1(values)
-    kernel = make_expm1_kernel()
+    kernel = make_unary_fixed_kernel(f32, f32, cp.expm1)
 
     for input_vectorization, out_vectorization in [(1, 1), (2, 2), (4, 4)]:
-        output_handle = client.empty((len(values),), np.float32)
-
-        kernel.launch_unchecked(
-            client,
-            cp.CubeCount(1, 1, 1),
-            cp.CubeDim(len(values) // input_vectorization),
-            cp.ArrayArg(client.create(values), line_size=input_vectorization),
-            cp.ArrayArg(output_handle, line_size=out_vectorization),
-        )
-
-        actual = client.read(output_handle)
+        actual = launch_unary(client, kernel, values, input_vectorization, out_vectorization, np.float32)
         assert actual[0] == 0.0
         assert_f32_ulp_le(actual[1], expected[1], 2)
         assert_f32_ulp_le(actual[2], expected[2], 2)

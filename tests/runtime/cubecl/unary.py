@@ -29,7 +29,8 @@ def as_int(elem, *values):
 
 @functools.cache
 def make_unary_fixed_kernel(F, Out, func):
-    # `test_unary_impl_fixed!` / `test_unary_impl_int_fixed!`: input and output share N.
+    # `test_unary_impl!` (Out = F), `test_unary_impl_fixed!` / `test_unary_impl_int_fixed!`: input and output
+    # share N.
     @cube(launch_unchecked=True)
     def test_function(input: Array[Line[F]], output: Array[Line[Out]]):
         if ABSOLUTE_POS < input.len():
@@ -38,18 +39,22 @@ def make_unary_fixed_kernel(F, Out, func):
     return test_function
 
 
+def launch_unary(client, kernel, values, input_vectorization, out_vectorization, out_dtype) -> np.ndarray:
+    """One cube of ``len(values) / input_vectorization`` units over ``values``; the output buffer read back."""
+    output_handle = client.empty((len(values),), out_dtype)
+    kernel.launch_unchecked(
+        client,
+        cp.CubeCount(1, 1, 1),
+        cp.CubeDim(len(values) // input_vectorization),
+        cp.ArrayArg(client.create(values), line_size=input_vectorization),
+        cp.ArrayArg(output_handle, line_size=out_vectorization),
+    )
+    return client.read(output_handle)
+
+
 def run_unary_fixed(client, In, Out, func, cases):
     kernel = make_unary_fixed_kernel(In, Out, func)
     for input_vectorization, values, expected in cases:
         expected = np.asarray(expected).astype(Out.numpy)
-        output_handle = client.empty((len(values),), Out.numpy)
-
-        kernel.launch_unchecked(
-            client,
-            cp.CubeCount(1, 1, 1),
-            cp.CubeDim(len(values) // input_vectorization),
-            cp.ArrayArg(client.create(values), line_size=input_vectorization),
-            cp.ArrayArg(output_handle, line_size=input_vectorization),
-        )
-
-        np.testing.assert_array_equal(client.read(output_handle), expected)
+        actual = launch_unary(client, kernel, values, input_vectorization, input_vectorization, Out.numpy)
+        np.testing.assert_array_equal(actual, expected)

@@ -181,6 +181,7 @@ def test_cpu_threads_setting_of_one_keeps_launches_on_the_calling_thread(monkeyp
         alone = make_client()
         result = _launch_vector_add(alone)
         assert alone.backend._spread._trials == {}  # never asked whether to spread: one thread
+    np.testing.assert_array_equal(result, 2 * np.arange(1 << 14, dtype=np.float32))  # a + a, by numpy
     spread = make_client()
     np.testing.assert_array_equal(_launch_vector_add(spread), result)
     assert len(spread.backend._spread._trials) == 1  # the same launch is a candidate for spreading

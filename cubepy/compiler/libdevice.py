@@ -5,7 +5,7 @@ bitcode module.  Building one parses the whole library (~350 functions, tens of 
 definitions ``linkonce_odr`` (so linking pulls in only what is referenced) and links it into a stub
 that references just the wanted names; the result is a few KiB.  Subsets are kept per process and,
 when the caller names a cache folder (``kernel.compile`` passes ``<CUBEPY_CACHE_DIR>/libdevice``), on
-disk as ``<sha256>.bc``, keyed by the libdevice file's content hash, LLVM's version and the sorted
+disk as ``<sha256>.bc`` sealed like every cache entry (``cubepy.sealed``), keyed by the libdevice file's content hash, LLVM's version and the sorted
 function names: a changed toolkit or function set misses, a later process with the same set parses
 a few KiB instead of the library.  Parsing the subset (well under a millisecond) is cheaper than
 cloning a parsed module, so callers parse a fresh copy for each link (linking consumes it).
@@ -25,12 +25,12 @@ import attrs
 
 from cubepy.compiler.toolkit import find_libdevice
 from cubepy.errors import CompileError
-from cubepy.files import write_atomically
 from cubepy.hashing import sha256
+from cubepy.sealed import sealed_folder
 
 __all__ = ["Subset", "clear_memory", "find_libdevice", "parse", "subset"]
 
-FORMAT = 2  # bump when the way a subset is built changes
+FORMAT = 3  # bump when the way a subset is built or stored changes
 # References every wanted function so that linking libdevice into the stub resolves them; linkonce_odr and
 # unreferenced, so linking the subset into a kernel leaves it behind.
 _KEEP = "__cubepy_libdevice_keep"
@@ -147,30 +147,23 @@ def _contractable_multiplies(llvm, module):
 
 
 def _read_entry(entry: Path, wanted: frozenset[str]) -> Subset | None:
-    """The subset stored at ``entry``, or None (absent, or unusable: then it is removed and rebuilt)."""
-    from cubepy.compiler.target import binding
+    """The subset stored at ``entry``, or None (absent, or failing its seal: then it is removed and rebuilt).
 
-    try:
-        data = entry.read_bytes()
-    except OSError:
-        return None
-    try:
-        module = binding().parse_bitcode(data)
-        if any(module.get_function(name).is_declaration for name in wanted):
-            raise RuntimeError("it does not define every wanted function")
-    except (RuntimeError, NameError):  # truncated, corrupt or foreign: rebuild it
-        try:
-            entry.unlink()
-        except OSError:
-            pass
-        return None
-    return Subset(data, frozenset(), "disk")
+    The seal (``cubepy.sealed``) proves this user's cubepy wrote the bytes, and only whole subsets are written,
+    so nothing here parses them: LLVM first sees cached bitcode in the compile child, after the check.
+    """
+    folder = sealed_folder(entry.parent)
+    payload = None if folder is None else folder.read(entry.name)
+    return None if payload is None else Subset(payload, frozenset(), "disk")
 
 
 def _write_entry(entry: Path, bitcode: bytes) -> None:
-    """Store ``bitcode`` at ``entry`` atomically; a folder that cannot be written only costs the reuse."""
+    """Seal and store ``bitcode`` at ``entry`` atomically; a folder that cannot be written only costs the reuse."""
+    folder = sealed_folder(entry.parent)
+    if folder is None:
+        return
     try:
-        write_atomically(entry, bitcode)
+        folder.write(entry.name, bitcode)
     except OSError:
         pass
 

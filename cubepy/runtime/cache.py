@@ -13,31 +13,38 @@ the ``CompiledKernel`` of ``kernel.compile``: IR, LLVM, PTX texts and the cubin)
 - the cube_dim, the mode (checked or not), whether ``a * b + c`` is contracted, and the compilation arguments' ``repr`` (a repr that
   names a memory address is not stable across processes: such launches are not cached on disk).
 
-Entries are written atomically (a temporary file in the same folder, then ``os.replace``), so
-concurrent processes each see a whole entry or none; two that build the same kernel both write a
-valid entry and the last one wins.  An entry that cannot be read (truncated, corrupt, written by an
-incompatible version) is ignored, removed and rebuilt, with a message when ``CUBEPY_DEBUG >= 1``.
-Entries are pickles: the cache folder must be as private as your home directory (as Triton's and
-numba's caches are).  ``CUBEPY_CACHE_DIR=off`` (or ``0``/``none``) disables the cache.
+Entries are sealed (``cubepy.sealed``): the folder is created ``0700`` and refused (a warning, then
+uncached) when another user owns it or group/others may write it; every entry carries a keyed BLAKE2b tag
+over its name and payload, made with a random per-folder key kept ``0600`` in the folder, and checked before
+a byte of the payload is read.  The payload is a pickle read by an unpickler that resolves only the
+artifact classes of cubepy's IR and back ends (attrs classes and enums of ``cubepy.ir``, the compiled
+kernel records) and nothing callable beyond them, and the artifact must be the kind's own type.  An entry
+that fails any of this (truncated, flipped, planted, from another version, the wrong type) is a miss:
+removed and rebuilt, with one line under ``CUBEPY_DEBUG >= 1``.  Writes are atomic (a temporary file, then
+``os.replace``), so concurrent processes each see a whole entry or none; two that build the same kernel
+both write a valid entry and the last one wins.  ``CUBEPY_CACHE_DIR=off`` (or ``0``/``none``) disables
+the cache.
 """
 
 from __future__ import annotations
 
+import enum
 import io
 import os
 import pickle
 import sys
 from pathlib import Path
 
+import attrs
+
 from cubepy import config
-from cubepy.files import write_atomically
 from cubepy.hashing import sha256
 from cubepy.ir.types import ElemType as _ElemType
 from cubepy.ir.types import Type as _Type
 from cubepy.ir.variable import SourceLoc as _SourceLoc
+from cubepy.sealed import sealed_folder
 
-FORMAT = 2  # bump when what an entry holds changes
-_MAGIC = b"cubepy-cache\0"
+FORMAT = 3  # bump when what an entry holds changes
 _DISABLED = ("", "0", "off", "none", "false")
 
 _fingerprint: str | None = None
@@ -162,50 +169,97 @@ def _debug(message: str) -> None:
         print(f"[cubepy] disk cache: {message}", file=sys.stderr)
 
 
+# The classes an entry may name beyond cubepy.ir's attrs classes and enums: each kind's artifact record.
+_ARTIFACT_CLASSES = {
+    ("cubepy.compiler.compiled", "CompiledKernel"),
+    ("cubepy.compiler.host", "HostKernel"),
+    ("cubepy.compiler.ptxas", "Resources"),
+    ("cubepy.compiler.targets.host_async", "HostCall"),
+}
+# What each kind's entry must unpickle to (module, class); anything else is a miss.
+_ARTIFACT_OF_KIND = {
+    "interp": ("cubepy.ir.kernel", "KernelDefinition"),
+    "cpu": ("cubepy.compiler.host", "HostKernel"),
+    "compile": ("cubepy.compiler.compiled", "CompiledKernel"),
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves only cubepy's data classes: no function, builtin or foreign class can be reached from an entry."""
+
+    def find_class(self, module: str, name: str):
+        if module == __name__ and name in ("_elem_type", "_same"):
+            return globals()[name]
+        allowed = module.startswith("cubepy.ir.") or (module, name) in _ARTIFACT_CLASSES
+        if allowed and name.isidentifier() and not name.startswith("__"):
+            found = getattr(sys.modules.get(module) or _import(module), name, None)
+            if isinstance(found, type) and (attrs.has(found) or issubclass(found, enum.Enum)):
+                return found
+        raise pickle.UnpicklingError(f"a cache entry names {module}.{name}, which is not a cubepy artifact class")
+
+
+def _import(module: str):
+    import importlib
+
+    return importlib.import_module(module)
+
+
+def _loads(payload: bytes):
+    return _Unpickler(io.BytesIO(payload)).load()
+
+
 class DiskCache:
-    """Artifacts of one kind (``interp``, ``compile``) under one root folder."""
+    """Artifacts of one kind (``interp``, ``cpu``, ``compile``) under one sealed root folder."""
 
     def __init__(self, root: str | os.PathLike, kind: str) -> None:
         self.root = Path(root)
         self.kind = kind
 
+    def relative(self, key: str) -> str:
+        """Where the entry of ``key`` lives, relative to the root."""
+        return f"{self.kind}/{key[:2]}/{key}.pkl"
+
     def path(self, key: str) -> Path:
         """Where the entry of ``key`` lives."""
-        return self.root / self.kind / key[:2] / f"{key}.pkl"
+        return self.root / self.relative(key)
 
     def load(self, key: str):
-        """The artifact stored under ``key``, or None (missing, or unreadable: then it is removed)."""
-        path = self.path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        """The artifact stored under ``key``, or None (missing, or failing a check: then it is removed)."""
+        folder = sealed_folder(self.root)
+        if folder is None:
+            return None
+        relative = self.relative(key)
+        payload = folder.read(relative)
+        if payload is None:
             return None
         try:
-            if not data.startswith(_MAGIC):
-                raise ValueError("not a cubepy cache entry")
-            stored_key, artifact = pickle.loads(data[len(_MAGIC) :])
+            stored_key, artifact = _loads(payload)
             if stored_key != key:
                 raise ValueError("entry stored under another key")
-        except Exception as exc:  # corrupt, truncated or from an incompatible version: rebuild
-            _debug(f"ignoring unreadable entry {path} ({type(exc).__name__}: {exc}); rebuilding")
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            expected = _ARTIFACT_OF_KIND.get(self.kind)
+            if expected is not None:
+                wanted = getattr(_import(expected[0]), expected[1])
+                if type(artifact) is not wanted:
+                    raise TypeError(f"it holds a {type(artifact).__name__}, not a {wanted.__name__}")
+        except Exception as exc:  # from an incompatible version, or not this kind's artifact: rebuild
+            folder.discard(relative, f"{type(exc).__name__}: {exc}")
             return None
-        _debug(f"hit {path}")
+        _debug(f"hit {self.path(key)}")
         return artifact
 
     def store(self, key: str, artifact) -> bool:
         """Write ``artifact`` under ``key`` atomically; False (and nothing written) when it cannot be."""
         path = self.path(key)
+        folder = sealed_folder(self.root)
+        if folder is None:
+            return False
         try:
-            data = _MAGIC + _dumps((key, artifact))
+            data = _dumps((key, artifact))
         except Exception as exc:  # an artifact holding something unpicklable: keep it in memory only
             _debug(f"not storing {path.name}: {type(exc).__name__}: {exc}")
             return False
         try:
-            write_atomically(path, data)
+            folder.write(self.relative(key), data)
         except OSError as exc:  # read-only or full disk: the cache is an optimization only
             _debug(f"cannot write {path}: {exc}")
             return False

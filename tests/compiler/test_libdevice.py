@@ -12,6 +12,7 @@ from cubepy.compiler import libdevice, toolkit
 from cubepy.compiler.compiled import compile_definition
 from cubepy.compiler.target import binding
 from cubepy.ir import F32, builtin
+from cubepy.sealed import sealed_folder
 from tests.irbuild import KernelBuilder, T
 
 FAKE_LIBRARY = """
@@ -59,7 +60,7 @@ def test_a_hit_reuses_the_subset_from_memory_then_from_disk(tmp_path):
     built = libdevice.subset({"__nv_expf"}, cache, library)
     assert built.origin == "built"
     entries = list(cache.glob("*.bc"))
-    assert len(entries) == 1 and entries[0].read_bytes() == built.bitcode
+    assert len(entries) == 1 and sealed_folder(cache).read(entries[0].name) == built.bitcode
     assert libdevice.subset({"__nv_expf"}, cache, library).origin == "memory"
     libdevice.clear_memory()  # as a fresh process: only the disk has it
     again = libdevice.subset({"__nv_expf"}, cache, library)
@@ -104,7 +105,7 @@ def test_a_corrupt_entry_is_rebuilt(tmp_path):
     entry.write_bytes(b"BC\xc0\xde truncated")
     libdevice.clear_memory()
     again = libdevice.subset({"__nv_expf"}, cache, library)
-    assert again.origin == "built" and entry.read_bytes() == built.bitcode
+    assert again.origin == "built" and sealed_folder(cache).read(entry.name) == built.bitcode
 
 
 def test_an_unwritable_cache_folder_only_costs_the_reuse(tmp_path):
@@ -128,7 +129,8 @@ def test_compile_writes_the_subset_and_a_later_compile_reads_it(tmp_path, monkey
     cache = tmp_path / "libdevice"
     first = compile_definition(_exp_kernel(), assemble=False, libdevice_cache=cache)
     (entry,) = cache.glob("*.bc")
-    assert {"__nv_expf"} <= _defined(libdevice.Subset(entry.read_bytes(), frozenset(), "disk"))
+    stored = sealed_folder(cache).read(entry.name)
+    assert stored is not None and {"__nv_expf"} <= _defined(libdevice.Subset(stored, frozenset(), "disk"))
     libdevice.clear_memory()
 
     def no_parse(*args):

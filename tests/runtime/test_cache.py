@@ -15,9 +15,11 @@ import pytest
 import cubepy as cp
 from cubepy import config
 from cubepy.compiler import toolkit
+from cubepy.compiler.compiled import CompiledKernel
 from cubepy.runtime import cache
 from cubepy.runtime.client import ComputeClient
 from cubepy.runtime.interp.backend import InterpBackend
+from cubepy.sealed import sealed_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,11 +189,12 @@ def test_a_corrupt_entry_is_ignored_rebuilt_and_reported(cache_root, tmp_path, c
         with config.override(CUBEPY_DEBUG=1):
             assert np.array_equal(_launch(_fresh_client(), module.kernel), expected)
         assert "ignoring unreadable entry" in capsys.readouterr().err
-        assert pickle.loads(entry.read_bytes()[len(cache._MAGIC) :])[0] == entry.stem  # rewritten whole
+        payload = sealed_folder(cache_root).read(entry.relative_to(cache_root).as_posix())
+        assert payload is not None and pickle.loads(payload)[0] == entry.stem  # rewritten whole, sealed again
 
 
 def test_store_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
-    store = cache.DiskCache(tmp_path, "interp")
+    store = cache.DiskCache(tmp_path, "plain-data")  # a kind with no artifact class: any plain data round-trips
     key = "ab" + "0" * 62
     assert store.store(key, {"payload": 1})
     assert store.load(key) == {"payload": 1}
@@ -207,7 +210,7 @@ def test_store_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
 
 
 def test_unpicklable_artifacts_and_unstable_keys_are_not_stored(tmp_path):
-    store = cache.DiskCache(tmp_path, "interp")
+    store = cache.DiskCache(tmp_path, "plain-data")
     assert not store.store("cd" + "0" * 62, lambda: None)
     assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (object(),)) is None
     assert cache.entry_key("interp", "interp", "k:abc", (1, 1, 1), True, (1,)) != cache.entry_key(
@@ -229,7 +232,7 @@ def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
 
     def fake_compile(definition, target):
         calls.append(target)
-        return {"name": definition.name, "target": target}
+        return CompiledKernel(definition.name, definition, "", "", "", "// ptx", None, None, target, {})
 
     monkeypatch.setattr(hooks, "COMPILE", fake_compile)
     first = module.kernel.compile(

@@ -18,8 +18,14 @@ conv weight gradient are the example's and the library's own kernels: the round 
 the weight gradient's epilogue loop is rolled in the library itself (``unroll=1``: LLVM unrolled it 4x
 once its bounds became by-value parameters, for 38 registers instead of 29).
 
+``--modes`` prints another table: each cubepy kernel compiled checked and unchecked, its SASS and hot loops
+in both modes and the largest checked/unchecked hot-loop ratio (what checked mode costs where it matters).
+A checked kernel may list more loops: a loop split for its buffer accesses (``cubepy.ir.versioning``) keeps
+its checked rest, which runs no iteration when every access is in range; each unchecked loop is then set
+against the closest checked one.
+
 Options: ``--only NAME`` (substring of a case name, repeatable), ``--no-contract`` (compile the cubepy
-side with ``contract=False``), ``--json PATH``.  Needs ``nvcc`` and ``cuobjdump`` (the
+side with ``contract=False``), ``--modes``, ``--json PATH``.  Needs ``nvcc`` and ``cuobjdump`` (the
 ``nvidia-cuda-cuobjdump`` wheel, in the ``bench`` extra); without them it says why and exits 0.
 """
 
@@ -205,6 +211,61 @@ def compare(only: tuple[str, ...] = (), contract: bool | None = None) -> list[di
     return rows
 
 
+def compare_modes(only: tuple[str, ...] = (), contract: bool | None = None) -> list[dict]:
+    """One row per case: its cubepy kernel compiled checked and unchecked, and how far the hot loops differ."""
+    from benchmarks.sass_kernels import CASES
+
+    cuobjdump = find_cuda_tool("cuobjdump")
+    rows = []
+    for case in CASES:
+        if only and not any(o.lower() in case.name.lower() for o in only):
+            continue
+        options = {} if contract is None else {"contract": contract}
+        both = {}
+        for mode, unchecked in (("checked", False), ("unchecked", True)):
+            compiled = case.compile(unchecked=unchecked, **options)
+            both[mode] = asdict(sass_of(compiled.cubin, compiled.name, cuobjdump))
+        rows.append({"name": case.name, **both, "loop_ratio": _loop_ratio(both["checked"], both["unchecked"])})
+    return rows
+
+
+def _loop_ratio(checked: dict, unchecked: dict) -> float:
+    """The largest checked/unchecked size over the hot loops (the whole kernel's when either has no loop).
+
+    Loops pair up innermost first.  The checked kernel may hold more loops (a split loop's checked rest, which
+    runs only when an access can miss): then each unchecked loop is set against the closest checked loop not
+    yet taken.
+    """
+    a, b = sorted(checked["loops"]), sorted(unchecked["loops"])
+    if not a or not b or len(a) < len(b):
+        return sum(a or [checked["instructions"]]) / sum(b or [unchecked["instructions"]])
+    if len(a) == len(b):
+        return max(x / y for x, y in zip(a, b, strict=True))
+    free, worst = list(a), 0.0
+    for size in b:
+        match = min(free, key=lambda c: abs(c - size))
+        free.remove(match)
+        worst = max(worst, match / size)
+    return worst
+
+
+def format_modes(rows: list[dict]) -> str:
+    """The checked-versus-unchecked table as Markdown."""
+    lines = [
+        "| kernel | regs checked / unchecked | SASS checked / unchecked | hot loops checked / unchecked | loop ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        a, b = row["checked"], row["unchecked"]
+        lines.append(
+            f"| {row['name']} | {a['registers']} / {b['registers']} | {a['instructions']} / {b['instructions']} | "
+            f"{_loops(a['loops'])} / {_loops(b['loops'])} | {row['loop_ratio']:.2f} |"
+        )
+    worst = max((r["loop_ratio"] for r in rows), default=1.0)
+    lines.append(f"\nLargest checked/unchecked hot-loop ratio over {len(rows)} kernels: **{worst:.3f}**")
+    return "\n".join(lines)
+
+
 def geometric_mean(values: list[float]) -> float:
     """The geometric mean (1.0 for none)."""
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
@@ -246,13 +307,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="substring of a case name (repeatable)")
     parser.add_argument("--no-contract", action="store_true", help="compile cubepy's side with contract=False")
     parser.add_argument("--json", help="also write the rows as JSON here")
+    parser.add_argument(
+        "--modes", action="store_true", help="compare each cubepy kernel checked against unchecked instead of nvcc"
+    )
     args = parser.parse_args(argv)
     reason = missing_tools()
     if reason:
         print(f"benchmarks.sass skipped: {reason}")
         return 0
-    rows = compare(tuple(args.only), False if args.no_contract else None)
-    print(format_table(rows))
+    contract = False if args.no_contract else None
+    if args.modes:
+        rows = compare_modes(tuple(args.only), contract)
+        print(format_modes(rows))
+    else:
+        rows = compare(tuple(args.only), contract)
+        print(format_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -169,7 +169,7 @@ class Case:
     """One comparison: how to compile the cubepy kernel, and the CUDA file and entry it is set against."""
 
     name: str
-    compile: Callable[..., object]  # (contract) -> CompiledKernel
+    compile: Callable[..., object]  # (contract, unchecked) -> CompiledKernel
     cuda_file: str
     cuda_entry: str
     checked: bool = False
@@ -177,7 +177,8 @@ class Case:
 
 def _compile(kernel, cube_dim, args, unchecked: bool):
     def build(**options):
-        return kernel.compile(cp.CubeDim(*cube_dim), *args(), unchecked=unchecked, **options)
+        options.setdefault("unchecked", unchecked)  # ``--modes`` compiles both
+        return kernel.compile(cp.CubeDim(*cube_dim), *args(), **options)
 
     return build
 

@@ -7,14 +7,15 @@ compiler lowers to PTX through llvmlite (``kernel.compile(...)``).  The API refe
 
 from cubepy import frontend as _frontend
 from cubepy import testing
+from cubepy.autotune import autotune
 from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
 from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
 from cubepy.runtime.args import ArrayArg, ClusterDim, CubeCount, CubeDim, ScalarArg, TensorArg
 from cubepy.runtime.client import ComputeClient, client, runtimes
+from cubepy.runtime.client import client as _client_factory
 from cubepy.runtime.handle import Handle
 from cubepy.runtime.tensormap import TensorMapArg
-
-__version__ = "0.1.0"
+from cubepy.version import __version__  # noqa: F401  (re-exported)
 
 
 def _compile_hook(definition, target):
@@ -31,7 +32,7 @@ def _compile_hook(definition, target):
     )
 
 
-_frontend.hooks.COMPILE = _compile_hook
+_frontend.hooks.install(compile=_compile_hook)
 
 
 def show(obj, path=None, *, color=None, **coords):
@@ -40,6 +41,25 @@ def show(obj, path=None, *, color=None, **coords):
     from cubepy.viz import show as _show
 
     return _show(obj, path, color=color, **coords)
+
+
+def from_dlpack(obj, client=None) -> Handle:
+    """A handle on ``obj``'s memory without a copy (any ``__dlpack__`` exporter: torch, jax, cupy, numpy).
+
+    ``client`` defaults to ``cp.client()``.  Kernels that write the handle write ``obj``; the handle keeps ``obj``
+    alive.  The interp and cpu runtimes borrow host memory, the cuda runtime device memory; anything else (another
+    device, read-only or non-contiguous memory, an element type cubepy lacks) is a ``LaunchError`` naming it.
+    """
+    return (client if client is not None else _client_factory()).from_dlpack(obj)
+
+
+def __getattr__(name: str):
+    # ``cp.torch`` imports PyTorch, so only on first use.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("cubepy.torch")
+    raise AttributeError(f"module 'cubepy' has no attribute {name!r}")
 
 
 def coverage(client):
@@ -71,8 +91,10 @@ __all__ = list(_frontend.__all__) + [
     "TensorMapArg",
     "TensorMapError",
     "VerifyError",
+    "autotune",
     "client",
     "coverage",
+    "from_dlpack",
     "runtimes",
     "show",
     "testing",

@@ -14,8 +14,44 @@ import types
 from typing import Any
 
 
+class _LaunchReached(BaseException):
+    """Raised by the first kernel launch while ``cubepy compile`` imports a file (a BaseException, so that the
+    file's own ``except Exception`` does not swallow it)."""
+
+    def __init__(self, kernel: str, line: str) -> None:
+        super().__init__(kernel, line)
+        self.kernel, self.line = kernel, line
+
+
+def _import_without_launches(run, path: str) -> str | None:
+    """``run()`` (the import), stopped at the first kernel launch; where it stopped, or None."""
+    from cubepy.runtime.client import ComputeClient
+
+    original = ComputeClient.launch
+
+    def refuse(self, kernel, *args, **kwargs):
+        frame = sys._getframe(1)
+        while frame is not None and os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):
+            frame = frame.f_back
+        raise _LaunchReached(getattr(kernel, "name", "?"), f"{path}:{frame.f_lineno}" if frame else path)
+
+    ComputeClient.launch = refuse  # type: ignore[method-assign]
+    try:
+        run()
+    except _LaunchReached as stop:
+        return f"{stop.line} (a launch of {stop.kernel})"
+    finally:
+        ComputeClient.launch = original  # type: ignore[method-assign]
+    return None
+
+
 def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
-    """The object named by ``FILE.py:NAME`` (or ``module:NAME``)."""
+    """The object named by ``FILE.py:NAME`` (or ``module:NAME``).
+
+    The file is imported under its own name (not ``__main__``, so an ``if __name__ == "__main__":`` block does
+    not run), and the import stops at the first kernel launch its top-level code makes: nothing is launched,
+    and what the file defines before that launch is available.
+    """
     if ":" not in spec:
         raise SystemExit(f"cubepy {command}: expected FILE.py:{'KERNEL' if what == 'kernel' else 'NAME'}, got {spec!r}")
     path, name = spec.rsplit(":", 1)
@@ -24,16 +60,29 @@ def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
             raise SystemExit(f"cubepy {command}: no such file {path!r}")
         module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
         if module_spec is None or module_spec.loader is None:
-            raise SystemExit(f"cubepy compile: {path!r} cannot be imported as a Python module")
+            raise SystemExit(f"cubepy {command}: {path!r} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
-        module_spec.loader.exec_module(module)
+        loader = module_spec.loader
+        stopped = _import_without_launches(lambda: loader.exec_module(module), path)
     else:
-        module = importlib.import_module(path)
+        holder: list[types.ModuleType] = []
+        where = getattr(importlib.util.find_spec(path), "origin", None) or path
+        stopped = _import_without_launches(lambda: holder.append(importlib.import_module(path)), where)
+        module = holder[0] if holder else sys.modules[path]
+    if stopped is not None:
+        print(f"cubepy {command}: stopped importing {path} at {stopped}: it runs no launch", file=sys.stderr)
     kernel = getattr(module, name, None)
     if kernel is None:
-        raise SystemExit(f"cubepy {command}: {path} has no {what} named {name!r}")
+        before = f" before its first launch, at {stopped}" if stopped is not None else ""
+        raise SystemExit(
+            f"cubepy {command}: {path} has no {what} named {name!r}{before}"
+            + ('; define it above that line, or put the launch under `if __name__ == "__main__":`' if before else "")
+        )
     return kernel
+
+
+DEFAULT_CUBE_DIM = "256"  # cubepy compile's cube_dim when --cube-dim is not given
 
 
 def _parse_value(text: str):
@@ -92,7 +141,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     kernel = _load_kernel(args.kernel)
     comptime = dict(item.split("=", 1) for item in args.comptime)
     comptime = {k: _parse_value(v) for k, v in comptime.items()}
-    dims = tuple(int(d) for d in args.cube_dim.split(","))
+    try:
+        dims = tuple(int(d) for d in args.cube_dim.split(","))
+        if not 1 <= len(dims) <= 3 or min(dims) < 1:
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"cubepy compile: --cube-dim {args.cube_dim!r}: expected x[,y[,z]], positive ints") from None
+    full = (*dims, *(1,) * (3 - len(dims)))
+    given = "" if args.cube_dim_given else " (the default; --cube-dim x[,y[,z]] sets it)"
+    print(f"cubepy compile: {kernel.name} with cube_dim={full}{given}", file=sys.stderr)
     compiled = kernel.compile(
         cp.CubeDim(*dims),
         *default_compilation_args(kernel, comptime, args.rank),
@@ -213,11 +270,22 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the flagship demo on the default runtime")
     demo.add_argument("--runtime", default=None, help="interp (default) or cuda")
     demo.add_argument("--out", default="cubepy_demo", help="folder for the PTX and resource report")
-    comp = sub.add_parser("compile", help="compile FILE.py:KERNEL and print its stages")
+    comp = sub.add_parser(
+        "compile",
+        help="compile FILE.py:KERNEL and print its stages",
+        description='Imports FILE under its own name (an `if __name__ == "__main__":` block does not run) and '
+        "stops the import at the first kernel launch its top-level code makes: nothing is launched, and KERNEL "
+        "must be defined before that launch.",
+    )
     comp.add_argument("kernel", help="FILE.py:KERNEL or module:KERNEL")
     comp.add_argument("--emit", nargs="+", default=["ptx"], choices=["ir", "llvm", "ptx", "resources"])
     comp.add_argument("--target", default="sm_90a")
-    comp.add_argument("--cube-dim", default="256", help="x[,y[,z]]")
+    comp.add_argument(
+        "--cube-dim",
+        default=None,
+        help=f"units per cube, x[,y[,z]] (default {DEFAULT_CUBE_DIM}: a kernel is compiled for one cube_dim; "
+        "the one used is printed)",
+    )
     comp.add_argument(
         "--comptime",
         action="append",
@@ -244,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser("info", help="versions, ptxas, runtimes, cache dir and settings")
     args = parser.parse_args(argv)
+    if args.command == "compile":
+        args.cube_dim_given = args.cube_dim is not None
+        args.cube_dim = args.cube_dim or DEFAULT_CUBE_DIM
     handler = {"demo": cmd_demo, "compile": cmd_compile, "show": cmd_show, "info": cmd_info}[args.command]
     from cubepy.errors import CubeError
 

@@ -55,10 +55,15 @@ def _dump(text: str) -> frozenset[str]:
     return parts
 
 
+# Every runtime cubepy has (cubepy.runtime.client.RUNTIMES; this module imports nothing of cubepy's, and a
+# test keeps the two lists equal).
+RUNTIME_NAMES = ("interp", "cpu", "cuda")
+
+
 def _runtime(text: str) -> str:
     name = text.strip()
-    if name not in ("interp", "cuda"):
-        raise ValueError("expected 'interp' or 'cuda'")
+    if name not in RUNTIME_NAMES:
+        raise ValueError("expected one of " + ", ".join(repr(n) for n in RUNTIME_NAMES))
     return name
 
 
@@ -88,7 +93,7 @@ def _default_cache_dir() -> str:
 KNOBS: dict[str, Knob] = {
     k.env: k
     for k in (
-        Knob("CUBEPY_RUNTIME", _runtime, "interp", "runtime of cp.client() with no name: interp or cuda"),
+        Knob("CUBEPY_RUNTIME", _runtime, "interp", "runtime of cp.client() with no name: interp, cpu or cuda"),
         Knob("CUBEPY_TARGET", _target, "sm_90a", "default GPU target of kernel.compile and the cuda runtime"),
         Knob(
             "CUBEPY_DUMP",
@@ -115,6 +120,12 @@ KNOBS: dict[str, Knob] = {
             0,
             "threads a launch on the cpu runtime may use: 0 = one per CPU the process may run on, "
             "1 = the launching thread alone",
+        ),
+        Knob(
+            "CUBEPY_AUTOTUNE",
+            _bool,
+            True,
+            "time the configs of @cp.autotune launchers (0: always take the first config, time nothing)",
         ),
         Knob(
             "CUBEPY_CONTRACT",

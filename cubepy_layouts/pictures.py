@@ -86,8 +86,14 @@ def _grid_coords(layout_probe: LayoutProbe, pos: Any, rows: Any, cols: Any):
     return len(r_range), len(c_range), grid, [str(r) for r in r_range], [str(c) for c in c_range], names
 
 
-def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any = None, client=None) -> Picture:
-    """The layout ``launch`` over its coordinate space: each cell's source position, out of bounds marked."""
+def layout_picture(
+    launch: Any, *, pos: Any = None, rows: Any = None, cols: Any = None, problem: Any = None, client=None
+) -> Picture:
+    """The layout ``launch`` over its coordinate space: each cell's source position, out of bounds marked.
+
+    ``problem`` (a ``ConvolutionProblem``) colours rows by image where the grid's rows are the output
+    pixels ``n*OH*OW + oh*OW + ow`` (as in ``TmaOutGradLayout.from_problem(problem)``).
+    """
     layout_probe = probe(launch, client)
     n_rows, n_cols, coords, row_names, col_names, (x_label, y_label) = _grid_coords(layout_probe, pos, rows, cols)
     used = coords[:, 0] >= 0
@@ -126,6 +132,18 @@ def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any 
     ]
     if n_rows * n_cols < int(np.prod(layout_probe.shape[-2:])):
         notes.append("part of the coordinate space is drawn; pass rows=(start, stop), cols=(start, stop)")
+    summary = (layout_probe.layout_type.__doc__ or "").strip().split("\n")[0].replace("``", "")
+    if summary:
+        notes.insert(0, f"{name}: {summary}")
+    grid = coords[used][:, -2:]
+    identity = bool(used.any()) and sources.shape[1] == 2 and bool((sources[used] == grid).all())
+    if identity:
+        hint = ""
+        if problem is None and hasattr(layout_probe.layout_type, "from_problem"):
+            hint = f"; {name}.from_problem(problem) with show(..., problem=problem) colours the rows by image"
+        notes.insert(1, f"an identity map on this grid: every cell is its own (row, col){hint}")
+    if problem is not None:
+        notes.insert(0, _colour_by_image(panel, layout_probe, coords, problem))
     data = {
         "coords": coords[used],
         "sources": sources[used],
@@ -133,7 +151,30 @@ def layout_picture(launch: Any, *, pos: Any = None, rows: Any = None, cols: Any 
         "shape": layout_probe.shape,
         "source_groups": groups,
     }
-    return Picture(f"{name} layout", [panel], notes, data)
+    return Picture(f"{name} layout" + (" (an identity grid)" if identity else ""), [panel], notes, data)
+
+
+def _colour_by_image(panel: Panel, layout_probe: LayoutProbe, coords: np.ndarray, problem: Any) -> str:
+    """Colour the rows (output pixels ``n*OH*OW + oh*OW + ow``) by image; the note that says so."""
+    out_h, out_w, batch = (int(getattr(problem, name, 0)) for name in ("out_h", "out_w", "batch"))
+    if not out_h * out_w or layout_probe.shape[-2] != batch * out_h * out_w:
+        raise cp.CubeError(
+            f"show(problem=...): the layout's {layout_probe.shape[-2]} rows are not the output pixels of "
+            f"{problem!r} (N*OH*OW = {batch * out_h * out_w}); pass problem= with the layout its from_problem built"
+        )
+    pixels = out_h * out_w
+    rows = coords.reshape(panel.shape[0], panel.shape[1], -1)[:, 0, -2]
+    image = np.where(rows >= 0, rows // pixels, -1)
+    panel.groups[:] = image[:, None]
+    panel.y_label, panel.x_label = "row: output pixel", "col: output channel"
+    panel.group_names = {
+        int(n): f"image {int(n)} (rows {int(n) * pixels}..{(int(n) + 1) * pixels - 1})"
+        for n in np.unique(image[image >= 0])
+    }
+    return (
+        f"row = output pixel n*OH*OW + oh*OW + ow (OH x OW = {out_h} x {out_w}), col = output channel; "
+        "the rows run across images without padding"
+    )
 
 
 def _storage_shape(storage: Any) -> tuple[int, ...]:

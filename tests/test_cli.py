@@ -136,3 +136,67 @@ def test_python_dash_m_cubepy_is_the_cubepy_command(tmp_path):
         [sys.executable, "-m", "cubepy"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
     )
     assert missing.returncode == 2 and "the following arguments are required: command" in missing.stderr
+
+
+LAUNCHING_FILE = """
+import numpy as np
+import cubepy as cp
+
+
+@cp.cube(launch=True)
+def first(out: cp.Array[cp.f32]):
+    out[cp.ABSOLUTE_POS] = 1.0
+
+
+client = cp.client()
+buf = client.zeros((4,), np.float32)
+first.launch(client, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(buf))
+open("launched.flag", "w").write("the launch ran")
+
+
+@cp.cube(launch=True)
+def later(out: cp.Array[cp.f32]):
+    out[0] = 2.0
+"""
+
+
+def test_compile_runs_no_launch_and_prints_its_cube_dim(tmp_path):
+    (tmp_path / "launching.py").write_text(LAUNCHING_FILE)
+    result = _cubepy("compile", "launching.py:first", "--emit", "ir", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "launched.flag").exists()  # the file's top-level launch did not run
+    assert "stopped importing launching.py at launching.py:13 (a launch of first)" in result.stderr
+    assert "first with cube_dim=(256, 1, 1) (the default; --cube-dim" in result.stderr
+    assert "kernel first cube_dim=(256, 1, 1) checked" in result.stdout
+    later = _cubepy("compile", "launching.py:later", "--emit", "ir", "--cube-dim", "8,2", cwd=tmp_path)
+    assert (
+        later.returncode != 0 and "no kernel named 'later' before its first launch, at launching.py:13" in later.stderr
+    )
+    assert not (tmp_path / "launched.flag").exists()
+
+
+def test_compile_help_states_the_default_cube_dim(tmp_path):
+    usage = _cubepy("compile", "--help", cwd=tmp_path)
+    assert "(default 256:" in " ".join(usage.stdout.split())
+    assert "stops the import at the first kernel launch" in " ".join(usage.stdout.split())
+
+
+def test_dumps_keep_one_file_per_target(tmp_path):
+    import os
+
+    env = dict(os.environ, CUBEPY_DUMP="ptx", CUBEPY_DUMP_DIR=str(tmp_path / "dumps"))
+    kernel = str(ROOT / "examples/vector_add.py") + ":vector_add"
+    for target in ("sm_90a", "sm_80"):
+        done = subprocess.run(
+            [sys.executable, "-m", "cubepy.cli", "compile", kernel, "--target", target, "--cube-dim", "64"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "vector_add with cube_dim=(64, 1, 1)" in done.stderr and "the default" not in done.stderr
+    folder = tmp_path / "dumps" / "vector_add"
+    assert ".target sm_90a" in (folder / "kernel.sm_90a.ptx").read_text()
+    assert ".target sm_80" in (folder / "kernel.sm_80.ptx").read_text()

@@ -72,3 +72,50 @@ def interleaved_image(x: np.ndarray, lbo: int, sbo: int) -> np.ndarray:
         for c in range(raw.shape[1]):
             image[(r // 8) * sbo + (r % 8) * 16 + (c // 16) * lbo + c % 16] = raw[r, c]
     return image
+
+
+# MN-major tiles of 16-bit elements (PTX ISA canonical layouts; CUTLASS's make_gmma_desc<Major::MN> comment),
+# T = 8 elements per 16 bytes:
+# * no swizzle: ((T, m), (8, k)) : ((1, SBO), (T, LBO)): 8 consecutive MN elements fill 16 bytes, the 8 k of
+#   a core matrix are 16 bytes apart, core matrices SBO apart along MN and LBO apart along K;
+# * a swizzle of W bytes: ((W/2, m), (8, k)) : ((1, LBO), (W/2, SBO)): a W-byte row holds W/2 consecutive
+#   MN elements of one k, 8 k rows W apart, 8-k groups SBO apart, further MN blocks LBO apart; then the
+#   16-byte chunk bits 4-6 are XORed with bits 7-9 (1, 2, 3 of them), as a TMA copy stores it.
+def swizzle_bytes(image: np.ndarray, swizzle: str) -> np.ndarray:
+    """``image`` (bytes at logical addresses) with each byte moved to its swizzled address."""
+    if swizzle == "none":
+        return image
+    address = np.arange(image.size)
+    physical = address ^ (((address >> 7) & SWIZZLE_BITS[swizzle]) << 4)
+    out = np.zeros_like(image)
+    out[physical] = image
+    return out
+
+
+def mn_layout(rows: int, swizzle: str) -> tuple[int, int, int]:
+    """(LBO, SBO, bytes one 16-k step moves the start) of the test's MN-major tiles of ``rows`` MN elements:
+    MN blocks first, then 8-k groups (CUTLASS's ``tile_to_shape`` of the MN-major atom)."""
+    if swizzle == "none":
+        lbo = 128 * (rows // 8)  # all the MN core matrices of one 8-k group, then the next group
+        return lbo, 128, 2 * lbo
+    width = SWIZZLE_WIDTH[swizzle]
+    sbo = 8 * width * (rows // (width // 2))
+    return 8 * width, sbo, 2 * sbo
+
+
+def mn_image(x: np.ndarray, swizzle: str) -> np.ndarray:
+    """The bytes of ``x`` (MN x K, 16-bit) stored MN-major with ``mn_layout``'s offsets."""
+    rows, ks = x.shape
+    lbo, sbo, _ = mn_layout(rows, swizzle)
+    raw = np.ascontiguousarray(x).view(np.uint8).reshape(rows, ks, 2)
+    size = ks // 8 * (lbo if swizzle == "none" else sbo)
+    image = np.zeros(size, np.uint8)
+    for mn in range(rows):
+        for k in range(ks):
+            if swizzle == "none":
+                at = (mn // 8) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % 8) * 2
+            else:
+                width = SWIZZLE_WIDTH[swizzle]
+                at = (mn // (width // 2)) * lbo + (k // 8) * sbo + (k % 8) * width + (mn % (width // 2)) * 2
+            image[at : at + 2] = raw[mn, k]
+    return swizzle_bytes(image, swizzle)

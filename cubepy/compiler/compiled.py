@@ -53,9 +53,10 @@ class CompiledKernel:
         """Write the chosen stages to ``directory/<name>/``; returns the files written.
 
         ``ir``: ``kernel.ir`` (the IR that was lowered); ``passes``: ``00-input.ir``, ``01-checked_io.ir``,
-        ...; ``llvm``: ``llvm.ll`` and ``llvm.opt.ll``; ``ptx``: ``kernel.ptx`` (and ``kernel.cubin``);
-        ``resources``: ``resources.txt`` (ptxas report and stage timings).  Each file is written
-        atomically, so a reader never sees half of one.
+        ...; ``llvm``: ``llvm.<target>.ll`` and ``llvm.<target>.opt.ll``; ``ptx``: ``kernel.<target>.ptx`` (and
+        ``kernel.<target>.cubin``); ``resources``: ``resources.<target>.txt`` (ptxas report and stage timings).
+        The IR does not depend on the target; every later stage names it, so compiling one kernel for two
+        targets keeps both.  Each file is written atomically, so a reader never sees half of one.
         """
         unknown = set(stages) - set(DUMP_STAGES)
         if unknown:
@@ -66,15 +67,16 @@ class CompiledKernel:
         if "passes" in stages:
             for number, (pass_name, text) in enumerate(self.pass_dumps):
                 files[f"{number:02d}-{pass_name}.ir"] = text
+        target = self.target
         if "llvm" in stages:
-            files["llvm.ll"], files["llvm.opt.ll"] = self.llvm, self.llvm_opt
+            files[f"llvm.{target}.ll"], files[f"llvm.{target}.opt.ll"] = self.llvm, self.llvm_opt
         if "ptx" in stages:
-            files["kernel.ptx"] = self.ptx
+            files[f"kernel.{target}.ptx"] = self.ptx
             if self.cubin is not None:
-                files["kernel.cubin"] = self.cubin
+                files[f"kernel.{target}.cubin"] = self.cubin
         if "resources" in stages:
             timings = "".join(f"{stage}: {seconds * 1e3:.2f} ms\n" for stage, seconds in self.timings.items())
-            files["resources.txt"] = (
+            files[f"resources.{target}.txt"] = (
                 f"target: {self.target}\nresources: {self.resources}\n"
                 f"ptxas: {self.ptxas_status}\n{self.ptxas_log or ''}\n\n{timings}"
             )

@@ -18,7 +18,8 @@ from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, optimize, run_isolated
-from cubepy.compiler.targets.host import DRIVER_NAME, HostTarget
+from cubepy.compiler.targets.host import HostTarget
+from cubepy.compiler.targets.host_abi import DRIVER_NAME
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, verify
@@ -51,18 +52,29 @@ class HostKernel:
     shape: str = "plain"
 
 
+# x86's f32 -> bf16 instructions (AVX512-BF16 ``vcvtneps2bf16``, AVX-NE-CONVERT) flush subnormal inputs and
+# results to zero, whatever MXCSR says; LLVM also routes bf16 values held in registers through them.  Without
+# these features it calls ``__truncsfbf2``, which the cpu runtime provides exactly (cubepy/runtime/cpu/symbols.py).
+_INEXACT_BF16_FEATURES = ("avx512bf16", "avxneconvert")
+
+
 @functools.cache
 def _host_machine_spec() -> tuple[str, str, str]:
     llvm = binding()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    features = [
+        "-" + f[1:] if f[1:] in _INEXACT_BF16_FEATURES else f for f in llvm.get_host_cpu_features().flatten().split(",")
+    ]
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), ",".join(features)
 
 
 def host_target_name() -> str:
-    """``<triple>/<cpu>``: the machine object code is built for (part of the disk-cache key)."""
+    """``<triple>/<cpu>``: the machine object code is built for (part of the disk-cache key).
+
+    The ``exact-bf16`` tag keys out objects built before bf16 conversions kept subnormals."""
     triple, cpu, _ = _host_machine_spec()
-    return f"{triple}/{cpu}"
+    return f"{triple}/{cpu}/exact-bf16"
 
 
 def host_unavailable_reason() -> str | None:

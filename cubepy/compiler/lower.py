@@ -46,7 +46,20 @@ LLVM = OpTable(
     "llvm",
     modules=tuple(
         f"cubepy.compiler.lower_{family}"
-        for family in ("arith", "memory", "control", "sync", "plane", "tma", "cluster", "cmma", "mma", "wgmma", "print")
+        for family in (
+            "arith",
+            "memory",
+            "control",
+            "sync",
+            "plane",
+            "tma",
+            "cluster",
+            "cmma",
+            "mma",
+            "wgmma",
+            "print",
+            "async_copy",
+        )
     ),
 )
 lowers = LLVM.implements

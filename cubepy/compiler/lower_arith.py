@@ -28,41 +28,12 @@ from cubepy.compiler.lower import KernelLowering, lowers
 from cubepy.errors import CompileError
 from cubepy.ir import BF16, F16, F32, F64, ElemType, Instruction, Type, ops
 
-# IR operation -> libdevice base name (``__nv_<name>f`` for f32, ``__nv_<name>`` for f64).
+# IR operation -> libdevice base name (``__nv_<name>f`` for f32, ``__nv_<name>`` for f64), from the records
+# (``OpRecord.libdevice``); ``powi``, whose exponent is an integer, lowers through ``powi()`` below.
 LIBDEVICE_FUNCTIONS = {
-    "exp": "exp",
-    "log": "log",
-    "log1p": "log1p",
-    "sin": "sin",
-    "cos": "cos",
-    "tan": "tan",
-    "tanh": "tanh",
-    "erf": "erf",
-    "powf": "pow",
-    "atan2": "atan2",
-    "asin": "asin",
-    "acos": "acos",
-    "atan": "atan",
-    "sinh": "sinh",
-    "cosh": "cosh",
-    "asinh": "asinh",
-    "acosh": "acosh",
-    "atanh": "atanh",
-    "expm1": "expm1",
-    "hypot": "hypot",
-    "rhypot": "rhypot",
-    "cbrt": "cbrt",
-    "exp2": "exp2",
-    "exp10": "exp10",
-    "log2": "log2",
-    "log10": "log10",
-    "erfc": "erfc",
-    "lgamma": "lgamma",
-    "tgamma": "tgamma",
-    "copysign": "copysign",
-    "fmod": "fmod",
-    "remainder": "remainder",
-    "nextafter": "nextafter",
+    cls.RECORD.name: cls.RECORD.libdevice
+    for cls in (*ops.UNARY_OPS, *ops.BINARY_OPS)
+    if cls.RECORD.libdevice and cls is not ops.Powi
 }
 
 
@@ -143,6 +114,14 @@ def nextafter_half(lw: KernelLowering, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
 
 
+def in_f32(lw: KernelLowering, x: ir.Value, elem: ElemType, fn) -> ir.Value:
+    """``fn(x)``, with an f16/bf16 ``x`` computed in f32 and rounded once (as the interp's semantics do)."""
+    if elem not in _HALF_TYPES:
+        return fn(x)
+    b = lw.builder
+    return b.fptrunc(fn(b.fpext(x, _with_scalar(x.type, lt.elem_type(F32)))), x.type)
+
+
 def scale_float(lw: KernelLowering, x: ir.Value, factor: float, elem: ElemType) -> ir.Value:
     """``x * factor`` with f16/bf16 computed in f32 and rounded once."""
     b = lw.builder
@@ -196,8 +175,8 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
         return scale_float(lw, x, _ANGLE_FACTORS[name][elem is F64], elem)
     if name == "sqrt":
         return intrinsic(lw, "llvm.sqrt", [x])
-    if name == "rsqrt":  # the correctly rounded pair (sqrt.rn, div.rn), not rsqrt.approx
-        return b.fdiv(lt.splat(llty, 1.0), intrinsic(lw, "llvm.sqrt", [x]))
+    if name == "rsqrt":  # the correctly rounded pair (sqrt.rn, div.rn), not rsqrt.approx; halves in f32, rounded once
+        return in_f32(lw, x, elem, lambda v: b.fdiv(lt.splat(v.type, 1.0), intrinsic(lw, "llvm.sqrt", [v])))
     if name == "recip":
         return b.fdiv(lt.splat(llty, 1.0), x)
     if name in ROUNDING_INTRINSICS:

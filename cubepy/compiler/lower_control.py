@@ -173,6 +173,9 @@ def emit_loop(lw: KernelLowering, body: Callable[[], None], name: str = "loop") 
     lw.loops.append(Loop(entry, exit_))
     body()
     lw.loops.pop()
+    poll = getattr(lw.target, "poll_cancel", None)  # the host target: a runaway loop stops on Ctrl-C
+    if poll is not None and lw.builder.block.terminator is None:
+        poll(lw)
     lw.branch_if_open(entry)
     lw.builder.position_at_end(exit_)
 

@@ -5,7 +5,8 @@
   loaded and stored whole, aligned to its size, so a line of 4 f32 is one ``ld.global.v4``.
 * A checked index compares against the memory's length (a buffer's ``buffer_len`` metadata word, a
   by-value entry parameter; a shared memory's, local array's or constant table's declared length) and branches around the access: an
-  out-of-bounds read gives 0 and an out-of-bounds write is skipped.  Indices are widened to 64 bits
+  out-of-bounds read gives 0 and an out-of-bounds write is skipped.  A checked read of shared memory or a local
+  array needs no branch: it reads item 0 instead and selects 0 (unless the target reports misses).  Indices are widened to 64 bits
   with their own signedness, so a negative index is out of bounds too.
 * Atomics are ``atomicrmw``/``cmpxchg`` with relaxed (``monotonic``) ordering at device scope, the
   ordering of CUDA's ``atomicAdd`` and friends.
@@ -103,6 +104,20 @@ def checked_read(
     return merged
 
 
+# Shared memory and local arrays are read branch-free; a constant table keeps the branch, so a miss
+# issues no ld.const at all.
+_SELECT_READ_KINDS = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY})
+
+
+def _select_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """A branch-free checked read of a memory of declared length: item 0 is read in place of a miss (always
+    there, no side effect) and the result is 0 there, so LLVM and ptxas may schedule and vectorize it."""
+    b = lw.builder
+    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
+    loaded = load_item(lw, memory, b.select(in_bounds, index, ir.Constant(lt.I64, 0)))
+    return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
+
+
 def checked_write(
     lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, checked: bool, write: Callable[[], None]
 ) -> None:
@@ -122,6 +137,9 @@ def lower_index(lw: KernelLowering, inst: Instruction) -> None:
     """out = memory[index]; checked: 0 when out of bounds."""
     op = inst.operation
     index = unsigned_index(lw, lw.value(op.index), op.index)
+    if op.checked and op.memory.kind in _SELECT_READ_KINDS and not lw.target.reports_out_of_bounds:
+        lw.define(inst.out, _select_read(lw, op.memory, index))
+        return
     lw.define(inst.out, checked_read(lw, inst, op.memory, index, op.checked, lambda: load_item(lw, op.memory, index)))
 
 

@@ -8,7 +8,8 @@ writes them), for sm_90a:
   62-63 swizzle mode);
 * ``wgmma_mma_async``: ``wgmma.mma_async.sync.aligned.m64n{N}k{K}.f32.{t}.{t}`` with the N/2 accumulator
   registers as ``"=f"`` outputs tied to the current values, A as a 64-bit descriptor (``"l"``) or four
-  32-bit registers (``"r"``), B's descriptor, and ``scale-d`` as a predicate set from a 32-bit operand;
+  32-bit registers (``"r"``), B's descriptor, ``scale-d`` as a predicate set from a 32-bit operand, and for
+  f16/bf16 the ``imm-trans-a`` / ``imm-trans-b`` immediates (1 for an MN-major tile);
 * ``wgmma.fence``, ``wgmma.commit_group``, ``wgmma.wait_group N``: volatile asm with a memory clobber.
 
 Around the fence, the commit and the wait every accumulator of the kernel goes through an empty volatile
@@ -129,8 +130,9 @@ def lower_mma_async(lw: KernelLowering, inst: Instruction) -> None:
     scale_index = b_index + 1
     kind = _PTX_TYPES[op.elem]
     immediates = "1, 1"  # imm-scale-a, imm-scale-b: no negation
-    if op.elem in (F16, BF16):
-        immediates += ", 0" if from_registers else ", 0, 0"  # imm-trans-b (and -a): K-major tiles
+    if op.elem in (F16, BF16):  # imm-trans-a (descriptor A only), imm-trans-b: 1 reads an MN-major tile
+        trans_b = f", {int(op.trans_b)}"
+        immediates += trans_b if from_registers else f", {int(op.trans_a)}{trans_b}"
     d_text = "{" + ", ".join(f"${i}" for i in range(count)) + "}"
     shape = f"m64n{op.n}k{ops.wgmma_k(op.elem)}"
     text = (

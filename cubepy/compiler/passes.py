@@ -3,10 +3,11 @@
 * ``checked_io``: in a checked kernel, every ``index``/``index_assign`` is bounds-checked.  The
   frontend normally marks them already (then this is a no-op); this is the documented place where
   the launch mode becomes per-access flags.
-* ``fold_constants``: operations whose record is ``foldable`` (exact binary operations, comparisons,
-  casts; and ``assign``) of literal operands become literals, evaluated by ``cubepy.ir.semantics``, the
-  interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int
-  casts, f32 rounding).  f16/bf16 and transcendental operations are left alone.
+* ``fold_constants``: every operation whose record is ``foldable`` (exact ones: integer and bit operations,
+  comparisons, casts, ``+ - * /``, ``sqrt``, rounding, ``fma``, ``clamp``; and ``assign``) of literal operands
+  becomes a literal, evaluated by the record's semantics through ``cubepy.ir.semantics.evaluate``, the
+  interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int casts,
+  f32 rounding).  f16/bf16 and transcendental operations are left alone.
 * ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
   becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are
@@ -43,6 +44,7 @@ from cubepy.ir import (
 )
 from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
+from cubepy.ir.ranges import bounds_pass
 from cubepy.ir.scope import map_child_scopes
 from cubepy.ir.uniformity import plane_uniform_pass
 
@@ -139,23 +141,15 @@ def _array(var: Variable) -> np.ndarray:
 
 
 def _evaluate(operation: ops.Operation, out: Variable) -> np.ndarray | None:
-    """The operation on its literal operands through the interp's own semantics (None: not foldable)."""
-    if isinstance(operation, ops.Cast):
-        src, dst = operation.input.elem, out.elem
-        if not (_foldable(src) and _foldable(dst)):
-            return None
-        value = _array(operation.input)
-        if src.is_int and dst.is_float and abs(int(value)) >= 1 << 53:
-            return None  # numpy converts through f64 (two roundings); leave it to the device's one rounding
-        return semantics.convert(value, value.dtype, dst.numpy)
-    assert isinstance(operation, (ops.Binary, ops.Compare))
-    elem = operation.lhs.elem
-    if not _foldable(elem):
+    """The operation on its literal operands through its record's semantics, the interp's (None: not foldable)."""
+    operands = list(operation.operands())
+    if not all(_foldable(v.elem) for v in (*operands, out)):
         return None
-    a, b = _array(operation.lhs), _array(operation.rhs)
-    if isinstance(operation, ops.Compare):
-        return semantics.compare(type(operation), elem, a, b)
-    return semantics.binary(type(operation), elem, a, b)
+    values = [_array(v) for v in operands]
+    if isinstance(operation, ops.Cast) and operation.input.elem.is_int and out.elem.is_float:
+        if abs(int(values[0])) >= 1 << 53:
+            return None  # numpy converts through f64 (two roundings); leave it to the device's one rounding
+    return semantics.evaluate(type(operation), operands[0].elem, *values, result=out.elem.numpy)
 
 
 def _fold(inst: Instruction) -> Variable | None:
@@ -164,7 +158,7 @@ def _fold(inst: Instruction) -> Variable | None:
         return None
     if isinstance(operation, ops.Assign):
         return operation.input
-    if not operation.RECORD.foldable:
+    if not operation.RECORD.foldable or operation.RECORD.semantics is None:
         return None
     with np.errstate(all="ignore"):
         result = _evaluate(operation, out)
@@ -175,7 +169,7 @@ def _fold(inst: Instruction) -> Variable | None:
 
 
 def fold_constants(definition: KernelDefinition) -> KernelDefinition:
-    """Replace binary/compare/cast/assign of literals by literals and substitute them into their readers."""
+    """Replace foldable operations and assigns of literals by literals and substitute them into their readers."""
     mapping: dict[_Key, Variable] = {}
 
     def rewrite(inst: Instruction) -> Iterable[Instruction]:
@@ -214,6 +208,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("contract", contract_pass),
     ("dead_code", dead_code),
     ("plane_uniform", plane_uniform_pass),
+    ("bounds", bounds_pass),  # checks the range analysis proves dead (cubepy.ir.ranges)
 )
 
 

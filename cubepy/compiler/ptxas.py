@@ -15,7 +15,7 @@ from pathlib import Path
 
 import attrs
 
-from cubepy.compiler.toolkit import find_ptxas
+from cubepy.compiler.toolkit import find_ptxas, write_error
 
 __all__ = [
     "Resources",
@@ -124,6 +124,16 @@ def assemble_with_log(
         if not names:
             raise CompileError("ptxas: the PTX defines no .entry")
         kernel_name = names[0]
+    folder = tempfile.gettempdir()
+    try:
+        return _run_ptxas(ptxas, ptx, arch, kernel_name, extra_args)
+    except OSError as error:  # the temporary folder: full disk, quota, no permission
+        raise write_error(error, folder, f"ptxas on kernel {kernel_name}: writing its temporary files") from error
+
+
+def _run_ptxas(
+    ptxas: str, ptx: str, arch: str, kernel_name: str, extra_args: tuple[str, ...]
+) -> tuple[bytes, Resources, str]:
     with tempfile.TemporaryDirectory(prefix="cubepy-ptxas-") as tmp:
         source, cubin = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
         source.write_text(ptx)
@@ -132,6 +142,8 @@ def assemble_with_log(
             proc = subprocess.run(command, capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S)
         except subprocess.TimeoutExpired as error:
             raise CompileError(f"ptxas timed out after {PTXAS_TIMEOUT_S} s on kernel {kernel_name}") from error
+        except OSError as error:  # not a write: ptxas itself could not be started
+            raise CompileError(f"ptxas ({ptxas}) could not be run on kernel {kernel_name}: {error}") from error
         log = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0 or not cubin.is_file():
             raise CompileError(f"ptxas failed on kernel {kernel_name} for {arch} (exit {proc.returncode}):\n{log}")

@@ -12,6 +12,7 @@ that inherits the loaded llvmlite.  A child killed by a signal or reporting ``LL
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import functools
 import json
@@ -20,6 +21,7 @@ import re
 import select
 import signal
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +42,39 @@ CHILD_TIMEOUT_S = 600.0  # O3 + emission of one kernel; far beyond any real kern
 # llvmlite parses into LLVM's one global context, which is not thread-safe, and a fork must not copy
 # it half-updated: every use of LLVM in this module holds this lock.
 _LLVM_LOCK = threading.RLock()
+
+
+def _llvmlite_lock():
+    """llvmlite's own lock around every call into LLVM (an RLock), or None before llvmlite is imported."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    return getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)
+
+
+def _before_fork() -> None:
+    # llvmlite's lock is taken around a fork, so that no other thread is inside a call into LLVM: the child
+    # (the compile child included) gets LLVM's state whole.  Not ``_LLVM_LOCK``: ``run_isolated`` forks while
+    # holding it, and its fork waits for other fork hooks' locks (logging's) that this thread may hold.
+    inner = _llvmlite_lock()
+    if inner is not None:
+        inner.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    inner = _llvmlite_lock()
+    if inner is not None:
+        inner.release()
+
+
+def _after_fork_in_child() -> None:
+    # The child has only the forking thread: a lock held in the parent would never be released.
+    _LLVM_LOCK._at_fork_reinit()  # type: ignore[attr-defined]
+    inner = _llvmlite_lock()
+    if inner is not None and hasattr(inner, "_at_fork_reinit"):
+        inner._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms
 # Every NVPTX architecture LLVM 22 knows from sm_70 on, with the minimum PTX ISA version it needs (x10).
 ARCH_MIN_PTX = {
@@ -98,10 +133,11 @@ def parse_target(name: str) -> Target:
 
 @functools.cache
 def binding():
-    """``llvmlite.binding``, imported and initialized for NVPTX on first use."""
-    import llvmlite.binding as llvm
+    """``llvmlite.binding``, imported and initialized for NVPTX on first use (thread-safe)."""
+    with _LLVM_LOCK:  # two threads' first launches must not initialize LLVM at once
+        import llvmlite.binding as llvm
 
-    _initialize(llvm)
+        _initialize(llvm)
     return llvm
 
 
@@ -241,11 +277,14 @@ def run_isolated(
 
     Holds the LLVM lock: no other cubepy thread is inside LLVM while the child is created.
     """
+    die_with = _parent_death_signal()  # resolved before the fork: the child calls no dynamic loader
+    parent = os.getpid()
     with _LLVM_LOCK:
         read_fd, write_fd = os.pipe()
         with tempfile.TemporaryFile() as log:
             pid = os.fork()
             if pid == 0:  # child: never return into the caller's stack, never run atexit handlers
+                die_with(parent)
                 _child_main(work, read_fd, write_fd, log.fileno())
             os.close(write_fd)
             try:
@@ -272,6 +311,31 @@ def run_isolated(
             + (f"\n{stderr}" if stderr else "")
         )
     return payload[2:]
+
+
+@functools.cache
+def _parent_death_signal() -> Callable[[int], None]:
+    """A function the compile child calls first: make it die with ``parent`` (Linux ``PR_SET_PDEATHSIG``).
+
+    Elsewhere it does nothing (the child still ends at its timeout).
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return lambda parent: None
+    prctl.restype = ctypes.c_int
+
+    def die_with(parent: int) -> None:
+        prctl(
+            _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(4)
+
+    return die_with
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: int) -> None:

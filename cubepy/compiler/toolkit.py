@@ -7,11 +7,14 @@ site-packages).  Each lookup is cached for the process.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
 import sys
 from pathlib import Path
+
+from cubepy.errors import CompileError
 
 LIBDEVICE_RELATIVE = Path("nvvm") / "libdevice" / "libdevice.10.bc"
 
@@ -52,3 +55,23 @@ def find_libdevice() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+# Errors that mean "no room to write", in words (EFBIG: a file size limit such as ``ulimit -f``).
+NO_ROOM = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EFBIG: "a file grew past the file size limit (ulimit -f)",
+}
+
+
+def write_error(error: OSError, folder: str | os.PathLike, what: str) -> CompileError:
+    """A ``CompileError`` for a failed write of ``what`` in ``folder``: a full disk says so and names the folder."""
+    reason = NO_ROOM.get(error.errno or 0)
+    code = errno.errorcode.get(error.errno or 0, str(error.errno))
+    if reason is not None:
+        return CompileError(
+            f"{what}: {reason} in {folder} ({code}: {error.strerror}); free space there, or point TMPDIR "
+            f"(temporary files) or CUBEPY_CACHE_DIR (the kernel cache) at another folder"
+        )
+    return CompileError(f"{what}: cannot write in {folder} ({code}: {error.strerror or error})")

@@ -11,10 +11,12 @@
 | ``elem`` | element types (``f32``...), ``Line``, ``Comptime``, literals |
 | ``const_table`` | ``const_array``: a numpy table captured from Python, read from constant memory |
 | ``containers``, ``sequence``, ``tma`` | ``Array``/``Tensor``/``SharedMemory``/``LocalArray``/``Atomic``, ``Sequence``, ``TensorMap`` |
+| ``async_copy`` | ``memcpy_async``, ``async_commit_group``/``async_wait_group``, ``Pipeline`` (PTX ``cp.async``) |
 | ``cmma`` | tensor cores: ``Matrix`` fragments, ``fill``, ``load``, ``execute``, ``store``, ``cast`` |
 | ``mma`` | tensor cores with per-unit register fragments: ``mma_sync``, ``ldmatrix``, ``stmatrix``, index maps |
 | ``wgmma`` | Hopper warpgroup MMA: matrix descriptors, ``wgmma_mma_async``, fence/commit/wait |
 | ``builtins``, ``intrinsics`` | positions, sync, plane ops; math, ``select``, ``comptime``/``runtime``/``unroll`` |
+| ``random`` | ``randint``/``rand``/``randn``/``randint4x``: Triton's Philox4x32-10 stream as cube functions |
 | ``launch``, ``derive``, ``kernel`` | the launch protocol, ``@derive``, the ``Kernel`` object |
 | ``identity``, ``source``, ``hooks``, ``testing`` | cache identity, user locations, runtime hooks, ``expand`` |
 
@@ -23,6 +25,8 @@ Layering: imports ``cubepy.ir`` and ``cubepy.errors`` only.
 
 from cubepy.frontend import cmma, hooks
 from cubepy.frontend import intrinsics as _intrinsics
+from cubepy.frontend.async_copy import Pipeline, async_commit_group, async_wait_group, memcpy_async
+from cubepy.frontend.atomics import Atomic, AtomicRef
 from cubepy.frontend.barrier import Barrier, BarrierExpand
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
@@ -98,8 +102,6 @@ from cubepy.frontend.builtins import (
 from cubepy.frontend.const_table import ConstArrayExpand, const_array
 from cubepy.frontend.containers import (
     Array,
-    Atomic,
-    AtomicRef,
     BufferCompilationArg,
     LocalArray,
     MemoryExpand,
@@ -173,6 +175,7 @@ from cubepy.frontend.kernel import Kernel, ParamSpec
 from cubepy.frontend.launch import ScalarCompilationArg
 from cubepy.frontend.mma import ldmatrix, mma_fragment, mma_fragment_index, mma_sync, stmatrix
 from cubepy.frontend.printing import debug_print
+from cubepy.frontend.random import rand, rand4x, randint, randint4x, randn, randn4x
 from cubepy.frontend.sequence import Sequence
 from cubepy.frontend.state import ExpansionState, KernelBuilder, ScopeBuilder
 from cubepy.frontend.tma import (
@@ -189,6 +192,7 @@ from cubepy.frontend.tma import (
 )
 from cubepy.frontend.values import ExpandElement
 from cubepy.frontend.wgmma import (
+    wgmma_a_from_accumulator,
     wgmma_a_position,
     wgmma_accumulator_position,
     wgmma_commit_group,
@@ -331,6 +335,11 @@ __all__ = [
     "tma_group_commit",
     "tma_group_wait",
     "tma_group_wait_read",
+    # asynchronous global-to-shared copies (cp.async)
+    "Pipeline",
+    "memcpy_async",
+    "async_commit_group",
+    "async_wait_group",
     # tensor cores (cooperative matrices; per-unit register fragments)
     "cmma",
     "mma_sync",
@@ -375,7 +384,15 @@ __all__ = [
     "dot",
     "magnitude",
     "normalize",
+    # random numbers (Triton's Philox4x32-10 stream)
+    "randint",
+    "randint4x",
+    "rand",
+    "rand4x",
+    "randn",
+    "randn4x",
     # warpgroup MMA (Hopper)
+    "wgmma_a_from_accumulator",
     "wgmma_a_position",
     "wgmma_accumulator_position",
     "wgmma_commit_group",

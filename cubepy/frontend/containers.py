@@ -17,6 +17,7 @@ import attrs
 from cubepy import ir
 from cubepy.errors import LaunchError
 from cubepy.frontend import generics, operations, source
+from cubepy.frontend.atomics import AtomicRef, AtomicType
 from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
 from cubepy.frontend.mutability import fail_needs_comptime
 from cubepy.frontend.state import current_scope, require_state
@@ -27,33 +28,7 @@ if TYPE_CHECKING:
     from cubepy.frontend.peer import PeerMemory
 from cubepy.ir import ops as irops
 
-
-class AtomicType:
-    """``Atomic[T]``: the element type of memories accessed with atomic operations."""
-
-    __slots__ = ("elem",)
-
-    def __init__(self, elem: ScalarType) -> None:
-        self.elem = elem
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, AtomicType) and other.elem == self.elem
-
-    def __hash__(self) -> int:
-        return hash(("Atomic", self.elem))
-
-    def __repr__(self) -> str:
-        return f"Atomic[{self.elem!r}]"
-
-
-class Atomic:
-    """``cp.Atomic[T]`` element type for arrays and shared memory (``a[i].fetch_add(v)``)."""
-
-    def __class_getitem__(cls, item) -> AtomicType:
-        var = generics.unbound_var(item)
-        if var is not None:  # Atomic[F] in a generic kernel's annotation
-            return generics.GenericItem("atomic", var)
-        return AtomicType(item if isinstance(item, ScalarType) else scalar_type(to_elem(item)))
+MAX_LOCAL_BYTES = 512 * 1024  # local arrays per unit
 
 
 def _item(item) -> tuple[ScalarType, int | None, bool]:
@@ -153,6 +128,8 @@ class BufferType:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
         var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, comp_arg.rank)
+        if self.role == "tensor":
+            return TensorExpand(var, self.atomic, comp_arg.rank)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand
@@ -243,13 +220,32 @@ class MemoryExpand:
             return self.slice(
                 0 if index.start is None else index.start, self.len() if index.stop is None else index.stop
             )
-        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
+        return self.read_item(self.item_index(index))
+
+    def __setitem__(self, index, value) -> None:
+        self.write_item(self.item_index(index), value)
+
+    def item_index(self, index):
+        """The item index of ``m[index]``: one index, or one per dimension of a multi-dimensional memory."""
+        if isinstance(index, tuple):
+            return self._flat_index(index)
+        if self.dims is not None:
+            source.fail(
+                f"{self.describe()} has shape {self.dims}: expected {len(self.dims)} indices, got 1 (index it "
+                f"m[{', '.join('ijkl'[: len(self.dims)])}]; a slice m[a:b] is a flat view)"
+            )
+        return index
+
+    def read_item(self, index):
+        """Read item ``index`` (a flat index, no rank check: slices come here)."""
+        idx = operations.to_index(index)
         if self.atomic:
             return AtomicRef(self, idx)
         return operations.emit(irops.Index(self.var, idx, self.checked), self.var.type)
 
-    def __setitem__(self, index, value) -> None:
-        idx = operations.to_index(self._flat_index(index) if isinstance(index, tuple) else index)
+    def write_item(self, index, value) -> None:
+        """Write item ``index`` (a flat index, no rank check: slices come here)."""
+        idx = operations.to_index(index)
         if self.atomic:
             AtomicRef(self, idx).store(value)
             return
@@ -357,7 +353,11 @@ def _length(start, end):
 class TensorExpand(MemoryExpand):
     """A tensor parameter: a buffer plus ``shape(d)``, ``stride(d)`` and ``rank()`` (all u32)."""
 
-    __slots__ = ()
+    __slots__ = ("known_rank",)
+
+    def __init__(self, var: ir.Variable, atomic: bool = False, rank: int | None = None) -> None:
+        super().__init__(var, atomic)
+        self.known_rank = rank  # the launch argument's rank (None when compiled without one)
 
     def shape(self, dim) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
@@ -377,6 +377,11 @@ class TensorExpand(MemoryExpand):
             source.fail(
                 f"{self.describe()} holds lines: index it with one item index (multi-dimensional "
                 "indexing goes through element strides)"
+            )
+        if self.known_rank is not None and len(index) != self.known_rank:
+            source.fail(
+                f"{self.describe()} has rank {self.known_rank}: expected {self.known_rank} indices, got "
+                f"{len(index)} (or one flat item index)"
             )
         return _weighted_sum(index, [self.stride(k) for k in range(len(index))])
 
@@ -409,10 +414,16 @@ class SliceExpand:
     def __getitem__(self, index):
         if isinstance(index, slice):
             return self.slice(index.start or 0, self.length if index.stop is None else index.stop)
-        return self.base[_add_offset(self.offset, index)]
+        return self.base.read_item(_add_offset(self.offset, self._one(index)))
 
     def __setitem__(self, index, value) -> None:
-        self.base[_add_offset(self.offset, index)] = value
+        self.base.write_item(_add_offset(self.offset, self._one(index)), value)
+
+    @staticmethod
+    def _one(index):
+        if isinstance(index, tuple):
+            source.fail(f"a slice is one-dimensional: index it with one index, got {len(index)}")
+        return index
 
     def len(self):
         """The slice length (u32, or a comptime int when both ends were comptime)."""
@@ -428,84 +439,6 @@ class SliceExpand:
 
     def __repr__(self) -> str:
         return f"<slice of {self.base!r}>"
-
-
-class AtomicRef:
-    """An element of an atomic memory; every operation returns the value it replaced (store: None)."""
-
-    __slots__ = ("memory", "index")
-
-    def __init__(self, memory: MemoryExpand, index: ir.Variable) -> None:
-        self.memory = memory
-        self.index = index
-
-    def _value(self, value) -> ir.Variable:
-        return operations.convert(value, self.memory.var.type, "atomic operand")
-
-    def _op(self, op: str, value=None) -> ExpandElement:
-        var = None if value is None else self._value(value)
-        return operations.emit(irops.lookup(f"atomic_{op}")(self.memory.var, self.index, var), self.memory.var.type)
-
-    def fetch_inc(self, limit):
-        """CUDA's ``atomicInc`` on a u32: ``m = 0 if m >= limit else m + 1``; the old value."""
-        return self._op("inc", limit)
-
-    def fetch_dec(self, limit):
-        """CUDA's ``atomicDec`` on a u32: ``m = limit if m == 0 or m > limit else m - 1``; the old value."""
-        return self._op("dec", limit)
-
-    def fetch_add(self, value):
-        """Atomically ``m += value``; the old value."""
-        return self._op("add", value)
-
-    def fetch_sub(self, value):
-        """Atomically ``m -= value``; the old value."""
-        return self._op("sub", value)
-
-    def fetch_max(self, value):
-        """Atomically ``m = max(m, value)``; the old value."""
-        return self._op("max", value)
-
-    def fetch_min(self, value):
-        """Atomically ``m = min(m, value)``; the old value."""
-        return self._op("min", value)
-
-    def fetch_and(self, value):
-        """Atomically ``m &= value``; the old value."""
-        return self._op("and", value)
-
-    def fetch_or(self, value):
-        """Atomically ``m |= value``; the old value."""
-        return self._op("or", value)
-
-    def fetch_xor(self, value):
-        """Atomically ``m ^= value``; the old value."""
-        return self._op("xor", value)
-
-    def exchange(self, value):
-        """Atomically ``m = value``; the old value."""
-        return self._op("exchange", value)
-
-    def load(self):
-        """Atomically read ``m``."""
-        return self._op("load")
-
-    def store(self, value) -> None:
-        """Atomically ``m = value``."""
-        current_scope().append(irops.AtomicStore(self.memory.var, self.index, self._value(value)))
-
-    def compare_exchange(self, cmp, new):
-        """Atomically ``if m == cmp: m = new``; the old value."""
-        return operations.emit(
-            irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp), self._value(new)),
-            self.memory.var.type,
-        )
-
-    def __bool__(self) -> bool:
-        source.fail("an atomic element is not a value; use .load()")
-
-    def __repr__(self) -> str:
-        return f"<atomic element of {self.memory!r}>"
 
 
 def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
@@ -536,6 +469,13 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
     var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
+    total = sum((v.length or 0) * v.type.size for v in state.local_arrays) if kind is VarKind.LOCAL_ARRAY else 0
+    if total > MAX_LOCAL_BYTES:  # the GPU's local memory per thread (sm_90); the cpu runtime keeps it too
+        source.fail(
+            f"local memory: this LocalArray of {count * var.type.size} bytes brings the kernel's local arrays to "
+            f"{total} bytes per unit, over the limit of {MAX_LOCAL_BYTES} bytes (512 KiB per thread on the GPU); "
+            f"use shared or global memory for larger data"
+        )
     return MemoryExpand(var, atomic, shape)
 
 

@@ -19,7 +19,7 @@ from cubepy import ir
 from cubepy.frontend import mutability, operations
 from cubepy.frontend.flow import _classify
 from cubepy.frontend.state import ScopeBuilder, require_state
-from cubepy.frontend.values import ExpandElement
+from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
@@ -88,7 +88,9 @@ def _logic(op: str, left, right_fn):
     mutability.check_bound(left)
     if operations.is_comptime(left):
         truth = bool(operations.comptime_value(left))
-        return left if (op == "and") != truth else right_fn()
+        if (op == "and") != truth:
+            return left
+        return _keep_proxy(left, right_fn())
     a = operations.to_bool(left)
     scratch, right = _expand_aside(right_fn)
     if not _is_pure(scratch) and a.type.line == 1:
@@ -128,8 +130,16 @@ def not_(value):
     """``not value``: Python's on comptime values, an IR ``not`` on runtime ones."""
     mutability.check_bound(value)
     if operations.is_comptime(value):
-        return not operations.comptime_value(value)
+        return _keep_proxy(value, not operations.comptime_value(value))
     return operations.unary("not", operations.to_bool(value))
+
+
+def _keep_proxy(operand, result):
+    """A bool computed from a ``cp.runtime`` constant stays a proxy (an IR constant), so that a ``while``
+    on it is still a runtime loop; ``if`` folds it all the same."""
+    if isinstance(operand, ExpandBase) and isinstance(result, bool):
+        return operations.literal(result, ir.BOOL)
+    return result
 
 
 def ifexp(cond, then_fn, else_fn):

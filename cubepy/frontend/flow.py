@@ -482,7 +482,10 @@ def while_(cond_fn, always: bool = False) -> LoopControl:
     loop.cond_fn = cond_fn
     scratch = loop.state.current.child()
     with loop.state.in_scope(scratch):
-        loop.runtime, _ = _classify(cond_fn())
+        cond = cond_fn()
+        # A proxy constant (``cp.runtime(False)``, ``not`` of one) asks for a runtime loop: the body may
+        # assign it, which a comptime (unrolled) loop could not follow.
+        loop.runtime = _classify(cond)[0] or isinstance(cond, ExpandBase)
     return loop
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 import types
 
 from cubepy.errors import CubeError, NotAKernelError
@@ -19,6 +20,7 @@ from cubepy.frontend import source, syntax
 from cubepy.frontend.mutability import check_bound
 from cubepy.frontend.rewrite import HELPERS, FunctionRewriter, syntax_error
 from cubepy.frontend.state import ScopeBuilder, active_state
+from cubepy.ir import SourceLoc
 
 
 def parse_function(fn) -> tuple[ast.FunctionDef, str]:
@@ -176,8 +178,22 @@ class CubeFunction:
         for value in (*args, *kwargs.values()):
             check_bound(value)
         twin = self.expand_function()
-        with state.control_entry("function", self.fn.__qualname__):
-            return twin(*args, **kwargs)
+        depth = getattr(state, "cube_call_depth", 0)
+        if depth >= MAX_CALL_DEPTH:
+            source.fail(
+                f"cube function calls nest deeper than {MAX_CALL_DEPTH} (here {self.fn.__qualname__!r} is called at "
+                f"depth {depth + 1}): a comptime recursion must reach its base case within {MAX_CALL_DEPTH} calls"
+            )
+        state.cube_call_depth = depth + 1
+        try:
+            with state.control_entry("function", self.fn.__qualname__):
+                return twin(*args, **kwargs)
+        except RecursionError as error:
+            if depth:
+                raise  # converted by the outermost call, where the stack has room again
+            raise _recursion_error(error, self.fn.__qualname__) from None
+        finally:
+            state.cube_call_depth = depth
 
     def expand(self, scope: ScopeBuilder | None, *args, **kwargs):
         """CubeCL's ``foo::expand(scope, args..)``: expand into ``scope``."""
@@ -215,6 +231,25 @@ class CubeFunction:
 
 
 _KERNEL_ATTRIBUTES = frozenset({"launch", "launch_unchecked", "compile"})
+# Nested cube function calls one expansion allows: each costs about 5 Python frames, so this stays well
+# inside Python's default recursion limit (1000) even when the launch itself starts deep in a program.
+MAX_CALL_DEPTH = 100
+
+
+def _recursion_error(error: RecursionError, name: str) -> CubeError:
+    """An ``ExpandError`` for Python's recursion limit hit while expanding, at the deepest user line."""
+    loc = None
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in source._USER_CODES:
+            code = tb.tb_frame.f_code
+            loc = SourceLoc(code.co_filename, tb.tb_lineno, 0, source._USER_CODES[code][0])
+        tb = tb.tb_next
+    return source.located_error(
+        f"expanding {name!r} went past Python's recursion limit ({sys.getrecursionlimit()} frames): comptime "
+        f"recursion or nesting too deep to expand (cube function calls may nest {MAX_CALL_DEPTH} deep)",
+        loc,
+    )
 
 
 class BoundCubeFunction:
@@ -245,11 +280,38 @@ def cube(fn=None, *, launch: bool = False, launch_unchecked: bool = False, contr
     ``contract`` (kernels): fuse one-use ``a * b + c`` into ``fma``; None follows ``CUBEPY_CONTRACT`` (on).
     """
 
-    def wrap(function):
+    def wrap(function, frame=None):
+        _resolve_text_annotations(function, frame if frame is not None else sys._getframe(1))
         if launch or launch_unchecked:
             from cubepy.frontend.kernel import Kernel
 
             return Kernel(function, launch=launch, launch_unchecked=launch_unchecked, contract=contract)
         return CubeFunction(function)
 
-    return wrap(fn) if fn is not None else wrap
+    return wrap(fn, sys._getframe(1)) if fn is not None else wrap
+
+
+def _resolve_text_annotations(function, frame: types.FrameType) -> None:
+    """Evaluate annotations kept as text (``from __future__ import annotations``) where the ``def`` ran.
+
+    Python does not close over a name used only in an annotation (``Array[T]`` in a factory taking ``T``), so
+    the defining frame's locals are the only place it can be found; the function's globals and closure come
+    next.  An annotation that cannot be evaluated yet (a class defined further down) stays text and is read
+    at first use, as before.
+    """
+    fn = function.__func__ if isinstance(function, staticmethod) else function
+    annotations = getattr(fn, "__annotations__", None)
+    if not annotations or not any(isinstance(a, str) for a in annotations.values()):
+        return
+    namespace = dict(frame.f_locals) if frame.f_locals is not frame.f_globals else {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:  # a cell not yet bound
+            pass
+    for name, text in list(annotations.items()):
+        if isinstance(text, str):
+            try:
+                annotations[name] = eval(text, fn.__globals__, namespace)  # noqa: S307 - the user's own annotation
+            except Exception:  # noqa: BLE001 - left as text: read at first use, where a failure is reported
+                pass

@@ -64,19 +64,38 @@ def bound(binding: dict) -> Iterator[None]:
         stack.pop()
 
 
+ACCEPTED_BOUNDS = "cp.Float, cp.Int, cp.UInt, cp.Numeric, or element types such as cp.f32 (a tuple of them)"
+
+
+def _bound_elem(name: str, item) -> ir.ElemType:
+    """The element type a ``TypeVar`` bound names; strings are refused (``"float"`` would silently mean f64)."""
+    from cubepy.frontend.elem import to_elem
+
+    if isinstance(item, str):
+        raise CubeError(
+            f"cp.TypeVar({name!r}, {item!r}): a bound is not a string; the accepted bounds are {ACCEPTED_BOUNDS}"
+        )
+    try:
+        return to_elem(item)
+    except TypeError:
+        raise CubeError(
+            f"cp.TypeVar({name!r}, {item!r}): {item!r} is not a type bound; the accepted bounds are {ACCEPTED_BOUNDS}"
+        ) from None
+
+
 class TypeVar:
     """A kernel's type parameter: ``F = cp.TypeVar("F", cp.Float)`` (bounds: TypeBounds or element types)."""
 
     def __init__(self, name: str, *bounds) -> None:
-        from cubepy.frontend.elem import to_elem
-
+        if not isinstance(name, str):
+            raise CubeError(f"cp.TypeVar({name!r}, ...): the name must be a str, got {type(name).__name__}")
         if not bounds:
             bounds = (Numeric,)
         allowed: list[ir.ElemType] = []
         for bound_ in bounds:
             items = bound_ if isinstance(bound_, tuple) else (bound_,)
             for item in items:
-                elems = item.elems if isinstance(item, TypeBound) else (to_elem(item),)
+                elems = item.elems if isinstance(item, TypeBound) else (_bound_elem(name, item),)
                 allowed.extend(e for e in elems if e not in allowed)
         self.name = name
         self.allowed = tuple(allowed)
@@ -141,7 +160,7 @@ class GenericItem:
 
     def substitute(self):
         """The concrete item for the current binding."""
-        from cubepy.frontend.containers import Atomic
+        from cubepy.frontend.atomics import Atomic
         from cubepy.frontend.elem import Line
 
         elem = self.var.bound_type()

@@ -1,7 +1,8 @@
 """Math intrinsics, ``select``, truncating division and the comptime/runtime markers.
 
-Every function folds on the host when all its arguments are comptime (``cp.min(2, 3)`` is ``2``)
-and otherwise emits one IR instruction (after converting the operands to one type: integers are
+Every function folds on the host when all its arguments are comptime (``cp.min(2, 3)`` is ``2``; a
+math function computes its IR operation's own semantics in f64, ``cp.lgamma(2.5)`` included) and
+otherwise emits one IR instruction (after converting the operands to one type: integers are
 computed in f32 by the float-only functions, 64-bit integers in f64).
 """
 
@@ -62,30 +63,30 @@ find_first_set = _int_unary("find_first_set", "The 1-based position of the lowes
 def is_nan(x):
     """Whether x is NaN (lane by lane)."""
     if not isinstance(x, ExpandBase):
-        return math.isnan(x)
+        return operations.fold_comptime("is_nan", x)
     return operations.unary("is_nan", x)
 
 
 def is_inf(x):
     """Whether x is infinite (lane by lane)."""
     if not isinstance(x, ExpandBase):
-        return math.isinf(x)
+        return operations.fold_comptime("is_inf", x)
     return operations.unary("is_inf", x)
 
 
 def powf(base, exponent):
     """base raised to the (float) exponent."""
     if not isinstance(base, ExpandBase) and not isinstance(exponent, ExpandBase):
-        return float(base) ** float(exponent)
+        return operations.fold_comptime("powf", base, exponent)
     a, b = operations.unify((base, exponent), "powf") or source.fail("powf expects numbers")
     if not a.elem.is_float:
         a, b = operations.cast(a, operations.float_for(a.elem)), operations.cast(b, operations.float_for(a.elem))
     return operations.emit(irops.Powf(a.var, b.var))
 
 
-def _float_binary(op: str, fold, a, b):
+def _float_binary(op: str, a, b):
     if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
-        return fold(float(a), float(b))
+        return operations.fold_comptime(op, a, b)
     x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
     if not x.elem.is_float:
         x, y = operations.cast(x, operations.float_for(x.elem)), operations.cast(y, operations.float_for(x.elem))
@@ -94,32 +95,32 @@ def _float_binary(op: str, fold, a, b):
 
 def atan2(y, x):
     """The angle of the point (x, y) in radians, in [-pi, pi]."""
-    return _float_binary("atan2", math.atan2, y, x)
+    return _float_binary("atan2", y, x)
 
 
 def hypot(a, b):
     """sqrt(a * a + b * b) without undue overflow."""
-    return _float_binary("hypot", math.hypot, a, b)
+    return _float_binary("hypot", a, b)
 
 
 def copysign(magnitude, sign):
     """The magnitude of ``magnitude`` with the sign bit of ``sign``."""
-    return _float_binary("copysign", math.copysign, magnitude, sign)
+    return _float_binary("copysign", magnitude, sign)
 
 
 def fmod(a, b):
     """C's fmod: ``a - n * b`` with ``n = trunc(a / b)``, exact, with the sign of ``a`` (``%`` floors instead)."""
-    return _float_binary("fmod", math.fmod, a, b)
+    return _float_binary("fmod", a, b)
 
 
 def remainder(a, b):
     """The IEEE remainder: ``a - n * b`` with ``n = a / b`` rounded to the nearest even integer, exact."""
-    return _float_binary("remainder", math.remainder, a, b)
+    return _float_binary("remainder", a, b)
 
 
 def nextafter(x, toward):
     """The next value of ``x``'s float type after ``x`` in the direction of ``toward``."""
-    return _float_binary("nextafter", math.nextafter, x, toward)
+    return _float_binary("nextafter", x, toward)
 
 
 def modf(x):
@@ -137,7 +138,7 @@ def modf(x):
 
 def rhypot(a, b):
     """1 / hypot(a, b)."""
-    return _float_binary("rhypot", lambda x, y: 1.0 / math.hypot(x, y), a, b)
+    return _float_binary("rhypot", a, b)
 
 
 def mul_hi(a, b):

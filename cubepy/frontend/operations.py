@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import source
 from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement
-from cubepy.ir import Type, Variable, VarKind
+from cubepy.ir import Type, Variable, VarKind, semantics
 from cubepy.ir import ops as irops
 
 _PY_BINARY = {
@@ -355,45 +357,37 @@ def compare(op: str, lhs, rhs):
     return emit(irops.lookup(op)(a.var, b.var))
 
 
-_PY_UNARY = {
+# Python's own meaning on Python numbers, kept for these: integers stay unbounded, floor & co. give an int.
+_PY_OPERATORS = {
     "neg": operator.neg,
     "abs": abs,
     "invert": operator.invert,
+    "not": operator.not_,
     "floor": math.floor,
     "ceil": math.ceil,
     "trunc": math.trunc,
     "round": round,
-    "exp": math.exp,
-    "log": math.log,
-    "log1p": math.log1p,
-    "sqrt": math.sqrt,
-    "rsqrt": lambda x: 1.0 / math.sqrt(x),
-    "sin": math.sin,
-    "cos": math.cos,
-    "tan": math.tan,
-    "tanh": math.tanh,
-    "erf": math.erf,
-    "recip": lambda x: 1.0 / x,
-    "not": operator.not_,
-    "asin": math.asin,
-    "acos": math.acos,
-    "atan": math.atan,
-    "sinh": math.sinh,
-    "cosh": math.cosh,
-    "asinh": math.asinh,
-    "acosh": math.acosh,
-    "atanh": math.atanh,
-    "expm1": math.expm1,
-    "to_degrees": math.degrees,
-    "to_radians": math.radians,
 }
+
+
+def fold_comptime(op: str, *values):
+    """What the IR operation ``op`` computes on comptime numbers: its record's semantics in f64.
+
+    The same function the interp runs and ``fold_constants`` calls (``cubepy.ir.semantics.evaluate``), so
+    ``cp.lgamma(2.5)`` outside a kernel is the interp's f64 ``lgamma``.  Returns a Python float (or bool).
+    """
+    cls = irops.lookup(op)
+    with np.errstate(all="ignore"):
+        result = semantics.evaluate(cls, ir.F64, *(np.float64(v) for v in values))
+    return np.asarray(result).item()
 
 
 def unary(op: str, value):
     """``op(value)`` lane by lane; Python numbers fold on the host."""
     if not isinstance(value, ExpandBase):
         if is_number(value):
-            return _PY_UNARY[op](value)
+            folded = _PY_OPERATORS.get(op)
+            return folded(value) if folded is not None else fold_comptime(op, value)
         _check_poison(value)
         source.fail(f"{op} expects a number or a runtime value, got {type(value).__name__}")
     x = as_element(value)
@@ -456,6 +450,8 @@ def clamp(value, lo, hi):
 def fma(a, b, c):
     """``a * b + c`` with one rounding (floats; integers are computed in f32, 64-bit ones in f64)."""
     if not any(isinstance(v, ExpandBase) for v in (a, b, c)):
+        if any(isinstance(v, (float, np.floating)) for v in (a, b, c)):
+            return fold_comptime("fma", a, b, c)  # one rounding, as in a kernel
         return a * b + c
     operands = unify((a, b, c), "fma") or source.fail("fma expects numbers")
     if not operands[0].elem.is_float:

@@ -24,7 +24,7 @@ class PeerMemory:
 
     def _index(self, index):
         memory = self.memory
-        return operations.to_index(memory._flat_index(index) if isinstance(index, tuple) else index)
+        return operations.to_index(memory.item_index(index))
 
     def __getitem__(self, index):
         memory = self.memory

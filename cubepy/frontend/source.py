@@ -47,13 +47,16 @@ def function_source(fn: types.FunctionType) -> tuple[list[str], int]:
     placed = _placed(fn)
     if placed is not None:
         return placed[0], placed[1]
-    try:
-        return inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        pass
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
     if code is None:
         raise ExpandError(f"cannot read the source of {fn!r}: it is not a Python function")
+    # inspect falls back on the loader of the function's module, which under ``exec`` in ``__main__`` is the
+    # runner's file, not the text the code came from: ask it only when the code's own file has lines.
+    if own_lines(code, getattr(fn, "__globals__", None)):
+        try:
+            return inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            pass
     if _register_command_line_source(code):
         try:
             return inspect.getsourcelines(fn)
@@ -97,11 +100,32 @@ def _placed(fn: types.FunctionType) -> tuple[list[str], int, ast.AST] | None:
     code = getattr(fn, "__code__", None)
     if code is None or code.co_name == "<lambda>":
         return None
-    lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
+    lines = own_lines(code, getattr(fn, "__globals__", None))
     node = _definition_at(code.co_filename, lines, code.co_name, code.co_firstlineno) if lines else None
     if node is None or node.end_lineno is None:
         return None
     return lines[code.co_firstlineno - 1 : node.end_lineno], code.co_firstlineno, node
+
+
+def own_lines(code: types.CodeType, module_globals: dict | None) -> list[str]:
+    """The lines of ``code``'s own file (a file, or text registered in ``linecache``), else ``[]``.
+
+    ``linecache`` given a module's globals asks that module's loader for its source, whatever the file name:
+    code compiled by ``exec`` under a name of its own in ``__main__``'s namespace would get the running
+    script's lines.  So the globals are passed only when they belong to the module of that very file.
+    """
+    filename = code.co_filename
+    if module_globals is not None and not _module_of_file(module_globals, filename):
+        module_globals = None
+    return linecache.getlines(filename, module_globals)
+
+
+def _module_of_file(module_globals: dict, filename: str) -> bool:
+    spec = module_globals.get("__spec__")
+    for path in (module_globals.get("__file__"), getattr(spec, "origin", None)):
+        if isinstance(path, str) and os.path.abspath(path) == os.path.abspath(filename):
+            return True
+    return False
 
 
 # file name -> (the linecache lines it was parsed from, {(name, first line): definition node})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, overload
 
 from cubepy import ir
@@ -23,6 +23,8 @@ from cubepy.ir import Instruction, SourceLoc, Type, Variable, VarKind
 
 if TYPE_CHECKING:
     from cubepy.frontend.mutability import Promotion
+
+PROGRESS_EVERY = 50_000  # expansion runs about 10,000 instructions a second: a line every ~5 s
 
 _local = threading.local()
 
@@ -117,6 +119,8 @@ class ExpansionState:
         self.promotions: dict[int, Promotion] = {}
         self.root = ScopeBuilder(self, None)
         self.current = self.root
+        self.appended = 0  # instructions appended so far, and who hears of every PROGRESS_EVERY-th
+        self.progress: Callable[[int], None] | None = None
 
     # -- ids and locations ----------------------------------------------------------------
     def new_local(self, ty: Type, mutable: bool = False, name: str | None = None) -> Variable:
@@ -229,6 +233,9 @@ class ScopeBuilder:
             else:
                 self.state.defined_in[(out.kind, out.id)] = self
         self.instructions.append(Instruction(out, operation, loc or self.state.location()))
+        self.state.appended += 1
+        if self.state.appended % PROGRESS_EVERY == 0 and self.state.progress is not None:
+            self.state.progress(self.state.appended)  # a huge expansion says how far it got (frontend/kernel.py)
 
     @overload
     def emit(self, operation: ir.ops.Operation, out_type: Type) -> Variable: ...

@@ -1,20 +1,22 @@
 """``cp.wgmma_*``: Hopper's warpgroup MMA (``wgmma.mma_async``) with shared-memory matrix descriptors.
 
 A warpgroup is four consecutive planes (128 units whose first unit index is a multiple of 128); every
-unit of it makes each call together.  ``wgmma_descriptor`` describes a K-major tile in shared memory;
+unit of it makes each call together.  ``wgmma_descriptor`` describes a tile in shared memory;
 ``wgmma_mma_async`` starts ``acc = a @ b (+ acc)`` for a 64 x N x K tile; ``wgmma_commit_group`` closes
 the group of started operations and ``wgmma_wait_group(n)`` waits until at most ``n`` groups are still
 running; the accumulator holds the results only after that wait.  ``wgmma_fence`` must come between
 ordinary writes of the accumulator or of A's registers and the ``wgmma`` that reads them.
 The layouts (descriptor bits, canonical K-major tiles, swizzles, per-unit fragments) are in
 docs/guide/wgmma.md; ``wgmma_accumulator_position`` and ``wgmma_a_position`` give the fragment maps.
+``major_a="MN"`` / ``major_b="MN"`` read 16-bit tiles stored MN-major (the ISA's transpose bits), and
+``wgmma_a_from_accumulator`` re-packs an f32 accumulator into an f16/bf16 A fragment (P of attention).
 """
 
 from __future__ import annotations
 
 from cubepy import ir
 from cubepy.frontend import operations, source
-from cubepy.frontend.containers import MemoryExpand, SliceExpand
+from cubepy.frontend.containers import LocalArray, MemoryExpand, SliceExpand
 from cubepy.frontend.elem import to_elem
 from cubepy.frontend.state import current_scope
 from cubepy.frontend.values import ExpandElement
@@ -22,6 +24,7 @@ from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 
 __all__ = [
+    "wgmma_a_from_accumulator",
     "wgmma_a_position",
     "wgmma_accumulator_position",
     "wgmma_commit_group",
@@ -32,13 +35,16 @@ __all__ = [
 ]
 
 SWIZZLES = tuple(irops.WGMMA_SWIZZLES)
+MAJORS = ("K", "MN")
 
 
 def wgmma_descriptor(smem, leading_byte_offset, stride_byte_offset, swizzle: str = "none") -> ExpandElement:
-    """The u64 matrix descriptor of a K-major tile starting at ``smem`` (shared memory or a slice of it).
+    """The u64 matrix descriptor of a tile starting at ``smem`` (shared memory or a slice of it).
 
-    ``leading_byte_offset``: bytes between the two 16-byte K chunks of a row (no swizzle; ignored with a
-    swizzle); ``stride_byte_offset``: bytes between consecutive groups of 8 rows; ``swizzle``: ``"none"``,
+    For a K-major tile: ``leading_byte_offset``: bytes between the two 16-byte K chunks of a row (no
+    swizzle; ignored with a swizzle); ``stride_byte_offset``: bytes between consecutive groups of 8 rows.
+    MN-major tiles (``wgmma_mma_async(..., major_b="MN")``) give the offsets other roles (see
+    docs/guide/wgmma.md).  ``swizzle``: ``"none"``,
     ``"32B"``, ``"64B"`` or ``"128B"``.  Offsets must be multiples of 16 (the descriptor keeps bits 4-17).
     """
     if swizzle not in SWIZZLES:
@@ -80,16 +86,28 @@ def _input_elem(elem) -> ir.ElemType:
     return found
 
 
-def wgmma_mma_async(acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=True) -> None:
+def wgmma_mma_async(
+    acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=True, major_a: str = "K", major_b: str = "K"
+) -> None:
     """Start ``acc = a @ b + (acc if scale_d else 0)`` for the warpgroup, a 64 x N x K tile (``shape``).
 
     ``acc``: ``LocalArray[f32](N // 2)`` (each unit's part of the 64 x N result); ``a``: a descriptor of the
     64 x K tile or ``LocalArray[elem]`` of A's registers (8 f16/bf16, 4 tf32, 16 fp8); ``b``: a descriptor of
     the N x K tile (K-major, that is B transposed); ``elem``: the input type (``cp.f16``, ``cp.bf16``,
-    ``"tf32"``, ``cp.e4m3``, ``cp.e5m2``); K is 16, 8 and 32 for them.  The results are in ``acc`` after
-    the ``wgmma_wait_group`` that covers this operation's group.
+    ``"tf32"``, ``cp.e4m3``, ``cp.e5m2``); K is 16, 8 and 32 for them.  ``major_a`` / ``major_b``:
+    ``"K"`` (default: K contiguous, B given as N x K) or ``"MN"`` (M / N contiguous, B given as K x N;
+    f16 and bf16 only, descriptors only).  The results are in ``acc`` after the ``wgmma_wait_group`` that
+    covers this operation's group; the shared tiles may be read any time until then.
     """
     input_elem = _input_elem(elem)
+    for what, major in (("major_a", major_a), ("major_b", major_b)):
+        if major not in MAJORS:
+            source.fail(f"wgmma_mma_async: {what}={major!r}; expected 'K' or 'MN'")
+        if major == "MN" and input_elem not in irops.TRANSPOSABLE:
+            source.fail(
+                f"wgmma_mma_async: {what}='MN' needs f16 or bf16 inputs (the ISA transposes only 16-bit tiles), "
+                f"got {input_elem.name}"
+            )
     dims = tuple(operations.comptime_value(v) if operations.is_comptime(v) else v for v in shape)
     k = irops.wgmma_k(input_elem)
     if len(dims) != 3 or dims[0] != 64 or dims[2] != k or dims[1] not in range(8, 257, 8):
@@ -112,11 +130,15 @@ def wgmma_mma_async(acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=Tru
                 f"wgmma_mma_async: A in registers is LocalArray[{input_elem.name}]({count}), got {a.describe()}"
             )
         a_var = a.var
+        if major_a != "K":
+            source.fail("wgmma_mma_async: A from registers has no major order; major_a='MN' needs A's descriptor")
     else:
         a_var = _descriptor(a, "a")
     b_var = _descriptor(b, "b")
     scale = operations.to_bool(scale_d).var
-    current_scope().append(irops.WgmmaMmaAsync(acc.var, a_var, b_var, scale, n, input_elem))
+    current_scope().append(
+        irops.WgmmaMmaAsync(acc.var, a_var, b_var, scale, n, input_elem, major_a == "MN", major_b == "MN")
+    )
 
 
 def _descriptor(value, what: str) -> ir.Variable:
@@ -157,3 +179,28 @@ def wgmma_accumulator_position(unit, i):
 def wgmma_a_position(elem, unit, i):
     """(row, k) in the 64 x K tile of A of element ``i`` of unit ``unit``'s A registers (inputs ``elem``)."""
     return irops.a_position(_input_elem(elem).size, unit, i)
+
+
+def wgmma_a_from_accumulator(acc, step, elem) -> MemoryExpand:
+    """A new ``LocalArray[elem](8)``: columns ``16 step .. 16 step + 15`` of the 64 x N f32 accumulator ``acc``
+    as an A fragment of f16/bf16 (``elem``), for a ``wgmma`` whose A is that slice (P @ V in attention).
+
+    The accumulator's elements ``8 step .. 8 step + 7`` sit in the A fragment's places (same rows, k = column
+    - 16 step), so each unit converts its own registers; no data moves between units.
+    """
+    input_elem = _input_elem(elem)
+    if input_elem not in irops.TRANSPOSABLE:
+        source.fail(f"wgmma_a_from_accumulator: elem must be cp.f16 or cp.bf16, got {input_elem.name}")
+    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
+        source.fail(f"wgmma_a_from_accumulator: acc must be a LocalArray[f32] accumulator, got {type(acc).__name__}")
+    length = acc.var.length or 0
+    index = operations.comptime_value(step) if operations.is_comptime(step) else step
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= 8 * index < length:
+        source.fail(
+            f"wgmma_a_from_accumulator: step must be a comptime integer 0..{length // 8 - 1} (16 columns each of a "
+            f"{length * 2}-column accumulator), got {step!r}"
+        )
+    fragment = LocalArray[input_elem](8)  # type: ignore[misc]
+    for i in range(8):
+        fragment[i] = operations.cast(acc[8 * index + i], input_elem)
+    return fragment

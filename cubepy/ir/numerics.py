@@ -14,6 +14,7 @@ Choices that PTX leaves to us (the LLVM back end is told the same):
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -286,3 +287,133 @@ def erf(x: Value) -> Value:
     erfc = np.where(y <= 4.0, mid, far) * scale
     large = np.copysign(1.0 - erfc, x)
     return np.where(y <= 0.46875, small, np.where(np.isnan(x), x, large))
+
+
+# -- lgamma ------------------------------------------------------------------------------------------------
+def _coefficients(*hex_values: str) -> tuple[float, ...]:
+    return tuple(float.fromhex(h) for h in hex_values)
+
+
+# Taylor coefficients (t, t^2, ...; computed with mpmath at 200 bits, rounded to f64; tests/ir/test_math_accuracy.py
+# derives them again): lgamma(2 + t) = (1 - euler) t + sum_k (-1)^k (zeta(k) - 1) t^k / k, for |t| <= 0.75
+# (radius 2; 40 terms leave 2e-19), and lgamma(1 + t) = -euler t + sum_k (-1)^k zeta(k) t^k / k, for |t| <= 0.25
+# (radius 1; 30 terms leave 3e-20).  Both vanish at t = 0 with their relative accuracy: the zeros at 1 and 2.
+_LGAMMA_AT_2 = _coefficients(
+    *"""0x1.b0ee6072093cep-2 0x1.4a34cc4a60fa6p-2 -0x1.13e001a557607p-4 0x1.51322ac7d8483p-6 -0x1.e404fc218f5f2p-8
+    0x1.7add6eadb6c30p-9 -0x1.38ac5c2bf8e08p-10 0x1.0b36af86396e9p-11 -0x1.d3fd4c76d2fc8p-13 0x1.a127b0f17d65ap-14
+    -0x1.78de5bd7c81efp-15 0x1.580dcee66eb02p-16 -0x1.3cbc963ce2243p-17 0x1.2597a39f34aacp-18 -0x1.11b2eb7679541p-19
+    0x1.0064cdeb22f0fp-20 -0x1.e2600d93cfd2fp-22 0x1.c76bbb3f07a4dp-23 -0x1.af5a6cbbf8a97p-24 0x1.99b93c2070b0fp-25
+    -0x1.862c734df3eacp-26 0x1.7469daccfadcdp-27 -0x1.6434a8447aeadp-28 0x1.555a877ffd2c3p-29 -0x1.47b1679258d0ep-30
+    0x1.3b15d2b2fc10cp-31 -0x1.2f69a9fabe3e0p-32 0x1.24932a337434cp-33 -0x1.1a7c26ec2523cp-34 0x1.11116e693ed98p-35
+    -0x1.08424cbc543d8p-36 0x1.000026e3f644fp-37 -0x1.f07c514fc9f0ap-39 0x1.e1e2026aafcd8p-40 -0x1.d41d56e5ee2e2p-41
+    0x1.c71c7f6f10e37p-42 -0x1.bacf9a27bc89bp-43 0x1.af28718a10d6ep-44 -0x1.a41a45603e5b6p-45
+    0x1.99999c0716ee9p-46""".split()
+)
+_LGAMMA_AT_1 = _coefficients(
+    *"""-0x1.2788cfc6fb619p-1 0x1.a51a6625307d3p-1 -0x1.9a4d55beab2d7p-2 0x1.151322ac7d848p-2 -0x1.a8b9c17aa6149p-3
+    0x1.5b40cb100c306p-3 -0x1.2703a1dcea3aep-3 0x1.010b36af86397p-3 -0x1.c806706d57db4p-4 0x1.9a01e385d5f8fp-4
+    -0x1.748c33114c6d6p-4 0x1.556ad63243bc4p-4 -0x1.3b1d971fc5985p-4 0x1.2496df8320c5fp-4 -0x1.11133476e7fe0p-4
+    0x1.00010064cdeb2p-4 -0x1.e1e2d311e8abdp-5 0x1.c71ce3a20b419p-5 -0x1.af28a1b5688a0p-5 0x1.9999b3352d5bap-5
+    -0x1.86186db77bfbfp-5 0x1.745d1d1778df9p-5 -0x1.642c88591b66dp-5 0x1.555556aaafdcdp-5 -0x1.47ae151eb9fb7p-5
+    0x1.3b13b189d925ep-5 -0x1.2f684c00002bcp-5 0x1.24924936db7bcp-5 -0x1.1a7b961a7b9aap-5
+    0x1.111111155556dp-5""".split()
+)
+# Stirling's series: lgamma(x) = (x - 1/2)(log x - 1) + (log(2 pi) - 1) / 2 + sum_k B_2k / (2k (2k - 1) x^(2k - 1)).
+_STIRLING = _coefficients(
+    *"""0x1.5555555555555p-4 -0x1.6c16c16c16c17p-9 0x1.a01a01a01a01ap-11 -0x1.3813813813814p-11
+    0x1.b951e2b18ff23p-11 -0x1.f6ab0d9993c7dp-10 0x1.a41a41a41a41ap-8 -0x1.e4286cb0f5398p-6""".split()
+)
+_HALF_LOG_2PI_MINUS_HALF = float.fromhex("0x1.acfe390c97d69p-2")
+_LOG_PI = float.fromhex("0x1.250d048e7a1bdp+0")
+_STIRLING_FROM = 10.0
+
+
+def _series(coefficients: tuple[float, ...], t: Value) -> Value:
+    """sum_k coefficients[k] t^(k+1), by Horner's rule."""
+    total = np.zeros_like(t)
+    for c in reversed(coefficients):
+        total = (total + c) * t
+    return total
+
+
+def _lgamma_positive(x: Value) -> Value:
+    """lgamma of f64 ``x`` > 0 (other lanes: garbage), relative error a few ulp, zeros at 1 and 2 included."""
+    with np.errstate(all="ignore"):
+        small = _series(_LGAMMA_AT_1, x) - np.log(x)  # (0, 0.25): lgamma(1 + x) - log x
+        low = _series(_LGAMMA_AT_2, x - 1.0) - np.log(x)  # [0.25, 0.75): lgamma(2 + (x - 1)) - log x
+        near_1 = _series(_LGAMMA_AT_1, x - 1.0)  # [0.75, 1.25), x - 1 exact
+        # [1.25, 10): shift down by n to y in [1.25, 2.25) (exact), lgamma(x) = lgamma(y) + log(y (y+1) ... (x-1)).
+        n = np.clip(np.floor(x - 1.25), 0.0, 8.0)
+        y = x - n
+        product = np.ones_like(x)
+        for i in range(8):
+            product = np.where(i < n, product * (y + i), product)
+        middle = _series(_LGAMMA_AT_2, y - 2.0) + np.log(product)
+        inv = 1.0 / x
+        correction = np.zeros_like(x)  # sum_k S_k inv^(2k - 2), Horner in inv^2
+        for c in reversed(_STIRLING):
+            correction = correction * (inv * inv) + c
+        large = (x - 0.5) * (np.log(x) - 1.0) + (_HALF_LOG_2PI_MINUS_HALF + correction * inv)
+    return np.select([x < 0.25, x < 0.75, x < 1.25, x < _STIRLING_FROM], [small, low, near_1, middle], default=large)
+
+
+def _abs_sinpi(x: Value) -> Value:
+    """|sin(pi x)| of f64 ``x``, the argument reduced exactly (pi x itself would lose x's low bits)."""
+    y = np.abs(x)
+    f = y - np.floor(y)  # exact
+    m = np.minimum(f, 1.0 - f)  # in [0, 0.5], exact
+    return np.sin(np.pi * m)
+
+
+def lgamma(x: Value) -> Value:
+    """log |gamma(x)| in f64 (C's lgamma: +inf at 0 and the negative integers, +inf at +-inf).
+
+    x > 0: Taylor series around 1 and 2 (where lgamma vanishes: relative accuracy there), the recurrence up to
+    10, Stirling's series beyond.  x < 0: the reflection ``log(pi / |x sin(pi x)|) - lgamma(-x)``, whose two
+    terms cancel next to lgamma's negative zeros (x between -2.26 and about -18): there the error is relative
+    to ``lgamma(-x)``, not to the tiny result (libdevice and CUDA state the same limitation).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    with np.errstate(all="ignore"):
+        positive = _lgamma_positive(np.where(ax > 0, ax, 1.0))
+        sin = _abs_sinpi(x)
+        # log |x sin(pi x)|; the product underflows only for a tiny |x|, where sin(pi x) is pi |x| to the last bit
+        product = ax * sin
+        log_product = np.where(product > 1e-300, np.log(product), 2 * np.log(ax) + _LOG_PI)
+        reflected = _LOG_PI - log_product - positive
+        result = np.where(x > 0, positive, reflected)
+        pole = (x <= 0) & (np.floor(x) == x)
+        result = np.where(pole | np.isinf(x), np.inf, result)
+    return np.where(np.isnan(x), x, result)
+
+
+# -- cbrt --------------------------------------------------------------------------------------------------
+_cbrt64 = np.cbrt  # the f64 root that f32's is rounded from (a name of its own, so a test can perturb it)
+
+
+def cbrt(x: Value) -> Value:
+    """The cube root; of f32 correctly rounded (f64: numpy's, within 1 ulp).
+
+    f32: the f64 root rounded to f32.  That can differ from rounding the exact root only when the f64 root lies
+    within its own error of a midpoint between two f32 values; those lanes are decided exactly, by the sign of
+    ``midpoint**3 - |x|`` in rational arithmetic (no midpoint is itself a root: its cube has over 24 bits).
+    """
+    a = np.asarray(x)
+    if a.dtype != np.float32:
+        return np.cbrt(a)
+    with np.errstate(all="ignore"):
+        wide = _cbrt64(np.abs(a).astype(np.float64))
+        near = wide.astype(np.float32)
+        below = np.where(near.astype(np.float64) > wide, np.nextafter(near, np.float32(0)), near)
+        midpoint = (below.astype(np.float64) + np.nextafter(below, np.float32(np.inf)).astype(np.float64)) / 2
+        doubtful = np.abs(wide - midpoint) <= 16 * np.spacing(wide)  # far beyond the f64 root's error
+    result = np.array(near, copy=True, ndmin=1)
+    flat_doubt = np.atleast_1d(doubtful)
+    if np.any(flat_doubt):
+        flat_a, flat_below, flat_mid = np.atleast_1d(a), np.atleast_1d(below), np.atleast_1d(midpoint)
+        for i in np.flatnonzero(flat_doubt):
+            above_root = Fraction(float(flat_mid[i])) ** 3 > Fraction(abs(float(flat_a[i])))
+            result[i] = flat_below[i] if above_root else np.nextafter(flat_below[i], np.float32(np.inf))
+    result = np.copysign(result.reshape(a.shape), a)
+    return result if a.ndim else result[()]

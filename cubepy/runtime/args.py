@@ -20,9 +20,22 @@ class _Extent3:
     y: int = 1
     z: int = 1
 
+    EXAMPLE = "(4, 2, 1)"
+
     def __attrs_post_init__(self) -> None:
-        problem = launch_shape_problem(type(self).__name__, self.as_tuple(), self.MAXIMUM, self.MINIMUM)
+        name = type(self).__name__
+        if isinstance(self.x, (tuple, list)):  # CubeCount((4, 2, 1)): the axes are separate arguments here
+            axes = ", ".join(map(repr, self.x))
+            raise LaunchError(
+                f"{name}({self.x!r}): a {type(self.x).__name__} was passed as x; {name} takes the axes as "
+                f"separate ints: {name}({axes}) ({name}(*axes) unpacks one); kernel.launch also takes the tuple "
+                f"itself as cube_count or cube_dim"
+            )
+        problem = launch_shape_problem(name, self.as_tuple(), self.MAXIMUM, self.MINIMUM)
         if problem is not None:
+            wrong = [v for v in self.as_tuple() if isinstance(v, bool) or not isinstance(v, int)]
+            if wrong:
+                problem += f" (got a {type(wrong[0]).__name__}), as in {name}{self.EXAMPLE}"
             raise LaunchError(problem)
 
     def as_tuple(self) -> tuple[int, int, int]:
@@ -41,6 +54,7 @@ class ClusterDim(_Extent3):
 
     MINIMUM = 1
     MAXIMUM = (MAX_CLUSTER_CUBES,) * 3
+    EXAMPLE = "(2, 1, 1)"
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -84,6 +98,7 @@ class CubeDim(_Extent3):
 
     MINIMUM = 1
     MAXIMUM = MAX_CUBE_DIM
+    EXAMPLE = "(32, 4, 1)"
 
 
 def _check_handle(handle: object, what: str) -> Handle:

@@ -94,7 +94,7 @@ def install_fingerprint() -> str:
     if _fingerprint is None:
         import numpy
 
-        from cubepy import __version__
+        from cubepy.version import __version__
 
         digest = sha256()
         # (attrs.__version__ is not read: it goes through importlib.metadata, ~35 ms.)
@@ -294,7 +294,7 @@ def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: st
 def _install() -> None:
     from cubepy.frontend import hooks
 
-    hooks.CACHED_COMPILE = cached_compile  # Kernel.compile consults it (see cubepy/frontend/kernel.py)
+    hooks.install(cached_compile=cached_compile)  # Kernel.compile consults it (see cubepy/frontend/kernel.py)
 
 
 _install()

@@ -13,6 +13,7 @@ import numpy as np
 
 from cubepy import config
 from cubepy.errors import CubeError, LaunchError
+from cubepy.forks import fork_safe
 from cubepy.ir.kernel import launch_shape_problem
 from cubepy.runtime import cache
 from cubepy.runtime.args import CubeCount, CubeDim
@@ -88,17 +89,28 @@ class ComputeClient:
         self.backend = backend
         self.sanitize = sanitize
         self._cache: dict[tuple, object] = {}
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())  # a child forked mid-build must not wait on it
         self.stats = {"hits": 0, "misses": 0}
         self.schedule: object | None = None  # the interp's Schedule when the client names one
 
     # -- buffers ---------------------------------------------------------------------------
     def create(self, array) -> Handle:
-        """A new buffer holding a copy of ``array`` (keeps its dtype and shape)."""
+        """A new buffer holding a copy of ``array`` (keeps its dtype and shape): numpy, a list, or any DLPack exporter."""
+        if not isinstance(array, np.ndarray) and hasattr(array, "__dlpack__"):
+            array = _host_view(array, "client.create", self.name, writable=False)
         array = np.asarray(array)
         storage = _aligned_empty(array.size, array.dtype)
         storage[...] = array.reshape(-1)
         return Handle(self, storage, array.dtype, array.shape)
+
+    def from_dlpack(self, obj) -> Handle:
+        """A handle on ``obj``'s host memory without a copy (any ``__dlpack__`` exporter): kernels write ``obj``.
+
+        The handle keeps ``obj`` alive.  Refused, naming the property: memory on another device, read-only
+        memory, layouts other than C-contiguous, element types cubepy has no name for.
+        """
+        array = _host_view(obj, "from_dlpack", self.name, writable=True)
+        return Handle(self, array.reshape(-1), array.dtype, array.shape)
 
     def empty(self, shape, dtype) -> Handle:
         """A new buffer of ``shape`` and ``dtype`` with unspecified contents."""
@@ -165,6 +177,8 @@ class ComputeClient:
             if artifact is None:
                 source = "compiled"
                 definition = kernel.define(comp_args, cube_dim, checked, contract)
+                if self.backend.name != "interp" and hasattr(kernel, "notice_build"):
+                    kernel.notice_build(definition, f"LLVM's O3 for the {self.backend.name} runtime starts now")
                 artifact = self.backend.prepare(definition)
                 if disk is not None:
                     disk[0].store(disk_key, artifact)
@@ -223,6 +237,33 @@ class ComputeClient:
 
     def __repr__(self) -> str:
         return f"ComputeClient({self.name!r})"
+
+
+def _host_view(obj, what: str, runtime: str, *, writable: bool) -> np.ndarray:
+    """A numpy array over ``obj``'s memory (DLPack, no copy), refused clearly where a host runtime cannot use it."""
+    from cubepy.runtime import dlpack
+
+    view = dlpack.from_dlpack(obj, what=what)
+    if view.device_type not in dlpack.HOST_DEVICE_TYPES:
+        raise LaunchError(
+            f"{what}: the {type(obj).__name__} is on {view.device_name}; the {runtime} runtime addresses host "
+            "memory only (move it to the CPU first, e.g. tensor.cpu(), or use cp.client('cuda'))"
+        )
+    if writable and view.read_only:
+        raise LaunchError(
+            f"{what}: the {type(obj).__name__} is read-only (its DLPack export says so); a borrowed handle may be "
+            "written by kernels: copy it with client.create(obj) instead"
+        )
+    if writable and view.strides != contiguous_strides(view.shape) and view.span:
+        raise LaunchError(
+            f"{what}: the {type(obj).__name__} of shape {view.shape} has strides {view.strides} (elements), not "
+            "C-contiguous; borrow a contiguous copy (e.g. tensor.contiguous()) or copy it with client.create(obj)"
+        )
+    array = dlpack.host_array(view)
+    if view.strides == contiguous_strides(view.shape):
+        return array[: int(np.prod(view.shape))].reshape(view.shape) if view.shape else array[:1].reshape(())
+    item = view.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(array, view.shape, tuple(s * item for s in view.strides), writeable=False)
 
 
 def _interp_client(sanitize: bool, schedule: str | None = None, seed: int | None = None) -> ComputeClient:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+from typing import Any, NoReturn
+
 import numpy as np
+
+# Runtimes whose handles hold host memory (a numpy array) that compiled code or numpy writes in place.
+HOST_RUNTIMES = frozenset({"interp", "cpu"})
+_CDATA: type = ctypes.c_int.__mro__[-2]  # ctypes' common base class, which the module does not export
 
 
 class Handle:
@@ -17,12 +24,12 @@ class Handle:
 
     def __init__(self, client, storage, dtype, shape, strides=None, offset: int = 0) -> None:
         self.client = client
-        self.storage = storage
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(s) for s in shape)
         self.strides = tuple(int(s) for s in strides) if strides is not None else contiguous_strides(self.shape)
         self.offset = int(offset)
         self.view_size: int | None = None  # a view (``handle[a:b]``) ends here, not at the allocation's end
+        self.storage = check_storage(self, storage)
 
     @property
     def size(self) -> int:
@@ -66,6 +73,29 @@ class Handle:
         """Bytes of storage from ``offset`` to the end of the allocation."""
         return self.size * self.dtype.itemsize
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the buffer without a copy (DLPack): ``torch.from_dlpack(handle)``, ``np.from_dlpack(handle)``."""
+        from cubepy.runtime import dlpack
+
+        if not isinstance(self.storage, np.ndarray):
+            raise BufferError(f"{self!r}: only host handles (interp and cpu runtimes) export DLPack today")
+        return dlpack.export(self._host_view(), stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``: a host handle's memory is CPU memory (DLPack's kDLCPU)."""
+        if not isinstance(self.storage, np.ndarray):
+            raise BufferError(f"{self!r}: only host handles (interp and cpu runtimes) export DLPack today")
+        return (1, 0)
+
+    def _host_view(self) -> np.ndarray:
+        """The buffer's elements as a numpy view of its storage (shape and strides), no copy."""
+        flat = self.storage[self.offset :]
+        if self.strides == contiguous_strides(self.shape):
+            count = int(np.prod(self.shape)) if self.shape else 1
+            return flat[:count].reshape(self.shape)
+        item = flat.itemsize
+        return np.lib.stride_tricks.as_strided(flat, self.shape, tuple(s * item for s in self.strides))
+
     def __repr__(self) -> str:
         return f"Handle(dtype={self.dtype}, shape={self.shape}, strides={self.strides})"
 
@@ -78,6 +108,90 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(int(dim), 1)
     return tuple(reversed(strides))
+
+
+def check_storage(handle: Handle, storage):
+    """``storage`` if a kernel may write it through ``handle`` (a C-contiguous array flattened to 1-D), else a
+    ``LaunchError`` naming what is wrong."""
+    shape, strides, offset = handle.shape, handle.strides, handle.offset
+    if offset < 0 or (shape and min(shape) < 0) or (strides and min(strides) < 0):
+        what = "offset" if offset < 0 else "shape" if shape and min(shape) < 0 else "strides"
+        _refuse(handle, f"negative {what}; a handle's extents, strides and offset are non-negative")
+    if len(strides) != len(shape):
+        _refuse(handle, f"{len(strides)} strides for a rank-{len(shape)} shape")
+    if type(storage) is not np.ndarray and not isinstance(storage, np.ndarray):
+        backend = getattr(getattr(handle.client, "backend", None), "name", None)
+        if backend in HOST_RUNTIMES:
+            _refuse(
+                handle,
+                f"the storage of a {backend} handle must be a numpy array, got {type(storage).__name__} "
+                f"(use client.create(array) to copy any array-like)",
+            )
+        return storage  # a device runtime's own allocation
+    flags = storage.flags
+    if not (flags.c_contiguous and flags.writeable and flags.owndata):  # else: a view, look closer
+        problem = storage_problem(storage)
+        if problem is not None:
+            _refuse(
+                handle,
+                f"its numpy storage {problem}; a kernel may only write memory it can address safely "
+                f"(use client.create(array) for a copy)",
+            )
+    if storage.dtype != handle.dtype:
+        _refuse(handle, f"its numpy storage holds {storage.dtype}, not {handle.dtype}")
+    flat = storage if storage.ndim == 1 else storage.reshape(-1)  # C-contiguous: a view, never a copy
+    end = offset + (_span(handle) if all(shape) else 0)
+    if end > flat.size:
+        _refuse(
+            handle,
+            f"reaches element {end - 1} of a storage of {flat.size} elements "
+            f"(offset + (extent - 1) * stride per axis must stay inside the storage)",
+        )
+    return flat
+
+
+def _refuse(handle: Handle, problem: str) -> NoReturn:
+    from cubepy.errors import LaunchError
+
+    raise LaunchError(
+        f"Handle(dtype={handle.dtype}, shape={handle.shape}, strides={handle.strides}, offset={handle.offset}): "
+        f"{problem}"
+    )
+
+
+def storage_problem(array: np.ndarray) -> str | None:
+    """Why a kernel may not write ``array`` in place (None: it may), in words naming the array property."""
+    if not array.flags.c_contiguous:
+        if any(stride < 0 for stride in array.strides):
+            return f"has negative strides {array.strides} (a reversed view such as a[::-1])"
+        return f"is not C-contiguous (strides {array.strides} bytes, a strided view such as a[::2])"
+    if not array.flags.writeable:
+        kind = type(_owner(array)).__name__
+        return f"is not writeable (read-only{', backed by ' + kind if kind != 'ndarray' else ''})"
+    owner = _owner(array)
+    if owner is None:
+        return "does not own its memory and keeps no reference to the object that does (it may be freed)"
+    cdata: Any = owner  # ctypes' bookkeeping attributes, which typeshed does not declare
+    if isinstance(owner, _CDATA) and not cdata._b_needsfree_ and cdata._b_base_ is None and not cdata._objects:
+        return "does not own its memory and is not kept alive (a ctypes object made by from_address)"
+    return None
+
+
+def _owner(array: np.ndarray) -> object:
+    """The object at the end of ``array``'s base chain (an array that owns its data, a buffer object, ...);
+    None when nothing there owns or keeps the memory."""
+    current: object = array
+    while True:
+        if isinstance(current, np.ndarray):
+            if current.flags.owndata:
+                return current
+            if current.base is None:
+                return None
+            current = current.base
+        elif isinstance(current, memoryview):
+            current = current.obj
+        else:
+            return current
 
 
 def _span(handle: Handle) -> int:

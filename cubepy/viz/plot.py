@@ -11,6 +11,8 @@ __all__ = ["render_file"]
 
 HATCHES = {1: "////", 2: "....", 3: "xxxx", 4: "\\\\\\\\"}
 CELL_H = 0.3  # inches per grid row
+DPI = 150
+MAX_PIXELS = 3000  # the longest side of a PNG, about
 FONT = 7
 
 
@@ -136,5 +138,7 @@ def render_file(picture: Picture, path: str | os.PathLike) -> str:
     if directory:
         os.makedirs(directory, exist_ok=True)
     metadata = {"Date": None} if ext == ".svg" else None  # no timestamp: the same picture, the same bytes
-    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
+    # A PNG stays under MAX_PIXELS a side: a huge grid is drawn smaller rather than thousands of pixels wide.
+    dpi = min(DPI, MAX_PIXELS / max(fig_w, fig_h))
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=metadata)
     return path

@@ -25,6 +25,9 @@ MAX_PANELS = 4
 CONTEXT = 2  # tensor cells shown around a box inside a large tensor
 SMALL = 16  # a dimension up to this size is shown whole
 PERIOD_LINES = {"32B": 2, "64B": 4, "128B": 8}  # 128-byte lines before a swizzle pattern repeats
+MAX_COLS = 32  # widest grid drawn element by element (a wider box is drawn in 16-byte chunks or cut)
+MAX_ROWS = 64
+MAX_COLOURS = 12  # box rows coloured apart at most
 
 
 def tensor_map_picture(tm: Any, **coords: Any) -> Picture:
@@ -73,23 +76,28 @@ def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
     fill = _fill_name(tm)
     filled = ~valid
 
-    # Shared-memory panel: the box's linear image, outer dimensions stacked as rows.
+    # Shared-memory panel: the box's linear image, outer dimensions stacked as rows; as 16-byte chunks
+    # where they lie after the swizzle (or when a row is too wide to draw element by element).
     cols = counts[-1]
     rows = len(sources) // cols
-    smem = Panel.empty(
-        f"shared memory box ({rows} x {cols} elements, before any swizzle)",
-        rows,
-        cols,
-        x_label="element in the box's inner row",
-        y_label="box row",
-        group_names={LOADED: "copied from the tensor"},
-        mark_names={FILLED: f"outside the tensor: {fill} fill"},
-    )
-    for k, (src, ok) in enumerate(zip(sources.tolist(), valid.tolist())):
-        r, c = divmod(k, cols)
-        smem.labels[r][c] = ",".join(map(str, src))
-        smem.groups[r, c] = LOADED if ok else -1
-        smem.marks[r, c] = 0 if ok else FILLED
+    if tm.swizzle == "none" and cols <= MAX_COLS:
+        smem = Panel.empty(
+            f"shared memory box ({rows} x {cols} elements, no swizzle)",
+            rows,
+            cols,
+            x_label="element in the box's inner row",
+            y_label="box row",
+            group_names={LOADED: "copied from the tensor"},
+            mark_names={FILLED: f"outside the tensor: {fill} fill"},
+        )
+        for k, (src, ok) in enumerate(zip(sources.tolist(), valid.tolist())):
+            r, c = divmod(k, cols)
+            smem.labels[r][c] = ",".join(map(str, src))
+            smem.groups[r, c] = LOADED if ok else -1
+            smem.marks[r, c] = 0 if ok else FILLED
+        chunk_notes: list[str] = []
+    else:
+        smem, chunk_notes = _smem_chunks(tm, valid, cols, fill)
 
     # Global panels: the innermost two dimensions, one panel per outer index the box touches.
     index_of = {tuple(src): k for k, src in enumerate(sources.tolist())}
@@ -100,6 +108,11 @@ def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
     c_lo, c_hi = int(sources[:, -1].min()), int(sources[:, -1].max()) + strides[-1] - 1
     r_range = _window(r_lo, r_hi, shape[-2]) if rank > 1 else range(1)
     c_range = _window(c_lo, c_hi, shape[-1])
+    c_drawn = len(c_range)
+    if c_drawn > MAX_COLS:  # a wide box: draw its first columns (a PNG thousands of pixels wide helps no one)
+        c_range = range(c_range.start, c_range.start + MAX_COLS)
+    if len(r_range) > MAX_ROWS:
+        r_range = range(r_range.start, r_range.start + MAX_ROWS)
     for key in outer_keys[:MAX_PANELS]:
         outer_in = all(0 <= k < d for k, d in zip(key, shape[:-2]))
         name = f"tensor[{', '.join(map(str, key))}, :, :]" if key else "global tensor"
@@ -144,12 +157,66 @@ def tiled_picture(tm: Any, coords: Sequence[int] | None = None) -> Picture:
     ]
     if len(outer_keys) > MAX_PANELS:
         notes.append(f"the box spans {len(outer_keys)} outer slices; the first {MAX_PANELS} are drawn")
-    if tm.swizzle != "none":
-        notes.append(f"shared memory holds this image with the {tm.swizzle} swizzle: see show({tm.swizzle!r})")
+    if c_drawn > MAX_COLS:
+        notes.append(
+            f"the tensor panel draws columns {c_range.start}..{c_range.stop - 1} of {c_range.start}.."
+            f"{c_range.start + c_drawn - 1}; data['sources'] has every element"
+        )
+    notes += chunk_notes
     data = {"coords": coords, "sources": sources, "filled": filled.reshape(counts), "box_shape": tuple(counts)}
     return Picture(
         f"TMA tile copy of a {'x'.join(map(str, shape))} {tm.dtype_name} tensor", [*panels, smem], notes, data
     )
+
+
+def _smem_chunks(tm: Any, valid: np.ndarray, cols: int, fill: str) -> tuple[Panel, list[str]]:
+    """The box in shared memory as 128-byte lines of 16-byte chunks, each where the swizzle stores it."""
+    item = np.dtype(tm.dtype).itemsize
+    row_bytes = cols * item
+    nbytes = valid.size * item
+    chunks = -(-nbytes // 16)
+    logical = np.arange(chunks, dtype=np.int64) * 16
+    # Offsets from a destination aligned to the pattern's repeat (as TMA requires for a swizzled box).
+    physical = logical if tm.swizzle == "none" else tma.swizzle_addresses(logical, tm.swizzle)
+    lines = -(-chunks // 8)
+    drawn = min(lines, MAX_ROWS)
+    how = "no swizzle" if tm.swizzle == "none" else f"the {tm.swizzle} swizzle"
+    row_chunks = -(-row_bytes // 16)
+    box_rows = -(-nbytes // row_bytes)
+    # Colour by chunk when a box row fits a 128-byte line (the swizzle's permutation shows); else by box row.
+    by_chunk = row_chunks <= 8
+    if by_chunk:
+        names = {c: f"chunk {c} of a box row" for c in range(row_chunks)}
+    else:
+        names = {r: f"box row {r}" for r in range(box_rows)} if box_rows <= MAX_COLOURS else {}
+    panel = Panel.empty(
+        f"shared memory with {how}: 16-byte chunks (label: box row.chunk)",
+        drawn,
+        min(8, chunks),
+        x_label="16-byte chunk in the 128-byte line",
+        y_label="128-byte line",
+        group_names=names,
+        mark_names={FILLED: f"holds {fill} fill (elements outside the tensor)"},
+    )
+    per_chunk = max(1, 16 // item)
+    filled = ~valid
+    for q in range(chunks):
+        line, col = divmod(int(physical[q]) // 16, 8)
+        if line >= drawn:
+            continue
+        byte = q * 16
+        box_row, chunk = byte // row_bytes, (byte % row_bytes) // 16
+        panel.labels[line][col] = f"{box_row}.{chunk}"
+        panel.groups[line, col] = chunk if by_chunk else (box_row if names else 0)
+        panel.marks[line, col] = FILLED if filled[q * per_chunk : (q + 1) * per_chunk].any() else 0
+    notes = [
+        f"shared memory: box row r is bytes {row_bytes}*r.. of the box; chunk c of it holds elements "
+        f"{per_chunk}*c..{per_chunk}*c+{per_chunk - 1} of that row"
+        + ("" if tm.swizzle == "none" else f"; show({tm.swizzle!r}) explains the permutation")
+    ]
+    if drawn < lines:
+        notes.append(f"shared memory: the first {drawn} of {lines} lines are drawn")
+    return panel, notes
 
 
 def _in_span(pos: tuple[int, ...], sources: np.ndarray, strides: Sequence[int]) -> bool:

@@ -28,6 +28,7 @@ def test_compiled_kernel_has_every_form():
         "contract",
         "dead_code",
         "plane_uniform",
+        "bounds",
     ]
 
 
@@ -83,9 +84,11 @@ def test_dump_writes_every_stage(tmp_path):
     compile_definition(vector_add(F32), dump=("ir", "passes", "llvm", "ptx", "resources"), dump_dir=tmp_path)
     names = sorted(p.name for p in (tmp_path / "vector_add").iterdir())
     assert names[:5] == ["00-input.ir", "01-checked_io.ir", "02-fold_constants.ir", "03-contract.ir", "04-dead_code.ir"]
-    assert {"kernel.ir", "llvm.ll", "llvm.opt.ll", "kernel.ptx", "resources.txt"} <= set(names)
+    assert {"kernel.ir", "llvm.sm_90a.ll", "llvm.sm_90a.opt.ll", "kernel.sm_90a.ptx", "resources.sm_90a.txt"} <= set(
+        names
+    )
     assert not any(name.endswith(".tmp") for name in names)
-    assert (tmp_path / "vector_add" / "kernel.ptx").read_text() == compiled.ptx
+    assert (tmp_path / "vector_add" / "kernel.sm_90a.ptx").read_text() == compiled.ptx
 
 
 def test_dump_rejects_unknown_stages(tmp_path):

@@ -312,7 +312,8 @@ FLOAT_UNARY = {
     "round": np.rint,
     "sqrt": np.sqrt,
     "recip": lambda x: np.divide(np.ones_like(x), x),
-    "rsqrt": lambda x: np.divide(np.ones_like(x), np.sqrt(x)),
+    # f16/bf16 compute in f32 and round once, as the interp does (two roundings in the half type differ)
+    "rsqrt": lambda x: np.divide(1.0, np.sqrt(x.astype(np.float32) if x.dtype.itemsize == 2 else x)).astype(x.dtype),
 }
 
 

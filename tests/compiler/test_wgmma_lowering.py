@@ -111,3 +111,56 @@ def test_the_cpu_runtime_gives_the_interps_bits(name, a_in_registers):
         results.append(client.read(out))
     assert np.any(results[0] != 0)
     np.testing.assert_array_equal(results[1], results[0])
+
+
+def transposed_kernel(name: str, major_a: str, major_b: str, a_in_registers: bool):
+    """One m64n64k16 wgmma on 128B-swizzled tiles with the given major orders."""
+    elem = INPUTS[name]
+
+    @cube(launch=True)
+    def transposed(tile_in: Array[elem], out: Array[f32]):
+        tile = SharedMemory[elem](64 * 64, alignment=1024)
+        for i in range(UNIT_POS, 64 * 64, 128):
+            tile[i] = tile_in[i]
+        cp.sync_cube()
+        acc = LocalArray[f32](32)
+        desc = cp.wgmma_descriptor(tile, 8192, 1024, "128B")
+        cp.wgmma_fence()
+        if a_in_registers:
+            a_frag = LocalArray[elem](8)
+            for i in cp.unroll(range(8)):
+                a_frag[i] = tile_in[UNIT_POS * 8 + i]
+            cp.wgmma_fence()
+            cp.wgmma_mma_async(acc, a_frag, desc, shape=(64, 64, 16), elem=elem, scale_d=False, major_b=major_b)
+        else:
+            cp.wgmma_mma_async(
+                acc, desc, desc, shape=(64, 64, 16), elem=elem, scale_d=False, major_a=major_a, major_b=major_b
+            )
+        cp.wgmma_commit_group()
+        cp.wgmma_wait_group(0)
+        for i in cp.unroll(range(32)):
+            out[UNIT_POS * 32 + i] = acc[i]
+
+    return transposed
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("name", ["f16", "bf16"])
+@pytest.mark.parametrize(
+    "majors, a_in_registers, tail",
+    [
+        (("MN", "MN"), False, "p, 1, 1, 1, 1;"),
+        (("K", "MN"), False, "p, 1, 1, 0, 1;"),
+        (("MN", "K"), False, "p, 1, 1, 1, 0;"),
+        (("K", "MN"), True, "p, 1, 1, 1;"),
+    ],
+)
+def test_mn_major_tiles_set_the_transpose_immediates(name, majors, a_in_registers, tail):
+    kernel = transposed_kernel(name, *majors, a_in_registers)
+    compiled = kernel.compile(
+        cp.CubeDim(128), cp.BufferCompilationArg(INPUTS[name], 1), cp.BufferCompilationArg(f32, 1), target="sm_90a"
+    )
+    line = next(line for line in compiled.ptx.splitlines() if "wgmma.mma_async" in line)
+    assert f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{name}.{name}" in line
+    assert line.rstrip().endswith(tail), line
+    assert compiled.cubin  # ptxas accepted it for sm_90a

@@ -77,8 +77,9 @@ def test_with_and_without_multicast_across_the_cluster(cluster_m, options):
     ("config", "blocks"),
     [
         (WgmmaGemmConfig(), (2, 2)),  # 128 x 128 blocks, two consumer warpgroups, B multicast to 2 cubes
-        (WgmmaGemmConfig(consumers=2, tile_n=256, cluster_m=1, stages=2), (1, 2)),
-        (WgmmaGemmConfig(consumers=1, tile_n=128, cluster_m=4, stages=3), (2, 4)),
+        # the wider shapes take seconds each on the interp: the slow tier runs them
+        pytest.param(WgmmaGemmConfig(consumers=2, tile_n=256, cluster_m=1, stages=2), (1, 2), marks=pytest.mark.slow),
+        pytest.param(WgmmaGemmConfig(consumers=1, tile_n=128, cluster_m=4, stages=3), (2, 4), marks=pytest.mark.slow),
     ],
     ids=["default", "128x256", "64x128-cluster4"],
 )

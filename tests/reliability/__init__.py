@@ -2,7 +2,7 @@
 
 - ``test_sanitizer``: deliberately buggy kernels, each flagged with the right kind, unit, index and line;
   ``test_sanitizer_no_false_alarms``: their correct twins, which run without a report.
-- ``test_fuzz`` (+ ``cubepy.testing_fuzz``): random kernels on the interp against numpy, compiled to a
+- ``test_fuzz`` (+ ``cubepy.testing.fuzz``): random kernels on the interp against numpy, compiled to a
   cubin too; ``CUBEPY_FUZZ_EXAMPLES=N`` for a long run.
 - ``test_bad_inputs``: a table of bad kernels and launch arguments, each with an actionable error.
 - ``test_concurrency``: threads on one client, processes on one cache folder.

@@ -20,5 +20,6 @@ def launch_kernel(kernel, extra: str | None, client) -> None:
         source = client.create(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))
         args.insert(0, cp.TensorMapArg.tiled(cp.TensorArg(source), (16, 16)))
     launch = kernel.launch_unchecked if hasattr(kernel, "launch_unchecked") else kernel.launch
-    units = 128 if kernel.name == "wgmma_read_before_its_wait" else 64  # wgmma needs a whole warpgroup
+    whole = ("wgmma_read_before_its_wait", "wgmma_operand_overwritten")
+    units = 128 if kernel.name in whole else 64  # wgmma needs a whole warpgroup
     launch(client, cp.CubeCount(2), cp.CubeDim(units), *args)

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cubepy as cp
-from cubepy import testing_fuzz as fz
-from cubepy import testing_fuzz_control as fc
 from cubepy.compiler import ptxas
+from cubepy.testing import fuzz as fz
+from cubepy.testing import fuzz_control as fc
 
 EXAMPLES = int(os.environ.get("CUBEPY_FUZZ_EXAMPLES", "30"))
 LONG = int(os.environ.get("CUBEPY_FUZZ_LONG", "2000"))

@@ -282,6 +282,22 @@ def wgmma_read_before_its_wait(out: Array[f32]):  # launched with 128 units: one
 
 
 @cube(launch=True)
+def wgmma_operand_overwritten(out: Array[f32]):  # launched with 128 units: one warpgroup
+    tile = cp.SharedMemory[cp.f16](64 * 16, alignment=1024)
+    for i in range(UNIT_POS, 64 * 16, 128):
+        tile[i] = cp.f16(1)
+    cp.sync_cube()
+    acc = cp.LocalArray[f32](4)
+    desc = cp.wgmma_descriptor(tile, 128, 256)
+    cp.wgmma_mma_async(acc, desc, desc, shape=(64, 8, 16), elem=cp.f16, scale_d=False)
+    cp.wgmma_commit_group()
+    tile[UNIT_POS] = cp.f16(2)  # BUG: the wgmma may still read the tile until its wait
+    cp.wgmma_wait_group(0)
+    if UNIT_POS < 64:
+        out[UNIT_POS] = acc[0]
+
+
+@cube(launch=True)
 def tma_stage_read_before_its_wait(tmap: TensorMap[f32], out: Array[f32]):
     bar = cp.Barrier.shared(1, UNIT_POS == 0)
     stage = cp.SharedMemory.aligned(f32, 256, 128)
@@ -306,6 +322,34 @@ def tma_reload_while_others_read(tmap: TensorMap[f32], out: Array[f32]):
         bar.arrive_and_expect_tx(1, 1024)
     bar.wait_parity(1)
     out[UNIT_POS] = first + stage[UNIT_POS]
+
+
+@cube(launch=True)
+def async_copy_read_before_its_wait(inp: Array[f32], out: Array[f32]):
+    stage = cp.SharedMemory[f32](64)
+    if UNIT_POS < 16:
+        cp.memcpy_async(inp[UNIT_POS * 4 : UNIT_POS * 4 + 4], stage[UNIT_POS * 4 : UNIT_POS * 4 + 4])
+    cp.async_commit_group()
+    out[UNIT_POS] = stage[UNIT_POS]  # BUG: read before the async_wait_group that covers the copy
+    cp.async_wait_group(0)
+
+
+@cube(launch=True)
+def async_copy_from_misaligned_source(inp: Array[f32], out: Array[f32]):
+    stage = cp.SharedMemory[f32](64)
+    start = UNIT_POS % 1 + 1
+    if UNIT_POS == 0:
+        cp.memcpy_async(inp[start : start + 4], stage[0:4])  # BUG: a 16-byte copy from byte offset 4
+    cp.async_commit_group()
+    cp.async_wait_group(0)
+    out[UNIT_POS] = f32(0)
+
+
+@cube(launch=True)
+def spin_on_a_value_nobody_changes(inp: Array[f32], out: Array[f32]):
+    while inp[0] > f32(0.0):  # BUG: nothing ever clears inp[0]: every unit spins forever
+        pass
+    out[UNIT_POS] = f32(1)
 
 
 BUGGY = [
@@ -335,12 +379,16 @@ BUGGY = [
     (range_with_a_zero_step, SanitizerKind.ZERO_RANGE_STEP, None, "range() step is zero"),
     (wgmma_by_half_a_warpgroup, SanitizerKind.WGMMA_MISUSE, None, "not a multiple of 128"),
     (wgmma_read_before_its_wait, SanitizerKind.WGMMA_PENDING_READ, None, "has not completed"),
+    (wgmma_operand_overwritten, SanitizerKind.WGMMA_OPERAND_OVERWRITE, None, "may still read"),
     (tma_stage_read_before_its_wait, SanitizerKind.TMA_UNCOVERED_ACCESS, TENSOR_MAP, "test_sanitizer.py:"),
     (tma_reload_while_others_read, SanitizerKind.TMA_STAGE_REUSE, TENSOR_MAP, "read at "),
     (tma_store_without_proxy_fence, SanitizerKind.MISSING_PROXY_FENCE, TENSOR_MAP, "shared memory"),
     (first_wait_on_a_fresh_barrier_with_parity_zero, SanitizerKind.WRONG_PARITY, None, "waits for phase 0"),
     (expects_more_bytes_than_ptx_counts, SanitizerKind.TX_COUNT_RANGE, None, "1048576 bytes"),
     (named_barrier_id_past_fifteen, SanitizerKind.NAMED_BARRIER_MISUSE, None, "named barrier id 16"),
+    (async_copy_read_before_its_wait, SanitizerKind.ASYNC_COPY_UNCOVERED, INPUT, "the cp.async copy at "),
+    (async_copy_from_misaligned_source, SanitizerKind.ASYNC_COPY_MISUSE, INPUT, "16-byte aligned"),
+    (spin_on_a_value_nobody_changes, SanitizerKind.LIVELOCK, INPUT, "livelock: "),
     (
         checked_read_past_end,
         SanitizerKind.OUT_OF_BOUNDS,

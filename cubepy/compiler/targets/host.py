@@ -38,6 +38,28 @@ import llvmlite.ir as ir
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_sync import PLANE_SIZE
+from cubepy.compiler.targets.host_abi import (  # the cube context's layout and where memories live
+    AT_BARRIER,
+    AT_MBARRIER,
+    AT_PLANE,
+    CTX_EPOCH,
+    CTX_FAULT,
+    CTX_FRAMES,
+    CTX_MASK,
+    CTX_NCTAID,
+    CTX_PUBLISH,
+    CTX_SHARED,
+    CTX_SITE,
+    CTX_SNAPSHOT,
+    CTX_STATE,
+    DONE,
+    FRAME_ALIGN,
+    NAMED_KEY,
+    SHARED_ALIGN,
+    frame_allocator,
+    heap_locals,
+    shared_layout,
+)
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.ops import OpTable
 
@@ -46,23 +68,6 @@ if TYPE_CHECKING:
     from cubepy.compiler.targets.host_fission import CubeLoops
     from cubepy.ir import Instruction, KernelDefinition, Scope, Variable
     from cubepy.ir.ops import Operation
-
-# The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
-CTX_SHARED, CTX_STATE, CTX_SITE, CTX_MASK, CTX_PUBLISH, CTX_SNAPSHOT, CTX_HANDLES = 0, 8, 16, 24, 32, 40, 48
-CTX_CTAID, CTX_NCTAID = 56, 68
-# Barrier-state changes so far (i32, the driver re-tests waiting units after one); the cube's fault: 0, or
-# 1 + the unit found deadlocked at an mbarrier wait, or -1 when an emulated operation raised (i32).
-CTX_EPOCH, CTX_FAULT = 80, 84
-# The per-unit coroutine frames (ptr per unit, null until the unit's first cube allocates it): a worker reuses
-# them cube after cube instead of an aligned_alloc/free pair per unit per cube; the runtime frees them.
-CTX_FRAMES = 88
-CTX_BYTES = 96
-RUNNABLE, AT_BARRIER, AT_PLANE, DONE, AT_MBARRIER = 0, 1, 2, 3, 4
-BARRIER_ROW_BYTES = 40  # an mbarrier's emulated state (cubepy.runtime.interp.mbarrier.ROW_BYTES)
-NAMED_ROW_BYTES = 24  # a named barrier's state: units arrived, units expected, generation (i64 each)
-DRIVER_NAME = "cubepy_run_cubes"
-SHARED_ALIGN = 64
-FRAME_ALIGN = 64
 
 UNSUPPORTED: dict[type, str] = {
     # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
@@ -80,25 +85,23 @@ class HostOpTable(OpTable):
     Filled on first use from the LLVM table, so the completeness test walks the cpu back end too.
     """
 
-    def load(self) -> OpTable:
-        """Copy the LLVM lowering's implementations and declare the host's unsupported operations (once)."""
-        if not self._loaded:
-            self._loaded = True
-            from cubepy.compiler.lower import LLVM
-            from cubepy.compiler.targets.host_async import HOST_LOWERINGS
-            from cubepy.compiler.targets.host_mma import HOST_MMA_LOWERINGS
+    def _fill(self) -> None:
+        """Copy the LLVM lowering's implementations and declare the host's unsupported operations."""
+        from cubepy.compiler.lower import LLVM
+        from cubepy.compiler.targets.host_async import HOST_LOWERINGS
+        from cubepy.compiler.targets.host_async_copy import HOST_ASYNC_COPY_LOWERINGS
+        from cubepy.compiler.targets.host_mma import HOST_MMA_LOWERINGS
 
-            host_lowerings = {**HOST_LOWERINGS, **HOST_MMA_LOWERINGS}
-            for cls, implementation in LLVM.load().implementations.items():
-                if cls in host_lowerings:
-                    self.implementations[cls] = host_lowerings[cls]
-                elif cls in UNSUPPORTED:
-                    self.unsupported(cls, reason=UNSUPPORTED[cls])
-                else:
-                    self.implementations[cls] = implementation
-            for cls, reason in LLVM.unsupported_reasons.items():
-                self.unsupported_reasons.setdefault(cls, reason)
-        return self
+        host_lowerings = {**HOST_LOWERINGS, **HOST_MMA_LOWERINGS, **HOST_ASYNC_COPY_LOWERINGS}
+        for cls, implementation in LLVM.load().implementations.items():
+            if cls in host_lowerings:
+                self.implementations[cls] = host_lowerings[cls]
+            elif cls in UNSUPPORTED:
+                self.unsupported(cls, reason=UNSUPPORTED[cls])
+            else:
+                self.implementations[cls] = implementation
+        for cls, reason in LLVM.unsupported_reasons.items():
+            self.unsupported_reasons.setdefault(cls, reason)
 
 
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
@@ -165,56 +168,6 @@ def _waits_only_at_split_points(definition: KernelDefinition) -> bool:
     )
 
 
-def frame_allocator(module: ir.Module) -> ir.Function:
-    """``ptr cubepy.frame(ptr slot, i64 bytes)``: the frame in ``*slot``, allocated on the slot's first use.
-
-    A function of its own so that the coroutine's entry block keeps no branch (its allocas stay there)."""
-    existing = module.globals.get("cubepy.frame")
-    if existing is not None:
-        return existing
-    fn = ir.Function(module, ir.FunctionType(PTR, [PTR, I64]), "cubepy.frame")
-    fn.linkage = "internal"
-    slot, size = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    cached = b.load(slot, typ=PTR, name="cached")
-    fresh, done = fn.append_basic_block("fresh"), fn.append_basic_block("done")
-    b.cbranch(b.icmp_unsigned("==", cached, ir.Constant(PTR, None)), fresh, done)
-    b.position_at_end(fresh)
-    allocate = module.globals.get("aligned_alloc") or ir.Function(
-        module, ir.FunctionType(PTR, [I64, I64]), "aligned_alloc"
-    )
-    memory = b.call(allocate, [ir.Constant(I64, FRAME_ALIGN), size])
-    b.store(memory, slot)
-    b.branch(done)
-    b.position_at_end(done)
-    result = b.phi(PTR)
-    result.add_incoming(cached, b.function.blocks[0])
-    result.add_incoming(memory, fresh)
-    b.ret(result)
-    return fn
-
-
-NAMED_KEY = (VarKind.BARRIER, -1)  # the named barriers' rows in ``shared_layout``
-
-
-def shared_layout(definition: KernelDefinition, lw: KernelLowering) -> tuple[dict[tuple[VarKind, int], int], int]:
-    """Byte offset of every shared memory and mbarrier state row in the cube's shared block, and the block's size.
-
-    The barrier rows come last, one after another (the driver zeroes them when a cube starts), then, in a
-    kernel with named barriers, their 16 rows (key ``NAMED_KEY``)."""
-    offsets, end = lw._shared_layout()
-    placed = {(VarKind.SHARED, var_id): offset for var_id, offset in offsets.items()}
-    end = -(-end // 8) * 8
-    for var in definition.barriers:
-        placed[(VarKind.BARRIER, var.id)] = end
-        end += BARRIER_ROW_BYTES
-    named = (ops.NamedBarrierSync, ops.NamedBarrierArrive)
-    if any(isinstance(inst.operation, named) for inst in walk(definition.body)):
-        placed[NAMED_KEY] = end
-        end += ops.NAMED_BARRIERS * NAMED_ROW_BYTES
-    return placed, end
-
-
 class HostTarget:
     """Lowers for the host CPU (``triple``/``data_layout`` of llvmlite's default target machine)."""
 
@@ -241,6 +194,9 @@ class HostTarget:
         if self.fission is not None:
             self.suspends = frozenset()
         self.coroutine = bool(self.suspends)
+        # A fission plan keeps every local array in its per-unit frame (heap) already.
+        self.heap_locals, self.scratch_bytes = heap_locals(definition) if self.fission is None else ({}, 0)
+        self.scratch: ir.Value | None = None
         self.cube_loops: CubeLoops | None = None
         self.tid: tuple[ir.Value, ir.Value, ir.Value] | None = None  # in a loop over units: its x, y, z
         self.shared_bytes = 0
@@ -322,6 +278,9 @@ class HostTarget:
         block = fn.args[6] if self.fission is not None else self._ctx_load(b, CTX_SHARED, PTR, "shared_block")
         self.shared = b.addrspacecast(block, lt.SHARED_PTR)
         if not self.coroutine:
+            if self.scratch_bytes:  # units run one after another on this thread: they share one scratch
+                frames = self._ctx_load(b, CTX_FRAMES, PTR, "frames")
+                self.scratch = b.call(frame_allocator(lw.module), [frames, ir.Constant(I64, self.scratch_bytes)])
             return
         unit64 = b.zext(unit, I64)
         self.state = b.gep(self._ctx_load(b, CTX_STATE, PTR, "states"), [unit64], source_etype=I32)
@@ -339,7 +298,11 @@ class HostTarget:
         # The frame holds vector spills (32-byte aligned stores): malloc's 16 bytes are not enough.
         rounded = b.and_(b.add(size, ir.Constant(I64, FRAME_ALIGN - 1)), ir.Constant(I64, -FRAME_ALIGN))
         frames = self._ctx_load(b, CTX_FRAMES, PTR, "frames")
-        memory = b.call(frame_allocator(lw.module), [b.gep(frames, [unit64], source_etype=PTR), rounded])
+        # A unit's heap scratch (large local arrays) follows its coroutine frame in the same allocation.
+        frame_and_scratch = b.add(rounded, ir.Constant(I64, self.scratch_bytes)) if self.scratch_bytes else rounded
+        memory = b.call(frame_allocator(lw.module), [b.gep(frames, [unit64], source_etype=PTR), frame_and_scratch])
+        if self.scratch_bytes:
+            self.scratch = b.gep(memory, [rounded], source_etype=I8, name="scratch")
         self.handle = lw.call_in(b, "llvm.coro.begin", PTR, [self.coro_id, memory])
         self._ret_block = fn.append_basic_block("coro.ret")
         self._cleanup_block = fn.append_basic_block("coro.cleanup")
@@ -394,7 +357,10 @@ class HostTarget:
                 self.shared, [ir.Constant(I64, offset)], source_etype=I8, name=f"{key[0].value}{key[1]}"
             )
         for var in lw.definition.local_arrays:
-            if self.fission is None:  # else each unit's array is in the frame
+            if var.id in self.heap_locals:
+                offset = ir.Constant(I64, self.heap_locals[var.id])
+                lw.memories[(VarKind.LOCAL_ARRAY, var.id)] = b.gep(self.scratch, [offset], source_etype=I8)
+            elif self.fission is None:  # else each unit's array is in the frame
                 lw.local_array(var)
 
     def special_register(self, lw: KernelLowering, name: str) -> ir.Value:
@@ -555,6 +521,18 @@ class HostTarget:
         return math_call(lw, name, ret, args, vector_ldexp=self.vector_ldexp)
 
     # -- the end of a unit ---------------------------------------------------------------------------
+    def poll_cancel(self, lw: KernelLowering) -> None:
+        """At a ``loop`` back-edge: leave the unit once the runtime set the cube context's fault word (Ctrl-C).
+
+        An atomic load, so that LLVM reads it at every iteration; ``for`` loops do not poll (it would stop
+        their vectorization), and the driver tests the same word before every cube.
+        """
+        b = lw.builder
+        word = b.gep(b.function.args[1], [ir.Constant(I64, CTX_FAULT)], source_etype=I8)
+        fault = b.load_atomic(word, "monotonic", 4, typ=I32)
+        with b.if_then(b.icmp_signed("!=", fault, ir.Constant(I32, 0)), likely=False):
+            self.emit_return(lw)
+
     def emit_return(self, lw: KernelLowering) -> None:
         """Plain: ``ret``; coroutine: go to the final suspend; in a loop over units: end that unit's stretch."""
         if self.cube_loops is not None and self.cube_loops.next_unit is not None:

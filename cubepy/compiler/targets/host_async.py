@@ -184,7 +184,7 @@ def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None
 
 
 def _named_operands(lw: KernelLowering, inst: Instruction) -> tuple[list[ir.Value], dict]:
-    from cubepy.compiler.targets.host import NAMED_KEY
+    from cubepy.compiler.targets.host_abi import NAMED_KEY
 
     op = cast("ops.NamedBarrierSync | ops.NamedBarrierArrive", inst.operation)
     target: HostTarget = lw.target  # type: ignore[assignment]

@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_sync import PLANE_SIZE
-from cubepy.compiler.targets.host import (
+from cubepy.compiler.targets.host_abi import (
     AT_BARRIER,
     AT_MBARRIER,
     AT_PLANE,
@@ -186,7 +186,8 @@ def emit_driver(
             _schedule(run, suspends)
 
     def run_unless_failed(linear: ir.Value) -> None:
-        healthy = b.icmp_signed("==", b.load(ctx(CTX_FAULT), typ=I32), _const(0))
+        fault = b.load_atomic(ctx(CTX_FAULT), "monotonic", 4, typ=I32)  # set by another thread on Ctrl-C
+        healthy = b.icmp_signed("==", fault, _const(0))
         e.when(healthy, lambda: run_cube(linear))
 
     e.loop(first, last, run_unless_failed)

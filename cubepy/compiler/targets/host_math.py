@@ -1,7 +1,8 @@
 """The host target's math: libdevice's functions as C library calls, and ``exp`` of f32 as inline arithmetic.
 
-A libdevice name becomes the C library's (``__nv_sinf`` -> ``sinf``); ``powi`` and ``rhypot``, which the C
-library lacks, are composed from ``pow`` and ``hypot``.
+A libdevice function becomes the C library's that the operation's record names (``OpRecord.c_library``:
+``__nv_sinf`` -> ``sinf``); ``powi`` and ``rhypot``, which the C library lacks (a record with ``libdevice``
+and no ``c_library``), are composed from ``pow`` and ``hypot`` here (``COMPOSED``).
 
 A call of ``expf`` stops LLVM's loop vectorizer (the C library has no vector form it knows of here), so ``exp``
 on f32 (and on f16/bf16, computed through f32) is arithmetic, in f32 so that a 512-bit register holds 16
@@ -19,11 +20,14 @@ the speed: the exponential was three quarters of a row softmax's time.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.errors import CompileError
+from cubepy.ir.ops import all_operations
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -43,6 +47,17 @@ EXP_TAIL = tuple(
 )
 
 
+# libdevice base names the C library lacks, composed by ``math_call`` (the records name no ``c_library``).
+COMPOSED = frozenset({"powi", "rhypot"})
+
+
+@functools.cache
+def c_functions() -> dict[str, str]:
+    """libdevice's function name -> the C library's (``__nv_sinf`` -> ``sinf``, ``__nv_sin`` -> ``sin``)."""
+    names = {r.libdevice: r.c_library for r in (cls.RECORD for cls in all_operations()) if r.c_library}
+    return {f"__nv_{base}{suffix}": f"{c}{suffix}" for base, c in names.items() for suffix in ("f", "")}
+
+
 def math_call(
     lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value], *, vector_ldexp: bool = False
 ) -> ir.Value:
@@ -59,7 +74,10 @@ def math_call(
         return lw.call("powf" if single else "pow", ret, [args[0], exponent])
     if name in ("__nv_rhypotf", "__nv_rhypot"):
         return b.fdiv(ir.Constant(ret, 1.0), lw.call("hypotf" if single else "hypot", ret, args))
-    return lw.call(name.removeprefix("__nv_"), ret, args)
+    c_name = c_functions().get(name)
+    if c_name is None:
+        raise CompileError(f"the host target has no C library function for libdevice's {name}")
+    return lw.call(c_name, ret, args)
 
 
 def expf(lw: KernelLowering, x: ir.Value, *, vector_ldexp: bool = False) -> ir.Value:

@@ -1,7 +1,8 @@
 """IR operations, one module per family; every class carries its ``OpRecord`` (see ``record.py``)."""
 
-from cubepy.ir.ops import arith, branch, cluster, cmma, debug, memory, mma, plane, sync, tma, wgmma
+from cubepy.ir.ops import arith, async_copy, branch, cluster, cmma, debug, memory, mma, plane, sync, tma, wgmma
 from cubepy.ir.ops.arith import *  # noqa: F403  (Unary/Binary/Compare members Exp ... Ge; Fma, Cast ...)
+from cubepy.ir.ops.async_copy import *  # noqa: F403  (cp.async: AsyncCopy, AsyncCommitGroup, AsyncWaitGroup)
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.ops.branch import BRANCH_OPS, Break, Continue, If, IfElse, Loop, RangeLoop, Return, Switch
 from cubepy.ir.ops.cluster import *  # noqa: F403  (clusters: SyncCluster, ClusterLoad/Store, BarrierArriveCluster)
@@ -34,6 +35,7 @@ __all__ = [
     "Switch",
     "all_operations",
     "arith",
+    "async_copy",
     "branch",
     "cluster",
     "cmma",
@@ -48,6 +50,7 @@ __all__ = [
     "wgmma",
 ]
 __all__ += arith.__all__
+__all__ += async_copy.__all__
 __all__ += cluster.__all__
 __all__ += cmma.__all__
 __all__ += memory.__all__

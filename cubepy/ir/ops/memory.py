@@ -38,6 +38,7 @@ def _indexed(c: Checker, inst: Instruction, op: Operation) -> None:
         pure=True,
         reads=("memory",),
         checks=(_indexed,),
+        no_semantics="a read of memory, not a function of lane values",
         doc="memory[index].",
     )
 )
@@ -81,7 +82,15 @@ def _check_lane(c: Checker, inst: Instruction, op: Operation) -> None:
 
 
 @declare(
-    OpRecord("extract_lane", "memory", result=scalar_of("line"), pure=True, checks=(_check_lane,), doc="line[lane].")
+    OpRecord(
+        "extract_lane",
+        "memory",
+        result=scalar_of("line"),
+        pure=True,
+        checks=(_check_lane,),
+        no_semantics="moves a lane of a line: the back ends index their line representation",
+        doc="line[lane].",
+    )
 )
 @attrs.frozen(repr=False)
 class ExtractLane(Operation):
@@ -128,7 +137,15 @@ def _check_metadata(c: Checker, inst: Instruction, op: Operation) -> None:
 
 
 def _metadata(name: str, class_name: str, doc: str) -> type[Metadata]:
-    record = OpRecord(name, "memory", result=fixed(Type(U32)), pure=True, checks=(_check_metadata,), doc=doc)
+    record = OpRecord(
+        name,
+        "memory",
+        result=fixed(Type(U32)),
+        pure=True,
+        checks=(_check_metadata,),
+        no_semantics="a launch argument's metadata, not a function of lane values",
+        doc=doc,
+    )
     cls = derive(Metadata, class_name, record, __name__)
     assert issubclass(cls, Metadata)
     return cls

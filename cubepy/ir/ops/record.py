@@ -10,6 +10,9 @@ records; back ends register implementations per operation class (:class:`OpTable
 from __future__ import annotations
 
 import importlib
+import os
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
@@ -20,6 +23,7 @@ from cubepy.errors import CompileError
 if TYPE_CHECKING:
     from cubepy.ir.kernel import KernelDefinition
     from cubepy.ir.ops.base import Operation
+    from cubepy.ir.ops.lanewise import Semantics
     from cubepy.ir.scope import Instruction
     from cubepy.ir.types import Type
     from cubepy.ir.variable import Variable
@@ -71,11 +75,20 @@ class OpRecord:
     kind_of: tuple[str, ...] = ()  # operand fields whose element kind must be ``operand_kind``
     same_type: tuple[str, ...] = ()  # operand fields that must have the result's type
     pure: bool = False  # no effect but its result: removable when unread
-    foldable: bool = False  # exact everywhere: constant operands fold through ``cubepy.ir.numerics``
+    foldable: bool = False  # exact everywhere: ``fold_constants`` evaluates literal operands by ``semantics``
     reads: tuple[str, ...] = ()  # memory operand fields read
     writes: tuple[str, ...] = ()  # memory operand fields written
     checks: tuple[Check, ...] = ()
     doc: str = ""
+    # What the operation computes (``cubepy.ir.ops.lanewise``): the interp and every fold call it.
+    semantics: Semantics | None = None
+    # Why a pure operation has no ``semantics`` (an operation with effects needs no reason).
+    no_semantics: str = ""
+    # The math library function it lowers to: libdevice's ``__nv_<libdevice>f`` (f32; f16/bf16 through f32)
+    # and ``__nv_<libdevice>`` (f64), the C library's ``<c_library>f`` / ``<c_library>`` on the host; a
+    # ``libdevice`` name without ``c_library`` is composed by the host target (``targets/host_math.py``).
+    libdevice: str = ""
+    c_library: str = ""
 
     @property
     def has_result(self) -> bool:
@@ -125,7 +138,7 @@ def all_operations() -> tuple[type[Operation], ...]:
     return tuple(_REGISTRY.values())
 
 
-FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "mma", "debug", "wgmma")
+FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "mma", "debug", "wgmma", "async_copy")
 
 
 def _load_families() -> None:
@@ -135,6 +148,19 @@ def _load_families() -> None:
 
 # -- back-end registration ---------------------------------------------------------------------------
 Impl = TypeVar("Impl", bound=Callable[..., object])
+
+
+_TABLES: weakref.WeakSet[OpTable] = weakref.WeakSet()
+
+
+def _reset_locks_after_fork() -> None:
+    # A fork copies a lock another thread held; that thread does not exist in the child.
+    for table in list(_TABLES):
+        table._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_locks_after_fork)
 
 
 class OpTable:
@@ -157,6 +183,10 @@ class OpTable:
         self.by_family = dict(by_family or {})
         self.implementations: dict[type[Operation], Callable[..., object]] = {}
         self.unsupported_reasons: dict[type[Operation], str] = {}
+        # Reentrant: a module imported while loading may itself look an operation up.
+        self._lock = threading.RLock()
+        self._filling = False
+        _TABLES.add(self)
 
     def implements(self, *op_classes: type[Operation]) -> Callable[[Impl], Impl]:
         """Decorator: register the function as the implementation of every class in ``op_classes``."""
@@ -176,12 +206,23 @@ class OpTable:
             self.unsupported_reasons[cls] = reason
 
     def load(self) -> OpTable:
-        """Import the modules that fill this table (once)."""
+        """Import the modules that fill this table (once; thread-safe)."""
         if not self._loaded:
-            self._loaded = True
-            for module in self.modules:
-                importlib.import_module(module)
+            with self._lock:
+                # Marked loaded only once filled: another thread seeing ``_loaded`` must find every entry.
+                if not self._loaded and not self._filling:
+                    self._filling = True  # a nested load from an importing module must not start over
+                    try:
+                        self._fill()
+                    finally:
+                        self._filling = False
+                    self._loaded = True
         return self
+
+    def _fill(self) -> None:
+        """Register every implementation (subclasses fill the table their own way)."""
+        for module in self.modules:
+            importlib.import_module(module)
 
     def get(self, cls: type[Operation]) -> Callable[..., object] | None:
         """The implementation of ``cls``, or None."""
@@ -190,9 +231,11 @@ class OpTable:
             return found
         family = cls.RECORD.family
         if family in self.by_family and family not in self._families_loaded:
-            self._families_loaded.add(family)
-            for module in self.by_family[family]:
-                importlib.import_module(module)
+            with self._lock:
+                if family not in self._families_loaded:
+                    for module in self.by_family[family]:
+                        importlib.import_module(module)
+                    self._families_loaded.add(family)  # only after its modules registered
             found = self.implementations.get(cls)
             if found is not None:
                 return found

@@ -6,6 +6,8 @@ A warpgroup is four consecutive planes (128 units, the first unit's index a mult
 64 x N accumulator), ``a`` a matrix descriptor (a ``u64``) or each unit's LOCAL_ARRAY of A registers
 (8 f16/bf16, 4 tf32 as f32, or 16 fp8), ``b`` a matrix descriptor.  The descriptor's layout is in
 ``docs/guide/wgmma.md``; its swizzle mode is a descriptor field, the operation has none of its own.
+``trans_a`` / ``trans_b`` (the PTX ``imm-trans-a`` / ``imm-trans-b``, 16-bit inputs only) say a
+descriptor's tile is MN-major (M or N contiguous) instead of K-major.
 The results land in ``d`` asynchronously: after the ``WgmmaWaitGroup`` that covers the operation's
 commit group.
 """
@@ -33,6 +35,7 @@ __all__ = [
     "WgmmaFence",
     "WgmmaMmaAsync",
     "WgmmaWaitGroup",
+    "TRANSPOSABLE",
     "a_position",
     "a_register_count",
     "accumulator_length",
@@ -47,6 +50,8 @@ WGMMA_INPUTS: dict[ElemType, int] = {F16: 16, BF16: 16, F32: 8, E4M3: 32, E5M2: 
 # Swizzle mode name -> the descriptor's layout-type field (bits 62-63).
 WGMMA_SWIZZLES: dict[str, int] = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
 N_VALUES = range(8, 257, 8)
+# Input types whose shared-memory tiles may be MN-major (the ISA's transpose immediates).
+TRANSPOSABLE = (F16, BF16)
 # Rules this family adds to the verifier.
 WGMMA_RULES = ("wgmma-shape", "wgmma-type", "wgmma-operand", "bad-immediate")
 
@@ -124,7 +129,10 @@ class WgmmaWaitGroup(Operation):
 
 @attrs.frozen(repr=False)
 class WgmmaMmaAsync(Operation):
-    """``d = a @ b + (d if scale_d else 0)`` for the warpgroup, 64 x ``n`` x K, results visible after the wait."""
+    """``d = a @ b + (d if scale_d else 0)`` for the warpgroup, 64 x ``n`` x K, results visible after the wait.
+
+    ``trans_a`` / ``trans_b``: A's (B's) descriptor describes an MN-major tile (16-bit inputs only).
+    """
 
     d: Variable
     a: Variable
@@ -132,6 +140,8 @@ class WgmmaMmaAsync(Operation):
     scale_d: Variable
     n: int = 8
     elem: ElemType = F16
+    trans_a: bool = False
+    trans_b: bool = False
 
 
 def _check_descriptor(c: Checker, inst: Instruction, op: WgmmaDescriptor) -> None:
@@ -178,6 +188,10 @@ def _check_mma(c: Checker, inst: Instruction, op: WgmmaMmaAsync) -> None:
         c.fail("wgmma-operand", inst, f"B must be a u64 matrix descriptor, got {op.b!r}")
     if op.scale_d.type != Type(BOOL):
         c.fail("wgmma-type", inst, f"scale_d {op.scale_d!r} must be a bool")
+    if (op.trans_a or op.trans_b) and op.elem not in TRANSPOSABLE:
+        c.fail("wgmma-operand", inst, f"MN-major (transposed) tiles need f16 or bf16 inputs, got {op.elem!r}")
+    if op.trans_a and op.a.kind is VarKind.LOCAL_ARRAY:
+        c.fail("wgmma-operand", inst, "A from registers has no major order; trans_a needs A's descriptor")
 
 
 for _cls, _record in (

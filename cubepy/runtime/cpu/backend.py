@@ -14,7 +14,7 @@ import numpy as np
 from cubepy import config
 from cubepy.compiler import abi
 from cubepy.compiler.host import HostKernel, compile_host, host_target_name
-from cubepy.compiler.targets.host import (
+from cubepy.compiler.targets.host_abi import (
     CTX_BYTES,
     CTX_EPOCH,
     CTX_FAULT,
@@ -31,9 +31,9 @@ from cubepy.compiler.targets.host import (
 )
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir.kernel import written_slots
+from cubepy.runtime import params as kparams
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, workers
-from cubepy.runtime.cuda import params as kparams
 
 NO_OUT_OF_BOUNDS_REPORTS = (
     "this cpu client was made without sanitize=True; its kernels were compiled without out-of-bounds reports"
@@ -41,6 +41,7 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 ADDRESSES_KEPT = 256  # buffer addresses remembered between launches (all forgotten when full)
+CANCELLED = -2  # the fault word of a cube context stopped by Ctrl-C
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 
 
@@ -84,6 +85,10 @@ class _Workspace:
         words[CTX_EPOCH // 4] = 0
         words[CTX_FAULT // 4] = 0
 
+    def cancel(self) -> None:
+        """Stop the cube running on this context and the ones after it (Ctrl-C; from another thread)."""
+        self.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0] = CANCELLED
+
     @property
     def fault(self) -> int:
         """The cube context's fault word (0: none)."""
@@ -120,7 +125,7 @@ class CpuBackend:
         self._addresses: dict[int, tuple[weakref.ref, int]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
-        self._idle_lock = threading.Lock()
+        self._idle_lock = workers.fork_safe(threading.Lock())
 
     @property
     def disk_cache_target(self) -> str:
@@ -243,11 +248,16 @@ class CpuBackend:
             (False, False) if threads <= 1 or total * kernel.units < 4096 else self._spread.spread(kernel, total)
         )
         start = time.perf_counter()
-        if not spread:
-            spaces = self._take_spaces(kernel, 1, cube_count)  # must outlive the call: the code uses its arrays
-            run(params, spaces[0].address, 0, total)
-        else:
-            spaces = self._run_spread(kernel, cube_count, params, run, total, threads)
+        # The contexts must outlive the call: the code uses their arrays.
+        spaces = self._take_spaces(kernel, threads if spread else 1, cube_count)
+        armed = _INTERRUPTS.arm(functools.partial(_cancel_all, spaces))
+        try:
+            if not spread:
+                run(params, spaces[0].address, 0, total)
+            else:
+                self._run_spread(params, run, total, threads, spaces)
+        finally:
+            _INTERRUPTS.disarm(armed)
         if timed:
             self._spread.record(kernel, total, spread, time.perf_counter() - start)
         return spaces
@@ -260,17 +270,15 @@ class CpuBackend:
 
     def _run_spread(
         self,
-        kernel: HostKernel,
-        cube_count: tuple[int, int, int],
         params: int,
         run: Callable[[int, int, int, int], object],
         total: int,
         threads: int,
-    ) -> list[_Workspace]:
-        """Run the cubes in chunks on the caller and the workers of the other CPUs; the cube contexts used."""
+        spaces: list[_Workspace],
+    ) -> None:
+        """Run the cubes in chunks on the caller and the workers of the other CPUs, one cube context each."""
         tasks = min(total, threads * 4)
         bounds = [total * t // tasks for t in range(tasks + 1)]
-        spaces = self._take_spaces(kernel, threads, cube_count)
         next_task = iter(range(tasks))  # tasks are handed out in order; uneven cubes still balance
         lock = threading.Lock()
 
@@ -284,7 +292,14 @@ class CpuBackend:
                     run(params, space.address, bounds[task], bounds[task + 1])  # ctypes releases the GIL
 
         self._workers.run([functools.partial(work, space) for space in spaces])
-        return spaces
+
+
+_INTERRUPTS = workers.Interrupts()
+
+
+def _cancel_all(spaces: list[_Workspace]) -> None:
+    for space in spaces:
+        space.cancel()
 
 
 def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:

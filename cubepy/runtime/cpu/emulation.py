@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from cubepy.compiler.host import HostKernel
-from cubepy.compiler.targets.host import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
+from cubepy.compiler.targets.host_abi import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import ops, printf
-from cubepy.runtime.cpu import plane_ops
+from cubepy.runtime.cpu import plane_ops, workers
 from cubepy.runtime.interp import mbarrier, tma, warp_specialize
 from cubepy.runtime.interp.memory import out_of_bounds_text
 from cubepy.runtime.interp.printing import format_line
@@ -46,7 +46,7 @@ HostOp = ctypes.CFUNCTYPE(
 )
 _ONE_CUBE = np.zeros(1, dtype=np.int64)
 _launches: dict[int, LaunchRecord] = {}
-_launches_lock = threading.Lock()
+_launches_lock = workers.fork_safe(threading.Lock())
 
 
 def tensor_map_handle(slot: int) -> bytes:

@@ -7,12 +7,13 @@ import threading
 
 from cubepy.compiler.host import HostKernel, host_machine
 from cubepy.compiler.target import _LLVM_LOCK, binding
-from cubepy.compiler.targets.host import DRIVER_NAME
+from cubepy.compiler.targets.host_abi import DRIVER_NAME
 from cubepy.runtime.cpu.symbols import ensure_resolvable
+from cubepy.runtime.cpu.workers import fork_safe
 
 RunCubes = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 _loaded: dict[int, tuple[HostKernel, object, object]] = {}
-_lock = threading.Lock()
+_lock = fork_safe(threading.Lock())
 
 
 def entry(kernel: HostKernel):

@@ -193,13 +193,15 @@ def _uniform_descriptor(
     return values.pop()
 
 
-def _tile(record: LaunchRecord, cube: int, unit: int, call: HostCall, desc: int, rows: int, elem) -> np.ndarray | None:
+def _tile(
+    record: LaunchRecord, cube: int, unit: int, call: HostCall, desc: int, rows: int, elem, mn_major: bool
+) -> np.ndarray | None:
     shared = record.shared(cube)
-    problem = wgmma.descriptor_problem(desc, rows, shared.size)
+    problem = wgmma.descriptor_problem(desc, rows, shared.size, elem.size, mn_major)
     if problem is not None:
         _error(record, cube, unit - unit % WARPGROUP, call, problem[0], problem[1])
         return None
-    return wgmma.tile_values(shared, desc, rows, elem)
+    return wgmma.tile_values(shared, desc, rows, elem, mn_major)
 
 
 def _run_wgmma(
@@ -213,9 +215,9 @@ def _run_wgmma(
         a = wgmma.a_from_registers(op, _plane_fragments(operands, 0, op.a, WARPGROUP))
     else:
         desc = _uniform_descriptor(record, cube, unit, call, operands, 0, "descriptor of A")
-        a = None if desc is None else _tile(record, cube, unit, call, desc, 64, op.elem)
+        a = None if desc is None else _tile(record, cube, unit, call, desc, 64, op.elem, op.trans_a)
     desc_b = _uniform_descriptor(record, cube, unit, call, operands, 1, "descriptor of B")
-    b = None if desc_b is None else _tile(record, cube, unit, call, desc_b, op.n, op.elem)
+    b = None if desc_b is None else _tile(record, cube, unit, call, desc_b, op.n, op.elem, op.trans_b)
     if a is None or b is None:
         return False
     half = op.n // 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
+import signal
 import threading
 import weakref
 from collections.abc import Callable
@@ -20,7 +21,9 @@ from concurrent.futures import Future
 
 import attrs
 
-__all__ = ["SpreadChoice", "Workers", "usable_cpus"]
+from cubepy.forks import fork_safe
+
+__all__ = ["Interrupts", "SpreadChoice", "Workers", "fork_safe", "usable_cpus"]
 
 
 def usable_cpus() -> list[int]:
@@ -58,7 +61,7 @@ class Workers:
 
     def __init__(self, cpus: list[int]) -> None:
         self.cpus = cpus
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())
         self._queues: list[queue.SimpleQueue] = []
         self._pid = -1  # the process the threads were started in
 
@@ -139,7 +142,7 @@ class SpreadChoice:
 
     def __init__(self) -> None:
         self._trials: dict[tuple[int, int], _Trials] = {}
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())
 
     def spread(self, owner: object, cubes: int) -> tuple[bool, bool]:
         """(spread this launch?, time it and ``record`` the time?) for ``owner`` launched over ``cubes`` cubes."""
@@ -167,3 +170,60 @@ class SpreadChoice:
             trials.best[spread] = min(seconds, trials.best.get(spread, seconds))
             if len(trials.best) == 2 and (trials.launches > 2 * self.TRIALS or max(trials.best.values()) > self.LONG_S):
                 trials.choice = trials.best[True] <= trials.best[False]
+
+
+class Interrupts:
+    """Ctrl-C during a launch made by the main thread: the launch's cube contexts are told to stop.
+
+    Python runs its SIGINT handler only on the main thread, and only once a ctypes call returns; so while
+    the main thread launches, ``signal.set_wakeup_fd`` has the C-level handler write the signal's number
+    to a pipe, and a watcher thread calls the launch's ``cancel`` (the compiled code then leaves its
+    loops and cubes).  The main thread raises ``KeyboardInterrupt`` once the call returns.  A wakeup fd
+    set by someone else (asyncio's) keeps getting the bytes, forwarded by the watcher.
+    """
+
+    def __init__(self) -> None:
+        self._write_fd = -1
+        self._pid = -1  # the process the watcher was started in (a forked child starts its own)
+        self._cancel: Callable[[], None] | None = None
+        self._forward = -1
+
+    def arm(self, cancel: Callable[[], None]) -> int | None:
+        """On the main thread: route SIGINT to ``cancel`` until ``disarm``; a token for ``disarm`` (None: not armed)."""
+        if threading.get_ident() != threading.main_thread().ident:
+            return None
+        if self._pid != os.getpid():
+            read_fd, self._write_fd = os.pipe()
+            os.set_blocking(self._write_fd, False)
+            self._pid = os.getpid()
+            threading.Thread(target=self._watch, args=(read_fd,), name="cubepy-sigint", daemon=True).start()
+        try:
+            previous = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main interpreter's main thread
+            return None
+        if previous != self._write_fd:
+            self._forward = previous
+        self._cancel = cancel
+        return previous
+
+    def disarm(self, token: int | None) -> None:
+        """Undo ``arm``.  Our pipe stays the wakeup fd when there was none (a syscall less per launch): the
+        watcher then just drops the bytes; another one is put back."""
+        if token is not None:
+            self._cancel = None
+            if token not in (-1, self._write_fd):
+                signal.set_wakeup_fd(token)
+                self._forward = -1
+
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            data = os.read(read_fd, 512)
+            forward = self._forward
+            if forward >= 0:
+                try:
+                    os.write(forward, data)
+                except OSError:
+                    pass
+            cancel = self._cancel
+            if cancel is not None and signal.SIGINT.value in data:
+                cancel()

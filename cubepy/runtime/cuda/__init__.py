@@ -7,7 +7,6 @@
 |---|---|
 | ``driver`` | importing cuda-bindings, the availability probe, CUresult -> ``CubeError`` |
 | ``device`` | primary context, stream, device limits, allocations, copies, event timing |
-| ``params`` | the kernel ABI's parameter layout and the ``kernelParams`` block (pure) |
 | ``tensormaps`` | ``TensorMapArg`` -> ``cuTensorMapEncodeTiled/Im2col`` (argument conversion is pure) |
 | ``interop`` | ``__cuda_array_interface__`` and DLPack views, without copies |
 | ``backend`` | ``CudaBackend``: compile + load, launch checks, bind + launch (metadata by value) |

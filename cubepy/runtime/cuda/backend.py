@@ -18,8 +18,8 @@ import numpy as np
 
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir import MAX_CUBE_DIM, KernelDefinition, launch_shape_problem
+from cubepy.runtime import params as kparams
 from cubepy.runtime.bindings import Bindings
-from cubepy.runtime.cuda import params as kparams
 from cubepy.runtime.cuda import tensormaps
 from cubepy.runtime.cuda.device import CudaDevice, DeviceBuffer
 from cubepy.runtime.cuda.driver import check, error_name

@@ -102,9 +102,18 @@ class CudaClient(ComputeClient):
             )
         if any(s < 0 for s in view.strides):
             raise LaunchError(f"from_external: negative strides {view.strides} are not supported")
+        if view.read_only:  # kernels may write any handle: as on the host runtimes, read-only memory is refused
+            raise LaunchError(
+                f"from_external: the {type(obj).__name__} is read-only (its export says so); a handle may be "
+                "written by kernels: copy it into client.create/empty memory instead"
+            )
         self.device.synchronize_context()
         storage = self.device.borrow(view.ptr, view.span * view.dtype.itemsize, view.dtype.itemsize, view.owner)
         return Handle(self, storage, view.dtype, view.shape, view.strides)
+
+    def from_dlpack(self, obj: Any) -> Handle:
+        """A handle on a DLPack exporter's device memory without a copy (what ``cp.from_dlpack`` calls)."""
+        return self.from_external(obj)
 
     # -- timing ----------------------------------------------------------------------------
     def time_ms(self, work: Callable[[], object], *, repeat: int = 10, warmup: int = 1) -> list[float]:

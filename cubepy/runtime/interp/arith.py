@@ -1,6 +1,7 @@
 """Arithmetic, comparison, conversion and assignment: the interp's handlers of ``cubepy.ir.ops.arith``.
 
-The lane-wise semantics live in :mod:`cubepy.ir.semantics` (shared with constant folding).
+What each operation computes is its record's semantics, evaluated by :mod:`cubepy.ir.semantics` (shared with
+constant folding and the frontend's comptime fold); these handlers read operands, broadcast lines and write.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def fma(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = a * b + c, rounded once."""
     op = inst.operation
     assert isinstance(op, ops.Fma)
-    ctx.write(inst.out, semantics.fma(ctx.read(op.a), ctx.read(op.b), ctx.read(op.c)), mask)
+    ctx.write(inst.out, semantics.evaluate(ops.Fma, op.a.elem, ctx.read(op.a), ctx.read(op.b), ctx.read(op.c)), mask)
 
 
 @implements(ops.Clamp)
@@ -57,7 +58,8 @@ def clamp(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = min(max(input, lo), hi)."""
     op = inst.operation
     assert isinstance(op, ops.Clamp)
-    ctx.write(inst.out, semantics.clamp(ctx.read(op.input), ctx.read(op.lo), ctx.read(op.hi), op.input.elem), mask)
+    x, lo, hi = ctx.read(op.input), ctx.read(op.lo), ctx.read(op.hi)
+    ctx.write(inst.out, semantics.evaluate(ops.Clamp, op.input.elem, x, lo, hi), mask)
 
 
 @implements(ops.Select)
@@ -67,7 +69,8 @@ def select(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     cond = ctx.read(op.cond)
     if inst.out.type.line > 1:
         cond = as_line_operand(cond, op.cond.type)
-    ctx.write(inst.out, np.where(cond, ctx.read(op.then), ctx.read(op.otherwise)), mask)
+    result = semantics.evaluate(ops.Select, op.cond.elem, cond, ctx.read(op.then), ctx.read(op.otherwise))
+    ctx.write(inst.out, result, mask)
 
 
 @implements(ops.Cast)

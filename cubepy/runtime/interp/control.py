@@ -10,13 +10,16 @@ enclosing regions through per-loop *broken*/*continued* masks and a per-chunk *r
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cubepy.errors import SanitizerKind
-from cubepy.ir import Instruction
+from cubepy.ir import Instruction, Scope, Variable, VarKind, child_scopes
 from cubepy.ir.ops import branch
+from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import Mask
 
@@ -166,3 +169,104 @@ def run_continue(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 def run_return(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """The lanes here end their execution of the kernel."""
     ctx.returned = ctx.returned | mask.bits
+
+
+# -- progress: units that spin on memory -----------------------------------------------------------------
+#
+# A ``loop`` whose body reads global or shared memory and holds no barrier may be a spin lock or a flag
+# wait (``Program.spin_loops``).  At each of its back-edges the executor lets the other units of the chunk
+# run first when there are any (``Chunk.spin_yield``): the spinning units wait with a ``SpinWait``, which
+# lets them go on once another group ran.  When only spinners are left and a whole round of their loop
+# iterations changed nothing (memory, locals), no one can ever change what they read: a livelock report.
+
+
+class SpinWait(Wait):
+    """Units yielded at the back-edge of a loop that reads memory: they go on once another group has run."""
+
+    def __init__(self, inst: Instruction, activity: int) -> None:
+        self.inst = inst  # the ``loop``
+        self.activity = activity  # the chunk's activity count when they yielded
+
+    def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """Every lane once some other group ran (made progress) since the yield, else none."""
+        return bits if ctx.activity != self.activity else np.zeros_like(bits)
+
+    def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
+        """Nothing else can run: spin on (the executor checks that the spinning changes something)."""
+        return bits
+
+    def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
+        """What the units spin on, for a report."""
+        return spin_description(ctx, self.inst, int(np.count_nonzero(bits)))
+
+    def deadlock_kind(self, ctx: Chunk, bits: np.ndarray) -> SanitizerKind:
+        """A livelock, not a barrier deadlock."""
+        return SanitizerKind.LIVELOCK
+
+
+def spin_description(ctx: Chunk, loop: Instruction, units: int) -> str:
+    """``N units spin in this loop (load of global buffer 0 (flag) at line L)``: the loop's memory reads."""
+    op = loop.operation
+    assert isinstance(op, branch.Loop)
+    reads: dict[str, list[int]] = {}
+    for inst in _nested(op.body):
+        for field in inst.operation.RECORD.reads:
+            var = getattr(inst.operation, field, None)
+            if isinstance(var, Variable) and var.kind in (VarKind.GLOBAL, VarKind.SHARED) and inst.loc is not None:
+                label = ctx.memory(var).label
+                kind = "load" if inst.operation.RECORD.name == "index" else inst.operation.RECORD.name
+                lines = reads.setdefault(f"{kind} of {label}", [])
+                if inst.loc.line not in lines:
+                    lines.append(inst.loc.line)
+    what = "; ".join(
+        f"{name} at line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}" for name, lines in reads.items()
+    )
+    return f"{units} units spin in this loop ({what or 'memory reads'})"
+
+
+def _nested(scope: Scope) -> Iterator[Instruction]:
+    for inst in scope.instructions:
+        yield inst
+        for child in child_scopes(inst.operation):
+            yield from _nested(child)
+
+
+def state_fingerprint(ctx: Chunk) -> bytes:
+    """A digest of everything a spinning unit's next iteration depends on: memories, locals, returned lanes."""
+    digest = hashlib.blake2b(digest_size=20)
+    arrays: list[np.ndarray] = [ref.items for ref in ctx.launch.globals.values()]
+    arrays += [ref.items for (kind, _), ref in ctx.memory_refs().items() if kind is not VarKind.GLOBAL]
+    arrays += [np.asarray(ctx.values.locals[key]) for key in sorted(ctx.values.locals)]
+    arrays.append(ctx.returned)
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
+    return digest.digest()
+
+
+def check_progress(ctx: Chunk, key: object, count: int, loop_inst: Instruction, lanes: np.ndarray) -> None:
+    """Livelock check at round ``count`` of spinning: keep the state digest at 2^k, compare it at 2^k + 1."""
+    if ctx.in_flight.copies or count < 1:
+        return
+    if count > 1 and (count - 1) & (count - 2) == 0 and ctx.spin_marks.get(key) == state_fingerprint(ctx):
+        spinning = lanes & ~ctx.returned
+        ctx.fail(
+            loop_inst,
+            f"{spin_description(ctx, loop_inst, int(np.count_nonzero(spinning)))}, and a whole round of their "
+            "iterations changed no memory and no local: nothing left to run can change what they read",
+            int(np.argmax(spinning)),
+            kind=SanitizerKind.LIVELOCK,
+        )
+    if count & (count - 1) == 0:
+        ctx.spin_marks[key] = state_fingerprint(ctx)
+
+
+def idle_spin_check(ctx: Chunk) -> None:
+    """Nothing but spinners can run: a livelock once a round of their spinning changes nothing."""
+    spinners = [group for group in ctx.groups if isinstance(group.wait, SpinWait)]
+    if not spinners:
+        return
+    activity, rounds = ctx.idle_rounds
+    rounds = rounds + 1 if activity == ctx.activity else 1
+    ctx.idle_rounds = (ctx.activity, rounds)
+    lanes = np.logical_or.reduce([group.waiting for group in spinners if group.waiting is not None])
+    check_progress(ctx, "idle", rounds, spinners[0].wait.inst, lanes)  # type: ignore[union-attr]

@@ -23,6 +23,7 @@ import numpy as np
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.interp.control import SpinWait, check_progress, idle_spin_check
 from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.groups import Frame, Group, LoopControl, LoopState, Wait
 from cubepy.runtime.interp.memory import (
@@ -178,6 +179,11 @@ class Chunk:
         self.picker = Picker(launch.schedule, first_cube)
         self.parks = launch.schedule.name == "lockstep"  # groups wait at joins for the others to merge
         self.in_flight = InFlight()  # asynchronous copies issued and not landed
+        self.spin_loops = self.program.spin_loops
+        self.activity = 0  # group runs that did not end by spinning (a SpinWait polls it)
+        self.spun = False  # the group run now ended by yielding at a spin loop's back-edge
+        self.spin_marks: dict[object, bytes] = {}  # livelock checks: the last state digest, per loop or idle
+        self.idle_rounds = (0, 0)  # (activity, rounds): idle rounds of spinning since the last activity
         self.extensions: dict[str, object] = {}  # per-chunk state of op families defined elsewhere
         self._memories: dict[tuple[VarKind, int], MemoryRef] = {}
         self._shared_arena: np.ndarray | None = None
@@ -327,6 +333,9 @@ class Chunk:
                         return budget
                 else:
                     frames.append(Frame(control.body, body_mask))
+                    if control.iteration and control.range is None and id(control.body) in self.spin_loops:
+                        if self.spin_yield(group, control, body_mask):
+                            return budget
                 continue
             steps = frame.steps
             mask = frame.mask
@@ -371,11 +380,37 @@ class Chunk:
             else:
                 frames.pop()
                 self._back_in(frames)
-                if self.parks and len(self.groups) > 1 and frames:
+                if self.parks and len(self.groups) > 1 and frames and not self._spin_body_ended(frames[-1]):
                     group.parked = True  # a join: let the other groups catch up (they merge when they do)
                     return budget
         self.finished = self.finished | group.lanes
         return budget
+
+    def _spin_body_ended(self, frame: Frame) -> bool:
+        # An iteration of a spin loop ended: no join there, its back-edge decides whether to yield.  (Parked
+        # there, spinners would merge with the unit that broke out with the lock, and hold it back again.)
+        return frame.loop is not None and id(frame.loop.body) in self.spin_loops
+
+    def spin_yield(self, group: Group, control: LoopControl, body_mask: Mask) -> bool:
+        """At a spin loop's back-edge: let the chunk's other units run first; True when the whole group waits.
+
+        Alone, the units spin on, but every 2^k-th iteration checks that an iteration changed something.
+        """
+        frames = self.frames
+        loop_inst = frames[-3].steps[frames[-3].pc - 1].inst  # below: the loop's control frame, then its body
+        alone = len(self.groups) == 1 and (body_mask.full or not (group.lanes & ~self.returned & ~body_mask.bits).any())
+        if alone:
+            check_progress(self, control, control.iteration, loop_inst, body_mask.bits)
+            return False
+        self.pending = (body_mask.bits, SpinWait(loop_inst, self.activity))
+        if self._suspend(group):
+            self.spun = True
+            return True
+        return False
+
+    def memory_refs(self) -> dict[tuple[VarKind, int], MemoryRef]:
+        """The memories this chunk addressed so far, by (kind, id)."""
+        return self._memories
 
     def _back_in(self, frames: list[Frame]) -> None:
         """A region ended: the region that entered it drops the lanes that left it for good."""
@@ -432,6 +467,7 @@ class Chunk:
         while True:
             runnable = self._runnable()
             if not runnable and not self.in_flight.copies:
+                idle_spin_check(self)
                 runnable = self._runnable(idle=True)  # waits that yield (try_wait) go on once all are stuck
                 if not runnable:
                     if groups:
@@ -443,10 +479,15 @@ class Chunk:
                 continue
             assert isinstance(group, Group)
             self._merge_into(group, runnable)
+            self.spun = False
             self.run_group(group, amount)
+            if not self.spun:
+                self.activity += 1
             if not group.frames:
                 groups.remove(group)
         self.in_flight.land_all()
+        for check in self.extensions.get("end_checks", ()):  # type: ignore[attr-defined]
+            check(self)  # whole-run checks of op families (interp.cluster: peer accesses vs. exits)
 
     def _runnable(self, idle: bool = False) -> list[Group]:
         """The groups that can run now; blocked groups whose wait lets lanes go on are woken first.
@@ -500,12 +541,33 @@ class Chunk:
             f"\n  also waiting: {source_prefix(g.wait.inst)}{g.wait.describe(self, g.waiting)}"  # type: ignore[union-attr,arg-type]
             for g in blocked[1:4]
         )
+        kind = wait.deadlock_kind(self, first.waiting)
+        units = self.topology.units
+        cube = lane // units
+        running = np.zeros_like(self.returned)
+        for group in self.groups:
+            if group.frames:
+                running |= group.lanes
+        running &= ~self.returned
+        finished = units - int(running[cube * units : (cube + 1) * units].sum())
+        left = ""
+        if finished:
+            # The phase nobody reached may be owed by units that already left: say so, and do not blame the
+            # waiter's parity alone (a partner that skipped a wait of its own ran ahead and left).
+            left = (
+                f"; {finished} units of this cube already finished the kernel, so any arrival they owe this "
+                "phase never comes (a unit that skipped a wait of its own runs ahead: its arrivals go to "
+                "earlier phases)"
+            )
+            if kind is SanitizerKind.WRONG_PARITY:
+                kind = SanitizerKind.BARRIER_DEADLOCK
+        # fail() adds the kind ("barrier deadlock: ...") and, off lockstep, the schedule.
         self.fail(
             wait.inst,
-            f"deadlock: {wait.describe(self, first.waiting)}; every live unit of the chunk is waiting and no "
-            f"copy is in flight (schedule {self.schedule.describe()}){others}",
+            f"{wait.describe(self, first.waiting)}{left}; every live unit of the chunk is waiting and no "
+            f"copy is in flight{others}",
             lane,
-            kind=wait.deadlock_kind(self, first.waiting),
+            kind=kind,
         )
 
 

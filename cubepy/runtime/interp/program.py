@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import cast
 
 import numpy as np
 
 from cubepy.errors import InterpreterError
+from cubepy.forks import fork_safe
 from cubepy.ir import Instruction, KernelDefinition, Scope, VarKind, child_scopes
 from cubepy.ir.ops import branch
 from cubepy.runtime.interp.memory import const_table_items, shared_layout
@@ -53,6 +55,8 @@ class Program:
         self._uses: dict[int, frozenset[int]] = {}
         self._escapes: dict[int, bool] = {}  # scope may shrink its parent's mask (break/continue/return)
         self._returns: dict[int, bool] = {}  # scope holds a return (it escapes loops too)
+        # The prepared bodies (by id) of ``loop``s whose units may spin on memory: see ``_spins``.
+        self.spin_loops: set[int] = set()
         self.body = self._compile(kernel.body)
         self.shared_offsets, self.shared_bytes = shared_layout(kernel.shared_memories)
         self.const_tables = {table.var.id: const_table_items(table) for table in kernel.const_tables}
@@ -115,16 +119,55 @@ class Program:
             for position, (inst, handler, may_exit) in enumerate(infos)
         )
         self.scopes[key] = steps
+        for step in steps:
+            if isinstance(step.inst.operation, branch.Loop) and _spins(self, step.inst.operation.body):
+                self.spin_loops.add(id(self.scopes[id(step.inst.operation.body)]))
         self._uses[key] = frozenset(scope_uses)
         self._escapes[key] = any(step.may_exit for step in steps)
         self._returns[key] = returns
         return steps
 
 
+_CONTROL_FLOW = (
+    branch.If,
+    branch.IfElse,
+    branch.Switch,
+    branch.Loop,
+    branch.RangeLoop,
+    branch.Break,
+    branch.Continue,
+    branch.Return,
+)
+
+
+def _spins(program: Program, body: Scope) -> bool:
+    """Whether a ``loop`` with this body may spin on memory: it reads global or shared memory (a load or an
+    atomic, however nested) and holds no barrier or other blocking step (those already let others run)."""
+    reads = False
+    for inst in _instructions(body):
+        operation = inst.operation
+        handler = INTERP.get(type(operation))
+        if getattr(handler, "interp_control", False) and not isinstance(operation, _CONTROL_FLOW):
+            return False
+        if not reads:
+            for field in operation.RECORD.reads:
+                var = getattr(operation, field, None)
+                if getattr(var, "kind", None) in (VarKind.GLOBAL, VarKind.SHARED):
+                    reads = True
+    return reads
+
+
+def _instructions(scope: Scope) -> Iterator[Instruction]:
+    for inst in scope.instructions:
+        yield inst
+        for child in child_scopes(inst.operation):
+            yield from _instructions(child)
+
+
 _PROGRAMS: OrderedDict[int, Program] = OrderedDict()
 # Launches may come from several threads: a get, move_to_end and eviction must not interleave
 # (another thread's eviction between a hit and move_to_end would raise KeyError).
-_PROGRAMS_LOCK = threading.Lock()
+_PROGRAMS_LOCK = fork_safe(threading.Lock())  # a child forked mid-launch must not wait on it
 
 
 def prepare(kernel: KernelDefinition) -> Program:

@@ -37,6 +37,7 @@ _BY_FAMILY = {
     "mma": ("mma",),
     "wgmma": ("wgmma",),
     "debug": ("printing",),
+    "async_copy": ("async_copy",),
 }
 _PACKAGE = "cubepy.runtime.interp"
 

@@ -99,6 +99,9 @@ def release_for_sanitizer(ctx: Chunk, cubes: np.ndarray) -> None:
         races = ctx.extensions.get(async_races.KEY)
         if races is not None:
             races.cube_released(cubes, ctx.topology.units)  # type: ignore[attr-defined]
+        on_release = ctx.extensions.get("on_cube_release")  # wgmma_async: retired wgmma reads are ordered
+        if on_release is not None:
+            on_release(cubes)  # type: ignore[operator]
 
 
 class CubeBarrierWait(Wait):

@@ -249,6 +249,9 @@ def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarr
     races = async_races.tracker(ctx)
     if races is not None and lanes.size:
         races.waited(var.id, lanes, state.phase[_cube_of(ctx, lanes)])
+        from cubepy.runtime.interp import cluster  # cluster imports this module
+
+        cluster.note_waited(ctx, lanes)
 
 
 def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
@@ -319,7 +322,12 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
         for cube in _destinations(ctx, inst, op, lane, issuer, state):
             if races is not None:
                 races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
-            land = _load_landing(ctx, inst, state, op.barrier, copy(tm, lane, dst), lane, arena[cube], cube, not eager)
+            overwrite = ctx.extensions.get("check_shared_write")  # a started wgmma may still read the bytes
+            if overwrite is not None:
+                span = np.arange(dst, dst + nbytes)[None, :]
+                overwrite(ctx, inst, np.array([lane]), np.full(span.shape, cube), span)  # type: ignore[operator]
+            write = copy(tm, lane, dst)
+            land = _load_landing(ctx, inst, state, op.barrier, write, lane, arena[cube], cube, (dst, nbytes), not eager)
             if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
                 ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
             if eager:
@@ -356,18 +364,26 @@ def _load_landing(
     lane: int,
     smem: np.ndarray,
     cube: int,
+    box: tuple[int, int],
     settle: bool,
 ):
     """The landing of one load: ``write(smem)`` moves the bytes, the barrier of ``cube`` is credited.
 
+    ``box`` is the destination's (first byte, byte count): under the sanitizer they count as written in
+    ``cube`` from then on (a multicast destination that issued nothing included).
+
     Copies that land together at issue (lockstep) settle the barrier once, after the last of them.
     """
+
+    dst, nbytes = box
 
     def land() -> None:
         try:
             delivered = write(smem)
         except TensorMapError as error:
             _misuse(ctx, inst, lane, error)
+        if ctx.sanitizer is not None:  # the destination cube's bytes are initialized once the copy lands
+            ctx.sanitizer.mark_written(np.array([cube]), dst, nbytes)
         credit = lambda: mbarrier.complete_tx(state, repr(barrier), np.array([cube]), np.array([delivered]), settle)  # noqa: E731
         run_barrier_step(ctx, inst, np.array([lane]), credit)
 

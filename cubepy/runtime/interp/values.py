@@ -186,14 +186,14 @@ class Topology:
     def unit_pos_of(self, lane: int) -> tuple[int, int, int]:
         """(x, y, z) unit position of chunk lane ``lane``."""
         dx, dy, _ = self.cube_dim
-        unit = lane % self.units
-        return unit % dx, (unit // dx) % dy, unit // (dx * dy)
+        unit = int(lane) % self.units  # a Python int: reports print (0, 0, 0), not numpy's np.int64(0)
+        return int(unit % dx), int((unit // dx) % dy), int(unit // (dx * dy))
 
     def cube_pos_of(self, lane: int) -> tuple[int, int, int]:
         """(x, y, z) cube position of chunk lane ``lane``."""
         cx, cy, _ = self.cube_count
-        cube = self.first_cube + lane // self.units
-        return cube % cx, (cube // cx) % cy, cube // (cx * cy)
+        cube = int(self.first_cube + int(lane) // self.units)
+        return int(cube % cx), int((cube // cx) % cy), int(cube // (cx * cy))
 
     def cluster_position(self) -> tuple[np.ndarray, np.ndarray]:
         """Per chunk cube: its rank in its cluster, and the chunk cube of its cluster's rank 0 (int64)."""

@@ -1,18 +1,19 @@
-"""Warpgroup MMA (``cubepy.ir.ops.wgmma``) in the lockstep interp: descriptors read exactly, results deferred.
+"""Warpgroup MMA (``cubepy.ir.ops.wgmma``) in the interp: descriptors read exactly, reads and results deferred.
 
 * ``wgmma_descriptor`` encodes the PTX ISA's 64-bit matrix descriptor from the slice's byte address in
   the cube's shared arena (the interp's shared-memory address): bits 0-13 start address >> 4, 16-29
   leading byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset (0), 62-63 the swizzle mode
   (0 none, 1 128B, 2 64B, 3 32B).
 * ``wgmma_mma_async`` decodes the descriptors (so descriptor arithmetic, as CUTLASS's ``desc + k``, works),
-  reads the K-major tiles byte by byte through the canonical layout and the swizzle (see
-  ``tile_addresses``), takes A from the units' registers through the ISA's fragment map when A is a
-  local array, and computes ``A @ B^T (+ D)``: the exact products summed in f64, rounded once to f32.
-  The result is kept per unit as *pending*; a later ``wgmma_mma_async`` on the same accumulator sees it
-  (the hardware chains accumulators in order), ordinary reads do not.
-* ``wgmma_commit_group`` closes each unit's open group; ``wgmma_wait_group(n)`` writes the pending
-  results of every group but the ``n`` newest into the accumulators.  Under the sanitizer a read of an
-  accumulator with a pending result is a ``wgmma pending read``.
+  reads the tiles byte by byte through the canonical K-major or (``trans_a`` / ``trans_b``) MN-major
+  layout and the swizzle (see ``tile_addresses``), takes A from the units' registers through the ISA's
+  fragment map when A is a local array, and computes ``A @ B^T (+ D)``: the exact products summed in
+  f64, rounded once to f32.  When the tiles are read and the product computed is the schedule's choice,
+  between issue and the covering wait (``interp.wgmma_async``); the result stays pending until that wait.
+* ``wgmma_commit_group`` closes each unit's open group; ``wgmma_wait_group(n)`` delivers and writes the
+  pending results of every group but the ``n`` newest into the accumulators.  Under the sanitizer a read
+  of an accumulator with a pending result is a ``wgmma pending read``, a write into a tile a started wgmma
+  may still read a ``wgmma operand overwrite``.
 * Every ``wgmma`` instruction is a warpgroup collective (``.sync.aligned``): when the schedule runs the
   planes of a warpgroup as separate groups (``schedule="random"``, or after a branch split them), the
   units that arrive first wait until every live unit of their warpgroup is at the instruction, and the
@@ -31,6 +32,7 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 from cubepy.ir import F32, ElemType, Instruction, Variable, VarKind, ops
 from cubepy.ir.ops.wgmma import WARPGROUP, a_position, a_register_count, accumulator_position, wgmma_k
+from cubepy.runtime.interp import wgmma_async
 from cubepy.runtime.interp.cmma import whole_groups
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import Handler, blocking, implements
@@ -69,21 +71,45 @@ def decode_descriptor(desc: int) -> tuple[int, int, int, int, int]:
     )
 
 
-def tile_addresses(desc: int, rows: int) -> np.ndarray:
-    """Byte addresses ``(rows, 32)`` of a K-major tile: row r, byte b of its 32 bytes of K.
+def tile_addresses(desc: int, rows: int, size: int = 2, mn_major: bool = False) -> np.ndarray:
+    """Byte addresses ``(rows, 32)`` of a tile: row r (M or N), byte b of its 32 bytes of K.
 
     Canonical K-major layouts (PTX ISA; CUTLASS ``make_gmma_desc``), core matrices of 8 rows x 16 bytes:
     no swizzle: ``start + (r // 8) * SBO + (r % 8) * 16 + (b // 16) * LBO + b % 16``; a swizzle of W bytes
     (32, 64, 128): ``start + (r // 8) * SBO + (r % 8) * W + b``, then the address's 16-byte chunk bits 4-6
     are XORed with its bits 7-9 (1, 2 or 3 of them), as a TMA copy with that swizzle writes them.
+    ``mn_major`` (16-bit inputs, ``size`` bytes each): see ``mn_major_address``.
     """
     start, lbo, sbo, _base, layout = decode_descriptor(desc)
     r = np.arange(rows, dtype=np.int64)[:, None]
     b = np.arange(ROW_BYTES, dtype=np.int64)[None, :]
-    if layout == 0:
+    if mn_major:
+        k, byte = b // size, b % size
+        logical = mn_major_address(start, lbo, sbo, layout, r, k, size) + byte
+    elif layout == 0:
         return start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
-    logical = start + (r // 8) * sbo + (r % 8) * SWIZZLE_WIDTH[layout] + b
+    else:
+        logical = start + (r // 8) * sbo + (r % 8) * SWIZZLE_WIDTH[layout] + b
+    if layout == 0:
+        return logical
     return logical ^ (((logical >> 7) & SWIZZLE_MASK[layout]) << 4)
+
+
+def mn_major_address(start: int, lbo: int, sbo: int, layout: int, mn, k, size: int):
+    """The (unswizzled) byte address of element (mn, k) of an MN-major tile (PTX ISA canonical layouts).
+
+    T = 16 // size elements fill 16 bytes.  No swizzle: ``((T, m), (8, k)) : ((1, SBO), (T, LBO))``, i.e.
+    ``start + (mn // T) * SBO + (k // 8) * LBO + (k % 8) * 16 + (mn % T) * size``; a swizzle of W bytes:
+    ``((W / size, m), (8, k)) : ((1, LBO), (W / size, SBO))``, i.e. rows of W bytes hold W / size
+    consecutive MN elements of one k, 8 k rows W apart, ``k // 8`` groups SBO apart, further MN blocks
+    LBO apart.
+    """
+    if layout == 0:
+        per = 16 // size
+        return start + (mn // per) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % per) * size
+    width = SWIZZLE_WIDTH[layout]
+    per = width // size
+    return start + (mn // per) * lbo + (k // 8) * sbo + (k % 8) * width + (mn % per) * size
 
 
 # -- warpgroup gathering -----------------------------------------------------------------------------------
@@ -179,7 +205,9 @@ def _uniform(ctx: Chunk, inst: Instruction, var: Variable, group: int, what: str
     return int(part[0])
 
 
-def descriptor_problem(desc: int, rows: int, shared_bytes: int) -> tuple[SanitizerKind, str] | None:
+def descriptor_problem(
+    desc: int, rows: int, shared_bytes: int, size: int = 2, mn_major: bool = False
+) -> tuple[SanitizerKind, str] | None:
     """What is wrong with reading a ``rows``-row tile through ``desc`` from ``shared_bytes`` of shared memory."""
     start, _lbo, _sbo, base, layout = decode_descriptor(desc)
     if base:
@@ -189,7 +217,7 @@ def descriptor_problem(desc: int, rows: int, shared_bytes: int) -> tuple[Sanitiz
             f"a {SWIZZLE_NAME[layout]}-swizzled tile starts at shared byte {start}, not at row 0 of its swizzle "
             "pattern: the ISA then needs the descriptor's base offset, which this emulation does not model"
         )
-    addresses = tile_addresses(desc, rows)
+    addresses = tile_addresses(desc, rows, size, mn_major)
     if addresses.min() < 0 or addresses.max() >= shared_bytes:
         return SanitizerKind.OUT_OF_BOUNDS, (
             f"the descriptor's {rows}-row tile reaches shared byte {int(addresses.max())}, past the "
@@ -198,9 +226,9 @@ def descriptor_problem(desc: int, rows: int, shared_bytes: int) -> tuple[Sanitiz
     return None
 
 
-def tile_values(shared: np.ndarray, desc: int, rows: int, elem: ElemType) -> np.ndarray:
+def tile_values(shared: np.ndarray, desc: int, rows: int, elem: ElemType, mn_major: bool = False) -> np.ndarray:
     """The ``(rows, K)`` tile ``desc`` describes in one cube's shared bytes (checked by ``descriptor_problem``)."""
-    raw = np.ascontiguousarray(shared[tile_addresses(desc, rows)])
+    raw = np.ascontiguousarray(shared[tile_addresses(desc, rows, elem.size, mn_major)])
     return raw.view(numpy_dtype(elem)).reshape(rows, wgmma_k(elem))
 
 
@@ -227,14 +255,12 @@ def warpgroup_product(op: ops.WgmmaMmaAsync, a: np.ndarray, b: np.ndarray, previ
     return product.astype(np.float32)[d_rows, d_cols]
 
 
-def _read_tile(ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemType, group: int) -> np.ndarray:
-    """The ``(rows, K)`` tile a descriptor describes, from the warpgroup's cube's shared arena."""
-    lane = group * WARPGROUP
+def _read_tile(
+    ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemType, lane: int, mn_major: bool
+) -> np.ndarray:
+    """The ``(rows, K)`` tile a descriptor describes, from the shared arena of the cube of ``lane``."""
     arena = ctx.shared_arena()
-    problem = descriptor_problem(desc, rows, arena.shape[1])
-    if problem is not None:
-        ctx.fail(inst, problem[1], lane, kind=problem[0])
-    addresses = tile_addresses(desc, rows)
+    addresses = tile_addresses(desc, rows, elem.size, mn_major)
     cube = lane // ctx.topology.units
     if ctx.sanitizer is not None:
         written = ctx.sanitizer.written[cube, addresses]
@@ -242,72 +268,13 @@ def _read_tile(ctx: Chunk, inst: Instruction, desc: int, rows: int, elem: ElemTy
             byte = int(addresses.reshape(-1)[np.argmax(~written.reshape(-1))])
             kind = SanitizerKind.UNINITIALIZED_READ
             ctx.fail(inst, f"wgmma reads shared byte {byte} that no unit wrote", lane, kind=kind)
-    return tile_values(arena[cube], desc, rows, elem)
+    return tile_values(arena[cube], desc, rows, elem, mn_major)
 
 
 def _as_tf32(values: np.ndarray) -> np.ndarray:
     """f32 values with the 13 low mantissa bits cleared: the tf32 value wgmma uses."""
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
     return bits.view(np.float32)
-
-
-# -- async state ------------------------------------------------------------------------------------------
-class _Pending:
-    """Results of one ``wgmma_mma_async`` not yet visible: per lane of ``lanes``, its ``group`` and ``values``."""
-
-    __slots__ = ("var", "lanes", "group", "values", "inst")
-
-    def __init__(self, var: Variable, lanes: np.ndarray, group: np.ndarray, values: np.ndarray, inst) -> None:
-        self.var, self.lanes, self.group, self.values, self.inst = var, lanes, group, values, inst
-
-
-class WgmmaState:
-    """Each lane's committed-group count and the pending results of a chunk."""
-
-    def __init__(self, lanes: int) -> None:
-        self.committed = np.zeros(lanes, dtype=np.int64)
-        self.pending: list[_Pending] = []
-
-    def latest(self, var: Variable, items: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-        """The accumulator ``var`` on ``lanes`` as the next wgmma sees it: its registers, then pending results."""
-        values = items[lanes].astype(np.float32)
-        for entry in self.pending:
-            if entry.var.id == var.id:
-                hit = np.isin(lanes, entry.lanes)
-                if hit.any():
-                    where = np.searchsorted(entry.lanes, lanes[hit])
-                    values[hit] = entry.values[where]
-        return values
-
-
-def _state(ctx: Chunk) -> WgmmaState:
-    state = ctx.extensions.get("wgmma")
-    if state is None:
-        state = ctx.extensions["wgmma"] = WgmmaState(ctx.lanes)
-        if ctx.launch.sanitize:
-            ctx.extensions["check_local_read"] = _check_pending_read
-    return state  # type: ignore[return-value]
-
-
-def _check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index, mask: Mask) -> None:
-    """Report a read of an accumulator element whose wgmma result is still pending (sanitizer only)."""
-    state: WgmmaState = ctx.extensions["wgmma"]  # type: ignore[assignment]
-    for entry in state.pending:
-        if entry.var.id != var.id:
-            continue
-        reading = np.flatnonzero(mask.bits)
-        hit = np.intersect1d(reading, entry.lanes)
-        if hit.size:
-            lane = int(hit[0])
-            where = entry.inst.loc
-            started = f" started at {where.file}:{where.line}" if where is not None else ""
-            ctx.fail(
-                inst,
-                f"reads accumulator {var!r} while the wgmma{started} has not completed (no wgmma_wait_group "
-                "covered its group); the read gives the value from before that wgmma",
-                lane,
-                kind=SanitizerKind.WGMMA_PENDING_READ,
-            )
 
 
 # -- handlers ---------------------------------------------------------------------------------------------
@@ -346,47 +313,69 @@ def wgmma_fence(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 def wgmma_commit_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Close each active unit's open group."""
     _warpgroups(ctx, inst, mask)
-    _state(ctx).committed[mask.bits] += 1
+    wgmma_async.state(ctx).committed[mask.bits] += 1
 
 
 @implements(ops.WgmmaWaitGroup)
 @_gathered
 def wgmma_wait_group(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Make visible the results of every committed group but the ``pending`` newest, on the active units."""
+    """Deliver and make visible the results of every committed group but the ``pending`` newest."""
     op = cast(ops.WgmmaWaitGroup, inst.operation)
     _warpgroups(ctx, inst, mask)
-    state = _state(ctx)
-    kept: list[_Pending] = []
-    for entry in state.pending:
-        done = mask.bits[entry.lanes] & (entry.group < state.committed[entry.lanes] - op.pending)
-        if done.any():
-            items = ctx.memory(entry.var).items
-            items[entry.lanes[done]] = entry.values[done]
-            keep = ~done
-            entry.lanes, entry.group, entry.values = entry.lanes[keep], entry.group[keep], entry.values[keep]
-        if entry.lanes.size:
-            kept.append(entry)
-    state.pending = kept
+    wgmma_async.wait(ctx, mask.bits, op.pending, inst)
 
 
 @implements(ops.WgmmaMmaAsync)
 @_gathered
 def wgmma_mma_async(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
-    """Start ``d = a @ b (+ d)`` for each active warpgroup; the result is pending until its wait."""
+    """Start ``d = a @ b (+ d)`` for each active warpgroup; the tiles are read when the schedule delivers it."""
     op = cast(ops.WgmmaMmaAsync, inst.operation)
     groups = _warpgroups(ctx, inst, mask)
-    state = _state(ctx)
+    state = wgmma_async.state(ctx)
     from_registers = op.a.kind is VarKind.LOCAL_ARRAY
     a_items = ctx.memory(op.a).items if from_registers else None
     d_items = ctx.memory(op.d).items
     for group in groups:
         lanes = np.arange(group * WARPGROUP, (group + 1) * WARPGROUP)
+        lane = int(lanes[0])
+        tiles: list[tuple[int, int, bool]] = []  # (descriptor, rows, MN-major) of each shared operand
+        a_regs = None
         if a_items is not None:
-            a = a_from_registers(op, a_items[lanes])
+            a_regs = a_from_registers(op, a_items[lanes])
         else:
-            a = _read_tile(ctx, inst, _uniform(ctx, inst, op.a, group, "descriptor of A"), 64, op.elem, group)
-        b = _read_tile(ctx, inst, _uniform(ctx, inst, op.b, group, "descriptor of B"), op.n, op.elem, group)
-        scale = _uniform(ctx, inst, op.scale_d, group, "scale_d")
-        values = warpgroup_product(op, a, b, state.latest(op.d, d_items, lanes) if scale else None)
-        group_of = state.committed[lanes].copy()
-        state.pending.append(_Pending(op.d, lanes, group_of, values, inst))
+            tiles.append((_uniform(ctx, inst, op.a, group, "descriptor of A"), 64, op.trans_a))
+        tiles.append((_uniform(ctx, inst, op.b, group, "descriptor of B"), op.n, op.trans_b))
+        scale = bool(_uniform(ctx, inst, op.scale_d, group, "scale_d"))
+        reads = [_tile_bytes(ctx, inst, desc, rows, op.elem.size, mn, lane) for desc, rows, mn in tiles]
+        entry = wgmma_async.Started(
+            inst,
+            op.d,
+            lanes,
+            int(state.committed[lane]),
+            lane // ctx.topology.units,
+            np.unique(np.concatenate([r.reshape(-1) for r in reads])),
+            _computation(ctx, inst, op, tiles, a_regs, scale, lane),
+            d_items[lanes].astype(np.float32),
+        )
+        wgmma_async.start(ctx, entry)
+
+
+def _tile_bytes(
+    ctx: Chunk, inst: Instruction, desc: int, rows: int, size: int, mn_major: bool, lane: int
+) -> np.ndarray:
+    """The shared bytes of a descriptor's tile, checked against the descriptor rules and the arena at issue."""
+    problem = descriptor_problem(desc, rows, ctx.shared_arena().shape[1], size, mn_major)
+    if problem is not None:
+        ctx.fail(inst, problem[1], lane, kind=problem[0])
+    return tile_addresses(desc, rows, size, mn_major)
+
+
+def _computation(ctx: Chunk, inst: Instruction, op: ops.WgmmaMmaAsync, tiles, a_regs, scale: bool, lane: int):
+    """The delivery of one warpgroup's wgmma: read its tiles now, return its accumulator values."""
+
+    def compute(previous: np.ndarray) -> np.ndarray:
+        values = [_read_tile(ctx, inst, desc, rows, op.elem, lane, mn) for desc, rows, mn in tiles]
+        a = a_regs if a_regs is not None else values[0]
+        return warpgroup_product(op, a, values[-1], previous if scale else None)
+
+    return compute

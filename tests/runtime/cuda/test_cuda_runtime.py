@@ -18,8 +18,8 @@ import pytest
 from cubepy.errors import CubeError, LaunchError, TensorMapError
 from cubepy.ir import Param, Variable, VarKind
 from cubepy.runtime import cuda
+from cubepy.runtime import params as kparams
 from cubepy.runtime.cuda import driver as cuda_driver
-from cubepy.runtime.cuda import params as kparams
 from cubepy.runtime.cuda import tensormaps
 from cubepy.runtime.handle import Handle
 from cubepy.runtime.tensormap import CU_ENUM_VALUES, TensorMapArg

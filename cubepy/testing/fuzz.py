@@ -16,8 +16,10 @@ integers under cubepy's documented semantics, written independently of the inter
 - float to integer truncates, saturates and maps NaN to 0; integer to float rounds through f64;
   anything to bool is ``!= 0``;
 - float arithmetic is computed in f64 and rounded once to the type (exact for + - * / sqrt);
-  transcendental functions compare with a tolerance per type (``TOLERANCE``), and results of them
-  never feed a comparison, a floor or a float-to-int cast, where one ulp could flip the answer.
+  transcendental functions compare with the tolerance (``TOLERANCE``) of the loosest type their
+  results pass through (an exp of a bf16 cast to f16 keeps bf16's error: cubepy computes it in f32,
+  numpy here in f64, and next to a bf16 midpoint the two round apart), and their results never feed a
+  comparison, a rounding to an integer or a float-to-int cast, where one ulp could flip the answer.
 
 Trees are drawn through a ``draw(strategy)`` callable (hypothesis's ``data.draw``), so hypothesis
 shrinks failing kernels.
@@ -66,6 +68,7 @@ INT_BINARY = (
 FLOAT_BINARY = ("add", "sub", "mul", "div", "min", "max")
 FLOAT_UNARY_EXACT = ("neg", "abs", "floor", "ceil", "trunc", "sqrt", "recip", "round")
 FLOAT_UNARY_INEXACT = ("exp", "sin", "cos", "tanh", "erf", "log1p", "rsqrt")
+_ROUNDING = ("floor", "ceil", "trunc", "round")  # to an integer value: never of an inexact argument
 INT_UNARY = ("bitnot", "abs", "neg")  # abs and neg only for signed types
 TERNARY = ("clamp", "fma")  # fma only for floats (and inexact: one rounding or two)
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -125,6 +128,13 @@ class Node:
     exact: bool = True  # no transcendental function below (its value is bit-exact on every back end)
 
 
+def tolerance_of(node: Node) -> float:
+    """The loosest ``TOLERANCE`` of the types an inexact value passes through in ``node`` (0: exact)."""
+    if node.exact:
+        return 0.0
+    return max([TOLERANCE.get(node.elem, 0.0)] + [tolerance_of(arg) for arg in node.args])
+
+
 def _is_float(elem: str) -> bool:
     return elem in FLOATS
 
@@ -172,7 +182,8 @@ def gen_expr(draw: Callable, elem: str, kernel_elem: str, depth: int, line: int 
         if _is_float(other) and not _is_float(elem) and not inner.exact:
             # float->int/bool of an inexact value could flip on one ulp: cast a leaf instead
             inner = gen_expr(draw, other, kernel_elem, 0, line=line)
-        return Node("cast", elem, args=(inner,), exact=inner.exact or _is_float(elem))
+        # a cast to a float keeps an inexact value inexact (exp of a bf16 stays a bf16 result in an f16)
+        return Node("cast", elem, args=(inner,), exact=inner.exact)
     if choice == "select":
         cond = gen_compare(draw, kernel_elem, sub, line=line)
         a = gen_expr(draw, elem, kernel_elem, sub, line=line)
@@ -197,6 +208,8 @@ def gen_expr(draw: Callable, elem: str, kernel_elem: str, depth: int, line: int 
         if _is_float(elem):
             op = draw(st.sampled_from(FLOAT_UNARY_EXACT + FLOAT_UNARY_INEXACT))
             inner = gen_expr(draw, elem, kernel_elem, sub, line=line)
+            if op in _ROUNDING and not inner.exact:  # one ulp next to an integer could flip the result
+                inner = gen_expr(draw, elem, kernel_elem, 0, line=line)
             return Node("un", elem, op=op, args=(inner,), exact=inner.exact and op in FLOAT_UNARY_EXACT)
         op = draw(st.sampled_from(INT_UNARY if elem in SIGNED else INT_UNARY[:1]))
         return Node("un", elem, op=op, args=(gen_expr(draw, elem, kernel_elem, sub, line=line),))
@@ -489,6 +502,12 @@ class FuzzCase:
         trees = [self.main, self.alternative, self.runtime_branch, self.loop_body]
         return all(tree is None or tree.exact for tree in trees)
 
+    @property
+    def tolerance(self) -> float:
+        """The relative tolerance of the comparison: that of the loosest inexact type on the way to ``elem``."""
+        trees = [self.main, self.alternative, self.runtime_branch, self.loop_body]
+        return max([TOLERANCE[self.elem]] + [tolerance_of(tree) for tree in trees if tree is not None])
+
 
 def gen_case(draw: Callable, elems: tuple[str, ...] = ELEMS) -> FuzzCase:
     """A random ``FuzzCase`` over one of ``elems``."""
@@ -571,7 +590,7 @@ def _float_mismatch(case: FuzzCase, got: np.ndarray, want: np.ndarray) -> str | 
         if case.exact:
             ok = same_nan | (g == w)
         else:
-            tol = TOLERANCE[case.elem]
+            tol = case.tolerance
             ok = same_nan | (g == w) | (np.abs(g - w) <= tol * np.maximum(1.0, np.abs(w)))
     if ok.all():
         return None

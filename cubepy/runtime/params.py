@@ -1,5 +1,8 @@
 """Kernel parameters as the driver takes them: the byte layout of the ABI and the ``kernelParams`` array.
 
+One module for every runtime that calls compiled code: the cuda runtime hands the block to ``cuLaunchKernel``,
+the cpu runtime passes the same block to the host object code, so both follow one ABI.
+
 The ABI (``cubepy.compiler.abi``): in ``KernelDefinition.params`` order, a buffer is a 64-bit global
 pointer, a scalar its value (bool as one byte, a line as an LLVM vector), a tensor map the 128-byte
 ``CUtensorMap`` by value (64-byte aligned); then the u32 metadata words (lengths, and the shape and

@@ -1,0 +1,317 @@
+"""Value ranges of integer IR values, and the ``bounds`` pass that drops the checks they prove.
+
+In a checked kernel every ``index``/``index_assign`` carries ``checked=True`` (``checked_io``).  For a
+memory whose length the kernel declares (shared memory, a local array, a constant table) the check is
+dead when the index provably lies in ``[0, length)`` for every unit that executes the access; the
+``bounds`` pass then clears ``checked`` and both back ends emit the raw access.  Results cannot change:
+an access proven in range is never out of range, so its checked and unchecked forms agree.
+
+The analysis walks the structured IR once, in program order, keeping an inclusive interval per immutable
+value (the exact mathematical value in its type, never a wrapped one):
+
+- literals are exact; ``cube_dim*`` are exact (the kernel is compiled for one cube shape);
+  ``unit_pos_x/y/z`` lie in ``[0, cube_dim.<axis>)``, ``unit_pos`` in ``[0, units)``, ``unit_pos_plane``
+  in ``[0, 32)``, ``plane_pos`` in ``[0, ceil(units / 32))``, ``plane_dim`` is 32;
+- ``add``/``sub``/``mul``/``min``/``max``/``floordiv``/``div_trunc``/``mod``/``rem_trunc``, shifts,
+  ``bitand``/``bitor``/``bitxor`` of non-negative values, ``clamp``, ``select``, integer casts and
+  ``assign`` combine intervals; a result that could leave its type's range (so wrap) is unknown;
+- a ``range_loop``'s index lies in ``[start, end)`` (``[end + 1, start]`` counting down) when its step's
+  sign is known, and its lower bound holds only when stepping past ``end`` cannot wrap;
+- inside ``if c:`` (and the ``else`` of ``if_else``) a compare ``c`` of immutable operands narrows them
+  (``and`` of compares narrows both in the taken arm); a ``switch`` case knows its value.
+
+Mutable locals, memory reads, buffer metadata and anything else are unknown (their type's full range).
+Global buffers keep their checks: their length is a launch value.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import attrs
+
+from cubepy.ir import ops
+from cubepy.ir.kernel import KernelDefinition
+from cubepy.ir.ops import branch
+from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
+from cubepy.ir.types import ElemType
+from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.versioning import version_loops
+
+PLANE_WIDTH = 32
+Interval = tuple[int, int]  # inclusive (lo, hi)
+_Key = tuple[VarKind, int]
+_Env = dict[_Key, Interval]
+_DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
+_FLIPPED: dict[type[ops.Compare], type[ops.Compare]] = {ops.Lt: ops.Ge, ops.Le: ops.Gt, ops.Gt: ops.Le, ops.Ge: ops.Lt}
+
+
+def type_range(elem: ElemType) -> Interval | None:
+    """Every value of an integer or bool element type (None for other types)."""
+    if elem.is_bool:
+        return (0, 1)
+    if not elem.is_int:
+        return None
+    bits = elem.bits
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if elem.kind == "int" else (0, (1 << bits) - 1)
+
+
+def _builtin_range(name: str, cube_dim: tuple[int, int, int]) -> Interval | None:
+    units = cube_dim[0] * cube_dim[1] * cube_dim[2]
+    axes = dict(zip("xyz", cube_dim))
+    if name == "cube_dim":
+        return (units, units)
+    if name.startswith("cube_dim_"):
+        return (axes[name[-1]], axes[name[-1]])
+    if name == "unit_pos":
+        return (0, units - 1)
+    if name.startswith("unit_pos_") and name[-1] in axes:
+        return (0, axes[name[-1]] - 1)
+    if name == "unit_pos_plane":
+        return (0, PLANE_WIDTH - 1)
+    if name == "plane_pos":
+        return (0, (units + PLANE_WIDTH - 1) // PLANE_WIDTH - 1)
+    if name == "plane_dim":
+        return (PLANE_WIDTH, PLANE_WIDTH)
+    return None
+
+
+class RangeAnalysis:
+    """Intervals of the immutable integer values of one kernel, as the walk reaches them."""
+
+    def __init__(self, definition: KernelDefinition) -> None:
+        self.cube_dim = definition.cube_dim
+        # A value assigned more than once (a mutable local, or a loop index written in its body) is unknown.
+        writes: Counter[_Key] = Counter()
+        for inst in walk(definition.body):
+            if inst.out is not None:
+                writes[(inst.out.kind, inst.out.id)] += 1
+            if isinstance(inst.operation, branch.RangeLoop):
+                writes[(inst.operation.index.kind, inst.operation.index.id)] += 1
+        self.reassigned = {key for key, count in writes.items() if count > 1}
+        self.defs: dict[_Key, ops.Operation] = {}
+
+    def of(self, var: Variable, env: _Env) -> Interval | None:
+        """The interval of ``var`` (None: not a scalar integer or bool)."""
+        if var.type.is_line:
+            return None
+        full = type_range(var.elem)
+        if full is None:
+            return None
+        if var.kind is VarKind.CONSTANT:
+            value = int(var.value)  # type: ignore[call-overload]
+            return (value, value)
+        if not self.stable(var):
+            return full
+        found = env.get((var.kind, var.id))
+        if found is not None:
+            return found
+        if var.kind is VarKind.BUILTIN and var.name is not None:
+            return _builtin_range(var.name, self.cube_dim) or full
+        return full
+
+    def stable(self, var: Variable) -> bool:
+        """Whether ``var`` keeps the value a compare read (so the compare's outcome narrows it later): a builtin,
+        a scalar parameter or an immutable local."""
+        if var.kind in (VarKind.BUILTIN, VarKind.SCALAR):
+            return True
+        return var.kind is VarKind.CONST and (var.kind, var.id) not in self.reassigned
+
+    # -- one instruction --------------------------------------------------------------------------------
+    def define(self, inst: Instruction, env: _Env) -> None:
+        """Record the interval of ``inst``'s result, when it is an immutable integer."""
+        out = inst.out
+        if out is None or out.kind is not VarKind.CONST or out.type.is_line:
+            return
+        key = (out.kind, out.id)
+        self.defs[key] = inst.operation
+        full = type_range(out.elem)
+        if full is None or key in self.reassigned:
+            return
+        found = self._evaluate(inst.operation, env)
+        if found is not None and full[0] <= found[0] and found[1] <= full[1]:
+            env[key] = found
+
+    def _evaluate(self, op: ops.Operation, env: _Env) -> Interval | None:
+        if isinstance(op, (ops.Assign, ops.Cast)):
+            return self.of(op.input, env)
+        if isinstance(op, ops.Clamp):
+            x, lo, hi = self.of(op.input, env), self.of(op.lo, env), self.of(op.hi, env)
+            if x is None or lo is None or hi is None:
+                return None
+            low = max(x[0], lo[0])
+            return (min(low, hi[0]), min(max(x[1], lo[1]), hi[1]))
+        if isinstance(op, ops.Select):
+            a, b = self.of(op.then, env), self.of(op.otherwise, env)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if isinstance(op, ops.Binary) and not op.lhs.elem.is_bool:
+            a, b = self.of(op.lhs, env), self.of(op.rhs, env)
+            if a is None or b is None:
+                return None
+            return _binary(type(op), a, b, op.lhs.elem.bits)
+        return None
+
+    # -- narrowing by a branch's condition ----------------------------------------------------------------
+    def narrowed(self, cond: Variable, taken: bool, env: _Env) -> _Env:
+        """``env`` with what ``cond`` being ``taken`` tells about immutable operands of its compare(s)."""
+        out = dict(env)
+        self._narrow(cond, taken, out, depth=0)
+        return out
+
+    def _narrow(self, cond: Variable, taken: bool, env: _Env, depth: int) -> None:
+        if depth > 8 or not self.stable(cond):
+            return
+        op = self.defs.get((cond.kind, cond.id))
+        if isinstance(op, ops.And) and taken:
+            self._narrow(op.lhs, True, env, depth + 1)
+            self._narrow(op.rhs, True, env, depth + 1)
+            return
+        if isinstance(op, ops.Not):
+            self._narrow(op.input, not taken, env, depth + 1)
+            return
+        if not isinstance(op, ops.Compare) or type(op) not in _FLIPPED or op.lhs.type.is_line:
+            return
+        kind = type(op) if taken else _FLIPPED[type(op)]
+        a, b = self.of(op.lhs, env), self.of(op.rhs, env)
+        if a is None or b is None:
+            return
+        # lhs <kind> rhs: narrow each immutable side by the other's extreme.
+        if kind is ops.Lt:
+            self._meet(op.lhs, (a[0], b[1] - 1), env)
+            self._meet(op.rhs, (a[0] + 1, b[1]), env)
+        elif kind is ops.Le:
+            self._meet(op.lhs, (a[0], b[1]), env)
+            self._meet(op.rhs, (a[0], b[1]), env)
+        elif kind is ops.Gt:
+            self._meet(op.lhs, (b[0] + 1, a[1]), env)
+            self._meet(op.rhs, (b[0], a[1] - 1), env)
+        else:
+            self._meet(op.lhs, (b[0], a[1]), env)
+            self._meet(op.rhs, (b[0], a[1]), env)
+
+    def _meet(self, var: Variable, bound: Interval, env: _Env) -> None:
+        if not self.stable(var):
+            return
+        now = self.of(var, env)
+        if now is None:
+            return
+        lo, hi = max(now[0], bound[0]), min(now[1], bound[1])
+        if lo <= hi:  # an empty meet means the arm never runs; keeping the old interval is still sound
+            env[(var.kind, var.id)] = (lo, hi)
+
+    def loop_index(self, loop: branch.RangeLoop, env: _Env) -> Interval | None:
+        """The interval of a ``range_loop``'s index inside its body."""
+        index, start, end, step = loop.index, self.of(loop.start, env), self.of(loop.end, env), self.of(loop.step, env)
+        full = type_range(index.elem)
+        if full is None or start is None or end is None or step is None or index.type.is_line:
+            return None
+        if step[0] > 0:
+            hi = end[1] if loop.inclusive else end[1] - 1
+            # The index passes ``end`` by at most one step: below the type's top it cannot wrap around.
+            lo = start[0] if hi + step[1] <= full[1] else full[0]
+            return (lo, hi) if lo <= hi else None
+        if step[1] < 0:
+            lo = end[0] if loop.inclusive else end[0] + 1
+            hi = start[1] if lo + step[0] >= full[0] else full[1]
+            return (lo, hi) if lo <= hi else None
+        return None
+
+
+def _binary(kind: type, a: Interval, b: Interval, bits: int) -> Interval | None:
+    """``a kind b`` over intervals (None: unknown)."""
+    if kind is ops.Add:
+        return (a[0] + b[0], a[1] + b[1])
+    if kind is ops.Sub:
+        return (a[0] - b[1], a[1] - b[0])
+    if kind is ops.Mul:
+        corners = [x * y for x in a for y in b]
+        return (min(corners), max(corners))
+    if kind is ops.Min:
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if kind is ops.Max:
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    if kind in (ops.Floordiv, ops.DivTrunc) and b[0] > 0:
+        if kind is ops.DivTrunc and a[0] < 0:
+            return None
+        return (min(a[0] // b[0], a[0] // b[1]), max(a[1] // b[0], a[1] // b[1]))
+    if kind is ops.Mod and b[0] > 0:
+        return (0, b[1] - 1) if a[0] < 0 or a[1] >= b[0] else a  # in [0, b) and at most a when a < b
+    if kind is ops.RemTrunc and b[0] > 0 and a[0] >= 0:
+        return (0, min(a[1], b[1] - 1))
+    if kind is ops.Shl and 0 <= b[0] and b[1] < bits:
+        return _binary(ops.Mul, a, (1 << b[0], 1 << b[1]), bits)
+    if kind is ops.Shr and 0 <= b[0] and b[1] < bits and a[0] >= 0:
+        return (a[0] >> b[1], a[1] >> b[0])
+    if kind is ops.Bitand and (a[0] >= 0 or b[0] >= 0):
+        his = [x[1] for x in (a, b) if x[0] >= 0]
+        return (0, min(his))
+    if kind in (ops.Bitor, ops.Bitxor) and a[0] >= 0 and b[0] >= 0:
+        return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
+    return None
+
+
+# -- the pass ---------------------------------------------------------------------------------------------
+def proven_in_bounds(memory: Variable, index: Interval | None) -> bool:
+    """Whether every index in ``index`` is inside ``memory``'s declared length."""
+    return (
+        memory.kind in _DECLARED_LENGTH
+        and memory.length is not None
+        and index is not None
+        and 0 <= index[0]
+        and index[1] < memory.length
+    )
+
+
+def bounds_pass(definition: KernelDefinition) -> KernelDefinition:
+    """The pipeline's ``bounds`` pass: version loops over buffers (``cubepy.ir.versioning``), then clear
+    ``checked`` on accesses the range analysis proves in bounds."""
+    if not definition.checked:
+        return definition
+    definition = version_loops(definition)
+    analysis = RangeAnalysis(definition)
+    return attrs.evolve(definition, body=_scope(definition.body, analysis, {}))
+
+
+def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
+    out: list[Instruction] = []
+    for inst in scope.instructions:
+        op = inst.operation
+        if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked:
+            if proven_in_bounds(op.memory, analysis.of(op.index, env)):
+                inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
+        elif isinstance(op, branch.BRANCH_OPS):
+            inst = attrs.evolve(inst, operation=_branch(op, analysis, env))
+        analysis.define(inst, env)
+        out.append(inst)
+    return Scope(tuple(out))
+
+
+def _branch(op: ops.Operation, analysis: RangeAnalysis, env: _Env) -> ops.Operation:
+    """``op`` with each body rewritten under what holds inside it."""
+    if isinstance(op, branch.If):
+        return attrs.evolve(op, body=_scope(op.body, analysis, analysis.narrowed(op.cond, True, env)))
+    if isinstance(op, branch.IfElse):
+        return attrs.evolve(
+            op,
+            then_body=_scope(op.then_body, analysis, analysis.narrowed(op.cond, True, env)),
+            else_body=_scope(op.else_body, analysis, analysis.narrowed(op.cond, False, env)),
+        )
+    if isinstance(op, branch.RangeLoop):
+        inner = dict(env)
+        found = analysis.loop_index(op, env)
+        if found is not None and analysis.stable(op.index):
+            inner[(op.index.kind, op.index.id)] = found
+        return attrs.evolve(op, body=_scope(op.body, analysis, inner))
+    if isinstance(op, branch.Switch):
+        cases = tuple(
+            (value, _scope(body, analysis, _case(analysis, op.value, value, env))) for value, body in op.cases
+        )
+        return attrs.evolve(op, cases=cases, default=_scope(op.default, analysis, dict(env)))
+    return map_child_scopes(op, lambda child: _scope(child, analysis, dict(env)))
+
+
+def _case(analysis: RangeAnalysis, value: Variable, case: int, env: _Env) -> _Env:
+    inner = dict(env)
+    if analysis.stable(value):
+        inner[(value.kind, value.id)] = (case, case)
+    return inner

@@ -9,6 +9,11 @@ What it tracks, per cube and per byte of the shared arena, since the cube's last
 - per plane, how many ``sync_plane`` it passed, so that accesses of one plane ordered by a
   ``sync_plane`` do not race (CUDA orders a warp's memory accesses at ``__syncwarp``).
 A plain access conflicts with an unordered access of another unit where at least one writes.
+An asynchronous barrier orders them too, as CUDA's ``mbarrier.arrive`` (release) and passing wait
+(acquire) do: the earlier unit arrived on a barrier after its access, in a phase the later unit then
+observed complete (``async_races``: a wait or ``try_wait_parity`` that passed).  Only the last arrival
+of a unit on each barrier is kept, and accesses of *several* readers are not told apart, so such an
+order through an older arrival, or after several units' reads, is still reported.
 Lockstep runs every unit of an interval before the barrier ends it, so every pair of accesses of one
 interval is seen, whichever order a GPU would pick.  Atomics do not race with atomics; they race
 with plain accesses.  Two writes of the same bytes race only when the values differ (benign
@@ -22,7 +27,9 @@ source line(s) of both accesses.
 Other op families that touch shared memory (TMA copies, cmma fragments) are *foreign*: unless their
 operation class is in ``SELF_REPORTING``, the executor counts every byte of each shared memory among
 their operands as written, in the cubes that ran them (no false "uninitialized read" after a TMA
-load; such ops are not race-checked).  To be checked precisely, add the class to ``SELF_REPORTING``
+load; such ops are not race-checked).  A TMA load also marks its box written in every cube it lands in
+(``tma_exec``), so a cube that only receives a multicast load reads initialized bytes; a peer store
+(``cluster``) marks the peer's bytes.  To be checked precisely, add the class to ``SELF_REPORTING``
 and call the hooks below from the handler.
 
 Hooks for other op families (TMA, mbarriers) — call them only when ``ctx.sanitizer`` is not None,
@@ -98,11 +105,13 @@ class SharedSanitizer:
         self.writer = np.full(shape, NOBODY, dtype=np.int32)
         self.writer_inst = np.zeros(shape, dtype=np.int32)
         self.writer_epoch = np.zeros(shape, dtype=np.int32)  # sync_plane count of the writer's plane
+        self.writer_seq = np.zeros(shape, dtype=np.int64)  # async_races' sequence number at the write
         self.atomic = np.zeros(shape, dtype=bool)  # the last writes were atomics
         self.reader = np.full(shape, NOBODY, dtype=np.int32)
         self.reader_inst = np.zeros(shape, dtype=np.int32)
         self.reader_plane = np.full(shape, NOBODY, dtype=np.int32)  # NOBODY when readers span planes
         self.reader_epoch = np.zeros(shape, dtype=np.int32)
+        self.reader_seq = np.zeros(shape, dtype=np.int64)
         planes = -(-units // PLANE_SIZE)
         self.plane_epoch = np.zeros((cubes, planes), dtype=np.int32)
         self.instructions: list[Instruction | None] = [None]  # index 0: no instruction
@@ -137,6 +146,15 @@ class SharedSanitizer:
                 ctx, inst, SanitizerKind.UNINITIALIZED_READ, f"a copy reads shared byte {byte} that no unit wrote", lane
             )
 
+    def record_async_write(self, rows: np.ndarray, byte: np.ndarray, units: np.ndarray, inst: Instruction) -> None:
+        """Units ``units`` (per byte) now know that ``inst``, their asynchronous copy, wrote those bytes.
+
+        Recorded as their plain write at this point, so another unit's access needs a ``sync_cube`` after it.
+        """
+        planes = units // PLANE_SIZE
+        epoch = self.plane_epoch[rows, planes]
+        self._record("write", rows, byte, units, planes, epoch, self._inst_id(inst))
+
     # -- plain and atomic accesses -------------------------------------------------------------
     def mark_access(
         self,
@@ -165,9 +183,17 @@ class SharedSanitizer:
         planes = np.broadcast_to(plane[:, None], byte.shape)
         epoch = self.plane_epoch[rows, planes]
         me = self._inst_id(inst)
-        races = ctx.extensions.get("tma.races")  # the async_races tracker, once a TMA load ran
+        races = ctx.extensions.get("tma.races")  # the async_races tracker, once a barrier or TMA load ran
         if races is not None:
             races.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
+            races.seq += 1  # type: ignore[attr-defined]  # orders this access against later arrivals
+        seq = races.seq if races is not None else 0  # type: ignore[attr-defined]
+        overwrite = ctx.extensions.get("check_shared_write") if kind != "read" else None  # wgmma_async
+        if overwrite is not None:
+            overwrite(ctx, inst, lanes, rows, byte)  # type: ignore[operator]
+        copies = ctx.extensions.get("async_copy.races")  # cp.async copies not yet waited for
+        if copies is not None:
+            copies.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
         if kind == "read" and not self.written[rows, byte].all():
             bad = int(np.argmax(~self.written[rows, byte].all(axis=1)))
             report(
@@ -188,6 +214,7 @@ class SharedSanitizer:
         elif kind == "write" and value is not None:
             new = self._bytes(value, lanes.size, item_bytes)
             other &= ctx.shared_arena()[rows, byte] != new
+        other = self._unreleased(races, other, rows, writer, self.writer_seq[rows, byte], lanes)
         self._raise_if(
             ctx,
             inst,
@@ -204,6 +231,7 @@ class SharedSanitizer:
             reader = self.reader[rows, byte]
             read_ordered = (self.reader_plane[rows, byte] == planes) & (epoch > self.reader_epoch[rows, byte])
             conflict = ((reader == SEVERAL) | ((reader >= 0) & (reader != units))) & ~read_ordered
+            conflict = self._unreleased(races, conflict, rows, reader, self.reader_seq[rows, byte], lanes)
             self._raise_if(
                 ctx,
                 inst,
@@ -230,6 +258,20 @@ class SharedSanitizer:
                 self._bytes(value, lanes.size, item_bytes) if value is not None else None,
             )
         self._record(kind, rows, byte, units, planes, epoch, me)
+        (self.reader_seq if kind == "read" else self.writer_seq)[rows, byte] = seq
+
+    def _unreleased(
+        self, races, conflict: np.ndarray, rows: np.ndarray, other: np.ndarray, seq: np.ndarray, lanes: np.ndarray
+    ) -> np.ndarray:
+        """``conflict`` less the accesses of one other unit that an arrive, then this unit's wait, ordered."""
+        if races is None or not conflict.any():
+            return conflict
+        conflict = conflict.copy()
+        for row, col in np.argwhere(conflict & (other >= 0)).tolist():
+            earlier = int(rows[row, col]) * self.units + int(other[row, col])  # that unit's chunk lane
+            if races._released_to(earlier, int(seq[row, col]), int(lanes[row])):
+                conflict[row, col] = False
+        return conflict
 
     def _check_one_instruction(
         self,

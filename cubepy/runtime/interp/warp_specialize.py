@@ -41,7 +41,7 @@ from cubepy.ir import Instruction, ops
 from cubepy.runtime.interp import mbarrier
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
-from cubepy.runtime.interp.tma_exec import barrier_state
+from cubepy.runtime.interp.tma_exec import _note_waited, barrier_state
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 
 if TYPE_CHECKING:
@@ -291,6 +291,7 @@ def barrier_try_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         ctx.fail(inst, fault.message, int(lanes[fault.index]), kind=fault.kind)
     result = np.zeros(ctx.lanes, dtype=bool)
     result[lanes] = done
+    _note_waited(ctx, op.barrier, state, lanes[done])  # a passing test acquires, as a wait does
     assert inst.out is not None  # the verifier requires the result
     ctx.write(inst.out, result, mask)
     if not done.all():

@@ -46,7 +46,11 @@ def test_half_precision_outputs(client, out_dtype, key):
 
 @pytest.mark.parametrize(
     "options",
-    [{"schedule": "random", "seed": 1}, {"schedule": "random", "seed": 2}, {"schedule": "adversarial"}],
+    [
+        {"schedule": "random", "seed": 1},
+        pytest.param({"schedule": "random", "seed": 2}, marks=pytest.mark.slow),  # a second seed: the slow tier
+        {"schedule": "adversarial"},
+    ],
     ids=["random:1", "random:2", "adversarial"],
 )
 def test_every_schedule_gives_the_result_with_the_sanitizer_silent(options):
@@ -56,7 +60,7 @@ def test_every_schedule_gives_the_result_with_the_sanitizer_silent(options):
     assert (np.abs(got - reference(a, b_t)) <= bound(a, b_t, np.float32)).all()
 
 
-@pytest.mark.parametrize("cluster_m", [1, 2, 4])
+@pytest.mark.parametrize("cluster_m", [1, 2, pytest.param(4, marks=pytest.mark.slow)])  # 4 cubes: seconds each
 @pytest.mark.parametrize(
     "options", [{}, {"schedule": "random", "seed": 3, "sanitize": True}], ids=["lockstep", "random:3+sanitize"]
 )

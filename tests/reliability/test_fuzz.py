@@ -82,6 +82,7 @@ def test_long_run_of_random_kernels(tmp_path_factory, data):
     assert problem is None, problem
 
 
+@pytest.mark.slow  # a check of the fuzzer itself (shrinking a planted bug), seconds long
 def test_fuzzer_catches_a_planted_floor_division_bug(monkeypatch, tmp_path):
     """Flip ``//`` to C's truncating division in the interp: a CI-sized run over signed types notices.
 

@@ -69,6 +69,7 @@ def test_compare_pytest_tells_gpu_only_failures_from_shared_ones():
     assert statuses == {"m::a": "pass", "m::b": "fail", "m::c": "fail_both", "m::d": "error"}
 
 
+@pytest.mark.slow  # reruns a small suite in-process on both runtimes
 def test_the_pytest_phase_runs_both_runtimes_and_compares(tmp_path, monkeypatch):
     suite = tmp_path / "tests" / "kernels"
     suite.mkdir(parents=True)

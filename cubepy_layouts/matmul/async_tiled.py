@@ -20,13 +20,13 @@ flight while the cube computes on the oldest one:
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import attrs
 import numpy as np
 
 import cubepy as cp
 from cubepy import CUBE_POS_X, CUBE_POS_Y, UNIT_POS, Array, LocalArray, SharedMemory, cube, f32, u32
+from cubepy_layouts.matmul.mma_sync import MmaSyncLaunch
 
 CHUNK = 4  # f32 per 16-byte cp.async
 MICRO = 4  # rows and columns of a unit's micro-tile
@@ -150,22 +150,8 @@ def async_tiled_kernel(config: AsyncTiledConfig):
     return async_tiled_matmul
 
 
-@attrs.frozen
-class AsyncTiledLaunch:
-    """Everything the GEMM is launched with."""
-
-    kernel: Any  # the @cube(launch=True) kernel
-    args: tuple
-    cube_count: cp.CubeCount
-    cube_dim: cp.CubeDim
-
-    def launch(self, client) -> None:
-        """Run the kernel."""
-        self.kernel.launch(client, self.cube_count, self.cube_dim, *self.args)
-
-    def compile(self, target: str = "sm_80"):
-        """The compiled kernel (PTX and, with ptxas, its resources)."""
-        return self.kernel.compile(self.cube_dim, *self.args, target=target)
+class AsyncTiledLaunch(MmaSyncLaunch):
+    """Everything the GEMM is launched with (``.launch(client)``, ``.compile(target)``), as for ``mma_sync``."""
 
 
 def async_tiled_launch(a, b, out, config: AsyncTiledConfig = DEFAULT_CONFIG) -> AsyncTiledLaunch:

@@ -111,7 +111,7 @@ def custom_op(
         returned = None
     result_type, outputs = _return_type(returned, f"custom_op {name}: the return annotation of {launcher.__qualname__}")
     tensor_positions = [i for i, p in enumerate(typed) if p.annotation is torch.Tensor]
-    written = set(parameters_named(mutates_args, typed))
+    written = set(_parameters_named(mutates_args, typed))
 
     def implementation(*args: Any) -> Any:
         tensors = [args[i] for i in tensor_positions]
@@ -153,7 +153,7 @@ def custom_op(
     return op
 
 
-def parameters_named(names: Sequence[str] | str, typed: list[inspect.Parameter]) -> list[str]:
+def _parameters_named(names: Sequence[str] | str, typed: list[inspect.Parameter]) -> list[str]:
     """``mutates_args`` checked against the launcher's tensor parameters (a typo is an error, not a silent race)."""
     if names == "unknown":
         return [p.name for p in typed if p.annotation is torch.Tensor]

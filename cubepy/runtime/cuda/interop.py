@@ -21,6 +21,7 @@ from cubepy.runtime.dlpack import (
     ExternalView,
     from_dlpack,
 )
+from cubepy.runtime.handle import contiguous_strides
 
 __all__ = [
     "CUDA_DEVICE_TYPES",
@@ -55,21 +56,13 @@ def from_cuda_array_interface(obj: Any, cai: dict[str, Any] | None = None) -> Ex
     ptr = int(cai["data"][0] or 0)
     byte_strides = cai.get("strides")
     if byte_strides is None:
-        strides = _contiguous(shape)
+        strides = contiguous_strides(shape)
     else:
         strides = _element_strides(tuple(int(s) for s in byte_strides), dtype.itemsize)
     if cai.get("mask") is not None:
         raise LaunchError("from_external: masked arrays (a __cuda_array_interface__ 'mask') are not supported")
     read_only = bool(cai["data"][1])  # the interface's (pointer, read-only) pair
     return ExternalView(ptr, dtype, shape, strides, DLPACK_CUDA, -1, obj, cai.get("stream"), read_only=read_only)
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for dim in reversed(shape):
-        strides.append(acc)
-        acc *= max(dim, 1)
-    return tuple(reversed(strides))
 
 
 def _element_strides(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -149,17 +149,22 @@ def ring_kernel(early_release: bool):
 RING = {early: ring_kernel(early) for early in (False, True)}
 
 
-def run_ring(client, early_release: bool):
-    """(result 64 x 64, float64 reference, error bound) of A (64 x 256) @ B_t (64 x 256)^T."""
-    rng = np.random.default_rng(11)
+def _run_ring_kernel(kernel, client, seed: int):
+    """(result 64 x 64, float64 reference, error bound) of A (64 x 256) @ B_t (64 x 256)^T through ``kernel``."""
+    rng = np.random.default_rng(seed)
     a = rng.standard_normal((64, K_TILES * TILE)).astype(np.float16)
     b_t = rng.standard_normal((64, K_TILES * TILE)).astype(np.float16)
     out = client.zeros((128 * TILE // 2,), np.float32)
     maps = [cp.TensorMapArg.tiled(cp.TensorArg(client.create(x)), (TILE, TILE), swizzle="128B") for x in (a, b_t)]
-    RING[early_release].launch(client, cp.CubeCount(1), cp.CubeDim(256), *maps, cp.ArrayArg(out))
+    kernel.launch(client, cp.CubeCount(1), cp.CubeDim(256), *maps, cp.ArrayArg(out))
     wide_a, wide_b = a.astype(np.float64), b_t.astype(np.float64)
     bound = K_TILES * 4 * 2.0**-23 * (np.abs(wide_a) @ np.abs(wide_b).T) + 1e-30
     return unpack(client.read(out), TILE), wide_a @ wide_b.T, bound
+
+
+def run_ring(client, early_release: bool):
+    """The one-consumer ring's result, reference and bound."""
+    return _run_ring_kernel(RING[early_release], client, seed=11)
 
 
 @pytest.mark.parametrize("options", SCHEDULES, ids=SCHEDULE_IDS)
@@ -289,15 +294,7 @@ SHARED_RING = {synced: shared_ring_kernel(synced) for synced in (False, True)}
 
 def run_shared_ring(client, synced: bool):
     """(warpgroup 1's result, float64 reference, error bound)."""
-    rng = np.random.default_rng(13)
-    a = rng.standard_normal((64, K_TILES * TILE)).astype(np.float16)
-    b_t = rng.standard_normal((64, K_TILES * TILE)).astype(np.float16)
-    out = client.zeros((128 * TILE // 2,), np.float32)
-    maps = [cp.TensorMapArg.tiled(cp.TensorArg(client.create(x)), (TILE, TILE), swizzle="128B") for x in (a, b_t)]
-    SHARED_RING[synced].launch(client, cp.CubeCount(1), cp.CubeDim(256), *maps, cp.ArrayArg(out))
-    wide_a, wide_b = a.astype(np.float64), b_t.astype(np.float64)
-    bound = K_TILES * 4 * 2.0**-23 * (np.abs(wide_a) @ np.abs(wide_b).T) + 1e-30
-    return unpack(client.read(out), TILE), wide_a @ wide_b.T, bound
+    return _run_ring_kernel(SHARED_RING[synced], client, seed=13)
 
 
 @pytest.mark.parametrize("options", SCHEDULES, ids=SCHEDULE_IDS)

@@ -2,7 +2,9 @@
 
 cubepy's side is ``cubepy_layouts.matmul.wgmma_gemm_launch`` (bf16 in, f32 out, TMA 128B-swizzled stages):
 its default 128 x 128 x 64 block (two consumer warpgroups, B multicast across a cluster of two cubes along
-M) and the small 64 x 64 x 64 form with and without multicast.  Triton's side is the same algorithm
+M, two wgmma groups in flight, setmaxnreg, TMA-store epilogue), the same without those three features (the
+kernel before them), with B given K x N, persistent with a gelu epilogue, with e4m3 inputs, and the small
+64 x 64 x 64 form with and without multicast.  Triton's side is the same algorithm
 written with Triton's TMA tensor descriptors and ``warp_specialize=True``, compiled with
 ``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same block shapes, and, for reference,
 Triton's tutorial matmul (pointer loads).  Both cubins are read with
@@ -44,7 +46,7 @@ def _sass_text(cubin: bytes, entry: str, cuobjdump: str) -> str:
         ).stdout
 
 
-_HGMMA = re.compile(r"^HGMMA\.(\d+)x(\d+)x(\d+)")
+_HGMMA = re.compile(r"^[HQ]GMMA\.(\d+)x(\d+)x(\d+)")  # QGMMA: fp8 inputs
 
 
 def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) -> dict:
@@ -67,21 +69,23 @@ def describe(cubin: bytes, entry: str, tile: tuple[int, int], cuobjdump: str) ->
         "spills": usage.local + usage.stack,
         "sass": usage.instructions,
         "hot_loop": len(hot),
-        "hgmma_per_k_step": sum(text.startswith("HGMMA") for text in hot) * scale,
+        "hgmma_per_k_step": sum(bool(_HGMMA.match(text)) for text in hot) * scale,
         "sass_per_k_step": len(hot) * scale,
     }
 
 
-def cubepy_gemm(cuobjdump: str, config) -> dict:
-    """The warp-specialized wgmma GEMM (bf16 -> f32) with ``config``, compiled for sm_90a."""
+def cubepy_gemm(cuobjdump: str, config, dtype=None, **options) -> dict:
+    """The warp-specialized wgmma GEMM (bf16 -> f32 unless ``dtype``) with ``config``, compiled for sm_90a;
+    ``options`` go to ``wgmma_gemm_launch`` (``b_major``, ``activation``)."""
     import cubepy as cp
     from cubepy_layouts.matmul import wgmma_gemm_launch
 
     client = cp.client("interp")
-    a = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
-    b_t = client.create(np.zeros((256, 256), dtype=cp.bf16.numpy))
+    dtype = dtype or cp.bf16.numpy
+    a = client.create(np.zeros((256, 256), dtype=dtype))
+    b_t = client.create(np.zeros((256, 256), dtype=dtype))
     out = client.zeros((256, 256), np.float32)
-    compiled = wgmma_gemm_launch(a, b_t, out, config).compile()
+    compiled = wgmma_gemm_launch(a, b_t, out, config, **options).compile()
     if compiled.cubin is None:
         raise RuntimeError(f"ptxas did not assemble the GEMM: {compiled.ptxas_status}")
     result = describe(compiled.cubin, compiled.name, (WARPGROUP_M, config.tile_n), cuobjdump)
@@ -182,12 +186,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cuobjdump = find_cuda_tool("cuobjdump")
     assert cuobjdump is not None
+    import ml_dtypes
+
     from cubepy_layouts.matmul import WgmmaGemmConfig
 
     small = WgmmaGemmConfig(consumers=1, tile_n=64, stages=3)
+    # the kernel as it was before two groups in flight, setmaxnreg and the TMA-store epilogue
+    before = WgmmaGemmConfig(in_flight=1, registers=(0, 0), epilogue="direct")
     rows = {
         "cubepy wgmma_gemm 128x128x64, 2 consumer warpgroups, B multicast to 2 cubes (default)": cubepy_gemm(
             cuobjdump, WgmmaGemmConfig()
+        ),
+        "cubepy default without its new features (1 group in flight, no setmaxnreg, direct store)": cubepy_gemm(
+            cuobjdump, before
+        ),
+        "cubepy default, B given K x N (MN-major descriptors)": cubepy_gemm(cuobjdump, WgmmaGemmConfig(), b_major="kn"),
+        "cubepy default, persistent (132 SMs), gelu epilogue": cubepy_gemm(
+            cuobjdump, WgmmaGemmConfig(persistent=True), activation="gelu"
+        ),
+        "cubepy default, e4m3 inputs (a stage is 128 of K: per K step of 64 halves)": cubepy_gemm(
+            cuobjdump, WgmmaGemmConfig(), ml_dtypes.float8_e4m3fn
         ),
         "Triton, TMA descriptors + warp_specialize, 128x128x64, 8 warps, 4 stages": triton_tma_gemm(
             cuobjdump, 128, 128, 4

@@ -134,6 +134,13 @@ KNOBS: dict[str, Knob] = {
             "fuse one-use a*b+c into fma (one rounding), as nvcc's --fmad=true; "
             "0 keeps every mul and add (a kernel's or compile's contract= wins)",
         ),
+        Knob(
+            "CUBEPY_FASTMATH",
+            _bool,
+            False,
+            "f32 exp2/exp/log2/log/sin/cos/rsqrt and / may use the GPU's approximate .ftz instructions, as "
+            "nvcc's -use_fast_math (a kernel's or compile's fastmath= wins)",
+        ),
     )
 }
 

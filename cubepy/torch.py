@@ -183,12 +183,9 @@ def _to_torch(result: Any, outputs: int, name: str) -> Any:
 
 
 def _readable(handle: Handle) -> Any:
-    """A handle torch can take without a copy: host handles export DLPack themselves."""
+    """A handle torch can take without a copy: host and cuda handles both export DLPack themselves."""
     try:
         handle.__dlpack_device__()
-    except BufferError:  # pragma: no cover - cuda handles (no GPU here)
-        raise CubeError(
-            "a launcher on the cuda runtime cannot return a new handle to PyTorch yet: pass the output tensor as an "
-            "argument, name it in mutates_args and return None"
-        ) from None
+    except BufferError as error:
+        raise CubeError(f"a launcher returned a handle PyTorch cannot read: {error}") from None
     return handle

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-EXAMPLES = sorted(m.name for m in pkgutil.iter_modules([str(ROOT / "examples")]))
+EXAMPLES = sorted(m.name for m in pkgutil.iter_modules([str(ROOT / "examples")]) if not m.ispkg)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -340,7 +340,15 @@ class KernelLowering:
         raise CompileError(f"{var!r} ({var.kind.value}) is not an indexable memory")
 
     def metadata_word(self, slot: int, field: str, dim: int = 0) -> ir.Value:
-        """The u32 metadata word ``field`` (and ``dim``) of buffer slot ``slot``: a by-value entry parameter."""
+        """The u32 metadata word ``field`` (and ``dim``) of buffer slot ``slot``: a by-value entry parameter.
+
+        A buffer whose ``len`` the launch found equal to an earlier buffer's (``Param.same_len``) reads that
+        buffer's word, so LLVM sees one value behind both buffers' checks and the kernel's guards.
+        """
+        if field == "len":
+            same = self.definition.buffers[slot].same_len
+            if same is not None:
+                slot = same
         found = self.metadata.get((slot, field, dim))
         if found is None:
             raise CompileError(f"kernel {self.definition.name}: buffer {slot} has no {field} word in its ABI")

@@ -14,6 +14,12 @@ Integer semantics match the CPU runtime exactly, including where LLVM would leav
   LLVM's ``frem`` lowers to an inexact sequence on NVPTX).
 
 Transcendental functions call libdevice; f16/bf16 compute them in f32.
+
+Fast math (``KernelDefinition.fastmath``, on the GPU target only): f32 ``exp2``, ``exp``, ``log2``, ``log``,
+``sin``, ``cos``, ``rsqrt`` and ``/`` become the approximate PTX instructions nvcc's ``-use_fast_math`` emits
+(``ex2.approx.ftz.f32``, ``lg2.approx.ftz.f32``, ...; ``exp(x) = ex2(x * log2 e)``, ``log(x) = lg2(x) * ln 2``).
+The host target and the interp keep the accurate functions, which meet every fast-math bound
+(docs/semantics/math-accuracy.md).
 """
 
 from __future__ import annotations
@@ -48,6 +54,20 @@ _ANGLE_FACTORS = {
     "to_degrees": (_f32(180.0 / _f32(math.pi)), 180.0 / math.pi),
     "to_radians": (_f32(_f32(math.pi) / 180.0), math.pi / 180.0),
 }
+# Fast math's f32 forms (NVPTX intrinsics named by their PTX instruction); exp and log scale ex2/lg2 by f32 constants.
+FAST_UNARY_INTRINSICS = {
+    "exp2": "llvm.nvvm.ex2.approx.ftz.f32",
+    "exp": "llvm.nvvm.ex2.approx.ftz.f32",
+    "log2": "llvm.nvvm.lg2.approx.ftz.f",
+    "log": "llvm.nvvm.lg2.approx.ftz.f",
+    "sin": "llvm.nvvm.sin.approx.ftz.f",
+    "cos": "llvm.nvvm.cos.approx.ftz.f",
+    "rsqrt": "llvm.nvvm.rsqrt.approx.ftz.f",
+}
+FAST_DIV_INTRINSIC = "llvm.nvvm.div.approx.ftz.f"
+FAST_MUL_INTRINSIC = "llvm.nvvm.mul.rn.ftz.f"  # mul.rn.ftz.f32: exp's and log's scaling, as nvcc's FMUL.FTZ
+_FAST_LOG2_E = _f32(1 / math.log(2))  # 0x3FB8AA3B, nvcc's __expf constant
+_FAST_LN_2 = _f32(math.log(2))  # 0x3F317218, nvcc's __logf constant
 ROUNDING_INTRINSICS = {"floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc", "round": "llvm.roundeven"}
 _HALF_TYPES = (F16, BF16)
 
@@ -155,12 +175,39 @@ def _resize_int(lw: KernelLowering, value: ir.Value, bits: int, signed: bool) ->
     return value
 
 
+def fast_math(lw: KernelLowering, elem: ElemType) -> bool:
+    """Whether this kernel's f32 math may be approximate here: fast math is on, ``elem`` is f32, the target a GPU."""
+    if elem is not F32:
+        return False
+    # getattr: the arithmetic helpers also serve lowerings without a kernel (tests/compiler/hostjit.py)
+    definition, target = getattr(lw, "definition", None), getattr(lw, "target", None)
+    return definition is not None and definition.fastmath and getattr(target, "name", None) == "cuda"
+
+
+def fast_unary(lw: KernelLowering, name: str, x: ir.Value) -> ir.Value:
+    """``name`` of an f32 (or f32 line) value with fast math's approximate instruction, lane by lane."""
+    scalar_t = lt.elem_type(F32)
+    intrinsic_name = FAST_UNARY_INTRINSICS[name]
+
+    def one(v: ir.Value) -> ir.Value:
+        if name == "exp":  # as nvcc's __expf: ex2.approx.ftz(x * log2 e), the product rounded once
+            v = lw.call(FAST_MUL_INTRINSIC, scalar_t, [v, ir.Constant(scalar_t, _FAST_LOG2_E)])
+        result = lw.call(intrinsic_name, scalar_t, [v])
+        if name == "log":  # as nvcc's __logf: lg2.approx.ftz(x) * ln 2
+            result = lw.call(FAST_MUL_INTRINSIC, scalar_t, [result, ir.Constant(scalar_t, _FAST_LN_2)])
+        return result
+
+    return map_lanes(lw, one, [x], x.type)
+
+
 # -- unary --------------------------------------------------------------------------------------------
 def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
     """The lowering of one unary operation on a value of item type ``ty``."""
     b = lw.builder
     elem = ty.elem
     llty = x.type
+    if name in FAST_UNARY_INTRINSICS and fast_math(lw, elem):
+        return fast_unary(lw, name, x)
     if name == "neg":
         return b.fneg(x) if elem.is_float else b.neg(x)
     if name == "abs":
@@ -216,6 +263,9 @@ def binary(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, ty: Type) ->
     b = lw.builder
     elem = ty.elem
     if elem.is_float:
+        if name == "div" and fast_math(lw, elem):  # div.approx.ftz.f32, as nvcc's -use_fast_math
+            scalar_t = lt.elem_type(F32)
+            return map_lanes(lw, lambda p, q: lw.call(FAST_DIV_INTRINSIC, scalar_t, [p, q]), [a, c], a.type)
         simple = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}
         if name in ("add", "sub") and lw.contract:
             # `contract` lets LLVM fuse the add with a libdevice function's final multiply (expf's

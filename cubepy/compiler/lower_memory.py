@@ -118,6 +118,27 @@ def _select_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Va
     return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
 
 
+def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """A branch-free checked read of a global buffer: a miss loads from a zero-filled constant of the item's
+    size instead (all-zero bytes are 0 of every item type), so the load issues on every path, unpredicated."""
+    b = lw.builder
+    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
+    item = lt.item_type(memory.type, memory=True)
+    size = memory.type.size
+    name = f"cubepy_zero_{size}"
+    zero = lw.module.globals.get(name)
+    if zero is None:
+        array = ir.ArrayType(lt.I8, size)
+        zero = ir.GlobalVariable(lw.module, array, name, addrspace=1)
+        zero.initializer = ir.Constant(array, None)
+        zero.global_constant = True
+        zero.linkage = "internal"
+        zero.align = max(16, lt.item_align(memory.type))
+    address = b.select(in_bounds, element_pointer(lw, memory, index), zero)
+    raw = b.load(address, typ=item, align=lt.item_align(memory.type))
+    return lw.from_memory(raw, memory.type)
+
+
 def checked_write(
     lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, checked: bool, write: Callable[[], None]
 ) -> None:
@@ -139,6 +160,9 @@ def lower_index(lw: KernelLowering, inst: Instruction) -> None:
     index = unsigned_index(lw, lw.value(op.index), op.index)
     if op.checked and op.memory.kind in _SELECT_READ_KINDS and not lw.target.reports_out_of_bounds:
         lw.define(inst.out, _select_read(lw, op.memory, index))
+        return
+    if op.checked and op.memory.kind is VarKind.GLOBAL and lw.target.branch_free_global_reads:
+        lw.define(inst.out, _zero_fill_read(lw, op.memory, index))
         return
     lw.define(inst.out, checked_read(lw, inst, op.memory, index, op.checked, lambda: load_item(lw, op.memory, index)))
 

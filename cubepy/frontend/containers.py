@@ -60,6 +60,9 @@ class BufferCompilationArg:
     # a tensor's number of dimensions (fixed by the launch, so its shape and strides are by-value parameters
     # at fixed places); None for an array (always 1) and for a tensor compiled without a launch
     rank: int | None = None
+    # the argument index of the first earlier buffer argument whose ``len()`` equals this one's (the launch
+    # compared them, ``Kernel.compilation_args``); checked accesses of both then compare against one word
+    same_len_as: int | None = None
 
 
 def _len_is_buffer_len(arg, handle, line: int) -> bool:
@@ -127,7 +130,9 @@ class BufferType:
     def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
-        var = builder.register(self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, comp_arg.rank)
+        var = builder.register(
+            self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, comp_arg.rank, comp_arg.same_len_as
+        )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank)
         return self.expand_type(var, self.atomic)

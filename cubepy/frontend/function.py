@@ -274,10 +274,20 @@ class BoundCubeFunction:
         return f"<bound cube method {self.function.fn.__qualname__} of {self.receiver!r}>"
 
 
-def cube(fn=None, *, launch: bool = False, launch_unchecked: bool = False, contract: bool | None = None):
+def cube(
+    fn=None,
+    *,
+    launch: bool = False,
+    launch_unchecked: bool = False,
+    contract: bool | None = None,
+    fastmath: bool | None = None,
+):
     """Make a cube function (``@cube``) or a kernel (``@cube(launch=True)``, ``launch_unchecked=True``).
 
     ``contract`` (kernels): fuse one-use ``a * b + c`` into ``fma``; None follows ``CUBEPY_CONTRACT`` (on).
+    ``fastmath`` (kernels): let f32 ``exp2``, ``exp``, ``log2``, ``log``, ``sin``, ``cos``, ``rsqrt`` and ``/``
+    use the GPU's approximate instructions (docs/semantics/math-accuracy.md); None follows ``CUBEPY_FASTMATH``
+    (off).  A cube function ignores both: the kernel that calls it decides.
     """
 
     def wrap(function, frame=None):
@@ -285,7 +295,9 @@ def cube(fn=None, *, launch: bool = False, launch_unchecked: bool = False, contr
         if launch or launch_unchecked:
             from cubepy.frontend.kernel import Kernel
 
-            return Kernel(function, launch=launch, launch_unchecked=launch_unchecked, contract=contract)
+            return Kernel(
+                function, launch=launch, launch_unchecked=launch_unchecked, contract=contract, fastmath=fastmath
+            )
         return CubeFunction(function)
 
     return wrap(fn, sys._getframe(1)) if fn is not None else wrap

@@ -5,7 +5,7 @@ The layers above call :func:`install`; the frontend reads the two names:
 - ``COMPILE(definition, target) -> CompiledKernel``, installed when ``cubepy`` is imported (``cubepy/__init__.py``
   points it at ``cubepy.compiler.compiled.compile_definition``); ``Kernel.compile`` raises a ``CubeError``
   ("compiler not available") while it is None, which happens only when ``cubepy.frontend`` is used alone.
-- ``CACHED_COMPILE(kernel, comp_args, cube_dim, checked, target, build)``, installed by the on-disk cache
+- ``CACHED_COMPILE(kernel, comp_args, cube_dim, checked, target, build, contract=True, fastmath=False)``, installed by the on-disk cache
   (``cubepy.runtime.cache``); ``Kernel.compile`` asks it first, so a hit skips expansion.
 """
 

@@ -8,14 +8,17 @@ The contract with the runtime (which the frontend never imports):
 - ``kernel.compilation_args(args) -> tuple`` (hashable; validates; ``LaunchError`` names the parameter);
 - ``kernel.register(args, bindings)`` (runtime parts in parameter order: ``add_buffer``,
   ``add_scalar``, ``add_tensor_map``);
-- ``kernel.define(comp_args, cube_dim, checked) -> KernelDefinition`` (expanded and verified);
+- ``kernel.define(comp_args, cube_dim, checked, contract=None, fastmath=None) -> KernelDefinition`` (expanded
+  and verified); ``kernel.contract`` and ``kernel.fastmath`` are the decorator's choices (None: the setting's);
 - ``kernel.launch(client, cube_count, cube_dim, *args)`` / ``kernel.launch_unchecked(...)`` call
   ``client.launch(kernel, cube_count, cube_dim, args, checked=...)``;
-- ``kernel.compile(cube_dim, *args, target="sm_90a", unchecked=False)`` calls ``hooks.COMPILE``.
+- ``kernel.compile(cube_dim, *args, target="sm_90a", unchecked=False, contract=None, fastmath=None)`` calls
+  ``hooks.COMPILE``.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import time
@@ -74,6 +77,15 @@ def resolve_contract(choice: bool | None) -> bool:
     return bool(config.get("CUBEPY_CONTRACT"))
 
 
+def resolve_fastmath(choice: bool | None) -> bool:
+    """``choice`` when given, else the ``CUBEPY_FASTMATH`` setting (off by default, unlike nvcc's -use_fast_math)."""
+    if choice is not None:
+        return bool(choice)
+    from cubepy import config  # a leaf module: settings only
+
+    return bool(config.get("CUBEPY_FASTMATH"))
+
+
 def _expansion_progress(name: str):
     """What a long expansion calls every ``state.PROGRESS_EVERY`` instructions: a line on stderr."""
     start = time.perf_counter()
@@ -99,7 +111,11 @@ def expand_kernel_body(
         state.progress = _expansion_progress(name)
         builder = KernelBuilder(state)
         with activate(state):
-            values = [expand_param(p.launch, c, builder, p.name) for p, c in zip(params, comp_args)]
+            values = []
+            for index, (param, comp_arg) in enumerate(zip(params, comp_args)):
+                builder.argument = index
+                values.append(expand_param(param.launch, comp_arg, builder, param.name))
+            builder.argument = None
             twin = kernel.expand_function()
             with state.control_entry("kernel", name):
                 result = twin(*values)
@@ -114,11 +130,19 @@ def expand_kernel_body(
 class Kernel(CubeFunction):
     """A launchable kernel (``@cube(launch=True)`` and/or ``launch_unchecked=True``)."""
 
-    def __init__(self, fn, launch: bool = True, launch_unchecked: bool = False, contract: bool | None = None) -> None:
+    def __init__(
+        self,
+        fn,
+        launch: bool = True,
+        launch_unchecked: bool = False,
+        contract: bool | None = None,
+        fastmath: bool | None = None,
+    ) -> None:
         super().__init__(fn)
         self.allow_checked = launch
         self.allow_unchecked = launch_unchecked
         self.contract = contract  # the decorator's choice; None: CUBEPY_CONTRACT's
+        self.fastmath = fastmath  # the decorator's choice; None: CUBEPY_FASTMATH's
         self._params: list[ParamSpec] | None = None
         self._identity: str | None = None
         # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
@@ -210,7 +234,7 @@ class Kernel(CubeFunction):
             comp_args = tuple([fn(arg) for fn, arg in zip(fns, args)])
         except LaunchError:
             comp_args = tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
-        return mark_overlaps(comp_args, args)
+        return mark_equal_lengths(mark_overlaps(comp_args, args), args)
 
     def register(self, args: tuple, bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""
@@ -223,10 +247,17 @@ class Kernel(CubeFunction):
         """Whether ``a * b + c`` is fused: ``contract`` if given, else the decorator's, else ``CUBEPY_CONTRACT``."""
         return resolve_contract(self.contract if contract is None else contract)
 
-    def define(self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None) -> ir.KernelDefinition:
+    def uses_fastmath(self, fastmath: bool | None = None) -> bool:
+        """Whether f32 math may be approximate: ``fastmath`` if given, else the decorator's, else ``CUBEPY_FASTMATH``."""
+        return resolve_fastmath(self.fastmath if fastmath is None else fastmath)
+
+    def define(
+        self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None, fastmath: bool | None = None
+    ) -> ir.KernelDefinition:
         """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition.
 
-        The definition records whether the ``contract`` pass fuses (``contracts(contract)``).
+        The definition records whether the ``contract`` pass fuses (``contracts(contract)``) and whether f32
+        math may be approximate (``uses_fastmath(fastmath)``).
         """
         params = self.params
         if len(comp_args) != len(params):
@@ -236,7 +267,9 @@ class Kernel(CubeFunction):
             definition = expand_kernel_body(self, params, tuple(comp_args), cube_dim, checked, self.name)
             self.notice_build(definition, f"expanded in {time.perf_counter() - start:.1f} s")
             ir.verify(definition)
-            definition = attrs.evolve(definition, contract=self.contracts(contract))
+            definition = attrs.evolve(
+                definition, contract=self.contracts(contract), fastmath=self.uses_fastmath(fastmath)
+            )
         except CubeError as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
         except Exception as exc:  # a bug in the user's comptime Python: keep it, say where it happened
@@ -282,11 +315,20 @@ class Kernel(CubeFunction):
         except _USER_ERRORS as exc:
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
-    def compile(self, cube_dim, *args, target: str = "sm_90a", unchecked: bool = False, contract: bool | None = None):
+    def compile(
+        self,
+        cube_dim,
+        *args,
+        target: str = "sm_90a",
+        unchecked: bool = False,
+        contract: bool | None = None,
+        fastmath: bool | None = None,
+    ):
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
 
         For a generic kernel, element types (``cp.Array[cp.f32]``, ``cp.f32``) bind its type parameters.
         ``contract``: fuse one-use ``a * b + c`` into ``fma`` (None: the decorator's or ``CUBEPY_CONTRACT``'s choice).
+        ``fastmath``: approximate f32 math (None: the decorator's or ``CUBEPY_FASTMATH``'s choice).
         """
         if self.is_generic:
             bound = self.bind_types(args)
@@ -294,7 +336,9 @@ class Kernel(CubeFunction):
                 p.launch.default_compilation_arg() if isinstance(a, (BufferType, ScalarType)) else a
                 for p, a in zip(bound.params, args)
             )
-            return bound.compile(cube_dim, *args, target=target, unchecked=unchecked, contract=contract)
+            return bound.compile(
+                cube_dim, *args, target=target, unchecked=unchecked, contract=contract, fastmath=fastmath
+            )
         params = self.params
         if len(args) != len(params):
             raise LaunchError(f"kernel {self.name!r} takes {len(params)} arguments, got {len(args)}")
@@ -305,11 +349,12 @@ class Kernel(CubeFunction):
                 collected.append(arg)
             else:
                 collected.append(_one_comp_arg(self, param, arg))
-        comp_args = mark_overlaps(tuple(collected), args)
+        comp_args = mark_equal_lengths(mark_overlaps(tuple(collected), args), args)
         contract = self.contracts(contract)
+        fastmath = self.uses_fastmath(fastmath)
 
         def build():
-            definition = self.define(comp_args, cube_dim, checked=not unchecked, contract=contract)
+            definition = self.define(comp_args, cube_dim, checked=not unchecked, contract=contract, fastmath=fastmath)
             if hooks.COMPILE is None:
                 raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
             self.notice_build(definition, f"LLVM's O3 and PTX emission for {target} start now")
@@ -319,7 +364,8 @@ class Kernel(CubeFunction):
         cached = hooks.CACHED_COMPILE
         if cached is None or hooks.COMPILE is None:
             return build()
-        return cached(self, comp_args, _cube_dim(cube_dim), not unchecked, target, build, contract=contract)
+        dims = _cube_dim(cube_dim)
+        return cached(self, comp_args, dims, not unchecked, target, build, contract=contract, fastmath=fastmath)
 
     def notice_build(self, definition: ir.KernelDefinition, step: str) -> None:
         """Say on stderr that ``step`` happens to a kernel past ``LARGE_KERNEL_INSTRUCTIONS`` (else nothing)."""
@@ -371,6 +417,40 @@ def mark_overlaps(comp_args: tuple, args: tuple) -> tuple:
     return tuple(out)
 
 
+def mark_equal_lengths(comp_args: tuple, args: tuple) -> tuple:
+    """``comp_args`` with ``same_len_as`` on every buffer whose ``len()`` equals an earlier buffer's.
+
+    The compiled kernel then reads one length for both, so a guard on one buffer's length proves the checked
+    accesses of the others (the cache holds one kernel per pattern of equal lengths, as Triton specializes
+    on its arguments' divisibility).  Arguments given as compilation arguments (``kernel.compile``) have no
+    length and are left alone.
+    """
+    first: dict[int, int] = {}  # len -> the index of the first buffer argument with it
+    out = None
+    for index, (comp, arg) in enumerate(zip(comp_args, args)):
+        if not isinstance(comp, BufferCompilationArg):
+            continue
+        shape = getattr(arg, "shape", None)
+        if shape is None:
+            continue
+        count = 1
+        for extent in shape:
+            count *= extent
+        length = count // comp.line_size
+        earlier = first.setdefault(length, index)
+        if earlier != index:
+            if out is None:
+                out = list(comp_args)
+            out[index] = _same_len(comp, earlier)
+    return comp_args if out is None else tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _same_len(comp: BufferCompilationArg, earlier: int) -> BufferCompilationArg:
+    """``comp`` marked as long as argument ``earlier`` (cached: the warm launch makes no new objects)."""
+    return attrs.evolve(comp, same_len_as=earlier)
+
+
 def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
     try:
         return param.launch.compilation_arg(arg)
@@ -392,7 +472,7 @@ class BoundKernel(Kernel):
     """A generic kernel with its type parameters bound: an ordinary kernel whose identity names the binding."""
 
     def __init__(self, generic: Kernel, binding: dict) -> None:
-        super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked, generic.contract)
+        super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked, generic.contract, generic.fastmath)
         self.generic = generic
         self.binding = binding
         self.binding_text = generics.binding_text(binding)
@@ -424,10 +504,12 @@ class BoundKernel(Kernel):
         """The generic kernel's expansion twin (one per function)."""
         return self.generic.expand_function()
 
-    def define(self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None) -> ir.KernelDefinition:
+    def define(
+        self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None, fastmath: bool | None = None
+    ) -> ir.KernelDefinition:
         """Expand with the type parameters standing for their bound element types."""
         with generics.bound(self.binding):
-            return super().define(comp_args, cube_dim, checked, contract)
+            return super().define(comp_args, cube_dim, checked, contract, fastmath)
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}[{self.binding_text}]>"

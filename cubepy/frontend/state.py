@@ -280,6 +280,9 @@ class KernelBuilder:
             VarKind.TENSOR_MAP: itertools.count(),
         }
         self._names: list[str] = []
+        # the kernel argument being expanded (``expand_kernel_body``) and the buffer slot each argument got
+        self.argument: int | None = None
+        self.argument_slots: dict[int, int] = {}
 
     @property
     def checked(self) -> bool:
@@ -304,12 +307,24 @@ class KernelBuilder:
         return ".".join(self._names) if self._names else f"arg{len(self.params)}"
 
     def register(
-        self, role: str, ty: Type, len_is_buffer_len: bool = False, exclusive: bool = False, rank: int | None = None
+        self,
+        role: str,
+        ty: Type,
+        len_is_buffer_len: bool = False,
+        exclusive: bool = False,
+        rank: int | None = None,
+        same_len_as: int | None = None,
     ) -> Variable:
-        """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot."""
+        """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
+
+        ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``.
+        """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
-        self.params.append(ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank))
+        same_len = self.argument_slots.get(same_len_as) if same_len_as is not None else None
+        if kind is VarKind.GLOBAL and self.argument is not None:
+            self.argument_slots.setdefault(self.argument, var.id)
+        self.params.append(ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank, same_len))
         return var
 
     def finish(self, name: str, cube_dim: tuple[int, int, int], source_file: str | None) -> ir.KernelDefinition:

@@ -15,7 +15,7 @@ from cubepy.frontend import generics, mutability, source
 from cubepy.frontend.containers import BufferType
 from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.function import CubeFunction
-from cubepy.frontend.kernel import MAX_TYPE_RERUNS, Kernel, expand_kernel_body, resolve_contract
+from cubepy.frontend.kernel import MAX_TYPE_RERUNS, Kernel, expand_kernel_body, resolve_contract, resolve_fastmath
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
 from cubepy.frontend.tma import TensorMapType
 from cubepy.frontend.values import ExpandElement
@@ -102,14 +102,25 @@ def spec_value(spec, builder: KernelBuilder, name: str):
     return spec
 
 
-def _contracted(definition: ir.KernelDefinition, contract: bool | None, keep=()) -> ir.KernelDefinition:
+def _contracted(
+    definition: ir.KernelDefinition, contract: bool | None, keep=(), fastmath: bool | None = None
+) -> ir.KernelDefinition:
     """``definition`` marked and, when contraction is on, with one-use ``a * b + c`` fused as the passes do."""
+    if resolve_fastmath(fastmath):
+        definition = attrs.evolve(definition, fastmath=True)
     if not resolve_contract(contract):
         return definition
     return ir_contract.contract(attrs.evolve(definition, contract=True), keep=keep)
 
 
-def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool | None = None) -> Expansion:
+def _run(
+    function: CubeFunction,
+    call,
+    name: str,
+    checked: bool,
+    contract: bool | None = None,
+    fastmath: bool | None = None,
+) -> Expansion:
     node = function.definition_node()
     default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
     hints: dict = {}
@@ -125,21 +136,34 @@ def _run(function: CubeFunction, call, name: str, checked: bool, contract: bool 
     ir.verify(definition)
     # a variable the function returns is read by its caller: never fuse it away
     keep = [v for v in _flatten(result) if isinstance(v, ir.Variable)]
-    return Expansion(_contracted(definition, contract, keep), result)
+    return Expansion(_contracted(definition, contract, keep, fastmath), result)
 
 
 def expand(
-    fn, *arg_specs, checked: bool = False, cube_dim=(1, 1, 1), contract: bool | None = None, **comptime
+    fn,
+    *arg_specs,
+    checked: bool = False,
+    cube_dim=(1, 1, 1),
+    contract: bool | None = None,
+    fastmath: bool | None = None,
+    **comptime,
 ) -> Expansion:
     """Expand a cube function (or kernel) for ``arg_specs``; keywords are comptime arguments.
 
     ``contract``: fuse one-use ``a * b + c`` into ``fma`` as compiling does (None: the kernel's choice, else
-    ``CUBEPY_CONTRACT``, on by default).
+    ``CUBEPY_CONTRACT``, on by default).  ``fastmath``: mark the definition as compiled with approximate f32
+    math (None: the kernel's choice, else ``CUBEPY_FASTMATH``, off by default); the IR itself is the same.
     """
     try:
         if isinstance(fn, Kernel):
             return _expand_kernel(
-                fn, arg_specs, comptime, checked, cube_dim, fn.contract if contract is None else contract
+                fn,
+                arg_specs,
+                comptime,
+                checked,
+                cube_dim,
+                fn.contract if contract is None else contract,
+                fn.fastmath if fastmath is None else fastmath,
             )
         if not isinstance(fn, CubeFunction):
             raise CubeError(f"cubepy.testing.expand expects a @cube function, got {type(fn).__name__}")
@@ -148,25 +172,37 @@ def expand(
             values = [spec_value(s, builder, f"arg{i}") for i, s in enumerate(arg_specs)]
             return fn.invoke(state, tuple(values), comptime)
 
-        return _run(fn, call, fn.name, checked, contract)
+        return _run(fn, call, fn.name, checked, contract, fastmath)
     except CubeError as exc:
         raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from None
 
 
 def _expand_kernel(
-    kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim, contract: bool | None
+    kernel: Kernel,
+    arg_specs: tuple,
+    comptime: dict,
+    checked: bool,
+    cube_dim,
+    contract: bool | None,
+    fastmath: bool | None = None,
 ) -> Expansion:
     if kernel.is_generic:  # element types in the specs bind the type parameters
         specs = list(arg_specs)
         aligned = [comptime[p.name] if p.name in comptime else (specs.pop(0) if specs else None) for p in kernel.params]
         kernel = kernel.bind_types(tuple(aligned))
         with generics.bound(kernel.binding):
-            return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract)
-    return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract)
+            return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract, fastmath)
+    return _expand_concrete_kernel(kernel, arg_specs, comptime, checked, cube_dim, contract, fastmath)
 
 
 def _expand_concrete_kernel(
-    kernel: Kernel, arg_specs: tuple, comptime: dict, checked: bool, cube_dim, contract: bool | None
+    kernel: Kernel,
+    arg_specs: tuple,
+    comptime: dict,
+    checked: bool,
+    cube_dim,
+    contract: bool | None,
+    fastmath: bool | None = None,
 ) -> Expansion:
     params = kernel.params
     specs = list(arg_specs)
@@ -187,7 +223,7 @@ def _expand_concrete_kernel(
             comp_args.append(param.launch.default_compilation_arg())
     definition = expand_kernel_body(kernel, params, tuple(comp_args), cube_dim, checked, kernel.name)
     ir.verify(definition)
-    return Expansion(_contracted(definition, contract), None)
+    return Expansion(_contracted(definition, contract, fastmath=fastmath), None)
 
 
 def expand_method(cls: type, name: str, this_spec, *arg_specs, checked: bool = False, **comptime) -> Expansion:

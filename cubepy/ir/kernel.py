@@ -51,7 +51,9 @@ class Param:
     read through the non-coherent path on the GPU (``noalias readonly``, ``ld.global.nc``).  ``rank``: a
     tensor's number of dimensions as the launch binds them (None for a tensor compiled without a launch,
     and for an array, whose rank is always 1: ``cubepy.compiler.abi.static_rank``), so shape and stride
-    words sit at fixed places in parameter space.
+    words sit at fixed places in parameter space.  ``same_len``: the slot of an earlier buffer the launch
+    found to have the same ``len`` (part of the cache key); this buffer's ``len`` is then read from that
+    buffer's word, so one guard ``i < out.len()`` proves the checks of every buffer of that length.
     """
 
     var: Variable
@@ -60,6 +62,7 @@ class Param:
     len_is_buffer_len: bool = False
     exclusive: bool = False
     rank: int | None = None
+    same_len: int | None = None
 
     @property
     def slot(self) -> int:
@@ -109,6 +112,8 @@ class KernelDefinition:
     checked: bool = False
     source_file: str | None = None
     contract: bool = False  # whether the `contract` pass fuses a*b+c into fma (cubepy.ir.contract)
+    # whether f32 exp2/exp/log2/log/sin/cos/rsqrt and / may use the GPU's approximate .ftz instructions
+    fastmath: bool = False
 
     @property
     def buffers(self) -> tuple[Param, ...]:

@@ -21,12 +21,16 @@ value (the exact mathematical value in its type, never a wrapped one):
   (``and`` of compares narrows both in the taken arm); a ``switch`` case knows its value.
 
 Mutable locals, memory reads, buffer metadata and anything else are unknown (their type's full range).
-Global buffers keep their checks: their length is a launch value.
+A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
+a branch that takes ``a < b`` records that order, and ``t[r * t.shape(1) + c]`` of a rank-2 tensor under
+``r < t.shape(0)`` and ``c < t.shape(1)`` is in bounds when its check compares with ``t.len()``
+(``RangeAnalysis.in_tensor_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import attrs
 
@@ -41,7 +45,8 @@ from cubepy.ir.versioning import version_loops
 PLANE_WIDTH = 32
 Interval = tuple[int, int]  # inclusive (lo, hi)
 _Key = tuple[VarKind, int]
-_Env = dict[_Key, Interval]
+# Intervals by variable key; a strict order ``a < b`` that a branch established is the key ("lt", a, b).
+_Env = dict[tuple[Any, ...], Interval]
 _DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
 _FLIPPED: dict[type[ops.Compare], type[ops.Compare]] = {ops.Lt: ops.Ge, ops.Le: ops.Gt, ops.Gt: ops.Le, ops.Ge: ops.Lt}
 
@@ -90,6 +95,7 @@ class RangeAnalysis:
                 writes[(inst.operation.index.kind, inst.operation.index.id)] += 1
         self.reassigned = {key for key, count in writes.items() if count > 1}
         self.defs: dict[_Key, ops.Operation] = {}
+        self.buffers = {p.var.id: p for p in definition.buffers}
 
     def of(self, var: Variable, env: _Env) -> Interval | None:
         """The interval of ``var`` (None: not a scalar integer or bool)."""
@@ -175,6 +181,9 @@ class RangeAnalysis:
         a, b = self.of(op.lhs, env), self.of(op.rhs, env)
         if a is None or b is None:
             return
+        if kind in (ops.Lt, ops.Gt) and self.stable(op.lhs) and self.stable(op.rhs):
+            low, high = (op.lhs, op.rhs) if kind is ops.Lt else (op.rhs, op.lhs)
+            env[("lt", (low.kind, low.id), (high.kind, high.id))] = (1, 1)
         # lhs <kind> rhs: narrow each immutable side by the other's extreme.
         if kind is ops.Lt:
             self._meet(op.lhs, (a[0], b[1] - 1), env)
@@ -198,6 +207,52 @@ class RangeAnalysis:
         lo, hi = max(now[0], bound[0]), min(now[1], bound[1])
         if lo <= hi:  # an empty meet means the arm never runs; keeping the old interval is still sound
             env[(var.kind, var.id)] = (lo, hi)
+
+    def in_tensor_bounds(self, op: ops.Index | ops.IndexAssign, env: _Env) -> bool:
+        """Whether a checked access of a rank-2 tensor ``t`` is ``t[r * t.shape(1) + c]`` under ``r < t.shape(0)``
+        and ``c < t.shape(1)``: then ``r * cols + c <= rows * cols - 1 = len - 1``, with no wrap on the way.
+
+        Only where the check's bound is ``len`` (``len_is_buffer_len``) and ``len`` is the product of the
+        shape (items of one element: no lines), which the launch guarantees fits the u32 metadata word.
+        """
+        memory, index = op.memory, op.index
+        param = self.buffers.get(memory.id)
+        if memory.kind is not VarKind.GLOBAL or memory.type.is_line or param is None:
+            return False
+        if not param.len_is_buffer_len or param.rank != 2 or index.type.is_line or index.elem.kind != "uint":
+            return False
+        total = self.defs.get((index.kind, index.id)) if self.stable(index) else None
+        if not isinstance(total, ops.Add):
+            return False
+        for product, column in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
+            mul = self.defs.get((product.kind, product.id)) if self.stable(product) else None
+            if not isinstance(mul, ops.Mul) or not self._below(column, memory, 1, env):
+                continue
+            for row, cols in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+                same = all(v.type == index.type for v in (row, cols, column, product))
+                if same and self._is_shape(cols, memory, 1) and self._below(row, memory, 0, env):
+                    return True
+        return False
+
+    def _is_shape(self, var: Variable, memory: Variable, dim: int) -> bool:
+        return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
+
+    def _is_shape_key(self, key: _Key, memory: Variable, dim: int) -> bool:
+        found = self.defs.get(key)
+        return (
+            isinstance(found, ops.Shape)
+            and found.memory == memory
+            and found.dim is not None
+            and found.dim.is_constant
+            and int(found.dim.value) == dim  # type: ignore[call-overload]
+        )
+
+    def _below(self, var: Variable, memory: Variable, dim: int, env: _Env) -> bool:
+        """Whether a branch established ``var < memory.shape(dim)``."""
+        key = (var.kind, var.id)
+        return self.stable(var) and any(
+            fact[0] == "lt" and fact[1] == key and self._is_shape_key(fact[2], memory, dim) for fact in env
+        )
 
     def loop_index(self, loop: branch.RangeLoop, env: _Env) -> Interval | None:
         """The interval of a ``range_loop``'s index inside its body."""
@@ -277,7 +332,7 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
     for inst in scope.instructions:
         op = inst.operation
         if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked:
-            if proven_in_bounds(op.memory, analysis.of(op.index, env)):
+            if proven_in_bounds(op.memory, analysis.of(op.index, env)) or analysis.in_tensor_bounds(op, env):
                 inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
         elif isinstance(op, branch.BRANCH_OPS):
             inst = attrs.evolve(inst, operation=_branch(op, analysis, env))

@@ -239,6 +239,14 @@ def verify(kernel: KernelDefinition) -> None:
         if param.var.id in used:
             checker.fail("bad-param", None, f"parameter {param.name!r} reuses slot {param.var.id}")
         used.add(param.var.id)
+        if param.same_len is not None and (
+            param.var.kind is not VarKind.GLOBAL or param.same_len not in used - {param.var.id}
+        ):
+            checker.fail(
+                "bad-param",
+                None,
+                f"parameter {param.name!r} has same_len {param.same_len}, not an earlier buffer's slot",
+            )
     for var in kernel.shared_memories + kernel.local_arrays:
         if not var.length or var.length < 0:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")

@@ -1,14 +1,21 @@
 """Loop splitting for checked global accesses: one bound before a loop in place of a check per access per round.
 
 A checked read or write of a buffer inside a ``range_loop`` compares its index with the buffer's length in
-every round.  When the index is the loop index plus loop-invariant terms (``x[base + c]``, ``gamma[c]``),
-the rounds whose index is below ``length - base`` cannot miss, so the loop is split in two:
+every round.  When the index is linear in the loop index, ``c * scale + offset`` with ``scale`` and
+``offset`` built by ``+``, ``*`` and literal shifts from values the loop does not change (``x[base + c]``,
+``gamma[c]``, ``b[(c + y) * n + col]``), the rounds with ``c * scale + offset < length`` cannot miss, so the
+loop is split in two:
 
 ```text
-fast_end = min(end, length - min(length, base), ...)      (u64, one term per covered access)
+fast_end = min(end, ceil((length - min(length, offset)) / max(scale, 1)), ...)   (u64, one per access)
 for c in range(start, fast_end, step): ...  those accesses unchecked; counts where the original goes on
 for c in range(resume, end, step):     ...  the loop as written (checked): usually no round at all
 ```
+
+``scale`` and ``offset`` are rebuilt before the loop in u64 from their leaves (values defined before the
+loop, literals, builtins, scalars, buffer metadata), so they are exact: the index the kernel computes wraps
+modulo 2**32 but is congruent to ``c * scale + offset``, and equals it when that is below ``length``.
+A tree whose u64 value could wrap (more than 63 bits by the widths of its leaves) is not used.
 
 The first loop runs exactly the original's rounds while its index is below ``fast_end`` (wrapping as the
 original wraps), and the second picks up at the index the original would test next, so the two run the
@@ -16,15 +23,23 @@ same rounds in the same order.  Both stay plain top-level loops (the cpu runtime
 lockstep across units).  Only loops whose two parts cannot be told apart are split: an unsigned index of
 at most 32 bits counting up by a literal positive step to an invariant ``end`` that is not a literal (a
 literal ``end`` gives a trip count the compiler sees, short or unrolled, where a second copy of the loop
-costs more code than its checks), and a body of lane-local work only (arithmetic, memory indexing, lanes,
-metadata, ``if``/``switch``, ``continue``/``return``): no nested loop, ``break``, barrier, plane
-collective, atomic, print or asynchronous operation.  The copy's immutable locals get fresh ids.
+costs more code than its checks), and a body of lane-local work (arithmetic, memory
+indexing, lanes, metadata, ``if``/``switch``, ``continue``/``return``): no nested loop, ``break``, plane
+collective, atomic, print or asynchronous operation.
+
+A body may also hold ``sync_cube`` (the tile loop of a shared-memory GEMM): then every unit must leave the
+first part at the same round, so ``start``, ``end`` and ``fast_end`` are cube-uniform.  Each access's
+``scale`` and ``offset`` are then replaced by upper bounds over the cube's units: ``unit_pos*`` by their
+largest value (the cube shape is compiled in), values defined from them by ``+``/``*`` expanded down to
+their leaves; a non-negative sum of products only grows with its leaves, so a round below the uniform
+bound is in range for every unit.  The copy's immutable locals get fresh ids.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -32,8 +47,8 @@ from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
-from cubepy.ir.types import U32, U64, Type
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.types import BOOL, U32, U64, Type
+from cubepy.ir.variable import Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
 # Operations a split loop body may hold: lane-local, nothing another unit can see the split through.
@@ -73,7 +88,7 @@ def version_loops(definition: KernelDefinition) -> KernelDefinition:
     written = _written(definition.body)
     lengths = {p.var.id: p.len_is_buffer_len for p in definition.buffers}
     everywhere = {(i.out.kind, i.out.id): i.operation for i in walk(definition.body) if i.out is not None}
-    facts = _Facts(lengths, everywhere)
+    facts = _Facts(lengths, everywhere, definition.cube_dim)
     return attrs.evolve(definition, body=_scope(definition.body, (fresh, fresh_mut), written, facts))
 
 
@@ -115,6 +130,7 @@ class _Facts:
 
     lengths: dict[int, bool]
     defs: dict[_Key, ops.Operation]
+    cube_dim: tuple[int, int, int] = (1, 1, 1)
 
 
 def _bounded_by_end(
@@ -136,7 +152,7 @@ def _bounded_by_end(
         if not isinstance(op, (ops.Index, ops.IndexAssign)) or not op.checked or op.memory != end.memory:
             continue
         same_word = isinstance(end, ops.BufferLen) or facts.lengths.get(op.memory.id, False)
-        if same_word and _terms(op.index, index, defs, inside) == []:
+        if same_word and op.index == index:
             proven.add(position)
     return proven
 
@@ -147,37 +163,179 @@ def _invariant(var: Variable, inside: set[_Key]) -> bool:
     return var.kind is VarKind.CONST and (var.kind, var.id) not in inside
 
 
-def _eligible(loop: branch.RangeLoop, inside: set[_Key]) -> bool:
+def _eligible(loop: branch.RangeLoop, inside: set[_Key]) -> str | None:
+    """How the loop may be split: ``"lane"`` (lane-local body), ``"cube"`` (a body with ``sync_cube``: the split
+    must be cube-uniform) or None."""
     index = loop.index
     # u32 and narrower: the u64 sum of a few terms cannot wrap.
     if index.type.is_line or index.elem.kind != "uint" or index.elem.bits > 32 or loop.end.type != index.type:
-        return False
+        return None
     if loop.end.is_constant:  # a trip count known at compile time is short or unrolled: the copy is not worth it
-        return False
+        return None
     if not _invariant(loop.end, inside) or not loop.step.is_constant or int(loop.step.value) <= 0:  # type: ignore[call-overload]
-        return False
+        return None
     if index.kind is not VarKind.CONST or loop.inclusive:
-        return False
+        return None
     # Loops nested inside are split on their own; splitting the outer one too would copy them twice.
     body = [inst.operation for inst in walk(loop.body)]
     # A ``break`` would leave the first part only, and the second would run on.
     nested = (branch.RangeLoop, branch.Loop, branch.Break)
-    return all(isinstance(op, _LANE_LOCAL) and not isinstance(op, nested) for op in body)
-
-
-def _terms(var: Variable, index: Variable, defs: dict[_Key, ops.Operation], inside: set[_Key]) -> list[Variable] | None:
-    """The invariant terms of ``var`` when it is ``index`` plus invariant terms (one ``index``, adds only)."""
-    if var == index:
-        return []
-    op = defs.get((var.kind, var.id))
-    if not isinstance(op, ops.Add) or op.lhs.type != index.type or op.rhs.type != index.type:
+    if any(isinstance(op, nested) for op in body):
         return None
-    for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-        if _invariant(b, inside):
-            rest = _terms(a, index, defs, inside)
-            if rest is not None:
-                return [*rest, b]
+    if all(isinstance(op, _LANE_LOCAL) for op in body):
+        return "lane"
+    if all(isinstance(op, (*_LANE_LOCAL, ops.SyncCube)) for op in body):
+        return "cube"
     return None
+
+
+# An expression tree rebuilt in u64 before the loop: a variable (its value, widened), a literal, or a sum
+# or product of two trees.
+_Tree = tuple[Any, ...]
+
+
+@attrs.frozen
+class _Linear:
+    """Decomposes an index into ``c * scale + offset`` (trees of values available before the loop), and in a
+    cube-uniform split bounds those trees over the cube's units."""
+
+    loop: branch.RangeLoop
+    inside: set[_Key]
+    defs: dict[_Key, ops.Operation]  # every immutable local of the kernel
+    cube_dim: tuple[int, int, int]
+    uniform: bool  # replace per-unit values by their largest value over the cube
+
+    def split(self, var: Variable, depth: int = 0) -> tuple[_Tree | None, _Tree | None] | None:
+        """(scale, offset) with ``var == c * scale + offset`` modulo 2**bits (None: 0), or None."""
+        if var.type != self.loop.index.type or depth > 24:
+            return None
+        if var == self.loop.index:
+            return (("const", 1), None)
+        if (var.kind, var.id) in self.inside and var.kind is not VarKind.CONST:
+            return None  # a mutable local: which of its assignments a read sees is not one definition
+        op = self.defs.get((var.kind, var.id)) if (var.kind, var.id) in self.inside else None
+        if op is None:
+            leaf = self.leaf(var, depth)
+            return None if leaf is None else (None, leaf)
+        if isinstance(op, ops.Assign):
+            return self.split(op.input, depth + 1)
+        if isinstance(op, ops.Add):
+            a, b = self.split(op.lhs, depth + 1), self.split(op.rhs, depth + 1)
+            if a is None or b is None or (a[0] is not None and b[0] is not None):
+                return None
+            return (a[0] if a[0] is not None else b[0], _add(a[1], b[1]))
+        if isinstance(op, (ops.Mul, ops.Shl)):
+            a = self.split(op.lhs, depth + 1)
+            if isinstance(op, ops.Shl):
+                b = self._shift(op.rhs)
+            else:
+                b = self.split(op.rhs, depth + 1)
+            if a is None or b is None:
+                return None
+            if b[0] is not None:
+                a, b = b, a
+            if b[0] is not None or b[1] is None:  # c * c, or a factor that is 0
+                return None
+            return (_mul(a[0], b[1]), _mul(a[1], b[1]))
+        leaf = self.leaf(var, depth)  # a metadata read in the loop; None for anything built from ``c``
+        return None if leaf is None else (None, leaf)
+
+    def _shift(self, amount: Variable) -> tuple[None, _Tree] | None:
+        if not amount.is_constant or not 0 <= int(amount.value) < amount.elem.bits:  # type: ignore[call-overload]
+            return None
+        return (None, ("const", 1 << int(amount.value)))  # type: ignore[call-overload]
+
+    def leaf(self, var: Variable, depth: int = 0) -> _Tree | None:
+        """``var`` as a tree of values available before the loop: itself when defined outside the loop (and,
+        in a cube-uniform split, the same on every unit), else rebuilt from its definition; None if neither."""
+        if var.type.is_line or var.elem.kind != "uint" or var.elem.bits > 32 or depth > 24:
+            return None
+        if var.kind is VarKind.CONSTANT:
+            return ("const", int(var.value))  # type: ignore[call-overload]
+        if var.kind is VarKind.SCALAR:
+            return ("var", var)
+        if var.kind is VarKind.BUILTIN:
+            name = var.name or ""
+            if name.startswith(_UNIFORM_BUILTINS):
+                return ("var", var)
+            if not self.uniform:
+                return ("var", var)
+            top = _unit_top(name, self.cube_dim)
+            return None if top is None else ("top", top)
+        if var.kind is not VarKind.CONST:
+            return None
+        op = self.defs.get((var.kind, var.id))
+        inside = (var.kind, var.id) in self.inside
+        if isinstance(op, ops.Metadata) and (op.dim is None or op.dim.is_constant):
+            return ("meta", op) if inside else ("var", var)
+        if not inside and not self.uniform:
+            return ("var", var)
+        if isinstance(op, ops.Assign):
+            return self.leaf(op.input, depth + 1)
+        if isinstance(op, (ops.Add, ops.Mul)) and op.lhs.type == var.type and op.rhs.type == var.type:
+            a, b = self.leaf(op.lhs, depth + 1), self.leaf(op.rhs, depth + 1)
+            if a is None or b is None:
+                return None
+            return ("add" if isinstance(op, ops.Add) else "mul", a, b)
+        if isinstance(op, ops.Shl) and op.lhs.type == var.type:
+            a, b = self.leaf(op.lhs, depth + 1), self._shift(op.rhs)
+            return None if a is None or b is None else ("mul", a, b[1])
+        return None
+
+
+# Builtins equal on every unit of the cube (a cube-uniform split may read them as they are).
+_UNIFORM_BUILTINS = ("cube_pos", "cube_dim", "cube_count", "plane_dim")
+
+
+# Bit lengths of the largest values of the builtins below 32 bits (CUDA's grid and block limits).
+_LEAF_BITS = {
+    **{f"cube_{what}_{axis}": 16 for what in ("pos", "count") for axis in "yz"},
+    **{name: 11 for name in ("cube_dim", "cube_dim_x", "cube_dim_y", "cube_dim_z")},
+    "plane_dim": 6,
+}
+
+
+def _unit_top(name: str, cube_dim: tuple[int, int, int]) -> int | None:
+    """The largest value of a per-unit position builtin in a cube of ``cube_dim`` (None: not one)."""
+    units = cube_dim[0] * cube_dim[1] * cube_dim[2]
+    axes = dict(zip("xyz", cube_dim))
+    if name == "unit_pos":
+        return units - 1
+    if name.startswith("unit_pos_") and name[-1] in axes:
+        return axes[name[-1]] - 1
+    return None
+
+
+def _add(a: _Tree | None, b: _Tree | None) -> _Tree | None:
+    return b if a is None else a if b is None else ("add", a, b)
+
+
+def _mul(a: _Tree | None, b: _Tree | None) -> _Tree | None:
+    if a is None or b is None:
+        return None
+    if a == ("const", 1):
+        return b
+    return a if b == ("const", 1) else ("mul", a, b)
+
+
+def _per_unit(tree: _Tree | None) -> bool:
+    """Whether a tree holds a per-unit position replaced by its largest value."""
+    if tree is None or tree[0] in ("const", "var", "meta"):
+        return False
+    return tree[0] == "top" or _per_unit(tree[1]) or _per_unit(tree[2])
+
+
+def _bits(tree: _Tree) -> int:
+    """An upper bound of the bit length of the tree's value (its leaves are at most 32 bits)."""
+    kind = tree[0]
+    if kind in ("const", "top"):
+        return max(int(tree[1]).bit_length(), 1)
+    if kind == "var":
+        return _LEAF_BITS.get(tree[1].name or "", 32) if tree[1].kind is VarKind.BUILTIN else 32
+    if kind == "meta":
+        return 32
+    a, b = _bits(tree[1]), _bits(tree[2])
+    return max(a, b) + 1 if kind == "add" else a + b
 
 
 def _version(
@@ -195,18 +353,31 @@ def _version(
     if proven:  # ``for c in range(.., x.len(), ..): x[c]``: in bounds in every round, no split needed
         loop = _unchecked(loop, proven)
         inst = attrs.evolve(inst, operation=loop)
-    if not _eligible(loop, inside):
+    mode = _eligible(loop, inside)
+    if mode is None:
         return [inst]
-    # One precondition per (buffer, invariant terms); the accesses it covers lose their checks in the copy.
-    conditions: dict[tuple[int, tuple[_Key, ...]], list[Variable]] = {}
+    linear = _Linear(loop, inside, facts.defs, facts.cube_dim, uniform=mode == "cube")
+    if mode == "cube":
+        # Every unit must leave the first part at the same round: its bounds may not differ between units.
+        bounds = [linear.leaf(loop.start), linear.leaf(loop.end)]
+        if any(tree is None or _per_unit(tree) for tree in bounds):
+            return [inst]
+    # One precondition per (buffer, scale, offset); the accesses it covers lose their checks in the copy.
+    conditions: dict[tuple[int, _Tree, _Tree | None], Variable] = {}
     covered: set[int] = set()
     for position, body_inst in enumerate(walk(loop.body)):
         op = body_inst.operation
         if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked and op.memory.kind is VarKind.GLOBAL:
-            terms = _terms(op.index, loop.index, defs, inside)
-            if terms is not None:
-                conditions.setdefault((op.memory.id, tuple(sorted((t.kind, t.id) for t in terms))), terms)
-                covered.add(position)
+            found = linear.split(op.index)
+            if found is None:
+                continue
+            scale, offset = found
+            if scale is None:
+                continue
+            if _bits(scale) > (63 if scale == ("const", 1) else 32) or (offset is not None and _bits(offset) > 63):
+                continue
+            conditions.setdefault((op.memory.id, scale, offset), op.memory)
+            covered.add(position)
     if not conditions:
         return [inst]
     emit: list[Instruction] = []
@@ -219,21 +390,41 @@ def _version(
     def wide(var: Variable) -> Variable:
         return new(Type(U64), ops.Cast(var))
 
-    memories = {
-        v.id: v for body_inst in walk(loop.body) for v in body_inst.operation.operands() if v.kind is VarKind.GLOBAL
-    }
-    # The fast loop's end: below ``end`` and below every covered access's reach (its length minus its
-    # invariant terms, 0 past them), so each of its indices keeps those accesses in bounds.
+    def build(tree: _Tree) -> Variable:
+        kind = tree[0]
+        if kind in ("const", "top"):
+            return constant(tree[1], Type(U64))
+        if kind == "var":
+            return wide(tree[1])
+        if kind == "meta":  # a metadata read inside the loop, read again before it
+            return wide(new(Type(U32), tree[1]))
+        a, b = build(tree[1]), build(tree[2])
+        return new(Type(U64), (ops.Add if kind == "add" else ops.Mul)(a, b))
+
+    last_round: list[Variable] = []
+
+    def last() -> Variable:
+        """The loop's last index, start + (end - 1 - start) // step * step (meaningless when no round runs,
+        and then unused: the fast part ends at or below ``end``)."""
+        if not last_round:
+            top = new(Type(U64), ops.Sub(wide(loop.end), constant(1, Type(U64))))
+            past = new(Type(U64), ops.Mod(new(Type(U64), ops.Sub(top, wide(loop.start))), wide(loop.step)))
+            last_round.append(new(Type(U64), ops.Sub(top, past)))
+        return last_round[0]
+
+    # The fast loop's end: below ``end`` and below every covered access's reach (the rounds whose
+    # ``c * scale + offset`` is below its length), so each of its indices keeps those accesses in bounds.
     fast_end = wide(loop.end)
-    for (slot, _), terms in conditions.items():
-        memory = memories[slot]
+    for (_, scale, offset), memory in conditions.items():
         # The word the access's check compares against (cubepy.compiler.lower_memory.memory_length).
-        length = wide(new(Type(U32), (ops.Len if lengths.get(slot) else ops.BufferLen)(memory)))
-        offset: Variable | None = None
-        for term in terms:
-            offset = wide(term) if offset is None else new(Type(U64), ops.Add(offset, wide(term)))
+        length = wide(new(Type(U32), (ops.Len if lengths.get(memory.id) else ops.BufferLen)(memory)))
         if offset is not None:
-            length = new(Type(U64), ops.Sub(length, new(Type(U64), ops.Min(length, offset))))
+            length = new(Type(U64), ops.Sub(length, new(Type(U64), ops.Min(length, build(offset)))))
+        if scale != ("const", 1):
+            # A scaled access: no division (a 64-bit one is a call on the GPU); the fast part runs every round
+            # when the last round's index is in range (last * scale < room), and none otherwise.
+            passes = new(Type(BOOL), ops.Lt(new(Type(U64), ops.Mul(last(), build(scale))), length))
+            length = new(Type(U64), ops.Select(passes, wide(loop.end), constant(0, Type(U64))))
         fast_end = new(Type(U64), ops.Min(fast_end, length))
     # The fast loop counts where the original goes on (its index plus the step, wrapped as the loop's own
     # increment wraps), first thing in each round so ``continue`` cannot skip it; the rest starts there.

@@ -10,7 +10,8 @@ the ``CompiledKernel`` of ``kernel.compile``: IR, LLVM, PTX texts and the cubin)
 - the kind of artifact and the runtime/target (``interp``, ``sm_90a``, ...);
 - ``kernel.identity`` (the source of every cube function the kernel reaches, so editing a callee
   changes it; values without a stable text make it per-process, which disables reuse);
-- the cube_dim, the mode (checked or not), whether ``a * b + c`` is contracted, and the compilation arguments' ``repr`` (a repr that
+- the cube_dim, the mode (checked or not), whether ``a * b + c`` is contracted, whether f32 math may be approximate
+  (``fastmath``), and the compilation arguments' ``repr`` (a repr that
   names a memory address is not stable across processes: such launches are not cached on disk).
 
 Entries are sealed (``cubepy.sealed``): the folder is created ``0700`` and refused (a warning, then
@@ -141,7 +142,14 @@ def libdevice_cache_dir() -> Path | None:
 
 
 def entry_key(
-    kind: str, target: str, identity: str, cube_dim, checked: bool, comp_args, contract: bool = True
+    kind: str,
+    target: str,
+    identity: str,
+    cube_dim,
+    checked: bool,
+    comp_args,
+    contract: bool = True,
+    fastmath: bool = False,
 ) -> str | None:
     """The hex key of one specialization, or None when its compilation arguments have no stable text."""
     comp_text = repr(comp_args)
@@ -159,6 +167,8 @@ def entry_key(
             repr(bool(checked)),
             comp_text,
             "" if contract else "no-contract",
+            # only when on: the keys of kernels without fast math stay what they were
+            *(("fastmath",) if fastmath else ()),
         )
     )
     return sha256(text.encode()).hexdigest()
@@ -273,7 +283,16 @@ def for_kind(kind: str) -> DiskCache | None:
     return None if root is None else DiskCache(root, kind)
 
 
-def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: str, build, contract: bool = True):
+def cached_compile(
+    kernel,
+    comp_args: tuple,
+    cube_dim,
+    checked: bool,
+    target: str,
+    build,
+    contract: bool = True,
+    fastmath: bool = False,
+):
     """``build()`` (a ``CompiledKernel``), or the copy stored on disk for the same kernel and target.
 
     Not cached while ``CUBEPY_DUMP`` asks for dumps (building writes them).
@@ -281,7 +300,7 @@ def cached_compile(kernel, comp_args: tuple, cube_dim, checked: bool, target: st
     store = for_kind("compile")
     if store is None or config.get("CUBEPY_DUMP"):
         return build()
-    key = entry_key("compile", target, kernel.identity, cube_dim, checked, comp_args, contract)
+    key = entry_key("compile", target, kernel.identity, cube_dim, checked, comp_args, contract, fastmath)
     if key is None:
         return build()
     compiled = store.load(key)

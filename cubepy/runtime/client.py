@@ -51,6 +51,7 @@ def _environ_key(name: str):
 _DEBUG_KEY = ("CUBEPY_DEBUG", _environ_key("CUBEPY_DEBUG"))
 _SANITIZE_KEY = ("CUBEPY_SANITIZE", _environ_key("CUBEPY_SANITIZE"))
 _CONTRACT_KEY = ("CUBEPY_CONTRACT", _environ_key("CUBEPY_CONTRACT"))
+_FASTMATH_KEY = ("CUBEPY_FASTMATH", _environ_key("CUBEPY_FASTMATH"))
 
 
 def _contracts(kernel) -> bool:
@@ -59,6 +60,14 @@ def _contracts(kernel) -> bool:
     if choice is not None:
         return choice
     return bool(config.get("CUBEPY_CONTRACT")) if _knob_set(_CONTRACT_KEY) else True
+
+
+def _fastmath(kernel) -> bool:
+    """Whether launches of ``kernel`` may approximate f32 math: its decorator's choice, else ``CUBEPY_FASTMATH`` (off)."""
+    choice = getattr(kernel, "fastmath", None)  # kernel-like objects without the attribute follow the setting
+    if choice is not None:
+        return bool(choice)
+    return bool(config.get("CUBEPY_FASTMATH")) if _knob_set(_FASTMATH_KEY) else False
 
 
 def _knob_set(key: tuple) -> bool:
@@ -151,7 +160,7 @@ class ComputeClient:
     # -- kernels ---------------------------------------------------------------------------
     def compiled(self, kernel, cube_dim: tuple[int, int, int], checked: bool, comp_args: tuple):
         """The cached back-end artifact for one specialization, built on a miss."""
-        key = (kernel.identity, cube_dim, checked, comp_args, _contracts(kernel))
+        key = (kernel.identity, cube_dim, checked, comp_args, _contracts(kernel), _fastmath(kernel))
         artifact = self._cache.get(key)
         if artifact is not None:
             self.stats["hits"] += 1
@@ -162,21 +171,24 @@ class ComputeClient:
 
     def _build(self, kernel, key: tuple):
         """A miss of the in-memory cache: the on-disk cache, else expand and prepare (then store on disk)."""
-        identity, cube_dim, checked, comp_args, contract = key
+        identity, cube_dim, checked, comp_args, contract, fastmath = key
         with self._lock:
             artifact = self._cache.get(key)
             if artifact is not None:
                 self.stats["hits"] += 1
                 return artifact
             start = time.perf_counter()
-            disk, disk_key, source = self._disk(identity, cube_dim, checked, comp_args, contract), None, "compiled"
+            disk = self._disk(identity, cube_dim, checked, comp_args, contract, fastmath)
+            disk_key, source = None, "compiled"
             if disk is not None:
                 disk_key = disk[1]
                 artifact = disk[0].load(disk_key)
                 source = "loaded from disk"
             if artifact is None:
                 source = "compiled"
-                definition = kernel.define(comp_args, cube_dim, checked, contract)
+                # fastmath is passed only when on: kernel-like objects without the keyword keep working
+                options = {"fastmath": True} if fastmath else {}
+                definition = kernel.define(comp_args, cube_dim, checked, contract, **options)
                 if self.backend.name != "interp" and hasattr(kernel, "notice_build"):
                     kernel.notice_build(definition, f"LLVM's O3 for the {self.backend.name} runtime starts now")
                 artifact = self.backend.prepare(definition)
@@ -189,7 +201,9 @@ class ComputeClient:
                 print(f"[cubepy] {source} {kernel.name} cube_dim={cube_dim} in {took:.1f} ms", file=sys.stderr)
         return artifact
 
-    def _disk(self, identity: str, cube_dim, checked: bool, comp_args: tuple, contract: bool = True):
+    def _disk(
+        self, identity: str, cube_dim, checked: bool, comp_args: tuple, contract: bool = True, fastmath: bool = False
+    ):
         """(on-disk cache, key) for this specialization, or None (back end not cacheable, cache off, unstable key)."""
         kind = self.backend.disk_cache_kind
         if kind is None:
@@ -197,7 +211,8 @@ class ComputeClient:
         store = cache.for_kind(kind)
         if store is None:
             return None
-        key = cache.entry_key(kind, self.backend.disk_cache_target, identity, cube_dim, checked, comp_args, contract)
+        target = self.backend.disk_cache_target
+        key = cache.entry_key(kind, target, identity, cube_dim, checked, comp_args, contract, fastmath)
         return None if key is None else (store, key)
 
     def launch(self, kernel, cube_count, cube_dim, args: tuple, *, checked: bool = True) -> None:
@@ -213,7 +228,7 @@ class ComputeClient:
             if type(handle) is not Handle or handle.client is not self:
                 self._own(handle, f"launch of {kernel.name}")
         dims = (dim.x, dim.y, dim.z)
-        key = (kernel.identity, dims, checked, comp_args, _contracts(kernel))
+        key = (kernel.identity, dims, checked, comp_args, _contracts(kernel), _fastmath(kernel))
         artifact = self._cache.get(key)
         if artifact is None:
             artifact = self._build(kernel, key)

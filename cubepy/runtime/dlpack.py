@@ -243,3 +243,83 @@ def export(array: np.ndarray, stream: Any = None, max_version: Any = None, dl_de
             tensor = _DLManagedTensor.from_address(_get_pointer(capsule, _LEGACY)).dl_tensor
         tensor.dtype.code, tensor.dtype.bits = label
     return capsule
+
+
+# -- exporting memory numpy does not own (device allocations) -----------------------------------------------------
+_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _DESTRUCTOR]
+# The destructor gets the capsule as a raw address: separate prototypes of the same C functions (setting argtypes on
+# ``ctypes.pythonapi``'s cached ones would change them for the py_object callers above).
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi)
+)
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+# What each exported tensor keeps alive (its struct, shape and stride arrays, the owner), by struct address; the
+# deleter drops the entry, so the memory's owner lives exactly as long as some consumer holds the tensor.
+_EXPORTED: dict[int, tuple[Any, ...]] = {}
+
+
+def _dl_dtype(dtype: np.dtype) -> tuple[int, int]:
+    relabeled = _RELABELED.get(dtype)
+    if relabeled is not None:
+        return relabeled
+    if dtype == np.bool_:
+        return _DL_BOOL, 8
+    code = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}.get(dtype.kind)
+    if code is None:
+        raise BufferError(f"dtype {dtype} has no DLPack code")
+    return code, dtype.itemsize * 8
+
+
+@_DELETER
+def _release(address: int) -> None:
+    _EXPORTED.pop(address, None)
+
+
+@_DESTRUCTOR
+def _destroy_unconsumed(capsule: int) -> None:
+    # A capsule nobody consumed still owns its tensor (a consumer renames it to "used_..." first).
+    for name in (_VERSIONED, _LEGACY):
+        if _raw_is_valid(capsule, name):
+            _release(_raw_get_pointer(capsule, name))
+
+
+def export_memory(
+    ptr: int,
+    dtype: np.dtype,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    device: tuple[int, int],
+    owner: Any,
+    max_version: Any = None,
+) -> Any:
+    """A DLPack capsule over memory at ``ptr`` (any device) that keeps ``owner`` alive until the consumer is done.
+
+    Versioned (DLPack 1.1) when the consumer's ``max_version`` allows it, else the legacy ``DLManagedTensor``.
+    """
+    ndim = len(shape)
+    shape_array, strides_array = (ctypes.c_int64 * max(ndim, 1))(*shape), (ctypes.c_int64 * max(ndim, 1))(*strides)
+    code, bits = _dl_dtype(np.dtype(dtype))
+    tensor = _DLTensor(
+        ctypes.c_void_p(ptr or None),
+        _DLDevice(*device),
+        ndim,
+        _DLDataType(code, bits, 1),
+        ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64)),
+        ctypes.cast(strides_array, ctypes.POINTER(ctypes.c_int64)),
+        0,
+    )
+    managed: _DLManagedTensor | _DLManagedTensorVersioned
+    if max_version is not None and tuple(max_version)[0] >= 1:
+        managed = _DLManagedTensorVersioned(1, 1, None, _release, 0, tensor)
+        name = _VERSIONED
+    else:
+        managed = _DLManagedTensor(tensor, None, _release)
+        name = _LEGACY
+    address = ctypes.addressof(managed)
+    _EXPORTED[address] = (managed, shape_array, strides_array, owner)
+    return _new_capsule(address, name, _destroy_unconsumed)

@@ -74,18 +74,31 @@ class Handle:
         return self.size * self.dtype.itemsize
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export the buffer without a copy (DLPack): ``torch.from_dlpack(handle)``, ``np.from_dlpack(handle)``."""
+        """Export the buffer without a copy (DLPack): ``torch.from_dlpack(handle)``, ``np.from_dlpack(handle)``.
+
+        A device handle finishes the client's queued work first, so the consumer's stream sees the kernel's writes.
+        """
         from cubepy.runtime import dlpack
 
-        if not isinstance(self.storage, np.ndarray):
-            raise BufferError(f"{self!r}: only host handles (interp and cpu runtimes) export DLPack today")
-        return dlpack.export(self._host_view(), stream, max_version, dl_device, copy)
+        if isinstance(self.storage, np.ndarray):
+            return dlpack.export(self._host_view(), stream, max_version, dl_device, copy)
+        if copy:
+            raise BufferError("a cubepy handle exports its own memory; copy=True is not supported")
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"{self!r} lives on DLPack device {device}, not {tuple(dl_device)}")
+        self.client.sync()
+        ptr = self.storage.ptr + self.offset * self.dtype.itemsize
+        return dlpack.export_memory(ptr, self.dtype, self.shape, self.strides, device, self, max_version)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """``(1, 0)``: a host handle's memory is CPU memory (DLPack's kDLCPU)."""
-        if not isinstance(self.storage, np.ndarray):
-            raise BufferError(f"{self!r}: only host handles (interp and cpu runtimes) export DLPack today")
-        return (1, 0)
+        """``(1, 0)`` for a host handle (interp and cpu runtimes; DLPack's kDLCPU), ``(2, ordinal)`` for a cuda one."""
+        if isinstance(self.storage, np.ndarray):
+            return (1, 0)
+        device = getattr(self.client, "device", None)
+        if device is None or not hasattr(self.storage, "ptr"):
+            raise BufferError(f"{self!r}: its storage is neither host memory nor a device allocation")
+        return (2, int(device.info.ordinal))
 
     def _host_view(self) -> np.ndarray:
         """The buffer's elements as a numpy view of its storage (shape and strides), no copy."""

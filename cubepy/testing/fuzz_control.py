@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cubepy.testing.fuzz import SIGNED, UNSIGNED, numpy_dtype_of
+from cubepy.testing.fuzz_oracle import SIGNED, UNSIGNED, numpy_dtype_of
 
 UNITS = 16  # two cubes of 8
 

@@ -144,6 +144,15 @@ def test_bad_param():
     _expect("bad-param", kernel([], [wrong]))
 
 
+def test_same_len_must_name_an_earlier_buffer():
+    first = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "a", "array")
+    ahead = ir.Param(Variable(VarKind.GLOBAL, 1, F32), "b", "array", same_len=2)  # slot 2 is not earlier
+    later = ir.Param(Variable(VarKind.GLOBAL, 2, F32), "c", "array")
+    error = _expect("bad-param", kernel([], [first, ahead, later]))
+    assert "same_len 2" in str(error)
+    verify(kernel([], [first, ir.Param(Variable(VarKind.GLOBAL, 1, F32), "b", "array", same_len=0)]))
+
+
 def test_bad_memory_decl():
     shared = Variable(VarKind.SHARED, 0, F32, length=16, alignment=24)
     _expect("bad-memory-decl", kernel([], shared_memories=(shared,)))

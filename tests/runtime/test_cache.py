@@ -238,7 +238,7 @@ def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
     first = module.kernel.compile(
         (32, 1, 1),
         cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
-        cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
+        cp.ArrayArg(cp.client("interp").create(np.zeros(5, np.float32))),  # unequal lengths: the default args' key
     )
     args = [p.launch.default_compilation_arg() for p in module.kernel.params]
     second = module.kernel.compile((32, 1, 1), *args)

@@ -205,3 +205,65 @@ def test_a_non_contiguous_torch_tensor_is_refused():
     torch = pytest.importorskip("torch")
     with pytest.raises(cp.LaunchError, match="not C-contiguous.*contiguous"):
         cp.from_dlpack(torch.zeros(4, 4).t(), cp.client("interp"))
+
+
+# -- the exporter of memory numpy does not own (what a cuda handle's __dlpack__ hands out) --------------------------
+class _Owner:
+    """Stands for a device allocation's keeper: the test watches when the exported tensor lets it go."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+class _Exporter:
+    def __init__(self, make):
+        self.make = make
+
+    def __dlpack__(self, **options):
+        return self.make(options.get("max_version"))
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 1)])
+def test_exported_memory_is_read_in_place_and_released_after_its_last_consumer(max_version):
+    source = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]  # strided: (4, 3) with strides (6, 2)
+    owner = _Owner(source)
+    alive = weakref.ref(owner)
+    capsule = dlpack.export_memory(source.ctypes.data, source.dtype, (4, 3), (6, 2), (1, 0), owner, max_version)
+    del owner
+    view = dlpack.from_dlpack(_Exporter(lambda _, made=capsule: made))
+    assert (view.shape, view.strides, view.device_type, view.ptr) == ((4, 3), (6, 2), 1, source.ctypes.data)
+    assert alive() is not None, "the owner must live while a consumer holds the tensor"
+    del view, capsule
+    gc.collect()
+    assert alive() is None, "the deleter must release the owner once the consumer is done"
+
+
+def test_an_unconsumed_capsule_releases_its_owner():
+    owner = _Owner(np.zeros(3, np.float32))
+    alive = weakref.ref(owner)
+    capsule = dlpack.export_memory(owner.array.ctypes.data, np.dtype(np.float32), (3,), (1,), (2, 0), owner)
+    del owner
+    assert alive() is not None
+    del capsule
+    gc.collect()
+    assert alive() is None
+
+
+def test_numpy_consumes_exported_memory_bf16_relabeled():
+    source = np.array([1.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16)
+    owner = _Owner(source)
+    exporter = _Exporter(
+        lambda mv: dlpack.export_memory(source.ctypes.data, source.dtype, (3,), (1,), (1, 0), owner, mv)
+    )
+    view = dlpack.from_dlpack(exporter)
+    assert view.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(dlpack.host_array(view)[:3], source)
+    plain = np.arange(5, dtype=np.int16)
+    keeper = _Owner(plain)
+    got = np.from_dlpack(
+        _Exporter(lambda mv: dlpack.export_memory(plain.ctypes.data, plain.dtype, (5,), (1,), (1, 0), keeper, mv))
+    )
+    np.testing.assert_array_equal(got, plain)

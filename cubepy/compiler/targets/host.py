@@ -4,8 +4,9 @@ Execution model.  A kernel's body becomes ``<name>.unit(ptr params, ptr cube, i3
 cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compiler.abi.param_layout``);
 ``cube`` is the per-cube context below; ``unit`` the linear unit index (``tid.x + tid.y*X + tid.z*X*Y``), then ``ctaid.x/y/z``.
 
-* A kernel without ``sync_cube``, ``sync_plane`` or plane operations is a plain function; the driver
-  calls it for every unit in a loop (inlined, so LLVM may vectorize across units).
+* A kernel without ``sync_cube``, ``sync_plane`` or plane operations is a plain function, which also takes
+  ``tid.x/y/z``; the driver calls it for every unit in loops over z, y and x, x innermost (inlined, so LLVM
+  may vectorize across the units of a row).
 * Otherwise the unit is an LLVM switched-resume coroutine.  ``sync_cube`` suspends with state
   ``AT_BARRIER``; each plane primitive (``activemask``, one shuffle, one vote, ``sync_plane``) publishes
   its 32-bit word, records its *site* (a number increasing in program order) and suspends with state
@@ -182,6 +183,8 @@ class HostTarget:
         vector_ldexp: bool = False,
     ) -> None:
         self.reports_out_of_bounds = report_out_of_bounds
+        # the branch keeps a miss out of the loop bodies the host vectorizes (and of the sanitizer's reports)
+        self.branch_free_global_reads = False
         # The CPU scales a vector by powers of two in one instruction (AVX-512's vscalefps): exp uses llvm.ldexp.
         self.vector_ldexp = vector_ldexp
         self.triple = triple
@@ -194,6 +197,8 @@ class HostTarget:
         if self.fission is not None:
             self.suspends = frozenset()
         self.coroutine = bool(self.suspends)
+        # A plain kernel's unit function gets its tid from the driver's nested loops (``declare_entry``).
+        self.plain_tid = not self.coroutine and self.fission is None
         # A fission plan keeps every local array in its per-unit frame (heap) already.
         self.heap_locals, self.scratch_bytes = heap_locals(definition) if self.fission is None else ({}, 0)
         self.scratch: ir.Value | None = None
@@ -203,7 +208,8 @@ class HostTarget:
         self.placed: dict[tuple[VarKind, int], int] = {}
         self.barrier_rows = (0, 0)  # (first byte, bytes) of the mbarrier rows in the shared block
         self.param_bytes = 0  # the parameter block's size, set by the prologue
-        self.buffer_offsets: list[int] = []  # a whole cube's function: where its buffer arguments are in the block
+        self.buffer_offsets: list[int] = []  # a whole cube's or plain unit's buffer arguments: where in the block
+        self.buffer_exclusive: list[bool] = []  # and whether the launch checked that nothing else overlaps each
         self.host_calls: list = []  # host_async.HostCall per emulated instruction, indexed by its site
         self.op_table = CPU
         self._site = 0
@@ -217,20 +223,30 @@ class HostTarget:
         # A whole cube's function (fission) also takes its shared block, per-unit frame and buffers as arguments,
         # ``noalias`` where nothing else reaches that memory (a buffer: where the launch checked that no other
         # argument overlaps it): LLVM then needs no overlap checks to vectorize the loops over units.
+        # A plain unit also takes its tid x, y, z: the driver's loops give them (x innermost), so an address built
+        # from them is affine in the innermost loop's counter and LLVM vectorizes 2-D and 3-D cubes too.
+        # Its buffers come as arguments too: the driver's loops are in a function whose buffer arguments are
+        # ``noalias`` where exclusive (``host_driver``), so vectorized rows need no overlap checks.
         fission = self.fission is not None
-        buffers = [p for p in lw.definition.params if p.role in ("array", "tensor")] if fission else []
+        buffers = (
+            [p for p in lw.definition.params if p.role in ("array", "tensor")] if fission or self.plain_tid else []
+        )
         extra = [PTR, PTR, *(lt.GLOBAL_PTR for _ in buffers)] if fission else []
+        if self.plain_tid:
+            extra = [I32, I32, I32, *(lt.GLOBAL_PTR for _ in buffers)]
+        self.buffer_exclusive = [p.exclusive for p in buffers]
         function = ir.Function(
             lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32, *extra]), f"{lw.name}.unit"
         )
         function.linkage = "internal"
-        names = ["params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z", "shared_block", "frame"]
+        names = ["params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z"]
+        names += ["tid_x", "tid_y", "tid_z"] if self.plain_tid else ["shared_block", "frame"]
         names += [f"buf{index}" for index in range(len(buffers))]
         for arg, name in zip(function.args, names):
             arg.name = name
-        for arg in function.args[6:8]:
+        for arg in function.args[6:8] if fission else ():
             arg.attributes = lt.RawArgumentAttributes(["noalias", f"align {SHARED_ALIGN}"])
-        for arg, param in zip(function.args[8:], buffers):
+        for arg, param in zip(function.args[8:] if fission else (), buffers):
             if param.exclusive:
                 arg.attributes = lt.RawArgumentAttributes(["noalias"])
         function.attributes = lt.RawFunctionAttributes(["presplitcoroutine" if self.coroutine else "alwaysinline"])
@@ -257,8 +273,9 @@ class HostTarget:
                 )
                 continue
             key = next(keys)
-            if slot.role in ("array", "tensor") and self.fission is not None:
-                lw.params[key] = fn.args[8 + slot.kind_index]  # the driver loaded it (``declare_entry``)
+            if slot.role in ("array", "tensor") and (self.fission is not None or self.plain_tid):
+                first = 9 if self.plain_tid else 8  # the driver loaded it (``declare_entry``)
+                lw.params[key] = fn.args[first + slot.kind_index]
                 self.buffer_offsets.append(slot.offset)
             elif slot.role in ("array", "tensor"):
                 lw.params[key] = _invariant(b.load(where, typ=lt.GLOBAL_PTR, name=f"buf{slot.kind_index}"))
@@ -275,6 +292,8 @@ class HostTarget:
             else:
                 lw.params[key] = where
         self._set_unit(b, unit)
+        if self.plain_tid:
+            self.tid = (fn.args[6], fn.args[7], fn.args[8])
         block = fn.args[6] if self.fission is not None else self._ctx_load(b, CTX_SHARED, PTR, "shared_block")
         self.shared = b.addrspacecast(block, lt.SHARED_PTR)
         if not self.coroutine:
@@ -561,8 +580,18 @@ class HostTarget:
 
         loops = self.cube_loops
         whole_cube = (loops.frame_bytes, tuple(self.buffer_offsets)) if loops is not None else None
+        plain = tuple(zip(self.buffer_offsets, self.buffer_exclusive)) if self.plain_tid else None
         definition = lw.definition
-        emit_driver(lw.module, lw.function, definition, self.suspends, self.param_bytes, self.barrier_rows, whole_cube)
+        emit_driver(
+            lw.module,
+            lw.function,
+            definition,
+            self.suspends,
+            self.param_bytes,
+            self.barrier_rows,
+            whole_cube,
+            plain_buffers=plain,
+        )
 
     def unsupported_reason(self, operation: Operation) -> str | None:
         """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""

@@ -71,7 +71,11 @@ class _Emitter:
     def load(self, slot: ir.Value, ty: ir.Type = I32) -> ir.Value:
         return self.b.load(slot, typ=ty)
 
-    def loop(self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], None]) -> None:
+    def loop(
+        self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], None], *, vectorize: bool = False
+    ) -> None:
+        """``for i in range(start, stop): body(i)``; ``vectorize``: ask LLVM to vectorize it (a short loop over
+        units is otherwise unrolled whole before the vectorizer sees it)."""
         b = self.b
         counter = self.var(I32, start, "i")
         head, step, done = self.block("loop"), self.block("body"), self.block("after")
@@ -81,8 +85,10 @@ class _Emitter:
         b.cbranch(b.icmp_signed("<", index, stop), step, done)
         b.position_at_end(step)
         body(index)
-        b.store(b.add(self.load(counter), _const(1)), counter)
-        b.branch(head)
+        b.store(b.add(self.load(counter), _const(1), flags=["nsw"]), counter)
+        back_edge = b.branch(head)
+        if vectorize:
+            _hint_vectorize(self.function.module, back_edge)
         b.position_at_end(done)
 
     def when(self, condition: ir.Value, body: Callable[[], None]) -> None:
@@ -106,6 +112,7 @@ def emit_driver(
     param_bytes: int,
     barrier_rows: tuple[int, int] = (0, 0),
     whole_cube: tuple[int, tuple[int, ...]] | None = None,
+    plain_buffers: tuple[tuple[int, bool], ...] | None = None,
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
@@ -119,19 +126,45 @@ def emit_driver(
 
     ``barrier_rows`` (first byte, bytes) of the shared block are zeroed when a cube starts: its mbarriers
     are uninitialised.  A cube context whose ``CTX_FAULT`` is set runs no more cubes.
+
+    ``plain_buffers``: a plain unit function (no suspension, no fission) taking ``tid`` and its buffers as
+    arguments, (offset in the parameter block, exclusive) per buffer.  The driver then loads the buffers and
+    calls ``cubepy_run_cubes.range``, which holds the loops, with them as arguments, ``noalias`` where the
+    launch checked that no other argument overlaps: LLVM's vectorized rows then need no overlap checks (they
+    cost more than a 32-unit row's work).
     """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
-    params, cube, first, last = fn.args
     # The parameter block (packed ``abi.BLOCK_ALIGN``-aligned by the runtime) is read-only and nothing else
     # writes it during the launch: LLVM may then hoist a length read out of a guarded branch.
-    params.attributes = lt.RawArgumentAttributes(
-        [
-            "noalias",
-            "readonly",
-            f"align {abi.BLOCK_ALIGN}",
-            *([f"dereferenceable({param_bytes})"] if param_bytes else []),
+    block_attributes = [
+        "noalias",
+        "readonly",
+        f"align {abi.BLOCK_ALIGN}",
+        *([f"dereferenceable({param_bytes})"] if param_bytes else []),
+    ]
+    fn.args[0].attributes = lt.RawArgumentAttributes(block_attributes)
+    range_buffers: list[ir.Value] = []
+    if plain_buffers is not None and plain_buffers:
+        outer = ir.IRBuilder(fn.append_basic_block("entry"))
+        loaded = [
+            outer.load(outer.gep(fn.args[0], [_const(offset, I64)], source_etype=I8), typ=lt.GLOBAL_PTR)
+            for offset, _ in plain_buffers
         ]
-    )
+        ranged = ir.Function(
+            module,
+            ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32, *(lt.GLOBAL_PTR for _ in plain_buffers)]),
+            f"{DRIVER_NAME}.range",
+        )
+        ranged.linkage = "internal"
+        ranged.args[0].attributes = lt.RawArgumentAttributes(block_attributes)
+        for arg, (_, exclusive) in zip(ranged.args[4:], plain_buffers):
+            if exclusive:
+                arg.attributes = lt.RawArgumentAttributes(["noalias"])
+        outer.call(ranged, [*fn.args, *loaded])
+        outer.ret_void()
+        fn = ranged
+        range_buffers = list(fn.args[4:])
+    params, cube, first, last = fn.args[:4]
     e = _Emitter(fn)
     b = e.b
     x, y, z = definition.cube_dim
@@ -155,8 +188,24 @@ def emit_driver(
         ):
             arrays[name] = b.load(ctx(offset), typ=PTR, name=name)
 
+    # The cube position is stepped from cube to cube (x, carried into y, then z): three divisions per cube cost
+    # as much as a small cube's work.  They are done once, for the first cube.
+    position = [
+        e.var(I32, value, f"ctaid_{axis}")
+        for axis, value in zip("xyz", (b.urem(first, nx), b.urem(b.udiv(first, nx), ny), b.udiv(first, b.mul(nx, ny))))
+    ]
+
+    def step_position() -> None:
+        cx, cy, cz = (e.load(slot) for slot in position)
+        next_x, next_y = b.add(cx, _const(1)), b.add(cy, _const(1))
+        wrap_x = b.icmp_unsigned(">=", next_x, nx)
+        wrap_y = b.and_(wrap_x, b.icmp_unsigned(">=", next_y, ny))
+        b.store(b.select(wrap_x, _const(0), next_x), position[0])
+        b.store(b.select(wrap_x, b.select(wrap_y, _const(0), next_y), cy), position[1])
+        b.store(b.select(wrap_y, b.add(cz, _const(1)), cz), position[2])
+
     def run_cube(linear: ir.Value) -> None:
-        ctaid = [b.urem(linear, nx), b.urem(b.udiv(linear, nx), ny), b.udiv(linear, b.mul(nx, ny))]
+        ctaid = [e.load(slot) for slot in position]
         for axis, value in enumerate(ctaid):
             b.store(value, ctx(CTX_CTAID + 4 * axis))
         if barrier_rows[1]:
@@ -177,7 +226,7 @@ def emit_driver(
             b.call(unit, [params, cube, _const(0), *ctaid, shared, frame, *buffers])
             return
         if not coroutine:
-            e.loop(_const(0), _const(units), lambda u: b.call(unit, [params, cube, u, *ctaid]))
+            _plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z))
             return
         run = _CubeRun(e, unit, params, cube, arrays, units, ctaid, reduces)
         if suspends == {"barrier"}:
@@ -189,11 +238,52 @@ def emit_driver(
         fault = b.load_atomic(ctx(CTX_FAULT), "monotonic", 4, typ=I32)  # set by another thread on Ctrl-C
         healthy = b.icmp_signed("==", fault, _const(0))
         e.when(healthy, lambda: run_cube(linear))
+        step_position()
 
     e.loop(first, last, run_unless_failed)
     b.ret_void()
     e.entry.branch(fn.blocks[1])
-    return fn
+    return module.get_global(DRIVER_NAME)
+
+
+def _plain_units(
+    e: _Emitter, unit: ir.Function, args: tuple[ir.Value, ir.Value, list, list], dims: tuple[int, int, int]
+) -> None:
+    """Call a plain unit function for every unit of the cube: loops over z, y and x, x innermost, each call given
+    its linear index and ``tid``.  An address built from ``tid.x`` is then affine in the innermost loop's
+    counter, which the loop vectorizer needs (one loop over the linear index makes ``tid.x`` and ``tid.y`` a
+    remainder and a quotient of it, and a 32x8 cube's loads gathers)."""
+    b = e.b
+    params, cube, ctaid, buffers = args
+    dim_x, dim_y, dim_z = dims
+
+    def row(tid_y: ir.Value, tid_z: ir.Value) -> None:
+        base = b.mul(b.add(b.mul(tid_z, _const(dim_y), flags=["nuw"]), tid_y, flags=["nuw"]), _const(dim_x))
+
+        def one(tid_x: ir.Value) -> None:
+            linear = b.add(base, tid_x, flags=["nuw"])
+            b.call(unit, [params, cube, linear, *ctaid, tid_x, tid_y, tid_z, *buffers])
+
+        e.loop(_const(0), _const(dim_x), one, vectorize=dim_x > 1)
+
+    def plane(tid_z: ir.Value) -> None:
+        if dim_y == 1:
+            row(_const(0), tid_z)
+        else:
+            e.loop(_const(0), _const(dim_y), lambda tid_y: row(tid_y, tid_z))
+
+    if dim_z == 1:
+        plane(_const(0))
+    else:
+        e.loop(_const(0), _const(dim_z), plane)
+
+
+def _hint_vectorize(module: ir.Module, back_edge: ir.Instruction) -> None:
+    """``llvm.loop.vectorize.enable`` on the loop of ``back_edge`` (``lower_control.hint_vectorize``'s loop ID)."""
+    from cubepy.compiler.lower_control import _LoopID
+
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1)])
+    back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 
 def _coroutine_intrinsic(module: ir.Module, name: str) -> ir.Function:

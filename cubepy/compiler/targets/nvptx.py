@@ -31,6 +31,7 @@ class NvptxTarget:
     triple = TRIPLE
     data_layout = DATA_LAYOUT
     reports_out_of_bounds = False
+    branch_free_global_reads = True
 
     def __init__(self, sm: int = 90) -> None:
         self.sm = sm

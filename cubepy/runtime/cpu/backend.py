@@ -31,9 +31,8 @@ from cubepy.compiler.targets.host_abi import (
 )
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir.kernel import written_slots
-from cubepy.runtime import params as kparams
 from cubepy.runtime.bindings import Bindings
-from cubepy.runtime.cpu import emulation, loader, workers
+from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
 
 NO_OUT_OF_BOUNDS_REPORTS = (
     "this cpu client was made without sanitize=True; its kernels were compiled without out-of-bounds reports"
@@ -77,27 +76,27 @@ class _Workspace:
         ):
             words[offset // 8] = array.ctypes.data
         self.ctx[CTX_NCTAID : CTX_NCTAID + 12].view(np.uint32)[:] = counts
+        self._words = self.ctx.view(np.int32)  # kept: a view and ``.ctypes.data`` cost microseconds per launch
+        self.address = int(self.ctx.ctypes.data)  # the ``cube`` argument of ``cubepy_run_cubes``
+        self._counts = tuple(counts)
 
     def start_launch(self, counts: tuple[int, int, int]) -> None:
         """Ready a reused context for a new launch: its cube counts, no barrier changes and no fault yet."""
-        words = self.ctx.view(np.int32)
-        words[CTX_NCTAID // 4 : CTX_NCTAID // 4 + 3] = counts
+        words = self._words
+        if counts != self._counts:
+            words[CTX_NCTAID // 4 : CTX_NCTAID // 4 + 3] = counts
+            self._counts = tuple(counts)
         words[CTX_EPOCH // 4] = 0
         words[CTX_FAULT // 4] = 0
 
     def cancel(self) -> None:
         """Stop the cube running on this context and the ones after it (Ctrl-C; from another thread)."""
-        self.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0] = CANCELLED
+        self._words[CTX_FAULT // 4] = CANCELLED
 
     @property
     def fault(self) -> int:
         """The cube context's fault word (0: none)."""
-        return int(self.ctx[CTX_FAULT : CTX_FAULT + 4].view(np.int32)[0])
-
-    @property
-    def address(self) -> int:
-        """The ``cube`` argument of ``cubepy_run_cubes``."""
-        return int(self.ctx.ctypes.data)
+        return int(self._words[CTX_FAULT // 4])
 
     def __del__(self, _free=_LIBC_FREE) -> None:
         # ``_free`` is bound at definition: contexts kept by a backend die at interpreter exit, after the
@@ -118,9 +117,11 @@ class CpuBackend:
         # sanitize=True on the cpu runtime: checked-mode accesses that miss are reported (unit, index, line);
         # races, barrier misuse and the rest of the sanitizer stay on the interp.
         self.report_out_of_bounds = report_out_of_bounds
-        self._workers = workers.Workers(workers.usable_cpus())
+        cpus = workers.usable_cpus()
+        self._workers = workers.Workers(cpus)  # the hand-off where the native pool is not available
+        self._pool = pool.NativePool(cpus) if pool.available() and len(cpus) <= 64 else None
         self._spread = workers.SpreadChoice()
-        self._packers: dict[int, tuple[HostKernel, kparams.ParamPacker]] = {}
+        self._packers: dict[int, tuple[HostKernel, packing.KernelPacker]] = {}
         # id(storage) -> (weak reference to it, address): a freed array's id may be reused, its entry is not
         self._addresses: dict[int, tuple[weakref.ref, int]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
@@ -155,10 +156,11 @@ class CpuBackend:
             found = self._addresses[id(storage)] = (weakref.ref(storage), int(storage.ctypes.data))
         return found[1]
 
-    def _packer(self, kernel: HostKernel) -> kparams.ParamPacker:
+    def _packer(self, kernel: HostKernel) -> packing.KernelPacker:
         found = self._packers.get(id(kernel))
         if found is None or found[0] is not kernel:
-            found = self._packers[id(kernel)] = (kernel, kparams.ParamPacker(abi.param_layout(kernel.definition)))
+            packer = packing.KernelPacker(abi.param_layout(kernel.definition), kernel.name)
+            found = self._packers[id(kernel)] = (kernel, packer)
         return found[1]
 
     def run(
@@ -178,15 +180,22 @@ class CpuBackend:
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
         packer = self._packer(kernel)
-        metadata = packer.metadata(bindings.buffers, kernel.name)
         addresses = [
             self._address_of(b.handle.storage) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
         ]
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
-        packed = packer.pack(addresses, bindings.scalars, maps, metadata)
+        block, params = packer.pack(addresses, bindings.buffers, bindings.scalars, maps)
+        try:
+            self._run_packed(kernel, cube_count, bindings, params)
+        finally:
+            packer.release(block, params)  # the compiled code has returned: the block may serve the next launch
+
+    def _run_packed(
+        self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, params: int
+    ) -> None:
+        """Run the launch whose parameter block is at ``params``."""
         if not kernel.host_calls:
-            self._release_spaces(kernel, self._run_cubes(kernel, cube_count, int(packed.block.ctypes.data)))
-            del packed
+            self._release_spaces(kernel, self._run_cubes(kernel, cube_count, params))
             return
         # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
         # kernel may write, so a failed launch writes nothing (as on the interp).
@@ -196,7 +205,6 @@ class CpuBackend:
             storage = bindings.tensor_maps[s].handle.storage
             storages[id(storage)] = storage
         snapshots = [(storage, storage.copy()) for storage in storages.values()]
-        params = int(packed.block.ctypes.data)
         try:
             with emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record:
                 spaces = self._run_cubes(kernel, cube_count, params)
@@ -215,8 +223,6 @@ class CpuBackend:
             for storage, saved in snapshots:
                 storage[...] = saved
             raise
-        finally:
-            del packed
 
     def _take_spaces(self, kernel: HostKernel, count: int, cube_count: tuple[int, int, int]) -> list[_Workspace]:
         """``count`` cube contexts for a launch of ``kernel``: idle ones from earlier launches first."""
@@ -247,13 +253,19 @@ class CpuBackend:
         spread, timed = (
             (False, False) if threads <= 1 or total * kernel.units < 4096 else self._spread.spread(kernel, total)
         )
+        helpers = self._helpers(threads) if spread else []
+        if spread and self._pool is not None and not helpers:  # the caller's CPU is the only one
+            spread = timed = False
         start = time.perf_counter()
         # The contexts must outlive the call: the code uses their arrays.
-        spaces = self._take_spaces(kernel, threads if spread else 1, cube_count)
+        count = (len(helpers) + 1 if self._pool is not None else threads) if spread else 1
+        spaces = self._take_spaces(kernel, count, cube_count)
         armed = _INTERRUPTS.arm(functools.partial(_cancel_all, spaces))
         try:
             if not spread:
                 run(params, spaces[0].address, 0, total)
+            elif self._pool is not None:
+                self._run_pooled(kernel, params, total, helpers, spaces)
             else:
                 self._run_spread(params, run, total, threads, spaces)
         finally:
@@ -267,6 +279,32 @@ class CpuBackend:
         if self.threads:
             return self.threads
         return config.get("CUBEPY_CPU_THREADS") or len(self._workers.cpus)
+
+    def _helpers(self, threads: int) -> list[int]:
+        """The indices of the pool's workers a spread launch uses: those of CPUs other than the caller's, at most
+        ``threads - 1`` (a worker on the caller's CPU would only take turns with it)."""
+        here = workers._current_cpu()
+        return [index for index, cpu in enumerate(self._workers.cpus) if cpu != here][: threads - 1]
+
+    def _run_pooled(
+        self, kernel: HostKernel, params: int, total: int, helpers: list[int], spaces: list[_Workspace]
+    ) -> None:
+        """Run the cubes on the caller (``spaces[0]``) and the native pool's workers ``helpers`` (one context each),
+        chunks claimed from an atomic counter in compiled code; on the caller alone while another launch holds
+        the pool."""
+        assert self._pool is not None
+        contexts = [0] * (len(self._workers.cpus) + 1)
+        mask = 0
+        for index, space in zip(helpers, spaces[1:]):
+            contexts[index] = space.address
+            mask |= 1 << index
+        contexts[-1] = spaces[0].address
+        # Chunks of about an eighth of a thread's share: small enough to even out a slow thread, large enough
+        # that claiming one (an atomic add on a shared line) is nothing beside its cubes.
+        chunk = max(1, total // (8 * (len(helpers) + 1)))
+        address = loader.entry_address(kernel)
+        if not self._pool.try_run(address, params, contexts, total, chunk, mask):
+            loader.entry(kernel)(params, spaces[0].address, 0, total)
 
     def _run_spread(
         self,

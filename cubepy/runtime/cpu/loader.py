@@ -12,15 +12,24 @@ from cubepy.runtime.cpu.symbols import ensure_resolvable
 from cubepy.runtime.cpu.workers import fork_safe
 
 RunCubes = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
-_loaded: dict[int, tuple[HostKernel, object, object]] = {}
+_loaded: dict[int, tuple[HostKernel, object, object, int]] = {}
 _lock = fork_safe(threading.Lock())
 
 
 def entry(kernel: HostKernel):
     """The kernel's ``cubepy_run_cubes(params, cube, first, last)`` as a ctypes function (GIL released)."""
+    return _load(kernel)[2]
+
+
+def entry_address(kernel: HostKernel) -> int:
+    """The address of the kernel's ``cubepy_run_cubes`` (for the native pool, which calls it itself)."""
+    return _load(kernel)[3]
+
+
+def _load(kernel: HostKernel) -> tuple:
     found = _loaded.get(id(kernel))
     if found is not None and found[0] is kernel:
-        return found[2]
+        return found
     with _lock, _LLVM_LOCK:
         ensure_resolvable(kernel.name, kernel.object_code)
         llvm = binding()
@@ -30,6 +39,6 @@ def entry(kernel: HostKernel):
         obj = llvm.ObjectFileRef.from_data(code)
         engine.add_object_file(obj)
         engine.finalize_object()
-        function = RunCubes(engine.get_function_address(DRIVER_NAME))
-        _loaded[id(kernel)] = (kernel, (engine, obj, code), function)
-    return function
+        address = engine.get_function_address(DRIVER_NAME)
+        found = _loaded[id(kernel)] = (kernel, (engine, obj, code), RunCubes(address), address)
+    return found

@@ -121,8 +121,10 @@ def _serve(cpu: int, jobs: queue.SimpleQueue) -> None:
 class _Trials:
     owner: object  # the kernel the trials are for (its id may be reused once it is gone)
     launches: int = 0
-    best: dict[bool, float] = attrs.Factory(dict)  # spread? -> the shortest time measured
+    recent: dict[bool, list[float]] = attrs.Factory(lambda: {False: [], True: []})  # spread? -> latest times
     choice: bool | None = None
+    probe_in: int = 0  # launches until the other way is tried again
+    interval: int = 0  # the current spacing of those tries
 
 
 class SpreadChoice:
@@ -131,14 +133,20 @@ class SpreadChoice:
     Memory-bound kernels can run slower spread: on a 2-core machine a 2^20 vector add took 0.42 ms on two
     threads and 0.25 ms on one, where a row softmax took 0.8 ms on two and 1.3 ms on one.  So the first
     launch spreads (untimed: it faults in fresh memory), the next ``2 * TRIALS`` alternate the two ways,
-    timed, and the way with the shorter best time is kept from then on (after one trial of each where a
-    launch takes longer than ``LONG_S``).  Results do not depend on it:
-    cubes are independent, and their order was never fixed.
+    timed, and the way with the shorter best time is chosen (after one trial of each where a launch takes
+    longer than ``LONG_S``).  The choice is never final: every launch is timed (a clock read costs nothing
+    beside a launch), each way keeps its last ``WINDOW`` times, and the other way is tried again now and
+    then (after ``PROBE_FIRST`` launches, then twice as long each time it loses, at most ``PROBE_MAX``).
+    Whenever the chosen way's best recent time is slower than the other's, the choice switches: a choice
+    made on a noisy trial does not stay.  Results do not depend on it: cubes are independent, and their
+    order was never fixed.
     """
 
     TRIALS = 3
     LONG_S = 0.02  # launches this long decide after one trial of each way (a trial's noise is small beside them)
     CAPACITY = 256  # (kernel, cube count) pairs remembered, the least recently used dropped
+    WINDOW = 8  # recent times kept per way: a lucky (or unlucky) time ages out
+    PROBE_FIRST, PROBE_MAX = 16, 1024
 
     def __init__(self) -> None:
         self._trials: dict[tuple[int, int], _Trials] = {}
@@ -154,22 +162,37 @@ class SpreadChoice:
             self._trials[key] = trials  # the most recently used last
             while len(self._trials) > self.CAPACITY:
                 del self._trials[next(iter(self._trials))]
-            if trials.choice is not None:
-                return trials.choice, False
             trials.launches += 1
+            if trials.choice is not None:
+                trials.probe_in -= 1
+                if trials.probe_in <= 0:  # try the other way again
+                    trials.probe_in = trials.interval = min(2 * trials.interval, self.PROBE_MAX)
+                    return not trials.choice, True
+                return trials.choice, True
             if trials.launches == 1:
                 return True, False
             return trials.launches % 2 == 1, True
 
     def record(self, owner: object, cubes: int, spread: bool, seconds: float) -> None:
-        """The time of a launch ``spread`` told to time; after the last trial, the faster way is kept."""
+        """The time of a launch ``spread`` told to time: kept with the way's recent times; the way whose best
+        recent time is shorter is chosen (once both ways were tried enough)."""
         with self._lock:
             trials = self._trials.get((id(owner), cubes))
-            if trials is None or trials.owner is not owner or trials.choice is not None:
+            if trials is None or trials.owner is not owner:
                 return
-            trials.best[spread] = min(seconds, trials.best.get(spread, seconds))
-            if len(trials.best) == 2 and (trials.launches > 2 * self.TRIALS or max(trials.best.values()) > self.LONG_S):
-                trials.choice = trials.best[True] <= trials.best[False]
+            recent = trials.recent[spread]
+            recent.append(seconds)
+            del recent[: -self.WINDOW]
+            if not (trials.recent[True] and trials.recent[False]):
+                return
+            faster = min(trials.recent[True]) <= min(trials.recent[False])
+            if trials.choice is None:
+                if trials.launches > 2 * self.TRIALS or max(seconds, *trials.recent[not spread]) > self.LONG_S:
+                    trials.choice = faster
+                    trials.probe_in = trials.interval = self.PROBE_FIRST
+            elif faster != trials.choice:  # the other way measured faster: switch, and check it again soon
+                trials.choice = faster
+                trials.probe_in = trials.interval = self.PROBE_FIRST
 
 
 class Interrupts:

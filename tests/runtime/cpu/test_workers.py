@@ -73,16 +73,14 @@ def test_the_callers_cpu_gets_no_worker_job_and_one_cpu_runs_every_job_on_the_ca
     assert {name for _, name, _ in ran} == {threading.current_thread().name}
 
 
-def _trial_run(choice, owner, cubes, seconds_of):
-    """Launch until ``choice`` decides; the ways it asked for, in order."""
+def _trial_run(choice, owner, cubes, seconds_of, launches=20):
+    """Launch ``launches`` times, recording the time ``seconds_of(spread)`` of each timed one; the ways asked for."""
     asked = []
-    for _ in range(20):
+    for _ in range(launches):
         spread, timed = choice.spread(owner, cubes)
         asked.append((spread, timed))
         if timed:
             choice.record(owner, cubes, spread, seconds_of(spread))
-        elif len(asked) > 1:
-            break
     return asked
 
 
@@ -91,22 +89,45 @@ def test_spread_choice_tries_both_ways_then_keeps_the_faster():
 
     for serial_s, spread_s, expected in ((0.001, 0.002, False), (0.002, 0.001, True)):
         choice, owner = SpreadChoice(), object()
-        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=serial_s: s if spread else t)
+        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=serial_s: s if spread else t, launches=30)
         trials = 2 * SpreadChoice.TRIALS
         assert asked[0] == (True, False)  # the first launch spreads, untimed
         assert [spread for spread, _ in asked[1 : 1 + trials]] == [False, True] * SpreadChoice.TRIALS
-        assert all(timed for _, timed in asked[1 : 1 + trials])
-        assert asked[1 + trials] == (expected, False)  # decided: the faster way, no more timing
-        assert choice.spread(owner, 64) == (expected, False)
+        assert all(timed for _, timed in asked[1:])  # every later launch is timed: the choice is never final
+        chosen = [spread for spread, _ in asked[1 + trials :]]
+        assert chosen[: SpreadChoice.PROBE_FIRST - 1] == [expected] * (SpreadChoice.PROBE_FIRST - 1)
         assert choice.spread(owner, 65)[1] is False and choice.spread(owner, 65)[1] is True  # per cube count
+
+
+def test_spread_choice_probes_the_other_way_less_often_while_it_stays_slower():
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    choice, owner = SpreadChoice(), object()
+    asked = _trial_run(choice, owner, 64, lambda spread: 0.001 if spread else 0.002, launches=200)
+    decided = 1 + 2 * SpreadChoice.TRIALS
+    probes = [index - decided for index, (spread, _) in enumerate(asked) if index >= decided and not spread]
+    first = SpreadChoice.PROBE_FIRST
+    assert probes == [first - 1, 3 * first - 1, 7 * first - 1]  # after 16, then 32, then 64 launches
+
+
+def test_spread_choice_switches_when_the_chosen_way_turns_slower():
+    """A choice made on a lucky trial does not stay: once the kept way measures slower, the other takes over."""
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    choice, owner = SpreadChoice(), object()
+    _trial_run(choice, owner, 64, lambda spread: 0.001 if spread else 0.002)
+    assert choice.spread(owner, 64)[0] is True
+    # now spreading is slow (another process took the second core): within a window's launches, one thread wins
+    asked = _trial_run(choice, owner, 64, lambda spread: 0.004 if spread else 0.002, launches=40)
+    assert [spread for spread, _ in asked[-10:]] == [False] * 10
 
 
 def test_spread_choice_decides_long_launches_after_one_trial_each():
     from cubepy.runtime.cpu.workers import SpreadChoice
 
     choice, owner = SpreadChoice(), object()
-    asked = _trial_run(choice, owner, 8, lambda spread: 0.05 if spread else 0.2)
-    assert asked == [(True, False), (False, True), (True, True), (True, False)]
+    asked = _trial_run(choice, owner, 8, lambda spread: 0.05 if spread else 0.2, launches=4)
+    assert asked == [(True, False), (False, True), (True, True), (True, True)]
 
 
 def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
@@ -115,7 +136,7 @@ def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
     choice = SpreadChoice()
     first = object()
     _trial_run(choice, first, 8, lambda spread: 0.001 if spread else 0.002)
-    assert choice.spread(first, 8) == (True, False)
+    assert choice.spread(first, 8) == (True, True)  # decided, and still timed
     other = object()
     choice._trials[(id(other), 8)] = choice._trials.pop((id(first), 8))  # as if ``other`` took ``first``'s id
     assert choice.spread(other, 8) == (True, False) and choice.spread(other, 8) == (False, True)  # trials anew

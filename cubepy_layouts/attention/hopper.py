@@ -1,0 +1,348 @@
+"""FlashAttention forward for Hopper (sm_90a): TMA producer, consumer warpgroups on ``wgmma`` (FlashAttention-3's plan).
+
+A cube computes ``block_m`` query rows of one (batch, head): the grid is ``ceil(seq_q / block_m) x (batch * heads)``.
+The cube is ``consumers + 1`` warpgroups (``block_m = 64 consumers``):
+
+- the last warpgroup produces: it gives registers back (``setmaxnreg.dec``), and its first plane loads the
+  query tile once and the K and V tiles of every key block through a ring of ``stages`` shared-memory stages
+  (TMA, 128-byte swizzle, a *k_full* and a *v_full* mbarrier per stage, so S = Q K^T may start before V has
+  landed; an *empty* barrier per stage that each consumer warpgroup arrives on once it has finished reading);
+- consumer warpgroup ``w`` owns query rows ``64 w ..`` of the block.  Per key block it computes
+  ``S = Q K^T`` (wgmma, both operands K-major in shared memory), masks (only on a block that crosses the
+  causal diagonal or the end of the keys), runs the online softmax in registers on ``exp2`` with the scale
+  folded in (running max ``m`` and sum ``l`` per row; the 4 units of a quad share a row), rescales O, and
+  computes ``O += P V`` with P re-packed from the S accumulator into A registers
+  (``wgmma_a_from_accumulator``) and V read **MN-major** from shared memory.
+
+The tensor maps are 3-D, ``(batch * heads, seq, head_dim)`` with boxes ``(1, rows, 64)``: rows past a head's
+sequence are outside the map, so TMA fills them with zeros instead of loading the next head's rows.  Keys past
+``seq_k`` still score 0, so they are masked to ``-inf``; query rows past ``seq_q`` are computed on zeros and not
+stored.  A head_dim of 128 is two boxes of 64 columns (a 128-byte swizzle row holds 64 f16/bf16).
+
+Causal (top-left aligned): a cube stops at the last key block that holds a key ``<= its last query row``, so
+blocks wholly above the diagonal are never loaded.  Every row's first key block holds key 0, which no mask
+removes, so the running max is finite after the first block and ``exp2(m_old - m_new)`` never sees
+``-inf - -inf``.
+
+Epilogue: O / l written by direct (checked-by-hand) stores from the accumulator registers, the natural-log
+``lse = (m + log2 l) ln 2`` by the first unit of each quad.  Not done: ping-pong of the two consumer
+warpgroups with named barriers, overlapping one block's softmax with the next block's S (intra-warpgroup
+pipelining), a TMA-store epilogue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+import cubepy as cp
+from cubepy import (
+    CUBE_POS_X,
+    CUBE_POS_Y,
+    PLANE_POS,
+    UNIT_POS,
+    Array,
+    Comptime,
+    LocalArray,
+    SharedMemory,
+    TensorMap,
+    cube,
+    f32,
+    u32,
+    u64,
+)
+from cubepy_layouts.attention.config import AttentionConfig, AttentionProblem
+
+WARPGROUP = 128
+WGMMA_M = 64  # the query rows of one consumer warpgroup
+BOX_D = 64  # head_dim columns per TMA box: 64 x 2 bytes is the 128-byte swizzle's row
+K_STEP = 16  # the K of one f16/bf16 wgmma
+LN2 = math.log(2.0)
+PRODUCER_REGISTERS = 24  # setmaxnreg: what the producer warpgroup keeps ...
+CONSUMER_REGISTERS = {1: 240, 2: 240}  # ... and what each consumer warpgroup gets (24*128 + 240*256 <= 64 Ki)
+
+
+@attrs.frozen
+class HopperTiles:
+    """The resolved tile shape of one launch."""
+
+    block_m: int
+    block_n: int
+    stages: int
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups: one per 64 query rows."""
+        return self.block_m // WGMMA_M
+
+
+def hopper_tiles(problem: AttentionProblem, config: AttentionConfig) -> HopperTiles:
+    """The config's tiles with the defaults filled in (128 x 128, 2 stages), checked."""
+    block_m = 128 if config.block_m is None else config.block_m
+    block_n = 128 if config.block_n is None else config.block_n
+    stages = 2 if config.stages is None else config.stages
+    if block_m not in (64, 128):
+        raise cp.LaunchError(f"attention (wgmma): block_m must be 64 or 128 (one or two warpgroups), got {block_m}")
+    if block_n % K_STEP or not K_STEP <= block_n <= 256:
+        raise cp.LaunchError(f"attention (wgmma): block_n must be a multiple of 16 in [16, 256], got {block_n}")
+    if stages > 4:
+        raise cp.LaunchError(f"attention (wgmma): stages must be at most 4, got {stages}")
+    tiles = HopperTiles(block_m, block_n, stages)
+    if shared_bytes(problem.head_dim, tiles) > 227 * 1024:
+        raise cp.LaunchError(
+            f"attention (wgmma): {shared_bytes(problem.head_dim, tiles)} bytes of shared memory for {tiles}, "
+            "more than sm_90's 227 KiB: fewer stages or a smaller block_n"
+        )
+    return tiles
+
+
+def shared_bytes(head_dim: int, tiles: HopperTiles) -> int:
+    """The bytes of the query tile and the K/V ring (2-byte elements)."""
+    return (tiles.block_m + 2 * tiles.stages * tiles.block_n) * head_dim * 2
+
+
+_KERNELS: dict = {}
+
+
+def attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):
+    """The forward kernel for ``elem`` (f16, bf16); ``lse_elem`` is f32, or ``elem`` when no lse is written."""
+    key = (elem, lse_elem)
+    if key not in _KERNELS:
+        _KERNELS[key] = _attention_kernel(elem, lse_elem)
+    return _KERNELS[key]
+
+
+def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C901 - one kernel, read top-down
+    @cube(launch=True)
+    def flash_attention_wgmma(
+        q_map: TensorMap[elem],
+        k_map: TensorMap[elem],
+        v_map: TensorMap[elem],
+        o: Array[elem],
+        lse: Array[lse_elem],
+        seq_q: u32,
+        seq_k: u32,
+        scale_log2: f32,
+        head_dim: Comptime[int],
+        block_n: Comptime[int],
+        consumers: Comptime[int],
+        stages: Comptime[int],
+        causal: Comptime[bool],
+        prescale: Comptime[bool],
+        write_lse: Comptime[bool],
+    ):
+        """Rows ``CUBE_POS_X * 64 consumers ..`` of head ``CUBE_POS_Y`` (batch * heads + head)."""
+        block_m = consumers * WGMMA_M
+        boxes = head_dim // BOX_D
+        q_items = block_m * head_dim
+        kv_items = block_n * head_dim
+        bh = CUBE_POS_Y
+        m0 = CUBE_POS_X * block_m
+        q_tile = SharedMemory.aligned(elem, q_items, 1024)
+        k_ring = SharedMemory.aligned(elem, stages * kv_items, 1024)
+        v_ring = SharedMemory.aligned(elem, stages * kv_items, 1024)
+        q_full = cp.Barrier.shared(1, UNIT_POS == 0)
+        k_full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
+        v_full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
+        empty = [cp.Barrier.shared(consumers, UNIT_POS == 0) for _ in range(stages)]
+        # the keys this cube needs: causal stops after the key of its last (existing) query row
+        key_end = seq_k
+        if causal:
+            key_end = cp.min(seq_k, cp.min(m0 + block_m, seq_q))
+        n_blocks = (key_end + (block_n - 1)) // block_n
+        if UNIT_POS >= consumers * WARPGROUP:  # the producer warpgroup
+            cp.setmaxnreg(PRODUCER_REGISTERS, False)
+            if PLANE_POS == consumers * 4:
+                if UNIT_POS == consumers * WARPGROUP:
+                    q_full.arrive_and_expect_tx(1, q_items * elem.size)
+                    for b in cp.unroll(range(boxes)):
+                        part = q_tile.slice(b * block_m * BOX_D, (b + 1) * block_m * BOX_D)
+                        q_full.tma_load_3d(q_map, part, bh, m0, b * BOX_D)
+                for round_start in range(0, n_blocks, stages):
+                    parity = (round_start // stages) % 2
+                    for s in cp.unroll(range(stages)):
+                        j = round_start + s
+                        if j < n_blocks:
+                            empty[s].wait_parity(parity ^ 1)  # a fresh barrier passes parity 1 at once
+                            if UNIT_POS == consumers * WARPGROUP:
+                                k_full[s].arrive_and_expect_tx(1, kv_items * elem.size)
+                                for b in cp.unroll(range(boxes)):
+                                    at = s * kv_items + b * block_n * BOX_D
+                                    part = k_ring.slice(at, at + block_n * BOX_D)
+                                    k_full[s].tma_load_3d(k_map, part, bh, j * block_n, b * BOX_D)
+                                v_full[s].arrive_and_expect_tx(1, kv_items * elem.size)
+                                for b in cp.unroll(range(boxes)):
+                                    at = s * kv_items + b * block_n * BOX_D
+                                    part = v_ring.slice(at, at + block_n * BOX_D)
+                                    v_full[s].tma_load_3d(v_map, part, bh, j * block_n, b * BOX_D)
+        else:  # consumer warpgroup `group`: query rows 64 group ..
+            cp.setmaxnreg(CONSUMER_REGISTERS[consumers], True)
+            group = UNIT_POS // WARPGROUP
+            unit = UNIT_POS % WARPGROUP
+            row0 = m0 + group * WGMMA_M  # this warpgroup's first query row
+            s_acc = LocalArray[f32](block_n // 2)
+            o_acc = LocalArray[f32](head_dim // 2)
+            peak = LocalArray[f32](2)  # the running max of row halves 0 and 1, in exp2 units
+            total = LocalArray[f32](2)  # this unit's part of the running sum of each row
+            alpha = LocalArray[f32](2)  # exp2(old max - new max): the rescale of O and the sum
+            for i in cp.unroll(range(head_dim // 2)):
+                o_acc[i] = f32(0.0)
+            for h in cp.unroll(range(2)):
+                peak[h] = f32(-math.inf)
+                total[h] = f32(0.0)
+            q_full.wait_parity(0)
+            for round_start in range(0, n_blocks, stages):
+                parity = (round_start // stages) % 2
+                for s in cp.unroll(range(stages)):
+                    j = round_start + s
+                    if j < n_blocks:
+                        n0 = j * block_n
+                        k_full[s].wait_parity(parity)
+                        cp.wgmma_fence()
+                        for kk in cp.unroll(range(head_dim // K_STEP)):
+                            b, within = kk // 4, u64(kk % 4 * K_STEP * 2 // 16)  # box, 16-byte units into it
+                            q_at = b * block_m * BOX_D + group * WGMMA_M * BOX_D
+                            k_at = s * kv_items + b * block_n * BOX_D
+                            q_desc = cp.wgmma_descriptor(q_tile.slice(q_at, q_at + WGMMA_M * BOX_D), 16, 1024, "128B")
+                            k_desc = cp.wgmma_descriptor(k_ring.slice(k_at, k_at + block_n * BOX_D), 16, 1024, "128B")
+                            cp.wgmma_mma_async(
+                                s_acc,
+                                q_desc + within,
+                                k_desc + within,
+                                shape=(WGMMA_M, int(block_n), K_STEP),
+                                elem=elem,
+                                scale_d=kk > 0,
+                            )
+                        cp.wgmma_commit_group()
+                        cp.wgmma_wait_group(0)
+                        if prescale:  # sm_scale <= 0: scale first, so the mask's -inf stays -inf
+                            for i in cp.unroll(range(block_n // 2)):
+                                s_acc[i] = s_acc[i] * scale_log2
+                        # only a block past the last key or crossing the causal diagonal is masked
+                        ragged = n0 + block_n > seq_k
+                        if causal:
+                            ragged = ragged or n0 + block_n > row0 + 1
+                        if ragged:
+                            for i in cp.unroll(range(block_n // 2)):
+                                row, col = cp.wgmma_accumulator_position(unit, i)
+                                key = n0 + col
+                                dead = key >= seq_k
+                                if causal:
+                                    dead = dead or key > row0 + row
+                                if dead:
+                                    s_acc[i] = f32(-math.inf)
+                        scale = f32(1.0) if prescale else scale_log2
+                        for h in cp.unroll(range(2)):
+                            best = s_acc[2 * h]
+                            for c in cp.unroll(range(block_n // 8)):
+                                for e in cp.unroll(range(2)):
+                                    if c + e > 0:
+                                        best = cp.max(best, s_acc[4 * c + 2 * h + e])
+                            best = cp.max(best, cp.plane_shuffle_xor(best, 1))
+                            best = cp.max(best, cp.plane_shuffle_xor(best, 2))
+                            new_peak = cp.max(peak[h], best * scale)
+                            alpha[h] = cp.exp2(peak[h] - new_peak)
+                            peak[h] = new_peak
+                        for h in cp.unroll(range(2)):
+                            row_sum = f32(0.0)
+                            for c in cp.unroll(range(block_n // 8)):
+                                for e in cp.unroll(range(2)):
+                                    i = 4 * c + 2 * h + e
+                                    p = cp.exp2(cp.fma(s_acc[i], scale, -peak[h]))
+                                    s_acc[i] = p
+                                    row_sum += p
+                            total[h] = total[h] * alpha[h] + row_sum
+                        for i in cp.unroll(range(head_dim // 2)):
+                            o_acc[i] = o_acc[i] * alpha[(i // 2) % 2]
+                        v_full[s].wait_parity(parity)
+                        v_desc = cp.wgmma_descriptor(
+                            v_ring.slice(s * kv_items, (s + 1) * kv_items), block_n * BOX_D * 2, 1024, "128B"
+                        )
+                        for step in cp.unroll(range(block_n // K_STEP)):
+                            p_frag = cp.wgmma_a_from_accumulator(s_acc, step, elem)
+                            cp.wgmma_fence()
+                            cp.wgmma_mma_async(
+                                o_acc,
+                                p_frag,
+                                v_desc + u64(step * K_STEP * BOX_D * 2 // 16),  # 16 rows of 128 bytes
+                                shape=(WGMMA_M, int(head_dim), K_STEP),
+                                elem=elem,
+                                major_b="MN",
+                            )
+                        cp.wgmma_commit_group()
+                        cp.wgmma_wait_group(0)
+                        if unit == 0:  # this warpgroup's reads of stage s are done
+                            empty[s].arrive()
+            for h in cp.unroll(range(2)):
+                whole = total[h] + cp.plane_shuffle_xor(total[h], 1)
+                total[h] = whole + cp.plane_shuffle_xor(whole, 2)
+            for i in cp.unroll(range(head_dim // 2)):
+                row, col = cp.wgmma_accumulator_position(unit, i)
+                if row0 + row < seq_q:
+                    o[(bh * seq_q + row0 + row) * head_dim + col] = elem(o_acc[i] / total[(i // 2) % 2])
+            if write_lse:
+                if unit % 4 == 0:
+                    for h in cp.unroll(range(2)):
+                        row, _ = cp.wgmma_accumulator_position(unit, 2 * h)
+                        if row0 + row < seq_q:
+                            lse[bh * seq_q + row0 + row] = (peak[h] + cp.log2(total[h])) * f32(LN2)
+
+    return flash_attention_wgmma
+
+
+@attrs.frozen
+class HopperAttentionLaunch:
+    """Everything the wgmma attention kernel is launched with."""
+
+    kernel: Any  # the @cube(launch=True) kernel
+    args: tuple
+    cube_count: cp.CubeCount
+    cube_dim: cp.CubeDim
+    tiles: HopperTiles
+
+    def launch(self, client) -> None:
+        """Run the kernel."""
+        self.kernel.launch(client, self.cube_count, self.cube_dim, *self.args)
+
+    def compile(self, target: str = "sm_90a"):
+        """The compiled kernel (PTX and, with ptxas, its resources)."""
+        return self.kernel.compile(self.cube_dim, *self.args, target=target)
+
+
+def _head_map(handle, rows: int) -> cp.TensorMapArg:
+    """A 3-D map ``(batch * heads, seq, head_dim)`` of a contiguous (B, H, S, D) handle, boxes ``(1, rows, 64)``."""
+    batch, heads, seq, dim = handle.shape
+    view = cp.TensorArg.from_raw_parts(handle, (seq * dim, dim, 1), (batch * heads, seq, dim))
+    return cp.TensorMapArg.tiled(view, (1, rows, BOX_D), swizzle="128B")
+
+
+def attention_launch(problem: AttentionProblem, config: AttentionConfig, q, k, v, o, lse) -> HopperAttentionLaunch:
+    """The launch writing ``o`` (and ``lse`` when it is not None) for the handles q, k, v (B, H, S, D)."""
+    tiles = hopper_tiles(problem, config)
+    if not math.isfinite(problem.sm_scale):
+        raise cp.LaunchError(f"attention (wgmma): sm_scale must be finite, got {problem.sm_scale}")
+    write_lse = lse is not None
+    elem = problem.elem
+    # no lse: the parameter takes o's type and o itself, and the kernel never touches it
+    kernel = attention_kernel(elem, f32 if write_lse else elem)
+    args = (
+        _head_map(q, tiles.block_m),
+        _head_map(k, tiles.block_n),
+        _head_map(v, tiles.block_n),
+        cp.ArrayArg(o),
+        cp.ArrayArg(lse if write_lse else o),
+        cp.ScalarArg(problem.seq_q, u32),
+        cp.ScalarArg(problem.seq_k, u32),
+        cp.ScalarArg(problem.scale_log2, f32),
+        problem.head_dim,
+        tiles.block_n,
+        tiles.consumers,
+        tiles.stages,
+        problem.causal,
+        problem.sm_scale <= 0,
+        write_lse,
+    )
+    count = cp.CubeCount(-(-problem.seq_q // tiles.block_m), problem.batch * problem.heads)
+    return HopperAttentionLaunch(kernel, args, count, cp.CubeDim((tiles.consumers + 1) * WARPGROUP), tiles)

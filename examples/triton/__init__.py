@@ -1,0 +1,29 @@
+"""cubepy versions of Triton's nine tutorials, written in cubepy's own style.
+
+Each module ``tNN_<name>.py`` holds the kernels, a ``run(client, ...)`` that launches them at a ragged size and
+returns the largest error against numpy, and ``SASS_CASES``: what ``python -m benchmarks.triton_tutorials``
+compiles to set beside Triton's own kernel for the same tutorial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SassCase:
+    """One cubepy kernel to compare with Triton's: how to compile it and which of its SASS to count.
+
+    ``build(**options)`` returns a ``CompiledKernel`` for ``target`` (``options`` are ``kernel.compile`` options,
+    e.g. ``unchecked=True``); ``measure`` is ``"kernel"`` (the whole kernel) or ``"loop"`` (its largest hot loop);
+    ``triton`` names the Triton kernel of ``benchmarks.triton_tutorial_kernels`` it is set against.
+    """
+
+    tutorial: str  # e.g. "02 fused softmax"
+    label: str  # e.g. "softmax, 1 row per cube"
+    build: Callable[..., Any]
+    triton: str
+    target: str = "sm_90a"
+    measure: str = "kernel"

@@ -11,7 +11,7 @@ bytes of both, and every loop's size (smallest first: where loops nest, ``measur
 the outer one, and the list shows the inner ones).  The last lines are the geometric means of the ratios and the worst one.
 
 A tutorial without a module yet is listed as "not ported"; a new module is picked up as it appears.  Without
-Triton (``pip install triton==3.9.0``, the ``benchmark`` extra) the Triton columns are skipped, with the reason,
+Triton (``pip install triton==3.9.0``, the ``bench`` extra) the Triton columns are skipped, with the reason,
 and cubepy's figures are still printed.  Needs ptxas and ``cuobjdump`` (``nvidia-cuda-cuobjdump``); without
 them it says why and exits 0.
 

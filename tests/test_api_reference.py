@@ -23,6 +23,7 @@ PAGES = {
     "cubepy_layouts": "layouts.md",
     "cubepy_layouts.conv": "conv.md",
     "cubepy_layouts.matmul": "matmul.md",
+    "cubepy_layouts.attention": "attention.md",
 }
 # Names the brief of issue #33 found missing; kept here so that the test names them when they go missing again.
 ONCE_MISSING = (

@@ -1,6 +1,8 @@
 """Lowering of structured control flow to basic blocks.
 
-``if``/``if_else``/``switch`` branch to their bodies and meet in a join block.  A ``range_loop`` keeps
+``if``/``if_else``/``switch`` branch to their bodies and meet in a join block, except an ``if`` whose body
+only computes, reads and stores (``speculates``): on a target that allows it (NVPTX) its body runs on every
+unit, as Triton's masked blocks do, and only its effects are guarded; see ``lower_guarded``.  A ``range_loop`` keeps
 its counter in an entry-block alloca (mem2reg turns it into a phi): header (test) -> body -> latch
 (step) -> header.  A ``loop`` jumps back to its body's first block.  ``break`` and ``continue`` branch to
 the innermost loop's exit and latch, ``return`` is ``ret void``; the code that follows them in the
@@ -14,15 +16,290 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import KernelLowering, Loop, lowers
+from cubepy.compiler.lower import KernelLowering, Loop, lowers, unsigned_index
 from cubepy.errors import CompileError
-from cubepy.ir import Instruction
+from cubepy.ir import Instruction, Scope, Variable, VarKind, ops, walk
 from cubepy.ir.ops import branch
+
+# -- if-conversion ---------------------------------------------------------------------------------------
+# ``if i < n: y[i] = f(x[i])`` as a branch per guard costs, per element, the branch and its reconvergence
+# (BSSY/BSYNC), and keeps ptxas and LLVM from sharing work between the guarded bodies (an unrolled loop's
+# key schedule, a reloaded base address).  Triton computes its whole block and masks only the loads and
+# stores.  A body of pure arithmetic, loads, stores and nested such ``if``s is lowered that way: arithmetic
+# unconditionally, a read from a zero-filled constant (global) or item 0 (shared, local) where the guard is
+# false, a mutable local keeps its old value there (a select), and each store (or other write) in a block of
+# its own that ptxas predicates.  Integer division and remainder stay guarded (LLVM's are undefined by 0),
+# and so does anything with other effects (atomics, barriers, plane collectives, loops).
+_INT_DIVISIONS = frozenset({"div", "div_trunc", "floordiv", "mod", "rem_trunc", "remainder", "fmod"})
+_GUARDED_WRITES = (ops.IndexAssign,)
+_READ_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY})
+# Bodies past this many instructions keep their branch: running them where the guard is false would cost
+# more than the branch saves.
+SPECULATE = True  # False: every ``if`` branches (for comparisons)
+SPECULATE_LIMIT = 512
+SPECULATE_ALONE = 16
+SPECULATE_STORE = 5  # a body with a store and this many instructions
+
+
+def speculates(lw: KernelLowering, body: Scope) -> bool:
+    """Whether ``body`` (an ``if``'s) is lowered guard-free by ``lower_guarded``."""
+    if not SPECULATE or lw.target.name != "cuda" or lw.target.reports_out_of_bounds or lw.per_unit is not None:
+        return False
+    count = _speculable(body, SPECULATE_LIMIT)
+    if count is None or count == 0:
+        return False
+    # A body that only reads and computes is a small block ptxas predicates well by itself (a masked read
+    # then costs a zeroing move and a select more); a store is what keeps LLVM from doing anything else.
+    # With a store, a short body of loads and plain arithmetic (a vector add) is still cheaper as one branch;
+    # a call-sized operation (asin, a division) or a longer body pays for the predication.
+    return count >= SPECULATE_ALONE or (_writes(body) and (count >= SPECULATE_STORE or _heavy(body)))
+
+
+# The operations whose lowering is a libdevice call or a long instruction sequence.
+_HEAVY = frozenset(
+    "exp log log1p sqrt rsqrt cbrt sin cos tan tanh erf asin acos atan sinh cosh asinh acosh atanh expm1 exp2 "
+    "exp10 log2 log10 erfc lgamma tgamma div powf atan2 hypot rhypot fmod remainder powi recip".split()
+)
+
+
+def _heavy(body: Scope) -> bool:
+    return any(
+        getattr(inst.operation, "RECORD", None) is not None and inst.operation.RECORD.name in _HEAVY
+        for inst in walk(body)
+    )
+
+
+def _writes(body: Scope) -> bool:
+    return any(isinstance(inst.operation, _GUARDED_WRITES) for inst in walk(body))
+
+
+def _speculable(scope: Scope, budget: int) -> int | None:
+    """The instruction count of ``scope`` when every instruction may run unguarded (None otherwise)."""
+    count = 0
+    for inst in scope.instructions:
+        operation = inst.operation
+        if isinstance(operation, branch.If):
+            inner = _speculable(operation.body, budget - count)
+        elif isinstance(operation, branch.IfElse):
+            inner = _speculable(operation.then_body, budget - count)
+            if inner is not None:
+                other = _speculable(operation.else_body, budget - count - inner)
+                inner = None if other is None else inner + other
+        else:
+            inner = 1 if _speculable_op(inst) else None
+        if inner is None:
+            return None
+        count += inner
+        if count > budget:
+            return None
+    return count
+
+
+def _speculable_op(inst: Instruction) -> bool:
+    operation = inst.operation
+    if isinstance(operation, _GUARDED_WRITES):  # what ``_predicated_store`` covers
+        size = operation.memory.type.size
+        return (
+            not operation.checked
+            and operation.memory.kind is VarKind.GLOBAL
+            and (size in _STORE_SHAPES or size in (16, 32))
+        )
+    if isinstance(operation, ops.Index):  # a checked kernel keeps its branches (its reads are branch-free already)
+        return not operation.checked and operation.memory.kind in _READ_KINDS
+    if isinstance(operation, ops.InsertLane):
+        return True
+    record = operation.RECORD
+    if not record.pure or record.reads or record.writes or record.family not in ("arith", "memory"):
+        return False
+    if record.name in _INT_DIVISIONS and any(v.elem.is_int for v in operation.operands()):
+        return False
+    return True
+
+
+def lower_guarded(lw: KernelLowering, body: Scope, guard: ir.Value) -> None:
+    """Lower ``body`` as if each of its effects were under ``if guard`` (``speculates`` said it may be)."""
+    b = lw.builder
+    for inst in body.instructions:
+        operation = inst.operation
+        if isinstance(operation, branch.If):
+            inner = b.select(guard, lw.value(operation.cond), ir.Constant(lt.I1, 0))  # never poison
+            if _writes(operation.body):
+                lower_guarded(lw, operation.body, inner)
+                continue
+            # Reads and arithmetic only: a branch, whose small body ptxas predicates (no selects, no guarded
+            # reads) and where it stays whole LLVM may run it unguarded anyway.
+            then, join = lw.new_block("if.then"), lw.new_block("if.end")
+            b.cbranch(inner, then, join)
+            b.position_at_end(then)
+            lw.lower_scope(operation.body)
+            lw.branch_if_open(join)
+            b.position_at_end(join)
+        elif isinstance(operation, branch.IfElse):
+            cond = lw.value(operation.cond)
+            lower_guarded(lw, operation.then_body, b.select(guard, cond, ir.Constant(lt.I1, 0)))
+            lower_guarded(lw, operation.else_body, b.select(guard, b.not_(cond), ir.Constant(lt.I1, 0)))
+        elif isinstance(operation, _GUARDED_WRITES) and _predicated_store(lw, inst, guard):
+            continue
+        elif isinstance(operation, _GUARDED_WRITES):
+            then, join = lw.new_block("if.then"), lw.new_block("if.end")
+            b.cbranch(guard, then, join)
+            b.position_at_end(then)
+            lw.lower_instruction(inst)
+            lw.branch_if_open(join)
+            b.position_at_end(join)
+        else:
+            _keep_where_false(lw, inst, guard)
+
+
+# st.global of an item by its size: the vector shape in 32-bit words (or one narrower register).
+_STORE_SHAPES = {1: ("b8", "h", 16, 1), 2: ("b16", "h", 16, 1), 4: ("b32", "r", 32, 1), 8: ("b64", "l", 64, 1)}
+
+
+def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) -> bool:
+    """An unchecked global store as ``@guard st.global`` (inline PTX, so LLVM cannot sink the body it reads
+    back under a branch); False for what it does not cover (the caller branches instead)."""
+    from cubepy.compiler import lower_memory as lm
+
+    op = inst.operation
+    assert isinstance(op, ops.IndexAssign)
+    memory = op.memory
+    size = memory.type.size
+    if op.checked or memory.kind is not VarKind.GLOBAL or (size not in _STORE_SHAPES and size not in (16, 32)):
+        return False
+    b = lw.builder
+    if lw.debug is not None:
+        b.debug_metadata = lw.debug.location(inst.loc)
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    value = lw.to_memory(lw.value(op.value), op.value.type)
+    address = lm.element_pointer(lw, memory, index)
+    if size in _STORE_SHAPES:
+        suffix, constraint, bits, _ = _STORE_SHAPES[size]
+        word = b.bitcast(value, ir.IntType(size * 8))
+        if size == 1:
+            word = b.zext(word, lt.I16)
+        _asm_store(b, f"st.global.{suffix} [$0], $1;", f"l,{constraint},b", address, [word], guard, bits)
+        return True
+    words = b.bitcast(value, ir.VectorType(lt.I32, size // 4))
+    for half in range(size // 16):
+        part = [b.extract_element(words, ir.Constant(lt.I32, 4 * half + k)) for k in range(4)]
+        where = b.gep(address, [ir.Constant(lt.I64, 16 * half)], source_etype=lt.I8)
+        _asm_store(b, "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,b", where, part, guard, 32)
+    return True
+
+
+def _predicated_load(lw: KernelLowering, memory: Variable, index: ir.Value, guard: ir.Value) -> ir.Value | None:
+    """``@guard ld.global`` of an item (undefined where ``guard`` is false: ``lower_guarded`` uses such a value only
+    under the guard, so no zeroing move), through the non-coherent path when the buffer
+    is read-only (as LLVM would choose); None for item sizes it does not cover."""
+    from cubepy.compiler import lower_memory as lm
+
+    size = memory.type.size
+    if size not in (2, 4, 8, 16):
+        return None
+    b = lw.builder
+    arg = lw.params.get((memory.kind, memory.id))
+    attributes = getattr(arg, "attributes", None)
+    space = "global.nc" if "readonly" in getattr(attributes, "raw", ()) else "global"
+    address = lm.element_pointer(lw, memory, index)
+    if size == 16:
+        count, suffix, constraint, bits = 4, "v4.b32", "r", 32
+    else:
+        count, suffix, constraint, bits = 1, {2: "b16", 4: "b32", 8: "b64"}[size], _STORE_SHAPES[size][1], size * 8
+    word = ir.IntType(bits)
+    outs = ", ".join(f"${k}" for k in range(count))
+    predicate = f"${count + 1}"
+    target = f"{{{outs}}}" if count > 1 else "$0"
+    text = f"@{predicate} ld.{space}.{suffix} {target}, [${count}];"
+    constraints = ",".join([f"={constraint}"] * count + ["l", "b"])
+    ret = word if count == 1 else ir.LiteralStructType([word] * count)
+    # A read-only buffer cannot change under the kernel: LLVM may move or merge such reads.  Any other read
+    # keeps its place among the kernel's writes and barriers (an inline asm with effects).
+    volatile = space != "global.nc"
+    asm = ir.InlineAsm(ir.FunctionType(ret, [address.type, lt.I1]), text, constraints, side_effect=volatile)
+    result = b.call(asm, [address, guard])
+    if count == 1:
+        raw = result
+    else:
+        raw = ir.Constant(ir.VectorType(word, count), None)
+        for k in range(count):
+            raw = b.insert_element(raw, b.extract_value(result, k), ir.Constant(lt.I32, k))
+    item = lt.item_type(memory.type, memory=True)
+    return lw.from_memory(b.bitcast(raw, item), memory.type)
+
+
+def _asm_store(b: ir.IRBuilder, text: str, constraints: str, address, values, guard, bits: int) -> None:
+    predicate = f"${len(values) + 1}"
+    types = [address.type] + [ir.IntType(bits)] * len(values) + [lt.I1]
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), types), f"@{predicate} {text}", constraints, side_effect=True)
+    b.call(asm, [address, *values, guard])
+
+
+def _keep_where_false(lw: KernelLowering, inst: Instruction, guard: ir.Value) -> None:
+    """Lower ``inst`` unguarded; a mutable local it sets keeps its old value where ``guard`` is false."""
+    b = lw.builder
+    operation = inst.operation
+    written = [v for v in inst.outputs if v.kind is VarKind.MUT]
+    if isinstance(operation, ops.InsertLane):
+        written.append(operation.target)
+    old = [lw.value(v) for v in written]
+    if isinstance(operation, ops.Index):
+        if lw.debug is not None:
+            b.debug_metadata = lw.debug.location(inst.loc)
+        lw.define(inst.out, _guarded_read(lw, operation, guard))
+    else:
+        lw.lower_instruction(inst)
+    for var, before in zip(written, old):
+        b.store(b.select(guard, lw.value(var), before), lw.slot(var))
+
+
+def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Value:
+    """``op``'s read where ``guard`` holds; elsewhere a harmless read (its value is never used)."""
+    from cubepy.compiler import lower_memory as lm
+
+    b = lw.builder
+    memory: Variable = op.memory
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    ok = guard
+    in_bounds = None
+    if op.checked:
+        in_bounds = b.icmp_unsigned("<", index, lm.memory_length(lw, memory), name="in_bounds")
+        ok = b.select(guard, in_bounds, ir.Constant(lt.I1, 0))
+    if memory.kind is VarKind.GLOBAL and not op.checked:
+        loaded = _predicated_load(lw, memory, index, guard)
+        if loaded is not None:
+            return loaded
+    if memory.kind is VarKind.GLOBAL:  # a miss reads a zero-filled constant: 0 of every item type
+        item = lt.item_type(memory.type, memory=True)
+        address = b.select(ok, lm.element_pointer(lw, memory, index), _zero_item(lw, memory))
+        raw = b.load(address, typ=item, align=lt.item_align(memory.type))
+        return lw.from_memory(raw, memory.type)
+    loaded = lm.load_item(lw, memory, b.select(ok, index, ir.Constant(lt.I64, 0)))  # item 0 is always there
+    if in_bounds is None:
+        return loaded
+    return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
+
+
+def _zero_item(lw: KernelLowering, memory: Variable) -> ir.Value:
+    """A zero-filled global constant of one item of ``memory`` (shared with the checked reads' one)."""
+    size = memory.type.size
+    name = f"cubepy_zero_{size}"
+    zero = lw.module.globals.get(name)
+    if zero is None:
+        array = ir.ArrayType(lt.I8, size)
+        zero = ir.GlobalVariable(lw.module, array, name, addrspace=1)
+        zero.initializer = ir.Constant(array, None)
+        zero.global_constant = True
+        zero.linkage = "internal"
+        zero.align = max(16, lt.item_align(memory.type))
+    return zero
 
 
 def lower_if(lw: KernelLowering, inst: Instruction) -> None:
     """Run the body when the condition holds."""
     op = inst.operation
+    if speculates(lw, op.body):
+        lower_guarded(lw, op.body, lw.value(op.cond))
+        return
     then, join = lw.new_block("if.then"), lw.new_block("if.end")
     lw.builder.cbranch(lw.value(op.cond), then, join)
     lw.builder.position_at_end(then)

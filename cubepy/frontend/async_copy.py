@@ -292,12 +292,23 @@ class Pipeline:
         mutability.assign_into(self._in_flight, operations.binary("add", self._in_flight, _u32_literal(1)))
 
     def consumer_wait(self) -> None:
-        """Wait until the oldest committed stage has landed (a ``cp.async.wait_group`` of the stages after it)."""
-        for pending in range(self.stages):
-            # With ``pending + 1`` stages in flight, all but the newest ``pending`` must have landed.
-            op = "ge" if pending == self.stages - 1 else "eq"
+        """Wait until the oldest committed stage has landed (a ``cp.async.wait_group`` of the stages after it).
+
+        With ``n`` stages in flight all but the newest ``n - 1`` must have landed.  A loop's steady state has
+        ``stages - 1`` or ``stages`` in flight (the wait before or after the commit), and those two wait exactly;
+        the fewer of a loop's last tiles share one ``wait_group 0`` (waiting for more is always correct), so the
+        dispatch is two compares and a range test for any number of stages, not one branch per count."""
+        top = self.stages - 1
+        for pending in range(top, max(top - 2, -1), -1):
+            # ``stages`` or more in flight: wait_group stages - 1; exactly stages - 1: wait_group stages - 2
+            op = "ge" if pending == top else "eq"
             cond = operations.compare(op, self._in_flight, _u32_literal(pending + 1))
             _runtime_if(cond, lambda pending=pending: async_wait_group(pending))
+        if top == 2:  # 1 in flight
+            _runtime_if(operations.compare("eq", self._in_flight, _u32_literal(1)), lambda: async_wait_group(0))
+        elif top > 2:  # 1 .. stages - 2 in flight (0: nothing to wait for): n - 1 < stages - 2 in wrapping u32
+            fewer = operations.binary("sub", self._in_flight, _u32_literal(1))
+            _runtime_if(operations.compare("lt", fewer, _u32_literal(top - 1)), lambda: async_wait_group(0))
 
     def consumer_release(self) -> None:
         """Retire the oldest stage: its shared memory may be refilled (after a ``sync_cube`` when others read it)."""

@@ -6,15 +6,22 @@
 | ``mma_sync`` | ``kernel="mma_sync"``: sm_80, ``mma.sync`` with K/V staged by a ``cp.async`` pipeline |
 """
 
-from cubepy_layouts.attention.api import flash_attention, flash_attention_launch
+from cubepy_layouts.attention.api import (
+    ATTENTION_CONFIGS,
+    flash_attention,
+    flash_attention_launch,
+    tuned_flash_attention,
+)
 from cubepy_layouts.attention.config import AttentionConfig, AttentionProblem, attention_problem
 from cubepy_layouts.attention.reference import attention_reference
 
 __all__ = [
+    "ATTENTION_CONFIGS",
     "AttentionConfig",
     "AttentionProblem",
     "attention_problem",
     "attention_reference",
     "flash_attention",
     "flash_attention_launch",
+    "tuned_flash_attention",
 ]

@@ -41,3 +41,29 @@ def flash_attention(
     lse = client.empty(tuple(q.shape[:3]), np.float32) if return_lse else None
     flash_attention_launch(q, k, v, o, lse, causal=causal, sm_scale=sm_scale, config=config).launch(client)
     return (o, lse) if return_lse else o
+
+
+# What ``tuned_flash_attention`` times: the Hopper kernel's key block and ring depth, then the sm_80 kernel.
+# A configuration the device cannot run (wgmma below sm_90) fails, and autotune records why.
+ATTENTION_CONFIGS = (
+    {"kernel": "wgmma", "block_m": 128, "block_n": 128, "stages": 2},
+    {"kernel": "wgmma", "block_m": 128, "block_n": 64, "stages": 3},
+    {"kernel": "wgmma", "block_m": 64, "block_n": 128, "stages": 2},
+    {"kernel": "mma_sync", "block_n": 64, "stages": 3},
+    {"kernel": "mma_sync", "block_n": 32, "stages": 2},
+)
+
+
+def _attention_key(q, k, v, causal: bool = False, sm_scale: float | None = None, return_lse: bool = False):
+    """Tune once per shape pair, dtype and mask."""
+    return (tuple(q.shape), tuple(k.shape), str(np.dtype(q.dtype)), bool(causal))
+
+
+@cp.autotune(configs=list(ATTENTION_CONFIGS), key=_attention_key)
+def tuned_flash_attention(
+    client, q, k, v, causal: bool = False, sm_scale: float | None = None, return_lse: bool = False, **fields
+):
+    """``flash_attention`` with the ``AttentionConfig`` chosen by timing ``ATTENTION_CONFIGS`` once per
+    (shapes, dtype, causal) and client (``tuned_flash_attention.best(client, q, k, v)`` says which;
+    ``CUBEPY_AUTOTUNE=0`` takes the first)."""
+    return flash_attention(client, q, k, v, causal, sm_scale, return_lse, AttentionConfig(**fields))

@@ -50,22 +50,18 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
       %".18" = zext i32 %"absolute_pos" to i64
       %".19" = zext i32 %"src.buffer_len" to i64
       %"in_bounds" = icmp ult i64 %".18", %".19"
-      br i1 %"in_bounds", label %"load.in_bounds1", label %"load.join2"
-    load.in_bounds1:
-      %".21" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".18"
-      %".22" = load <4 x float>, ptr addrspace(1) %".21", align 16
-      br label %"load.join2"
-    load.join2:
-      %"v0" = phi  <4 x float> [%".22", %"load.in_bounds1"], [<float 0.0, float 0.0, float 0.0, float 0.0>, %"body"]
-      %".25" = zext i32 %"absolute_pos" to i64
-      %".26" = zext i32 %"dst.buffer_len" to i64
-      %"in_bounds.1" = icmp ult i64 %".25", %".26"
-      br i1 %"in_bounds.1", label %"store.in_bounds3", label %"store.join4"
-    store.in_bounds3:
-      %".28" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".25"
-      store <4 x float> %"v0", ptr addrspace(1) %".28", align 16
-      br label %"store.join4"
-    store.join4:
+      %".20" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".18"
+      %".21" = select  i1 %"in_bounds", ptr addrspace(1) %".20", [16 x i8] addrspace(1)* @"cubepy_zero_16"
+      %"v0" = load <4 x float>, ptr addrspace(1) %".21", align 16
+      %".23" = zext i32 %"absolute_pos" to i64
+      %".24" = zext i32 %"dst.buffer_len" to i64
+      %"in_bounds.1" = icmp ult i64 %".23", %".24"
+      br i1 %"in_bounds.1", label %"store.in_bounds1", label %"store.join2"
+    store.in_bounds1:
+      %".26" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".23"
+      store <4 x float> %"v0", ptr addrspace(1) %".26", align 16
+      br label %"store.join2"
+    store.join2:
       ret void
     }
 
@@ -85,6 +81,7 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
 
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
 
+    @"cubepy_zero_16" = internal addrspace(1) constant [16 x i8] zeroinitializer, align 16
     !0 = !{ i32 0, i32 32 }
     !1 = !{ i32 0, i32 1 }""")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import cubepy as cp
@@ -98,6 +100,26 @@ def test_pipeline_waits_by_the_number_of_stages_in_flight():
         assert f"async_wait_group {{pending={pending}}}" in text
     assert "async_wait_group {pending=3}" not in text
     assert text.count("async_commit_group") == 1 and text.count("async_copy ") == 1
+
+
+@cp.cube
+def five_stages(a: Array[f32], tiles: u32):
+    smem = cp.SharedMemory[f32](64)
+    pipe = cp.Pipeline(5)
+    for t in range(tiles):
+        pipe.consumer_wait()
+        if t + 4 < tiles:
+            pipe.memcpy_async(a[t * 4 : t * 4 + 4], smem[(t % 5) * 4 : (t % 5) * 4 + 4])
+            pipe.producer_commit()
+        pipe.consumer_release()
+
+
+def test_pipeline_waits_exactly_in_the_steady_states_and_wait_all_below():
+    # 5 stages: >= 5 in flight waits for all but 4, exactly 4 for all but 3; 1 .. 3 in flight share wait_group 0
+    text = cp.testing.expand(five_stages, Array[f32], u32).ir
+    assert re.findall(r"async_wait_group \{pending=(\d)\}", text) == ["4", "3", "0"]
+    for test in (r"ge %\w+, 5u32", r"eq %\w+, 4u32", r"sub %\w+, 1u32", r"lt %\w+, 3u32"):
+        assert re.search(test, text), test
 
 
 def _fails(fn, *specs, match: str) -> None:

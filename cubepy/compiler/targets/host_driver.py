@@ -403,14 +403,33 @@ def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
     e.loop(_const(0), _const(units), resume)
     progress = e.var(I1, _const(0, I1), "progress")
     planes = -(-units // PLANE_SIZE)
+    # A plane with units waiting at an mbarrier (or a wgmma) is released only when polling the waiters frees
+    # nothing: those units may be on the same path as the ones at the plane operation, only behind them (the
+    # last unit to arrive at a barrier, or the warpgroup's last unit at a wgmma, which runs the product, goes on
+    # without suspending). Released at once, the units ahead would form a partial active mask the lockstep
+    # interp never sees.
+    defer = "mbarrier" in suspends
 
-    def release_plane(plane: ir.Value) -> None:
+    def release_plane(plane: ir.Value, deferring: bool) -> None:
         base = b.mul(plane, _const(PLANE_SIZE))
         end = b.select(
             b.icmp_signed("<", b.add(base, _const(PLANE_SIZE)), _const(units)),
             b.add(base, _const(PLANE_SIZE)),
             _const(units),
         )
+        if deferring:
+            behind = e.var(I1, _const(0, I1), "behind")
+
+            def note_waiter(u: ir.Value) -> None:
+                waiting = b.icmp_unsigned("==", state_of(u), _const(AT_MBARRIER))
+                b.store(b.or_(e.load(behind, I1), waiting), behind)
+
+            e.loop(base, end, note_waiter)
+            e.when(b.not_(e.load(behind, I1)), lambda: _release_at_lowest(base, end))
+        else:
+            _release_at_lowest(base, end)
+
+    def _release_at_lowest(base: ir.Value, end: ir.Value) -> None:
         lowest = e.var(I32, _const(-1), "lowest")  # unsigned max: no unit waiting
 
         def find(u: ir.Value) -> None:
@@ -446,12 +465,19 @@ def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
         e.when(b.icmp_unsigned("!=", e.load(lowest), _const(-1)), found)
 
     if "plane" in suspends:
-        e.loop(_const(0), _const(planes), release_plane)
+        e.loop(_const(0), _const(planes), lambda plane: release_plane(plane, defer))
     stuck = e.block("stuck")
     b.cbranch(e.load(progress, I1), head, stuck)
     b.position_at_end(stuck)
     if "mbarrier" in suspends:
-        _mbarrier_waiters(e, cube, state, units, polled, last_poll, head, after)
+        partial = None
+        if "plane" in suspends:  # the waiters' barriers did not change: release the deferred planes first
+
+            def release_deferred() -> None:
+                e.loop(_const(0), _const(planes), lambda plane: release_plane(plane, False))
+
+            partial = (release_deferred, progress)
+        _mbarrier_waiters(e, cube, state, units, polled, last_poll, head, after, partial)
     released = e.var(I1, _const(0, I1), "released")
 
     def release_barrier(u: ir.Value) -> None:
@@ -478,10 +504,12 @@ def _mbarrier_waiters(
     last_poll: ir.Value,
     head: ir.Block,
     after: ir.Block,
+    partial: tuple[Callable[[], None], ir.Value] | None = None,
 ) -> None:
     """Nothing is runnable: resume the units waiting at mbarriers if some barrier changed since they last
-    tested, else report the first of them as deadlocked (``CTX_FAULT``) and end the cube.  Without waiting
-    units, fall through to the ``sync_cube`` release."""
+    tested, else release the planes deferred for them (``partial``: the code that does it and the flag it sets
+    when it released some), else report the first of them as deadlocked (``CTX_FAULT``) and end the cube.
+    Without waiting units, fall through to the ``sync_cube`` release."""
     b = e.b
     first = e.var(I32, _const(-1), "first_waiter")
 
@@ -512,6 +540,12 @@ def _mbarrier_waiters(
     e.loop(_const(0), _const(units), wake)
     b.branch(head)
     b.position_at_end(deadlock)
+    if partial is not None:
+        release_deferred, released = partial
+        release_deferred()
+        report = e.block("mbarrier.report")
+        b.cbranch(e.load(released, I1), head, report)
+        b.position_at_end(report)
     b.store(b.add(e.load(first), _const(1)), b.gep(cube, [_const(CTX_FAULT, I64)], source_etype=I8))
     b.branch(after)
     b.position_at_end(no_waiters)

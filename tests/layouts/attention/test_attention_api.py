@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 import cubepy as cp
-from cubepy_layouts.attention import AttentionConfig, attention_problem, attention_reference, flash_attention
+from cubepy_layouts.attention import (
+    ATTENTION_CONFIGS,
+    AttentionConfig,
+    attention_problem,
+    attention_reference,
+    flash_attention,
+    flash_attention_launch,
+    tuned_flash_attention,
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +77,27 @@ def test_reference_against_a_loop_by_hand():
             expect = sum(w * v[0, 0, j, d] for w, j in zip(weights, keys)) / total
             assert o[0, 0, i, d] == pytest.approx(expect, rel=1e-12)
         assert lse[0, 0, i] == pytest.approx(math.log(total), rel=1e-12)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_every_tuning_entry_is_a_launchable_configuration(interp, head_dim):
+    q, k, v = _qkv(interp, (1, 1, 70, head_dim), 90)
+    o = interp.empty(tuple(q.shape), np.float16)
+    for fields in ATTENTION_CONFIGS:
+        launch = flash_attention_launch(q, k, v, o, config=AttentionConfig(**fields))
+        assert launch.cube_count is not None  # built: the tiles fit (shared memory, block sizes)
+
+
+def test_tuned_attention_without_timing_takes_the_first_config(interp, monkeypatch):
+    calls = []
+    original = tuned_flash_attention.fn
+    monkeypatch.setattr(
+        tuned_flash_attention, "fn", lambda *args, **fields: calls.append(fields) or original(*args, **fields)
+    )
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 1, n, 64)).astype(np.float16) for n in (20, 33, 33))
+    with cp.config.override(CUBEPY_AUTOTUNE=False):
+        got = tuned_flash_attention(interp, interp.create(q), interp.create(k), interp.create(v), causal=True)
+    assert calls == [{"causal": True, **ATTENTION_CONFIGS[0]}]
+    expected, _ = attention_reference(q, k, v, causal=True)
+    assert np.abs(interp.read(got).astype(np.float64) - expected).max() < 2e-3

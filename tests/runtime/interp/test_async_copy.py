@@ -32,7 +32,7 @@ def test_double_buffered_kernel_matches_numpy_under_the_sanitizer(schedule):
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=IDS)
-@pytest.mark.parametrize(("tiles", "stages"), [(1, 2), (5, 2), (6, 3), (2, 3), (4, 1)])
+@pytest.mark.parametrize(("tiles", "stages"), [(1, 2), (5, 2), (6, 3), (2, 3), (4, 1), (7, 4), (2, 4), (9, 5), (3, 5)])
 def test_pipeline_matches_numpy_under_the_sanitizer(schedule, tiles, stages):
     got = k.run_pipelined(_client(schedule), tiles, stages)
     np.testing.assert_array_equal(got, k.summed_reference(k.tiles_input(tiles), tiles))

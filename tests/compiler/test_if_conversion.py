@@ -1,0 +1,190 @@
+"""If-conversion of guarded bodies on NVPTX (``lower_control.lower_guarded``): a tail-masked ``if i < n:`` whose
+body stores runs its arithmetic on every unit, reads through ``@p ld.global`` and stores through ``@p st.global``
+(Triton's masked loads and stores), so the PTX has no branch per element; bodies with other effects, integer
+division, checked stores, and read-only bodies too small to need it keep their branch."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import cubepy as cp
+from cubepy import CUBE_POS, UNIT_POS, Array, Line, f16, f32, u32
+from cubepy.compiler import lower_control
+
+UNITS = 32
+PER_UNIT = 4
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_asin(x: Array[f32], y: Array[f32]):
+    start = CUBE_POS * (UNITS * PER_UNIT) + UNIT_POS
+    n = y.len()
+    for i in cp.unroll(range(PER_UNIT)):
+        offset = start + i * UNITS
+        if offset < n:
+            y[offset] = cp.asin(x[offset])
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_sum_and_copy(x: Array[f32], y: Array[f32], out: Array[f32]):
+    """Accumulates a mutable local under the guard, and copies: the sum keeps its value where the guard fails."""
+    total = f32(0.0)
+    n = x.len()
+    for i in cp.unroll(range(PER_UNIT)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            v = x[offset]
+            total += v
+            y[offset] = v * 2.0
+    out[UNIT_POS] = total
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_divide(x: Array[u32], y: Array[u32], d: u32):
+    n = y.len()
+    for i in cp.unroll(range(PER_UNIT)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            y[offset] = x[offset] // d
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_lines(x: Array[Line[f32]], y: Array[Line[f32]]):
+    n = y.len()
+    for i in cp.unroll(range(2)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            y[offset] = x[offset] / 3.0  # a division: worth predicating (``_heavy``)
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_half_lines(x: Array[Line[f16]], y: Array[Line[f16]]):
+    n = y.len()
+    for i in cp.unroll(range(2)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            y[offset] = x[offset] / (x[offset] + x[offset])
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_in_place(y: Array[f32]):
+    n = y.len()
+    for i in cp.unroll(range(2)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            y[offset] = y[offset] / 3.0
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_read_only(x: Array[f32], out: Array[f32]):
+    total = f32(0.0)
+    for i in cp.unroll(range(PER_UNIT)):
+        offset = UNIT_POS + i * UNITS
+        if offset < x.len():
+            total += x[offset]
+    out[UNIT_POS] = total
+
+
+def _ptx(kernel, *dtypes_and_lines, scalars=(), unchecked=True) -> str:
+    client = cp.client("interp")
+    args = [cp.ArrayArg(client.zeros((256,), dtype), line_size=lanes) for dtype, lanes in dtypes_and_lines]
+    compiled = kernel.compile(cp.CubeDim(UNITS), *args, *scalars, target="sm_90a", unchecked=unchecked)
+    return compiled.ptx
+
+
+def _count(pattern: str, ptx: str) -> int:
+    return len(re.findall(pattern, ptx))
+
+
+def test_a_masked_elementwise_body_has_no_branch_and_predicated_memory():
+    ptx = _ptx(masked_asin, (np.float32, 1), (np.float32, 1))
+    assert _count(r"\bbra", ptx) == 0
+    assert _count(r"@%p\d+ ld\.global\.nc\.b32", ptx) == PER_UNIT  # x is read-only and unaliased
+    assert _count(r"@%p\d+ st\.global\.b32", ptx) == PER_UNIT
+
+
+def test_a_mutable_local_keeps_its_value_where_the_guard_fails():
+    ptx = _ptx(masked_sum_and_copy, (np.float32, 1), (np.float32, 1), (np.float32, 1))
+    assert _count(r"@%p\d+ st\.global\.b32", ptx) == PER_UNIT
+    assert _count(r"selp\.f32", ptx) >= PER_UNIT - 1  # total = guard ? total + v : total (the first may fold)
+    assert _count(r"\bbra", ptx) == 0
+
+
+def test_integer_division_keeps_its_branch():
+    ptx = _ptx(masked_divide, (np.uint32, 1), (np.uint32, 1), scalars=(cp.ScalarArg(3, u32),))
+    assert _count(r"@%p\d+ st\.global", ptx) == 0
+    assert _count(r"\bbra", ptx) >= PER_UNIT
+
+
+def test_lines_are_stored_whole():
+    ptx = _ptx(masked_lines, (np.float32, 4), (np.float32, 4))
+    assert _count(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx) == 2
+    assert _count(r"@%p\d+ st\.global\.v4\.b32", ptx) == 2
+    ptx = _ptx(masked_lines, (np.float32, 8), (np.float32, 8))  # 32 bytes: two 16-byte halves
+    assert _count(r"@%p\d+ st\.global\.v4\.b32", ptx) == 4
+    ptx = _ptx(masked_half_lines, (np.float16, 8), (np.float16, 8))
+    assert _count(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx) == 2
+    assert _count(r"@%p\d+ st\.global\.v4\.b32", ptx) == 2
+    ptx = _ptx(masked_half_lines, (np.float16, 1), (np.float16, 1))
+    assert _count(r"@%p\d+ st\.global\.b16", ptx) == 2
+
+
+def test_a_written_buffer_is_read_coherently():
+    ptx = _ptx(masked_in_place, (np.float32, 1))
+    assert _count(r"@%p\d+ ld\.global\.b32", ptx) == 2
+    assert _count(r"ld\.global\.nc", ptx) == 0
+
+
+def test_checked_stores_and_small_read_only_bodies_keep_their_branches():
+    ptx = _ptx(masked_asin, (np.float32, 1), (np.float32, 1), unchecked=False)
+    assert _count(r"@%p\d+ st\.global", ptx) == 0
+    ptx = _ptx(masked_read_only, (np.float32, 1), (np.float32, 1))
+    assert _count(r"@%p\d+ ld\.global", ptx) == 0  # LLVM and ptxas predicate these small blocks themselves
+
+
+def test_switching_it_off_brings_the_branches_back(monkeypatch):
+    monkeypatch.setattr(lower_control, "SPECULATE", False)
+
+    @cp.cube(launch=True, launch_unchecked=True)
+    def masked_asin_branchy(x: Array[f32], y: Array[f32]):  # its own kernel: nothing compiled is reused
+        n = y.len()
+        for i in cp.unroll(range(PER_UNIT)):
+            offset = UNIT_POS + i * UNITS
+            if offset < n:
+                y[offset] = cp.asin(x[offset])
+
+    ptx = _ptx(masked_asin_branchy, (np.float32, 1), (np.float32, 1))
+    assert _count(r"@%p\d+ st\.global", ptx) == 0
+    assert _count(r"\bbra", ptx) >= PER_UNIT
+
+
+def test_the_converted_kernels_still_compute_what_numpy_does():
+    """The interp and cpu runtimes run the same IR; the cpu build is untouched by the conversion (NVPTX only)."""
+    for name in ("interp", "cpu"):
+        client = cp.client(name)
+        x = np.linspace(-1.0, 1.0, 200, dtype=np.float32)
+        hx, hy, hout = client.create(x), client.zeros((200,), np.float32), client.zeros((UNITS,), np.float32)
+        masked_sum_and_copy.launch(client, 1, UNITS, cp.ArrayArg(hx), cp.ArrayArg(hy), cp.ArrayArg(hout))
+        want = np.zeros(200, np.float32)
+        want[: UNITS * PER_UNIT] = 2 * x[: UNITS * PER_UNIT]
+        np.testing.assert_array_equal(client.read(hy), want)
+        sums = [sum(float(x[u + i * UNITS]) for i in range(PER_UNIT)) for u in range(UNITS)]
+        np.testing.assert_allclose(client.read(hout), np.array(sums, np.float32), rtol=1e-6)
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_add(x: Array[f32], y: Array[f32], out: Array[f32]):
+    n = out.len()
+    for i in cp.unroll(range(2)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            out[offset] = x[offset] + y[offset]
+
+
+def test_a_short_body_of_plain_arithmetic_keeps_its_branch():
+    """Two loads, an add and a store: one branch each is cheaper than predicating (the vector add's SASS)."""
+    ptx = _ptx(masked_add, (np.float32, 1), (np.float32, 1), (np.float32, 1))
+    assert _count(r"@%p\d+ st\.global", ptx) == 0
+    assert _count(r"@%p\d+ bra", ptx) == 2

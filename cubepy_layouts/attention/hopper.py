@@ -306,9 +306,9 @@ class HopperAttentionLaunch:
         """Run the kernel."""
         self.kernel.launch(client, self.cube_count, self.cube_dim, *self.args)
 
-    def compile(self, target: str = "sm_90a"):
-        """The compiled kernel (PTX and, with ptxas, its resources)."""
-        return self.kernel.compile(self.cube_dim, *self.args, target=target)
+    def compile(self, target: str = "sm_90a", **options):
+        """The compiled kernel (PTX and, with ptxas, its resources); ``options`` as for ``kernel.compile``."""
+        return self.kernel.compile(self.cube_dim, *self.args, target=target, **options)
 
 
 def _head_map(handle, rows: int) -> cp.TensorMapArg:

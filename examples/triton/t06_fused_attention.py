@@ -58,6 +58,16 @@ def _build(target: str = "sm_80", **options):
     return flash_attention_launch(q, q, q, o, lse, causal=False, config=CONFIG).compile(target, **options)
 
 
+def _build_hopper(target: str = "sm_90a", **options):
+    """The Hopper kernel (TMA producer, wgmma consumers) at the tutorial's sm_90 tile: 128 x 64, 2 stages."""
+    client = cp.client("interp")
+    q = client.zeros((4, 32, 1024, 64), np.float16)
+    o = client.zeros((4, 32, 1024, 64), np.float16)
+    lse = client.zeros((4, 32, 1024), np.float32)
+    config = AttentionConfig(kernel="wgmma", block_m=128, block_n=64, stages=2)
+    return flash_attention_launch(q, q, q, o, lse, causal=False, config=config).compile(target, **options)
+
+
 SASS_CASES: list[SassCase] = [
     SassCase(
         "06 fused attention",
@@ -65,6 +75,14 @@ SASS_CASES: list[SassCase] = [
         _build,
         "_attn_fwd",
         target="sm_80",
+        measure="loop",
+    ),
+    SassCase(
+        "06 fused attention",
+        "attention fwd, wgmma + TMA, 128 x 64 tiles, 2 stages, D 64 (its loop: a round of 2 key blocks)",
+        _build_hopper,
+        "_attn_fwd",
+        target="sm_90a",
         measure="loop",
     ),
 ]

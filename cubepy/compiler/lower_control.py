@@ -269,29 +269,11 @@ def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Valu
         if loaded is not None:
             return loaded
     if memory.kind is VarKind.GLOBAL:  # a miss reads a zero-filled constant: 0 of every item type
-        item = lt.item_type(memory.type, memory=True)
-        address = b.select(ok, lm.element_pointer(lw, memory, index), _zero_item(lw, memory))
-        raw = b.load(address, typ=item, align=lt.item_align(memory.type))
-        return lw.from_memory(raw, memory.type)
+        return lm.zero_fill_read(lw, memory, index, ok)
     loaded = lm.load_item(lw, memory, b.select(ok, index, ir.Constant(lt.I64, 0)))  # item 0 is always there
     if in_bounds is None:
         return loaded
     return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
-
-
-def _zero_item(lw: KernelLowering, memory: Variable) -> ir.Value:
-    """A zero-filled global constant of one item of ``memory`` (shared with the checked reads' one)."""
-    size = memory.type.size
-    name = f"cubepy_zero_{size}"
-    zero = lw.module.globals.get(name)
-    if zero is None:
-        array = ir.ArrayType(lt.I8, size)
-        zero = ir.GlobalVariable(lw.module, array, name, addrspace=1)
-        zero.initializer = ir.Constant(array, None)
-        zero.global_constant = True
-        zero.linkage = "internal"
-        zero.align = max(16, lt.item_align(memory.type))
-    return zero
 
 
 def lower_if(lw: KernelLowering, inst: Instruction) -> None:

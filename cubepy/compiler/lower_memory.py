@@ -118,12 +118,8 @@ def _select_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Va
     return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
 
 
-def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
-    """A branch-free checked read of a global buffer: a miss loads from a zero-filled constant of the item's
-    size instead (all-zero bytes are 0 of every item type), so the load issues on every path, unpredicated."""
-    b = lw.builder
-    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
-    item = lt.item_type(memory.type, memory=True)
+def zero_item(lw: KernelLowering, memory: Variable) -> ir.Value:
+    """A zero-filled global constant of one item of ``memory`` (all-zero bytes are 0 of every item type)."""
     size = memory.type.size
     name = f"cubepy_zero_{size}"
     zero = lw.module.globals.get(name)
@@ -134,9 +130,22 @@ def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir
         zero.global_constant = True
         zero.linkage = "internal"
         zero.align = max(16, lt.item_align(memory.type))
-    address = b.select(in_bounds, element_pointer(lw, memory, index), zero)
-    raw = b.load(address, typ=item, align=lt.item_align(memory.type))
+    return zero
+
+
+def zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value, ok: ir.Value) -> ir.Value:
+    """Read item ``index`` of a global buffer where ``ok``, else the zero-filled constant: the load issues on
+    every path, unpredicated and without a branch."""
+    b = lw.builder
+    address = b.select(ok, element_pointer(lw, memory, index), zero_item(lw, memory))
+    raw = b.load(address, typ=lt.item_type(memory.type, memory=True), align=lt.item_align(memory.type))
     return lw.from_memory(raw, memory.type)
+
+
+def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """A branch-free checked read of a global buffer: a miss reads the zero-filled constant."""
+    in_bounds = lw.builder.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
+    return zero_fill_read(lw, memory, index, in_bounds)
 
 
 def checked_write(

@@ -193,3 +193,14 @@ def test_ptx_assembles_for_sm_90a_without_spills(interp, head_dim, dtype, causal
     assert compiled.resources is not None
     assert compiled.resources.registers <= 255
     assert compiled.resources.spill_store_bytes == 0 and compiled.resources.spill_load_bytes == 0
+
+
+def test_triton_tutorial_06_hopper_sass_case_compiles_for_sm_90a():
+    from examples.triton import t06_fused_attention
+
+    case = t06_fused_attention.SASS_CASES[1]
+    compiled = case.build(target=case.target, unchecked=True)
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in compiled.ptx  # S = Q K^T, 64 keys per block
+    assert "cp.async.bulk.tensor.3d" in compiled.ptx
+    if compiled.resources is not None:
+        assert compiled.resources.spill_store_bytes == 0

@@ -26,9 +26,9 @@ from cubepy.ir.ops import branch
 # (BSSY/BSYNC), and keeps ptxas and LLVM from sharing work between the guarded bodies (an unrolled loop's
 # key schedule, a reloaded base address).  Triton computes its whole block and masks only the loads and
 # stores.  A body of pure arithmetic, loads, stores and nested such ``if``s is lowered that way: arithmetic
-# unconditionally, a read from a zero-filled constant (global) or item 0 (shared, local) where the guard is
-# false, a mutable local keeps its old value there (a select), and each store (or other write) in a block of
-# its own that ptxas predicates.  Integer division and remainder stay guarded (LLVM's are undefined by 0),
+# unconditionally, a predicated read (global) or a read of item 0 (shared, local) where the guard is
+# false, a mutable local keeps its old value there (a select), and each store (or other write) predicated
+# or in a block of its own that ptxas predicates; a checked access's bounds test joins the guard.  Integer division and remainder stay guarded (LLVM's are undefined by 0),
 # and so does anything with other effects (atomics, barriers, plane collectives, loops).
 _INT_DIVISIONS = frozenset({"div", "div_trunc", "floordiv", "mod", "rem_trunc", "remainder", "fmod"})
 _GUARDED_WRITES = (ops.IndexAssign,)
@@ -52,7 +52,17 @@ def speculates(lw: KernelLowering, body: Scope) -> bool:
     # then costs a zeroing move and a select more); a store is what keeps LLVM from doing anything else.
     # With a store, a short body of loads and plain arithmetic (a vector add) is still cheaper as one branch;
     # a call-sized operation (asin, a division) or a longer body pays for the predication.
-    return count >= SPECULATE_ALONE or (_writes(body) and (count >= SPECULATE_STORE or _heavy(body)))
+    # A checked access folds its bounds test into the guard: one predicate in place of a branch around a
+    # predicated access.
+    if count >= SPECULATE_ALONE or _checked(body):
+        return True
+    return _writes(body) and (count >= SPECULATE_STORE or _heavy(body))
+
+
+def _checked(body: Scope) -> bool:
+    return any(
+        isinstance(inst.operation, (ops.Index, ops.IndexAssign)) and inst.operation.checked for inst in walk(body)
+    )
 
 
 # The operations whose lowering is a libdevice call or a long instruction sequence.
@@ -99,13 +109,9 @@ def _speculable_op(inst: Instruction) -> bool:
     operation = inst.operation
     if isinstance(operation, _GUARDED_WRITES):  # what ``_predicated_store`` covers
         size = operation.memory.type.size
-        return (
-            not operation.checked
-            and operation.memory.kind is VarKind.GLOBAL
-            and (size in _STORE_SHAPES or size in (16, 32))
-        )
-    if isinstance(operation, ops.Index):  # a checked kernel keeps its branches (its reads are branch-free already)
-        return not operation.checked and operation.memory.kind in _READ_KINDS
+        return operation.memory.kind is VarKind.GLOBAL and (size in _STORE_SHAPES or size in (16, 32))
+    if isinstance(operation, ops.Index):  # a checked read folds its bounds test into the guard
+        return operation.memory.kind in _READ_KINDS
     if isinstance(operation, ops.InsertLane):
         return True
     record = operation.RECORD
@@ -156,20 +162,24 @@ _STORE_SHAPES = {1: ("b8", "h", 16, 1), 2: ("b16", "h", 16, 1), 4: ("b32", "r", 
 
 
 def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) -> bool:
-    """An unchecked global store as ``@guard st.global`` (inline PTX, so LLVM cannot sink the body it reads
-    back under a branch); False for what it does not cover (the caller branches instead)."""
+    """A global store as ``@guard st.global`` (a checked one's bounds test joins ``guard``; inline PTX, so
+    LLVM cannot sink the body it reads back under a branch); False for what it does not cover (the caller
+    branches instead)."""
     from cubepy.compiler import lower_memory as lm
 
     op = inst.operation
     assert isinstance(op, ops.IndexAssign)
     memory = op.memory
     size = memory.type.size
-    if op.checked or memory.kind is not VarKind.GLOBAL or (size not in _STORE_SHAPES and size not in (16, 32)):
+    if memory.kind is not VarKind.GLOBAL or (size not in _STORE_SHAPES and size not in (16, 32)):
         return False
     b = lw.builder
     if lw.debug is not None:
         b.debug_metadata = lw.debug.location(inst.loc)
     index = unsigned_index(lw, lw.value(op.index), op.index)
+    if op.checked:  # a miss is skipped as the guard's false is
+        in_bounds = b.icmp_unsigned("<", index, lm.memory_length(lw, memory), name="in_bounds")
+        guard = b.select(guard, in_bounds, ir.Constant(lt.I1, 0))
     value = lw.to_memory(lw.value(op.value), op.value.type)
     address = lm.element_pointer(lw, memory, index)
     if size in _STORE_SHAPES:
@@ -185,46 +195,6 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
         where = b.gep(address, [ir.Constant(lt.I64, 16 * half)], source_etype=lt.I8)
         _asm_store(b, "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,b", where, part, guard, 32)
     return True
-
-
-def _predicated_load(lw: KernelLowering, memory: Variable, index: ir.Value, guard: ir.Value) -> ir.Value | None:
-    """``@guard ld.global`` of an item (undefined where ``guard`` is false: ``lower_guarded`` uses such a value only
-    under the guard, so no zeroing move), through the non-coherent path when the buffer
-    is read-only (as LLVM would choose); None for item sizes it does not cover."""
-    from cubepy.compiler import lower_memory as lm
-
-    size = memory.type.size
-    if size not in (2, 4, 8, 16):
-        return None
-    b = lw.builder
-    arg = lw.params.get((memory.kind, memory.id))
-    attributes = getattr(arg, "attributes", None)
-    space = "global.nc" if "readonly" in getattr(attributes, "raw", ()) else "global"
-    address = lm.element_pointer(lw, memory, index)
-    if size == 16:
-        count, suffix, constraint, bits = 4, "v4.b32", "r", 32
-    else:
-        count, suffix, constraint, bits = 1, {2: "b16", 4: "b32", 8: "b64"}[size], _STORE_SHAPES[size][1], size * 8
-    word = ir.IntType(bits)
-    outs = ", ".join(f"${k}" for k in range(count))
-    predicate = f"${count + 1}"
-    target = f"{{{outs}}}" if count > 1 else "$0"
-    text = f"@{predicate} ld.{space}.{suffix} {target}, [${count}];"
-    constraints = ",".join([f"={constraint}"] * count + ["l", "b"])
-    ret = word if count == 1 else ir.LiteralStructType([word] * count)
-    # A read-only buffer cannot change under the kernel: LLVM may move or merge such reads.  Any other read
-    # keeps its place among the kernel's writes and barriers (an inline asm with effects).
-    volatile = space != "global.nc"
-    asm = ir.InlineAsm(ir.FunctionType(ret, [address.type, lt.I1]), text, constraints, side_effect=volatile)
-    result = b.call(asm, [address, guard])
-    if count == 1:
-        raw = result
-    else:
-        raw = ir.Constant(ir.VectorType(word, count), None)
-        for k in range(count):
-            raw = b.insert_element(raw, b.extract_value(result, k), ir.Constant(lt.I32, k))
-    item = lt.item_type(memory.type, memory=True)
-    return lw.from_memory(b.bitcast(raw, item), memory.type)
 
 
 def _asm_store(b: ir.IRBuilder, text: str, constraints: str, address, values, guard, bits: int) -> None:
@@ -264,12 +234,9 @@ def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Valu
     if op.checked:
         in_bounds = b.icmp_unsigned("<", index, lm.memory_length(lw, memory), name="in_bounds")
         ok = b.select(guard, in_bounds, ir.Constant(lt.I1, 0))
-    if memory.kind is VarKind.GLOBAL and not op.checked:
-        loaded = _predicated_load(lw, memory, index, guard)
-        if loaded is not None:
-            return loaded
-    if memory.kind is VarKind.GLOBAL:  # a miss reads a zero-filled constant: 0 of every item type
-        return lm.zero_fill_read(lw, memory, index, ok)
+    if memory.kind is VarKind.GLOBAL:
+        # Unchecked, the value where the guard is false is never used: no zeroing move.
+        return lm.zero_fill_read(lw, memory, index, ok, zero=op.checked)
     loaded = lm.load_item(lw, memory, b.select(ok, index, ir.Constant(lt.I64, 0)))  # item 0 is always there
     if in_bounds is None:
         return loaded

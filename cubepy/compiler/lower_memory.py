@@ -133,13 +133,59 @@ def zero_item(lw: KernelLowering, memory: Variable) -> ir.Value:
     return zero
 
 
-def zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value, ok: ir.Value) -> ir.Value:
-    """Read item ``index`` of a global buffer where ``ok``, else the zero-filled constant: the load issues on
-    every path, unpredicated and without a branch."""
+def zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value, ok: ir.Value, zero: bool = True) -> ir.Value:
+    """Read item ``index`` of a global buffer where ``ok``, without a branch; elsewhere 0 (``zero``) or a value
+    the caller never uses.
+
+    Items of 2 to 16 bytes are one ``@ok ld.global`` (after a zeroing move), as Triton's masked loads: no
+    address select, no register for a fallback address.  Other sizes read a zero-filled constant where ``ok``
+    is false, so the load issues on every path.
+    """
+    loaded = _predicated_load(lw, memory, index, ok, zero)
+    if loaded is not None:
+        return loaded
     b = lw.builder
     address = b.select(ok, element_pointer(lw, memory, index), zero_item(lw, memory))
     raw = b.load(address, typ=lt.item_type(memory.type, memory=True), align=lt.item_align(memory.type))
     return lw.from_memory(raw, memory.type)
+
+
+# ld.global of an item by its size: (words, PTX suffix, inline-asm constraint, bits per word).
+_LOAD_SHAPES = {2: (1, "b16", "h", 16), 4: (1, "b32", "r", 32), 8: (1, "b64", "l", 64), 16: (4, "v4.b32", "r", 32)}
+
+
+def _predicated_load(
+    lw: KernelLowering, memory: Variable, index: ir.Value, ok: ir.Value, zero: bool
+) -> ir.Value | None:
+    """``@ok ld.global`` of an item, preceded by a zeroing move when ``zero``, through the non-coherent path
+    when the buffer is read-only (as LLVM would choose); None for item sizes it does not cover."""
+    shape = _LOAD_SHAPES.get(memory.type.size)
+    if shape is None:
+        return None
+    count, suffix, constraint, bits = shape
+    b = lw.builder
+    arg = lw.params.get((memory.kind, memory.id))
+    space = "global.nc" if "readonly" in getattr(getattr(arg, "attributes", None), "raw", ()) else "global"
+    address = element_pointer(lw, memory, index)
+    outs = [f"${k}" for k in range(count)]
+    target = f"{{{', '.join(outs)}}}" if count > 1 else "$0"
+    clear = "".join(f"mov.b{bits} {out}, 0; " for out in outs) if zero else ""
+    text = f"{clear}@${count + 1} ld.{space}.{suffix} {target}, [${count}];"
+    constraints = ",".join([f"={constraint}"] * count + ["l", "b"])
+    word = ir.IntType(bits)
+    ret = word if count == 1 else ir.LiteralStructType([word] * count)
+    # A read-only buffer cannot change under the kernel: LLVM may move or merge such reads.  Any other read
+    # keeps its place among the kernel's writes and barriers (an inline asm with effects).
+    volatile = space != "global.nc"
+    asm = ir.InlineAsm(ir.FunctionType(ret, [address.type, lt.I1]), text, constraints, side_effect=volatile)
+    result = b.call(asm, [address, ok])
+    if count == 1:
+        raw = result
+    else:
+        raw = ir.Constant(ir.VectorType(word, count), None)
+        for k in range(count):
+            raw = b.insert_element(raw, b.extract_value(result, k), ir.Constant(lt.I32, k))
+    return lw.from_memory(b.bitcast(raw, lt.item_type(memory.type, memory=True)), memory.type)
 
 
 def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:

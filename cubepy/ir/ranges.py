@@ -24,7 +24,9 @@ Mutable locals, memory reads, buffer metadata and anything else are unknown (the
 A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
 a branch that takes ``a < b`` records that order, and ``t[r * t.shape(1) + c]`` of a rank-2 tensor under
 ``r < t.shape(0)`` and ``c < t.shape(1)`` is in bounds when its check compares with ``t.len()``
-(``RangeAnalysis.in_tensor_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
+(``RangeAnalysis.in_tensor_bounds``), and ``m[i]`` under ``i < n.len()`` is in bounds when ``n.len()`` is the word
+``m``'s check compares with (``m`` itself, or a buffer the launch found of ``m``'s length;
+``RangeAnalysis.in_len_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
 """
 
 from __future__ import annotations
@@ -234,6 +236,38 @@ class RangeAnalysis:
                     return True
         return False
 
+    def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: _Env) -> bool:
+        """Whether a checked access ``m[i]`` sits under a branch that took ``i < n.len()`` where ``n.len()`` is
+        the very word ``m``'s check compares against: ``m`` itself, or a buffer the launch found to have
+        ``m``'s length (``Param.same_len``), with ``len_is_buffer_len`` so the check compares with ``len``."""
+        memory, index = op.memory, op.index
+        param = self.buffers.get(memory.id)
+        if memory.kind is not VarKind.GLOBAL or param is None or not self.stable(index) or index.type.is_line:
+            return False
+        if index.elem.kind != "uint":  # a negative signed index is below any length yet out of bounds
+            return False
+        key = (index.kind, index.id)
+        for fact in env:
+            if fact[0] != "lt" or fact[1] != key:
+                continue
+            bound = self.defs.get(fact[2])
+            if isinstance(bound, ops.BufferLen) and bound.memory == memory:
+                return True
+            if (
+                isinstance(bound, ops.Len)
+                and param.len_is_buffer_len
+                and self._len_word(bound.memory) == self._len_word(memory)
+            ):
+                return True
+        return False
+
+    def _len_word(self, memory: Variable) -> int | None:
+        """The slot whose ``len`` word a buffer's ``len`` reads (its own, or the equal-length buffer's)."""
+        param = self.buffers.get(memory.id)
+        if memory.kind is not VarKind.GLOBAL or param is None:
+            return None
+        return param.slot if param.same_len is None else param.same_len
+
     def _is_shape(self, var: Variable, memory: Variable, dim: int) -> bool:
         return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
 
@@ -332,7 +366,8 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
     for inst in scope.instructions:
         op = inst.operation
         if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked:
-            if proven_in_bounds(op.memory, analysis.of(op.index, env)) or analysis.in_tensor_bounds(op, env):
+            proven = proven_in_bounds(op.memory, analysis.of(op.index, env))
+            if proven or analysis.in_len_bounds(op, env) or analysis.in_tensor_bounds(op, env):
                 inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
         elif isinstance(op, branch.BRANCH_OPS):
             inst = attrs.evolve(inst, operation=_branch(op, analysis, env))

@@ -27,6 +27,12 @@ costs more code than its checks), and a body of lane-local work (arithmetic, mem
 indexing, lanes, metadata, ``if``/``switch``, ``continue``/``return``): no nested loop, ``break``, plane
 collective, atomic, print or asynchronous operation.
 
+A lane-local body past ``LANE_SPLIT_LIMIT`` instructions is not split: its copy costs more code than its
+checks (on the GPU each is one compare joined to the access's predicate).  Accesses of one buffer and
+scale share one precondition when one offset dominates another (``_dominates``: as polynomials of their
+non-negative leaves, every coefficient at least as large), so ``x[c + base + k]`` for an unrolled ``k`` costs
+one bound, not one per ``k``.
+
 A body may also hold ``sync_cube`` (the tile loop of a shared-memory GEMM): then every unit must leave the
 first part at the same round, so ``start``, ``end`` and ``fast_end`` are cube-uniform.  Each access's
 ``scale`` and ``offset`` are then replaced by upper bounds over the cube's units: ``unit_pos*`` by their
@@ -51,6 +57,9 @@ from cubepy.ir.types import BOOL, U32, U64, Type
 from cubepy.ir.variable import Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
+# A lane-local loop body past this many instructions is not split: its copy costs more code than its checks
+# (one compare folded into each access's predicate on the GPU).  A tile loop with ``sync_cube`` always is.
+LANE_SPLIT_LIMIT = 32
 # Operations a split loop body may hold: lane-local, nothing another unit can see the split through.
 _LANE_LOCAL = (
     ops.Unary,
@@ -354,7 +363,7 @@ def _version(
         loop = _unchecked(loop, proven)
         inst = attrs.evolve(inst, operation=loop)
     mode = _eligible(loop, inside)
-    if mode is None:
+    if mode is None or (mode == "lane" and sum(1 for _ in walk(loop.body)) > LANE_SPLIT_LIMIT):
         return [inst]
     linear = _Linear(loop, inside, facts.defs, facts.cube_dim, uniform=mode == "cube")
     if mode == "cube":
@@ -362,7 +371,8 @@ def _version(
         bounds = [linear.leaf(loop.start), linear.leaf(loop.end)]
         if any(tree is None or _per_unit(tree) for tree in bounds):
             return [inst]
-    # One precondition per (buffer, scale, offset); the accesses it covers lose their checks in the copy.
+    # One precondition per (buffer, scale, offset); the accesses it covers lose their checks in the copy.  An
+    # offset another one of the same buffer and scale dominates (``_dominates``) needs no precondition.
     conditions: dict[tuple[int, _Tree, _Tree | None], Variable] = {}
     covered: set[int] = set()
     for position, body_inst in enumerate(walk(loop.body)):
@@ -376,7 +386,7 @@ def _version(
                 continue
             if _bits(scale) > (63 if scale == ("const", 1) else 32) or (offset is not None and _bits(offset) > 63):
                 continue
-            conditions.setdefault((op.memory.id, scale, offset), op.memory)
+            _add_condition(conditions, (op.memory.id, scale, offset), op.memory)
             covered.add(position)
     if not conditions:
         return [inst]
@@ -442,6 +452,64 @@ def _version(
     rest = attrs.evolve(loop, start=new(index_type, ops.Assign(resume)))
     emit.append(attrs.evolve(inst, operation=rest))
     return emit
+
+
+def _add_condition(
+    conditions: dict[tuple[int, _Tree, _Tree | None], Variable], key: tuple[int, _Tree, _Tree | None], memory: Variable
+) -> None:
+    """Record the precondition ``key`` unless a recorded one of the same buffer and scale dominates it; drop
+    the recorded ones it dominates.  ``x[c + base + k]`` for k = 0..31 needs only k = 31's."""
+    buffer, scale, offset = key
+    for other in list(conditions):
+        if other[0] != buffer or other[1] != scale:
+            continue
+        if _dominates(other[2], offset):
+            return
+        if _dominates(offset, other[2]):
+            del conditions[other]
+    conditions[key] = memory
+
+
+def _dominates(big: _Tree | None, small: _Tree | None) -> bool:
+    """Whether ``big >= small`` for every value of their leaves: as polynomials of their (non-negative) leaves,
+    every coefficient of ``small`` is at most ``big``'s.  The check ``c * scale + offset < length`` of ``big``
+    then implies ``small``'s."""
+    a, b = _polynomial(big), _polynomial(small)
+    if a is None or b is None:
+        return False
+    return all(coefficient <= a.get(monomial, 0) for monomial, coefficient in b.items())
+
+
+def _polynomial(tree: _Tree | None) -> dict[tuple[Any, ...], int] | None:
+    """``tree`` as {sorted leaves: coefficient} (the empty tuple holds the constant); None past 64 terms."""
+    if tree is None:
+        return {}
+    kind = tree[0]
+    if kind in ("const", "top"):
+        return {(): int(tree[1])}
+    if kind in ("var", "meta"):
+        return {(_leaf_key(tree),): 1}
+    a, b = _polynomial(tree[1]), _polynomial(tree[2])
+    if a is None or b is None:
+        return None
+    out: dict[tuple[Any, ...], int] = {}
+    if kind == "add":
+        for part in (a, b):
+            for monomial, coefficient in part.items():
+                out[monomial] = out.get(monomial, 0) + coefficient
+    else:
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                monomial = tuple(sorted(ma + mb, key=repr))
+                out[monomial] = out.get(monomial, 0) + ca * cb
+    return out if len(out) <= 64 else None
+
+
+def _leaf_key(tree: _Tree) -> tuple[Any, ...]:
+    """A leaf's identity: a variable by kind and id, a metadata read by what it reads."""
+    if tree[0] == "var":
+        return ("var", tree[1].kind, tree[1].id)
+    return ("meta", repr(tree[1]))
 
 
 def _unchecked(loop: branch.RangeLoop, covered: set[int]) -> branch.RangeLoop:

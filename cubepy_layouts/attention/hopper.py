@@ -53,7 +53,7 @@ from cubepy import (
     u32,
     u64,
 )
-from cubepy_layouts.attention.config import AttentionConfig, AttentionProblem
+from cubepy_layouts.attention.config import FASTMATH, AttentionConfig, AttentionProblem
 
 WARPGROUP = 128
 WGMMA_M = 64  # the query rows of one consumer warpgroup
@@ -115,7 +115,7 @@ def attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):
 
 
 def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C901 - one kernel, read top-down
-    @cube(launch=True)
+    @cube(launch=True, fastmath=FASTMATH)
     def flash_attention_wgmma(
         q_map: TensorMap[elem],
         k_map: TensorMap[elem],

@@ -4,6 +4,8 @@ checked-mode semantics (a read past a buffer gives 0, a write past it is dropped
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -213,16 +215,47 @@ def _gather_lines(src: Array[cp.Line[cp.f16]], out: Array[cp.Line[cp.f16]], shif
         out[ABSOLUTE_POS] = src[ABSOLUTE_POS + shift]
 
 
-def test_a_checked_global_read_is_branch_free_on_the_gpu():
-    """A miss reads a zero-filled constant of the item's size: one selp of the address, no branch for it."""
+def test_a_checked_global_read_is_one_predicated_load_on_the_gpu():
+    """A miss keeps the zeroing moves' 0: four ``mov.b32 0`` and one ``@p ld.global.v4.b32`` for a 16-byte line,
+    with the guard and the bounds test joined in one predicate; no address select, no branch."""
     client = cp.client("interp")
     src = cp.ArrayArg(client.zeros((64,), np.float16), line_size=8)  # 8 lines of 16 bytes
     out = cp.ArrayArg(client.zeros((64,), np.float16), line_size=8)
     ptx = _gather_lines.compile(cp.CubeDim(8), src, out, cp.ScalarArg(1, u32), target="sm_90a").ptx
     body = ptx[ptx.index(".entry") :]
-    assert ".global .align 16 .b8 cubepy_zero_16[16]" in ptx
-    assert "selp.b64" in body and "cubepy_zero_16" in body
-    assert sum(line.strip().startswith("@%p") and "bra" in line for line in body.splitlines()) == 1  # the guard
+    load = re.search(r"((?:mov\.b32 %r\d+, 0; ){4})@(%p\d+) ld\.global(?:\.nc)?\.v4\.b32", body)
+    assert load is not None, body
+    assert re.search(rf"and\.pred\s+{load.group(2)},", body), "the guard and the bounds test are one predicate"
+    assert "cubepy_zero" not in ptx and "selp.b64" not in body
+    assert not any(line.strip().startswith("@%p") and "bra" in line for line in body.splitlines())
+
+
+@cp.cube(launch=True)
+def _gather_bytes(src: Array[cp.u8], out: Array[cp.u8], shift: u32):
+    if ABSOLUTE_POS < out.len():
+        out[ABSOLUTE_POS] = src[ABSOLUTE_POS + shift]
+
+
+def test_a_checked_byte_read_selects_a_zero_filled_constant():
+    """PTX has no 8-bit register to predicate a load into: a 1-byte item reads ``cubepy_zero_1`` on a miss."""
+    client = cp.client("interp")
+    src, out = (cp.ArrayArg(client.zeros((64,), np.uint8)) for _ in range(2))
+    ptx = _gather_bytes.compile(cp.CubeDim(8), src, out, cp.ScalarArg(1, u32), target="sm_90a").ptx
+    body = ptx[ptx.index(".entry") :]
+    assert ".global .align 16 .b8 cubepy_zero_1[1]" in ptx
+    assert "selp.b64" in body and re.search(r"\n\s+ld\.global(\.nc)?\.b8", body)
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_checked_byte_reads_past_the_end_give_zero(runtime):
+    client = cp.client(runtime)
+    data = np.arange(1, 65, dtype=np.uint8)
+    out = client.zeros((64,), np.uint8)
+    args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out), cp.ScalarArg(60, u32))
+    _gather_bytes.launch(client, cp.CubeCount(8), cp.CubeDim(8), *args)
+    expected = np.zeros(64, np.uint8)
+    expected[:4] = data[60:]
+    np.testing.assert_array_equal(client.read(out), expected)
 
 
 @pytest.mark.parametrize("runtime", ["interp", "cpu"])

@@ -51,15 +51,23 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
       %".19" = zext i32 %"src.buffer_len" to i64
       %"in_bounds" = icmp ult i64 %".18", %".19"
       %".20" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".18"
-      %".21" = select  i1 %"in_bounds", ptr addrspace(1) %".20", [16 x i8] addrspace(1)* @"cubepy_zero_16"
-      %"v0" = load <4 x float>, ptr addrspace(1) %".21", align 16
-      %".23" = zext i32 %"absolute_pos" to i64
-      %".24" = zext i32 %"dst.buffer_len" to i64
-      %"in_bounds.1" = icmp ult i64 %".23", %".24"
+      %".21" = call {i32, i32, i32, i32} asm sideeffect "mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; mov.b32 $3, 0; @$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,b"(ptr addrspace(1) %".20", i1 %"in_bounds")
+      %".22" = extractvalue {i32, i32, i32, i32} %".21", 0
+      %".23" = insertelement <4 x i32> <i32 0, i32 0, i32 0, i32 0>, i32 %".22", i32 0
+      %".24" = extractvalue {i32, i32, i32, i32} %".21", 1
+      %".25" = insertelement <4 x i32> %".23", i32 %".24", i32 1
+      %".26" = extractvalue {i32, i32, i32, i32} %".21", 2
+      %".27" = insertelement <4 x i32> %".25", i32 %".26", i32 2
+      %".28" = extractvalue {i32, i32, i32, i32} %".21", 3
+      %".29" = insertelement <4 x i32> %".27", i32 %".28", i32 3
+      %"v0" = bitcast <4 x i32> %".29" to <4 x float>
+      %".31" = zext i32 %"absolute_pos" to i64
+      %".32" = zext i32 %"dst.buffer_len" to i64
+      %"in_bounds.1" = icmp ult i64 %".31", %".32"
       br i1 %"in_bounds.1", label %"store.in_bounds1", label %"store.join2"
     store.in_bounds1:
-      %".26" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".23"
-      store <4 x float> %"v0", ptr addrspace(1) %".26", align 16
+      %".34" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".31"
+      store <4 x float> %"v0", ptr addrspace(1) %".34", align 16
       br label %"store.join2"
     store.join2:
       ret void
@@ -81,7 +89,6 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
 
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
 
-    @"cubepy_zero_16" = internal addrspace(1) constant [16 x i8] zeroinitializer, align 16
     !0 = !{ i32 0, i32 32 }
     !1 = !{ i32 0, i32 1 }""")
 

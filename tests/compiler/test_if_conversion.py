@@ -1,7 +1,8 @@
 """If-conversion of guarded bodies on NVPTX (``lower_control.lower_guarded``): a tail-masked ``if i < n:`` whose
 body stores runs its arithmetic on every unit, reads through ``@p ld.global`` and stores through ``@p st.global``
-(Triton's masked loads and stores), so the PTX has no branch per element; bodies with other effects, integer
-division, checked stores, and read-only bodies too small to need it keep their branch."""
+(Triton's masked loads and stores), so the PTX has no branch per element; a checked access joins its bounds test
+to the guard's predicate; bodies with other effects, integer division, and read-only bodies too small to
+need it keep their branch."""
 
 from __future__ import annotations
 
@@ -137,9 +138,42 @@ def test_a_written_buffer_is_read_coherently():
     assert _count(r"ld\.global\.nc", ptx) == 0
 
 
-def test_checked_stores_and_small_read_only_bodies_keep_their_branches():
-    ptx = _ptx(masked_asin, (np.float32, 1), (np.float32, 1), unchecked=False)
-    assert _count(r"@%p\d+ st\.global", ptx) == 0
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_shifted_copy(x: Array[f32], y: Array[f32], shift: u32):
+    """Checked accesses the guard does not prove: ``offset + shift`` may pass either end."""
+    n = y.len()
+    for i in cp.unroll(range(PER_UNIT)):
+        offset = UNIT_POS + i * UNITS
+        if offset < n:
+            y[offset + shift] = x[offset + shift] * 2.0
+
+
+def test_checked_accesses_join_their_bounds_test_to_the_guard():
+    client = cp.client("interp")
+    x, y = cp.ArrayArg(client.zeros((300,), np.float32)), cp.ArrayArg(client.zeros((256,), np.float32))
+    args = (x, y, cp.ScalarArg(3, u32))
+    ptx = masked_shifted_copy.compile(cp.CubeDim(UNITS), *args, target="sm_90a").ptx  # lengths differ: 3 tests
+    assert _count(r"\bbra", ptx) == 0
+    loads = re.findall(r"mov\.b32 %r\d+, 0; @(%p\d+) ld\.global(?:\.nc)?\.b32", ptx)
+    stores = re.findall(r"@(%p\d+) st\.global\.b32", ptx)
+    assert len(loads) == len(stores) == PER_UNIT
+    joined = set(re.findall(r"and\.pred\s+(%p\d+),", ptx))
+    assert set(loads) <= joined and set(stores) <= joined, "each access's predicate is guard and bounds test"
+
+
+def test_a_guard_on_the_checked_length_proves_the_checks():
+    """``if i < y.len()`` with ``x`` and ``y`` of one length: the checked kernel is the unchecked one."""
+    checked = _ptx(masked_asin, (np.float32, 1), (np.float32, 1), unchecked=False)
+    unchecked = _ptx(masked_asin, (np.float32, 1), (np.float32, 1))
+
+    def code(ptx: str) -> list[str]:
+        body = ptx[ptx.index(".entry") : ptx.index("$L__func_end0")]
+        return [line.strip() for line in body.splitlines() if not line.strip().startswith((".loc", "//"))]
+
+    assert code(checked) == code(unchecked)
+
+
+def test_small_read_only_bodies_keep_their_branches():
     ptx = _ptx(masked_read_only, (np.float32, 1), (np.float32, 1))
     assert _count(r"@%p\d+ ld\.global", ptx) == 0  # LLVM and ptxas predicate these small blocks themselves
 

@@ -39,8 +39,9 @@ class TargetLayer(Protocol):
     # Whether a checked access that misses calls ``report_out_of_bounds`` (the cpu runtime's
     # ``sanitize=True``); the GPU target never does, so its code is the same either way.
     reports_out_of_bounds: bool
-    # Whether a checked global read that misses loads from a zero-filled constant instead of branching
-    # around the load (``lower_memory``): straight-line code the GPU's scheduler can overlap.
+    # Whether a checked global read is a predicated load that leaves 0 where it misses (or reads a zero-filled
+    # constant there) instead of branching around the load (``lower_memory.zero_fill_read``): straight-line
+    # code the GPU's scheduler can overlap.
     branch_free_global_reads: bool
 
     def report_out_of_bounds(

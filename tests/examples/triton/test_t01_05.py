@@ -152,4 +152,6 @@ def test_sass_case_builds(case):
     if ptxas.available():
         assert compiled.cubin and compiled.resources is not None
     checked = case.build(target=case.target)
-    assert checked.ptx != compiled.ptx  # checked mode is a different kernel
+    # The modes are different kernels in the IR; their PTX may agree where every check is proven (the vector
+    # add's guard on the length its three buffers share).
+    assert checked.definition.checked and not compiled.definition.checked

@@ -28,8 +28,9 @@ from cubepy.ir.ops import branch
 # stores.  A body of pure arithmetic, loads, stores and nested such ``if``s is lowered that way: arithmetic
 # unconditionally, a predicated read (global) or a read of item 0 (shared, local) where the guard is
 # false, a mutable local keeps its old value there (a select), and each store (or other write) predicated
-# or in a block of its own that ptxas predicates; a checked access's bounds test joins the guard.  Integer division and remainder stay guarded (LLVM's are undefined by 0),
-# and so does anything with other effects (atomics, barriers, plane collectives, loops).
+# or in a block of its own that ptxas predicates; a checked access's bounds test joins the guard.  Integer
+# division and remainder stay guarded (LLVM's are undefined by 0), and so does anything with other effects
+# (atomics, barriers, plane collectives, loops).
 _INT_DIVISIONS = frozenset({"div", "div_trunc", "floordiv", "mod", "rem_trunc", "remainder", "fmod"})
 _GUARDED_WRITES = (ops.IndexAssign,)
 _READ_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY})
@@ -178,8 +179,7 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
         b.debug_metadata = lw.debug.location(inst.loc)
     index = unsigned_index(lw, lw.value(op.index), op.index)
     if op.checked:  # a miss is skipped as the guard's false is
-        in_bounds = b.icmp_unsigned("<", index, lm.memory_length(lw, memory), name="in_bounds")
-        guard = b.select(guard, in_bounds, ir.Constant(lt.I1, 0))
+        guard = b.select(guard, lm.in_bounds(lw, memory, index), ir.Constant(lt.I1, 0))
     value = lw.to_memory(lw.value(op.value), op.value.type)
     address = lm.element_pointer(lw, memory, index)
     if size in _STORE_SHAPES:
@@ -232,7 +232,7 @@ def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Valu
     ok = guard
     in_bounds = None
     if op.checked:
-        in_bounds = b.icmp_unsigned("<", index, lm.memory_length(lw, memory), name="in_bounds")
+        in_bounds = lm.in_bounds(lw, memory, index)
         ok = b.select(guard, in_bounds, ir.Constant(lt.I1, 0))
     if memory.kind is VarKind.GLOBAL:
         # Unchecked, the value where the guard is false is never used: no zeroing move.

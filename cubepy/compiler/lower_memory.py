@@ -45,6 +45,11 @@ def memory_length(lw: KernelLowering, memory: Variable) -> ir.Value:
     return ir.Constant(lt.I64, memory.length)
 
 
+def in_bounds(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
+    """The i1 test ``index < length`` of a checked access of ``memory`` (``index`` already i64)."""
+    return lw.builder.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
+
+
 def _len_is_buffer_len(lw: KernelLowering, memory: Variable) -> bool:
     return any(p.len_is_buffer_len and p.var == memory for p in lw.definition.buffers)
 
@@ -113,9 +118,9 @@ def _select_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Va
     """A branch-free checked read of a memory of declared length: item 0 is read in place of a miss (always
     there, no side effect) and the result is 0 there, so LLVM and ptxas may schedule and vectorize it."""
     b = lw.builder
-    in_bounds = b.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
-    loaded = load_item(lw, memory, b.select(in_bounds, index, ir.Constant(lt.I64, 0)))
-    return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
+    ok = in_bounds(lw, memory, index)
+    loaded = load_item(lw, memory, b.select(ok, index, ir.Constant(lt.I64, 0)))
+    return b.select(ok, loaded, lt.constant(memory.type, 0))
 
 
 def zero_item(lw: KernelLowering, memory: Variable) -> ir.Value:
@@ -190,8 +195,7 @@ def _predicated_load(
 
 def _zero_fill_read(lw: KernelLowering, memory: Variable, index: ir.Value) -> ir.Value:
     """A branch-free checked read of a global buffer: a miss reads the zero-filled constant."""
-    in_bounds = lw.builder.icmp_unsigned("<", index, memory_length(lw, memory), name="in_bounds")
-    return zero_fill_read(lw, memory, index, in_bounds)
+    return zero_fill_read(lw, memory, index, in_bounds(lw, memory, index))
 
 
 def checked_write(

@@ -26,9 +26,18 @@ from cubepy.ir import Type
 
 @attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
 class ScalarCompilationArg:
-    """The compile-relevant part of a scalar argument: only its element type (the value is runtime)."""
+    """The compile-relevant part of a scalar argument: its element type and, for an integer, whether its value
+    is a multiple of ``DIVISIBILITY`` (``multiple_of``; the value itself is runtime).
+
+    As Triton specializes integer arguments on divisibility by 16, the cache holds one kernel per pattern, and
+    the kernel knows the low bits of its dimensions: a ``min(cols - col, 8)`` under ``col < cols`` with both
+    multiples of 8 is 8 (``cubepy.ir.ranges``), so a 16-byte ``cp.async`` copies all or nothing."""
 
     elem: str
+    multiple_of: int = 1
+
+
+DIVISIBILITY = 16  # the multiple an integer scalar is specialized on (Triton's tt.divisibility)
 
 
 class ScalarLaunch:
@@ -40,6 +49,7 @@ class ScalarLaunch:
     def __init__(self, scalar: ScalarType) -> None:
         self.scalar = scalar
         self._comp_arg = ScalarCompilationArg(scalar.name)
+        self._divisible_arg = ScalarCompilationArg(scalar.name, DIVISIBILITY)
         self._low: int | float
         self._high: int | float
         self._low, self._high = (scalar.min_value(), scalar.max_value()) if scalar.ir.is_int else (0, -1)
@@ -82,8 +92,10 @@ class ScalarLaunch:
         return arg
 
     def compilation_arg(self, arg) -> ScalarCompilationArg:
-        """Validate a scalar argument; its compilation argument is the element type."""
-        self._value(arg)
+        """Validate a scalar argument; its compilation argument is the element type (and divisibility)."""
+        value = self._value(arg)
+        if self.scalar.ir.is_int and not self.scalar.ir.is_bool and int(value) % DIVISIBILITY == 0:
+            return self._divisible_arg
         return self._comp_arg
 
     def register(self, arg, bindings) -> None:
@@ -92,13 +104,14 @@ class ScalarLaunch:
 
     def expand(self, comp_arg, builder) -> ExpandElement:
         """Declare the scalar parameter."""
-        var = builder.register("scalar", Type(self.scalar.ir))
+        multiple_of = comp_arg.multiple_of if isinstance(comp_arg, ScalarCompilationArg) else 1
+        var = builder.register("scalar", Type(self.scalar.ir), multiple_of=multiple_of)
         return ExpandElement(var, builder.state)
 
     expand_output = expand
 
     def default_compilation_arg(self) -> ScalarCompilationArg:
-        """The compilation argument (there is only one)."""
+        """The compilation argument used without a value (no divisibility known)."""
         return self._comp_arg
 
     def is_compilation_arg(self, value) -> bool:

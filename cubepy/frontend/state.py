@@ -314,17 +314,21 @@ class KernelBuilder:
         exclusive: bool = False,
         rank: int | None = None,
         same_len_as: int | None = None,
+        multiple_of: int = 1,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
-        ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``.
+        ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``;
+        ``multiple_of``: a power of two the launch found an integer scalar's value to be a multiple of.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
         same_len = self.argument_slots.get(same_len_as) if same_len_as is not None else None
         if kind is VarKind.GLOBAL and self.argument is not None:
             self.argument_slots.setdefault(self.argument, var.id)
-        self.params.append(ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank, same_len))
+        self.params.append(
+            ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank, same_len, multiple_of)
+        )
         return var
 
     def finish(self, name: str, cube_dim: tuple[int, int, int], source_file: str | None) -> ir.KernelDefinition:

@@ -1,4 +1,4 @@
-"""Value ranges of integer IR values, and the ``bounds`` pass that drops the checks they prove.
+"""Value ranges of integer IR values, and the ``bounds`` pass that drops the checks and folds the values they prove.
 
 In a checked kernel every ``index``/``index_assign`` carries ``checked=True`` (``checked_io``).  For a
 memory whose length the kernel declares (shared memory, a local array, a constant table) the check is
@@ -20,7 +20,15 @@ value (the exact mathematical value in its type, never a wrapped one):
 - inside ``if c:`` (and the ``else`` of ``if_else``) a compare ``c`` of immutable operands narrows them
   (``and`` of compares narrows both in the taken arm); a ``switch`` case knows its value.
 
+- ``a - b`` under a branch that took ``b < a`` is at least 1 (and cannot wrap);
+- every interval is narrowed to the multiples of ``2**z`` where ``z`` low bits are known zero (literals,
+  integer scalars the launch found multiples of 16, ``Param.multiple_of``, through ``add``, ``sub``, ``mul``,
+  ``shl`` by a literal, ``min``/``max``/``select`` and loop indices), so ``cols - col`` with both multiples of
+  8 and ``col < cols`` is at least 8.
+
 Mutable locals, memory reads, buffer metadata and anything else are unknown (their type's full range).
+In every kernel, checked or not, an immutable integer the analysis pins to one value becomes an assignment
+of that value (``min(cols - col, 8)`` above is 8), which LLVM cannot see from the branch facts alone.
 A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
 a branch that takes ``a < b`` records that order, and ``t[r * t.shape(1) + c]`` of a rank-2 tensor under
 ``r < t.shape(0)`` and ``c < t.shape(1)`` is in bounds when its check compares with ``t.len()``
@@ -41,7 +49,7 @@ from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
 from cubepy.ir.types import ElemType
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.variable import Variable, VarKind, constant
 from cubepy.ir.versioning import version_loops
 
 PLANE_WIDTH = 32
@@ -98,6 +106,11 @@ class RangeAnalysis:
         self.reassigned = {key for key, count in writes.items() if count > 1}
         self.defs: dict[_Key, ops.Operation] = {}
         self.buffers = {p.var.id: p for p in definition.buffers}
+        # Known trailing zero bits (the value is a multiple of 2**n) of immutable values; a property of the
+        # value, so one map for the whole walk.
+        self.zeros: dict[_Key, int] = {
+            (p.var.kind, p.var.id): p.multiple_of.bit_length() - 1 for p in definition.params if p.multiple_of > 1
+        }
 
     def of(self, var: Variable, env: _Env) -> Interval | None:
         """The interval of ``var`` (None: not a scalar integer or bool)."""
@@ -125,6 +138,38 @@ class RangeAnalysis:
             return True
         return var.kind is VarKind.CONST and (var.kind, var.id) not in self.reassigned
 
+    def trailing_zeros(self, var: Variable) -> int:
+        """How many low bits of ``var`` are known zero (it is a multiple of ``2**n``); 0 when unknown."""
+        if var.type.is_line or not var.elem.is_int:
+            return 0
+        if var.kind is VarKind.CONSTANT:
+            value = int(var.value) % (1 << var.elem.bits)  # type: ignore[call-overload]
+            return var.elem.bits if value == 0 else (value & -value).bit_length() - 1
+        return self.zeros.get((var.kind, var.id), 0) if self.stable(var) else 0
+
+    def _zeros_of(self, op: ops.Operation) -> int:
+        """Known trailing zeros of ``op``'s result: low bits survive wrapping, so every rule holds modulo 2**bits."""
+        tz = self.trailing_zeros
+        if isinstance(op, ops.Assign):
+            return tz(op.input)
+        if isinstance(op, ops.Cast) and op.input.elem.is_int and not op.input.elem.is_bool:
+            return tz(op.input)
+        if isinstance(op, ops.Select):
+            return min(tz(op.then), tz(op.otherwise))
+        if not isinstance(op, ops.Binary) or op.lhs.elem.is_bool:
+            return 0
+        a, b = tz(op.lhs), tz(op.rhs)
+        if isinstance(op, (ops.Add, ops.Sub, ops.Min, ops.Max, ops.Bitor, ops.Bitxor)):
+            return min(a, b)
+        if isinstance(op, ops.Mul):
+            return a + b
+        if isinstance(op, ops.Bitand):
+            return max(a, b)
+        if isinstance(op, ops.Shl) and op.rhs.kind is VarKind.CONSTANT:
+            shift: int = int(op.rhs.value)  # type: ignore[call-overload]
+            return a + shift
+        return 0
+
     # -- one instruction --------------------------------------------------------------------------------
     def define(self, inst: Instruction, env: _Env) -> None:
         """Record the interval of ``inst``'s result, when it is an immutable integer."""
@@ -136,9 +181,12 @@ class RangeAnalysis:
         full = type_range(out.elem)
         if full is None or key in self.reassigned:
             return
+        zeros = min(self._zeros_of(inst.operation), out.elem.bits)
+        if zeros:
+            self.zeros[key] = zeros
         found = self._evaluate(inst.operation, env)
         if found is not None and full[0] <= found[0] and found[1] <= full[1]:
-            env[key] = found
+            env[key] = _multiples_within(found, zeros)
 
     def _evaluate(self, op: ops.Operation, env: _Env) -> Interval | None:
         if isinstance(op, (ops.Assign, ops.Cast)):
@@ -156,8 +204,13 @@ class RangeAnalysis:
             a, b = self.of(op.lhs, env), self.of(op.rhs, env)
             if a is None or b is None:
                 return None
+            if isinstance(op, ops.Sub) and ("lt", *(self._order_key(v) for v in (op.rhs, op.lhs))) in env:
+                return (max(a[0] - b[1], 1), a[1] - b[0])  # a branch took rhs < lhs: no wrap, at least 1
             return _binary(type(op), a, b, op.lhs.elem.bits)
         return None
+
+    def _order_key(self, var: Variable) -> _Key | None:
+        return (var.kind, var.id) if self.stable(var) else None
 
     # -- narrowing by a branch's condition ----------------------------------------------------------------
     def narrowed(self, cond: Variable, taken: bool, env: _Env) -> _Env:
@@ -306,6 +359,13 @@ class RangeAnalysis:
         return None
 
 
+def _multiples_within(interval: Interval, zeros: int) -> Interval:
+    """``interval`` narrowed to its multiples of ``2**zeros`` (unchanged when it holds none: a dead path)."""
+    step = 1 << zeros
+    lo, hi = -(-interval[0] // step) * step, interval[1] // step * step
+    return (lo, hi) if lo <= hi else interval
+
+
 def _binary(kind: type, a: Interval, b: Interval, bits: int) -> Interval | None:
     """``a kind b`` over intervals (None: unknown)."""
     if kind is ops.Add:
@@ -352,11 +412,11 @@ def proven_in_bounds(memory: Variable, index: Interval | None) -> bool:
 
 
 def bounds_pass(definition: KernelDefinition) -> KernelDefinition:
-    """The pipeline's ``bounds`` pass: version loops over buffers (``cubepy.ir.versioning``), then clear
-    ``checked`` on accesses the range analysis proves in bounds."""
-    if not definition.checked:
-        return definition
-    definition = version_loops(definition)
+    """The pipeline's ``bounds`` pass: in a checked kernel, version loops over buffers (``cubepy.ir.versioning``)
+    and clear ``checked`` on accesses the range analysis proves in bounds; in every kernel, assign the values
+    it pins to one."""
+    if definition.checked:
+        definition = version_loops(definition)
     analysis = RangeAnalysis(definition)
     return attrs.evolve(definition, body=_scope(definition.body, analysis, {}))
 
@@ -372,8 +432,25 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
         elif isinstance(op, branch.BRANCH_OPS):
             inst = attrs.evolve(inst, operation=_branch(op, analysis, env))
         analysis.define(inst, env)
-        out.append(inst)
+        out.append(_known_value(inst, analysis, env))
     return Scope(tuple(out))
+
+
+_FOLDABLE = (ops.Binary, ops.Select, ops.Clamp, ops.Cast)
+
+
+def _known_value(inst: Instruction, analysis: RangeAnalysis, env: _Env) -> Instruction:
+    """``inst`` as an assignment of its value when the analysis pins an immutable integer result to one value
+    (``min(cols - col, 8)`` under ``col < cols``, both multiples of 8): LLVM cannot see the branch facts."""
+    out = inst.out
+    if out is None or out.kind is not VarKind.CONST or not isinstance(inst.operation, _FOLDABLE):
+        return inst
+    if out.type.is_line or out.elem.is_bool or (out.kind, out.id) in analysis.reassigned:
+        return inst
+    found = env.get((out.kind, out.id))
+    if found is None or found[0] != found[1]:
+        return inst
+    return attrs.evolve(inst, operation=ops.Assign(constant(found[0], out.type)))
 
 
 def _branch(op: ops.Operation, analysis: RangeAnalysis, env: _Env) -> ops.Operation:
@@ -389,8 +466,12 @@ def _branch(op: ops.Operation, analysis: RangeAnalysis, env: _Env) -> ops.Operat
     if isinstance(op, branch.RangeLoop):
         inner = dict(env)
         found = analysis.loop_index(op, env)
-        if found is not None and analysis.stable(op.index):
-            inner[(op.index.kind, op.index.id)] = found
+        if analysis.stable(op.index):
+            zeros = min(analysis.trailing_zeros(op.start), analysis.trailing_zeros(op.step))
+            if zeros:  # start + k * step
+                analysis.zeros[(op.index.kind, op.index.id)] = zeros
+            if found is not None:
+                inner[(op.index.kind, op.index.id)] = _multiples_within(found, zeros)
         return attrs.evolve(op, body=_scope(op.body, analysis, inner))
     if isinstance(op, branch.Switch):
         cases = tuple(

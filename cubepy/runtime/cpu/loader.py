@@ -31,6 +31,11 @@ def _load(kernel: HostKernel) -> tuple:
     if found is not None and found[0] is kernel:
         return found
     with _lock, _LLVM_LOCK:
+        # Again under the lock: a thread that missed while another loaded must take that engine, not replace
+        # it (the replaced engine's code would be freed under the launch still running it).
+        found = _loaded.get(id(kernel))
+        if found is not None and found[0] is kernel:
+            return found
         ensure_resolvable(kernel.name, kernel.object_code)
         llvm = binding()
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())

@@ -49,7 +49,8 @@ class ScalarLaunch:
     def __init__(self, scalar: ScalarType) -> None:
         self.scalar = scalar
         self._comp_arg = ScalarCompilationArg(scalar.name)
-        self._divisible_arg = ScalarCompilationArg(scalar.name, DIVISIBILITY)
+        # integers only: the warm launch tests one attribute, not the element type
+        self._divisible_arg = ScalarCompilationArg(scalar.name, DIVISIBILITY) if scalar.ir.is_int else None
         self._low: int | float
         self._high: int | float
         self._low, self._high = (scalar.min_value(), scalar.max_value()) if scalar.ir.is_int else (0, -1)
@@ -94,8 +95,9 @@ class ScalarLaunch:
     def compilation_arg(self, arg) -> ScalarCompilationArg:
         """Validate a scalar argument; its compilation argument is the element type (and divisibility)."""
         value = self._value(arg)
-        if self.scalar.ir.is_int and not self.scalar.ir.is_bool and int(value) % DIVISIBILITY == 0:
-            return self._divisible_arg
+        divisible = self._divisible_arg
+        if divisible is not None and int(value) % DIVISIBILITY == 0:
+            return divisible
         return self._comp_arg
 
     def register(self, arg, bindings) -> None:

@@ -18,8 +18,7 @@ value (the exact mathematical value in its type, never a wrapped one):
 - a ``range_loop``'s index lies in ``[start, end)`` (``[end + 1, start]`` counting down) when its step's
   sign is known, and its lower bound holds only when stepping past ``end`` cannot wrap;
 - inside ``if c:`` (and the ``else`` of ``if_else``) a compare ``c`` of immutable operands narrows them
-  (``and`` of compares narrows both in the taken arm); a ``switch`` case knows its value.
-
+  (``and`` of compares narrows both in the taken arm); a ``switch`` case knows its value;
 - ``a - b`` under a branch that took ``b < a`` is at least 1 (and cannot wrap);
 - every interval is narrowed to the multiples of ``2**z`` where ``z`` low bits are known zero (literals,
   integer scalars the launch found multiples of 16, ``Param.multiple_of``, through ``add``, ``sub``, ``mul``,
@@ -150,13 +149,11 @@ class RangeAnalysis:
     def _zeros_of(self, op: ops.Operation) -> int:
         """Known trailing zeros of ``op``'s result: low bits survive wrapping, so every rule holds modulo 2**bits."""
         tz = self.trailing_zeros
-        if isinstance(op, ops.Assign):
-            return tz(op.input)
-        if isinstance(op, ops.Cast) and op.input.elem.is_int and not op.input.elem.is_bool:
+        if isinstance(op, (ops.Assign, ops.Cast)):  # a cast from an integer keeps its low bits (0 from others)
             return tz(op.input)
         if isinstance(op, ops.Select):
             return min(tz(op.then), tz(op.otherwise))
-        if not isinstance(op, ops.Binary) or op.lhs.elem.is_bool:
+        if not isinstance(op, ops.Binary):
             return 0
         a, b = tz(op.lhs), tz(op.rhs)
         if isinstance(op, (ops.Add, ops.Sub, ops.Min, ops.Max, ops.Bitor, ops.Bitxor)):
@@ -166,8 +163,10 @@ class RangeAnalysis:
         if isinstance(op, ops.Bitand):
             return max(a, b)
         if isinstance(op, ops.Shl) and op.rhs.kind is VarKind.CONSTANT:
-            shift: int = int(op.rhs.value)  # type: ignore[call-overload]
-            return a + shift
+            # the amount is read as unsigned; at or past the width the result is 0 (``cubepy.ir.numerics``)
+            bits = op.lhs.elem.bits
+            shift: int = int(op.rhs.value) % (1 << op.rhs.elem.bits)  # type: ignore[call-overload]
+            return bits if shift >= bits else a + shift
         return 0
 
     # -- one instruction --------------------------------------------------------------------------------
@@ -432,22 +431,20 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
         elif isinstance(op, branch.BRANCH_OPS):
             inst = attrs.evolve(inst, operation=_branch(op, analysis, env))
         analysis.define(inst, env)
-        out.append(_known_value(inst, analysis, env))
+        out.append(_known_value(inst, env))
     return Scope(tuple(out))
 
 
 _FOLDABLE = (ops.Binary, ops.Select, ops.Clamp, ops.Cast)
 
 
-def _known_value(inst: Instruction, analysis: RangeAnalysis, env: _Env) -> Instruction:
+def _known_value(inst: Instruction, env: _Env) -> Instruction:
     """``inst`` as an assignment of its value when the analysis pins an immutable integer result to one value
     (``min(cols - col, 8)`` under ``col < cols``, both multiples of 8): LLVM cannot see the branch facts."""
     out = inst.out
-    if out is None or out.kind is not VarKind.CONST or not isinstance(inst.operation, _FOLDABLE):
+    if out is None or out.elem.is_bool or not isinstance(inst.operation, _FOLDABLE):
         return inst
-    if out.type.is_line or out.elem.is_bool or (out.kind, out.id) in analysis.reassigned:
-        return inst
-    found = env.get((out.kind, out.id))
+    found = env.get((out.kind, out.id))  # set by ``define`` for immutable integers only
     if found is None or found[0] != found[1]:
         return inst
     return attrs.evolve(inst, operation=ops.Assign(constant(found[0], out.type)))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from cubepy.errors import VerifyError
-from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition, Param
+from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
@@ -220,11 +220,6 @@ def verify_scope(scope: Scope, defined: set[tuple[VarKind, int]] | None = None) 
     _Checker(None).scope(scope, set(defined or ()), 0)
 
 
-def _integer_scalar(param: Param) -> bool:
-    elem = param.var.elem
-    return param.var.kind is VarKind.SCALAR and elem.is_int and not elem.is_bool
-
-
 def verify(kernel: KernelDefinition) -> None:
     """Verify a whole kernel; raise ``VerifyError`` at the first broken rule."""
     checker = _Checker(kernel)
@@ -253,7 +248,11 @@ def verify(kernel: KernelDefinition) -> None:
                 f"parameter {param.name!r} has same_len {param.same_len}, not an earlier buffer's slot",
             )
         multiple = param.multiple_of
-        if multiple < 1 or multiple & (multiple - 1) or (multiple > 1 and not _integer_scalar(param)):
+        if (
+            multiple < 1
+            or multiple & (multiple - 1)
+            or (multiple > 1 and not (param.var.kind is VarKind.SCALAR and param.var.elem.is_int))
+        ):
             checker.fail(
                 "bad-param",
                 None,

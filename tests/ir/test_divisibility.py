@@ -79,3 +79,20 @@ def test_divisible_and_ragged_launches_each_get_their_kernel(runtime):
 def test_the_printed_ir_says_which_scalars_are_multiples():
     assert "(scalar, multiple of 16)" in format_kernel(_compile(512).definition)
     assert "multiple of" not in format_kernel(_compile(20).definition)
+
+
+@cp.cube(launch=True)
+def shifted(out: Array[u32], cols: u32):
+    """out[u] = cols + min(u << -1, 5): a shift amount is read as unsigned, so -1 shifts every bit out (0)."""
+    col = i32(UNIT_POS) << i32(-1)
+    out[UNIT_POS] = u32(cp.min(col, i32(5))) + cols
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_a_shift_by_a_negative_amount_is_understood_as_the_runtimes_do(runtime):
+    """The trailing zeros of a shift by a negative literal are the width's (the result is 0), not fewer than
+    none: the analysis must neither fail nor change the result (32 + 0, worked by hand)."""
+    client = cp.client(runtime)
+    out = client.zeros((4,), np.uint32)
+    shifted.launch(client, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(out), cp.ScalarArg(32, u32))
+    np.testing.assert_array_equal(client.read(out), np.full(4, 32, np.uint32))

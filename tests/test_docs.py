@@ -50,8 +50,11 @@ def _page_id(page: Path) -> str:
 def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each block runs from a real file (so `@cube` finds its source) in the page's shared namespace."""
     monkeypatch.chdir(tmp_path)  # blocks that write files (CUBEPY_DUMP) write them here
+    blocks = python_blocks(page.read_text())
+    if any(re.search(r"^\s*import torch\b", code, re.M) for _, code in blocks):
+        pytest.importorskip("torch", reason=f"{_page_id(page)} runs PyTorch, which is not installed")
     namespace: dict = {}
-    for number, (line, code) in enumerate(python_blocks(page.read_text())):
+    for number, (line, code) in enumerate(blocks):
         path = tmp_path / f"{page.stem.replace('-', '_')}_block{number}.py"
         path.write_text("\n" * (line - 1) + code)  # keep the page's line numbers in tracebacks
         try:

@@ -42,9 +42,9 @@ from cubepy.ir import (
     verify,
     walk,
 )
+from cubepy.ir.bounds import bounds_pass
 from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
-from cubepy.ir.ranges import bounds_pass
 from cubepy.ir.scope import map_child_scopes
 from cubepy.ir.uniformity import plane_uniform_pass
 

@@ -63,14 +63,25 @@ class BufferCompilationArg:
     # the argument index of the first earlier buffer argument whose ``len()`` equals this one's (the launch
     # compared them, ``Kernel.compilation_args``); checked accesses of both then compare against one word
     same_len_as: int | None = None
+    # ``DIVISIBILITY`` when the launch found ``len()`` a multiple of it, else 1: a copy of 16-byte chunks
+    # against the buffer's end then copies all of a chunk or none of it (``cubepy.ir.ranges``)
+    len_multiple_of: int = 1
+
+
+DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
+
+
+def _logical_len(arg, line: int) -> int:
+    """The argument's ``len()``: its shape's items, in lines of ``line``."""
+    count = 1
+    for extent in arg.shape:
+        count *= extent
+    return count // line
 
 
 def _len_is_buffer_len(arg, handle, line: int) -> bool:
     """Whether the argument's logical length (its shape's items) equals its allocation's items."""
-    count = 1
-    for extent in arg.shape:
-        count *= extent
-    return count // line == handle.size // line
+    return _logical_len(arg, line) == handle.size // line
 
 
 class BufferType:
@@ -83,7 +94,7 @@ class BufferType:
         self.item = item
         self.elem, self.fixed_line, self.atomic = _item(item)
         self.lined = isinstance(item, LineType)
-        # (dtype, line size, covering, rank) -> argument, for warm launches
+        # (dtype, line size, covering, rank, len multiple) -> argument, for warm launches
         self._accepted: dict[tuple, BufferCompilationArg] = {}
 
     def __eq__(self, other: object) -> bool:
@@ -106,7 +117,9 @@ class BufferType:
             _check_divides(arg, handle, line)
         covering = _len_is_buffer_len(arg, handle, line)
         rank = len(arg.shape) if self.role == "tensor" else None
-        cached = self._accepted.get((handle.dtype, line, covering, rank))
+        multiple = DIVISIBILITY if _logical_len(arg, line) % DIVISIBILITY == 0 else 1
+        key = (handle.dtype, line, covering, rank, multiple)
+        cached = self._accepted.get(key)
         if cached is not None:
             return cached
         dtype_elem = elem_of_dtype(handle.dtype)
@@ -119,8 +132,8 @@ class BufferType:
                 f"{self!r} takes line_size=1, got line_size={line}; annotate "
                 f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
             )
-        comp_arg = BufferCompilationArg(self.elem.name, line, covering, rank=rank)
-        self._accepted[(handle.dtype, line, covering, rank)] = comp_arg
+        comp_arg = BufferCompilationArg(self.elem.name, line, covering, rank=rank, len_multiple_of=multiple)
+        self._accepted[key] = comp_arg
         return comp_arg
 
     def register(self, arg, bindings) -> None:
@@ -131,7 +144,13 @@ class BufferType:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
         var = builder.register(
-            self.role, ty, comp_arg.len_is_buffer_len, comp_arg.exclusive, comp_arg.rank, comp_arg.same_len_as
+            self.role,
+            ty,
+            comp_arg.len_is_buffer_len,
+            comp_arg.exclusive,
+            comp_arg.rank,
+            comp_arg.same_len_as,
+            multiple_of=comp_arg.len_multiple_of,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank)

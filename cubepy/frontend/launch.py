@@ -16,7 +16,7 @@ import numpy as np
 from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
 from cubepy.frontend import elem as elems
-from cubepy.frontend.containers import BufferType
+from cubepy.frontend.containers import DIVISIBILITY, BufferType
 from cubepy.frontend.elem import ComptimeType, ScalarType
 from cubepy.frontend.state import require_state
 from cubepy.frontend.tma import TensorMapType
@@ -35,9 +35,6 @@ class ScalarCompilationArg:
 
     elem: str
     multiple_of: int = 1
-
-
-DIVISIBILITY = 16  # the multiple an integer scalar is specialized on (Triton's tt.divisibility)
 
 
 class ScalarLaunch:

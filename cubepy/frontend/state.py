@@ -319,7 +319,8 @@ class KernelBuilder:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
         ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``;
-        ``multiple_of``: a power of two the launch found an integer scalar's value to be a multiple of.
+        ``multiple_of``: a power of two the launch found an integer scalar's value (a buffer's ``len()``) to be a
+        multiple of.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())

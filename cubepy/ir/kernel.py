@@ -54,8 +54,8 @@ class Param:
     words sit at fixed places in parameter space.  ``same_len``: the slot of an earlier buffer the launch
     found to have the same ``len`` (part of the cache key); this buffer's ``len`` is then read from that
     buffer's word, so one guard ``i < out.len()`` proves the checks of every buffer of that length.
-    ``multiple_of``: a power of two the launch found an integer scalar's value to be a multiple of (part of
-    the cache key, as Triton's divisibility specialization; 1 when nothing is known).
+    ``multiple_of``: a power of two the launch found an integer scalar's value, or a buffer's ``len()``, to be a
+    multiple of (part of the cache key, as Triton's divisibility specialization; 1 when nothing is known).
     """
 
     var: Variable

@@ -133,7 +133,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
     for param in kernel.params:
         role = param.role if param.role != "tensor" or param.rank is None else f"tensor, rank {param.rank}"
         if param.multiple_of > 1:  # the launch's divisibility specialization, which the kernel relies on
-            role += f", multiple of {param.multiple_of}"
+            what = "len multiple of" if param.var.kind is VarKind.GLOBAL else "multiple of"
+            role += f", {what} {param.multiple_of}"
         lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")

@@ -1,4 +1,4 @@
-"""Value ranges of integer IR values, and the ``bounds`` pass that drops the checks and folds the values they prove.
+"""Value ranges of integer IR values: what the ``bounds`` pass (``cubepy.ir.bounds``) proves checks and values with.
 
 In a checked kernel every ``index``/``index_assign`` carries ``checked=True`` (``checked_io``).  For a
 memory whose length the kernel declares (shared memory, a local array, a constant table) the check is
@@ -25,9 +25,17 @@ value (the exact mathematical value in its type, never a wrapped one):
   ``shl`` by a literal, ``min``/``max``/``select`` and loop indices), so ``cols - col`` with both multiples of
   8 and ``col < cols`` is at least 8.
 
-Mutable locals, memory reads, buffer metadata and anything else are unknown (their type's full range).
-In every kernel, checked or not, an immutable integer the analysis pins to one value becomes an assignment
-of that value (``min(cols - col, 8)`` above is 8), which LLVM cannot see from the branch facts alone.
+- a value assigned more than once (a mutable local) is known once the walk has passed every assignment and
+  each assigned an integer: the union of their intervals and the fewest of their trailing zeros
+  (``valid = 0 ... if inside: valid = 8`` is 0 or 8 after the ``if``); before that, unknown;
+- ``(x + v) - x`` is ``v`` (a slice's length ``(start + n) - start``); a buffer's ``len`` has the trailing
+  zeros the launch found (``Param.multiple_of`` on a buffer).
+
+Memory reads, other buffer metadata and anything else are unknown (their type's full range).
+In every kernel, checked or not, values the facts decide are rewritten (``_simplified``), which LLVM cannot
+see from the branch facts alone: an immutable integer pinned to one value becomes an assignment of it
+(``min(cols - col, 8)`` above is 8), a ``min``/``max`` whose order is known its operand, and ``min(a, b)``
+with ``a`` either 0 or ``2**z`` and ``b`` a multiple of ``2**z`` a ``select`` of ``a`` or 0 on ``b != 0``.
 A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
 a branch that takes ``a < b`` records that order, and ``t[r * t.shape(1) + c]`` of a rank-2 tensor under
 ``r < t.shape(0)`` and ``c < t.shape(1)`` is in bounds when its check compares with ``t.len()``
@@ -41,22 +49,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import attrs
-
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
-from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
+from cubepy.ir.scope import Instruction, walk
 from cubepy.ir.types import ElemType
-from cubepy.ir.variable import Variable, VarKind, constant
-from cubepy.ir.versioning import version_loops
+from cubepy.ir.variable import Variable, VarKind
 
 PLANE_WIDTH = 32
 Interval = tuple[int, int]  # inclusive (lo, hi)
 _Key = tuple[VarKind, int]
 # Intervals by variable key; a strict order ``a < b`` that a branch established is the key ("lt", a, b).
-_Env = dict[tuple[Any, ...], Interval]
-_DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
+Env = dict[tuple[Any, ...], Interval]
+DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
 _FLIPPED: dict[type[ops.Compare], type[ops.Compare]] = {ops.Lt: ops.Ge, ops.Le: ops.Gt, ops.Gt: ops.Le, ops.Ge: ops.Lt}
 
 
@@ -108,10 +113,18 @@ class RangeAnalysis:
         # Known trailing zero bits (the value is a multiple of 2**n) of immutable values; a property of the
         # value, so one map for the whole walk.
         self.zeros: dict[_Key, int] = {
-            (p.var.kind, p.var.id): p.multiple_of.bit_length() - 1 for p in definition.params if p.multiple_of > 1
+            (p.var.kind, p.var.id): p.multiple_of.bit_length() - 1
+            for p in definition.params
+            if p.multiple_of > 1 and p.var.kind is VarKind.SCALAR
         }
+        self.writes = writes
+        # Values assigned more than once: (writes seen, interval, trailing zeros) over the assignments the walk
+        # has passed; once it has passed all of them, every read sees one of those values.
+        self.assigned: dict[_Key, tuple[int, Interval, int] | None] = {}
+        ids = [v.id for inst in walk(definition.body) for v in _defined(inst) if v.kind is VarKind.CONST]
+        self.next_id = max(ids, default=-1) + 1  # for the compares ``simplified`` adds
 
-    def of(self, var: Variable, env: _Env) -> Interval | None:
+    def of(self, var: Variable, env: Env) -> Interval | None:
         """The interval of ``var`` (None: not a scalar integer or bool)."""
         if var.type.is_line:
             return None
@@ -122,7 +135,8 @@ class RangeAnalysis:
             value = int(var.value)  # type: ignore[call-overload]
             return (value, value)
         if not self.stable(var):
-            return full
+            assigned = self._all_assigned(var)
+            return full if assigned is None else assigned[0]
         found = env.get((var.kind, var.id))
         if found is not None:
             return found
@@ -144,13 +158,48 @@ class RangeAnalysis:
         if var.kind is VarKind.CONSTANT:
             value = int(var.value) % (1 << var.elem.bits)  # type: ignore[call-overload]
             return var.elem.bits if value == 0 else (value & -value).bit_length() - 1
-        return self.zeros.get((var.kind, var.id), 0) if self.stable(var) else 0
+        if not self.stable(var):
+            assigned = self._all_assigned(var)
+            return 0 if assigned is None else assigned[1]
+        return self.zeros.get((var.kind, var.id), 0)
+
+    def _all_assigned(self, var: Variable) -> tuple[Interval, int] | None:
+        """(interval, trailing zeros) of a value assigned more than once, when the walk has passed every
+        assignment and each was a plain ``assign`` of an integer (``valid = 0 ... if inside: valid = 8``)."""
+        key = (var.kind, var.id)
+        found = self.assigned.get(key)
+        if found is None or found[0] != self.writes[key]:
+            return None
+        return found[1], found[2]
+
+    def _record_assignment(self, inst: Instruction, env: Env) -> None:
+        out, op = inst.out, inst.operation
+        assert out is not None
+        key = (out.kind, out.id)
+        if key in self.assigned and self.assigned[key] is None:
+            return
+        source = op.input if isinstance(op, ops.Assign) and not out.type.is_line else None
+        interval = None if source is None else self.of(source, env)
+        if source is None or interval is None or not out.elem.is_int or out.elem != source.elem:
+            self.assigned[key] = None
+            return
+        zeros = min(self.trailing_zeros(source), out.elem.bits)
+        seen = self.assigned.get(key)
+        if seen is not None:
+            interval = (min(interval[0], seen[1][0]), max(interval[1], seen[1][1]))
+            zeros = min(zeros, seen[2])
+        self.assigned[key] = ((seen[0] if seen else 0) + 1, interval, zeros)
 
     def _zeros_of(self, op: ops.Operation) -> int:
         """Known trailing zeros of ``op``'s result: low bits survive wrapping, so every rule holds modulo 2**bits."""
         tz = self.trailing_zeros
         if isinstance(op, (ops.Assign, ops.Cast)):  # a cast from an integer keeps its low bits (0 from others)
             return tz(op.input)
+        if isinstance(op, (ops.Len, ops.BufferLen)) and op.memory.kind is VarKind.GLOBAL:
+            param = self.buffers.get(op.memory.id)  # the launch's divisibility of ``len()``
+            if param is None or (isinstance(op, ops.BufferLen) and not param.len_is_buffer_len):
+                return 0
+            return param.multiple_of.bit_length() - 1
         if isinstance(op, ops.Select):
             return min(tz(op.then), tz(op.otherwise))
         if not isinstance(op, ops.Binary):
@@ -170,9 +219,11 @@ class RangeAnalysis:
         return 0
 
     # -- one instruction --------------------------------------------------------------------------------
-    def define(self, inst: Instruction, env: _Env) -> None:
+    def define(self, inst: Instruction, env: Env) -> None:
         """Record the interval of ``inst``'s result, when it is an immutable integer."""
         out = inst.out
+        if out is not None and (out.kind, out.id) in self.reassigned:
+            self._record_assignment(inst, env)
         if out is None or out.kind is not VarKind.CONST or out.type.is_line:
             return
         key = (out.kind, out.id)
@@ -185,9 +236,9 @@ class RangeAnalysis:
             self.zeros[key] = zeros
         found = self._evaluate(inst.operation, env)
         if found is not None and full[0] <= found[0] and found[1] <= full[1]:
-            env[key] = _multiples_within(found, zeros)
+            env[key] = multiples_within(found, zeros)
 
-    def _evaluate(self, op: ops.Operation, env: _Env) -> Interval | None:
+    def _evaluate(self, op: ops.Operation, env: Env) -> Interval | None:
         if isinstance(op, (ops.Assign, ops.Cast)):
             return self.of(op.input, env)
         if isinstance(op, ops.Clamp):
@@ -200,6 +251,9 @@ class RangeAnalysis:
             a, b = self.of(op.then, env), self.of(op.otherwise, env)
             return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
         if isinstance(op, ops.Binary) and not op.lhs.elem.is_bool:
+            kept = self.added_back(op)
+            if kept is not None:
+                return self.of(kept, env)
             a, b = self.of(op.lhs, env), self.of(op.rhs, env)
             if a is None or b is None:
                 return None
@@ -208,17 +262,31 @@ class RangeAnalysis:
             return _binary(type(op), a, b, op.lhs.elem.bits)
         return None
 
+    def added_back(self, op: ops.Operation) -> Variable | None:
+        """``v`` when ``op`` is ``(x + v) - x`` (a slice's length ``(start + n) - start``): equal modulo 2**bits."""
+        if not isinstance(op, ops.Sub) or not self.stable(op.lhs) or op.lhs.type.is_line:
+            return None
+        add = self.defs.get((op.lhs.kind, op.lhs.id))
+        if not isinstance(add, ops.Add) or add.lhs.type != op.lhs.type or add.rhs.type != op.lhs.type:
+            return None
+        same = self.stable(op.rhs) or op.rhs.kind is VarKind.CONSTANT  # else it may change between the two
+        if same and add.lhs == op.rhs:
+            return add.rhs
+        if same and add.rhs == op.rhs:
+            return add.lhs
+        return None
+
     def _order_key(self, var: Variable) -> _Key | None:
         return (var.kind, var.id) if self.stable(var) else None
 
     # -- narrowing by a branch's condition ----------------------------------------------------------------
-    def narrowed(self, cond: Variable, taken: bool, env: _Env) -> _Env:
+    def narrowed(self, cond: Variable, taken: bool, env: Env) -> Env:
         """``env`` with what ``cond`` being ``taken`` tells about immutable operands of its compare(s)."""
         out = dict(env)
         self._narrow(cond, taken, out, depth=0)
         return out
 
-    def _narrow(self, cond: Variable, taken: bool, env: _Env, depth: int) -> None:
+    def _narrow(self, cond: Variable, taken: bool, env: Env, depth: int) -> None:
         if depth > 8 or not self.stable(cond):
             return
         op = self.defs.get((cond.kind, cond.id))
@@ -252,7 +320,7 @@ class RangeAnalysis:
             self._meet(op.lhs, (b[0], a[1]), env)
             self._meet(op.rhs, (b[0], a[1]), env)
 
-    def _meet(self, var: Variable, bound: Interval, env: _Env) -> None:
+    def _meet(self, var: Variable, bound: Interval, env: Env) -> None:
         if not self.stable(var):
             return
         now = self.of(var, env)
@@ -262,7 +330,7 @@ class RangeAnalysis:
         if lo <= hi:  # an empty meet means the arm never runs; keeping the old interval is still sound
             env[(var.kind, var.id)] = (lo, hi)
 
-    def in_tensor_bounds(self, op: ops.Index | ops.IndexAssign, env: _Env) -> bool:
+    def in_tensor_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
         """Whether a checked access of a rank-2 tensor ``t`` is ``t[r * t.shape(1) + c]`` under ``r < t.shape(0)``
         and ``c < t.shape(1)``: then ``r * cols + c <= rows * cols - 1 = len - 1``, with no wrap on the way.
 
@@ -288,7 +356,7 @@ class RangeAnalysis:
                     return True
         return False
 
-    def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: _Env) -> bool:
+    def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
         """Whether a checked access ``m[i]`` sits under a branch that took ``i < n.len()`` where ``n.len()`` is
         the very word ``m``'s check compares against: ``m`` itself, or a buffer the launch found to have
         ``m``'s length (``Param.same_len``), with ``len_is_buffer_len`` so the check compares with ``len``."""
@@ -333,14 +401,14 @@ class RangeAnalysis:
             and int(found.dim.value) == dim  # type: ignore[call-overload]
         )
 
-    def _below(self, var: Variable, memory: Variable, dim: int, env: _Env) -> bool:
+    def _below(self, var: Variable, memory: Variable, dim: int, env: Env) -> bool:
         """Whether a branch established ``var < memory.shape(dim)``."""
         key = (var.kind, var.id)
         return self.stable(var) and any(
             fact[0] == "lt" and fact[1] == key and self._is_shape_key(fact[2], memory, dim) for fact in env
         )
 
-    def loop_index(self, loop: branch.RangeLoop, env: _Env) -> Interval | None:
+    def loop_index(self, loop: branch.RangeLoop, env: Env) -> Interval | None:
         """The interval of a ``range_loop``'s index inside its body."""
         index, start, end, step = loop.index, self.of(loop.start, env), self.of(loop.end, env), self.of(loop.step, env)
         full = type_range(index.elem)
@@ -358,7 +426,15 @@ class RangeAnalysis:
         return None
 
 
-def _multiples_within(interval: Interval, zeros: int) -> Interval:
+def _defined(inst: Instruction) -> tuple[Variable, ...]:
+    """The variables ``inst`` defines: its result, and a ``range_loop``'s index."""
+    found: tuple[Variable, ...] = () if inst.out is None else (inst.out,)
+    if isinstance(inst.operation, branch.RangeLoop):
+        found += (inst.operation.index,)
+    return found
+
+
+def multiples_within(interval: Interval, zeros: int) -> Interval:
     """``interval`` narrowed to its multiples of ``2**zeros`` (unchanged when it holds none: a dead path)."""
     step = 1 << zeros
     lo, hi = -(-interval[0] // step) * step, interval[1] // step * step
@@ -396,90 +472,3 @@ def _binary(kind: type, a: Interval, b: Interval, bits: int) -> Interval | None:
     if kind in (ops.Bitor, ops.Bitxor) and a[0] >= 0 and b[0] >= 0:
         return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
     return None
-
-
-# -- the pass ---------------------------------------------------------------------------------------------
-def proven_in_bounds(memory: Variable, index: Interval | None) -> bool:
-    """Whether every index in ``index`` is inside ``memory``'s declared length."""
-    return (
-        memory.kind in _DECLARED_LENGTH
-        and memory.length is not None
-        and index is not None
-        and 0 <= index[0]
-        and index[1] < memory.length
-    )
-
-
-def bounds_pass(definition: KernelDefinition) -> KernelDefinition:
-    """The pipeline's ``bounds`` pass: in a checked kernel, version loops over buffers (``cubepy.ir.versioning``)
-    and clear ``checked`` on accesses the range analysis proves in bounds; in every kernel, assign the values
-    it pins to one."""
-    if definition.checked:
-        definition = version_loops(definition)
-    analysis = RangeAnalysis(definition)
-    return attrs.evolve(definition, body=_scope(definition.body, analysis, {}))
-
-
-def _scope(scope: Scope, analysis: RangeAnalysis, env: _Env) -> Scope:
-    out: list[Instruction] = []
-    for inst in scope.instructions:
-        op = inst.operation
-        if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked:
-            proven = proven_in_bounds(op.memory, analysis.of(op.index, env))
-            if proven or analysis.in_len_bounds(op, env) or analysis.in_tensor_bounds(op, env):
-                inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
-        elif isinstance(op, branch.BRANCH_OPS):
-            inst = attrs.evolve(inst, operation=_branch(op, analysis, env))
-        analysis.define(inst, env)
-        out.append(_known_value(inst, env))
-    return Scope(tuple(out))
-
-
-_FOLDABLE = (ops.Binary, ops.Select, ops.Clamp, ops.Cast)
-
-
-def _known_value(inst: Instruction, env: _Env) -> Instruction:
-    """``inst`` as an assignment of its value when the analysis pins an immutable integer result to one value
-    (``min(cols - col, 8)`` under ``col < cols``, both multiples of 8): LLVM cannot see the branch facts."""
-    out = inst.out
-    if out is None or out.elem.is_bool or not isinstance(inst.operation, _FOLDABLE):
-        return inst
-    found = env.get((out.kind, out.id))  # set by ``define`` for immutable integers only
-    if found is None or found[0] != found[1]:
-        return inst
-    return attrs.evolve(inst, operation=ops.Assign(constant(found[0], out.type)))
-
-
-def _branch(op: ops.Operation, analysis: RangeAnalysis, env: _Env) -> ops.Operation:
-    """``op`` with each body rewritten under what holds inside it."""
-    if isinstance(op, branch.If):
-        return attrs.evolve(op, body=_scope(op.body, analysis, analysis.narrowed(op.cond, True, env)))
-    if isinstance(op, branch.IfElse):
-        return attrs.evolve(
-            op,
-            then_body=_scope(op.then_body, analysis, analysis.narrowed(op.cond, True, env)),
-            else_body=_scope(op.else_body, analysis, analysis.narrowed(op.cond, False, env)),
-        )
-    if isinstance(op, branch.RangeLoop):
-        inner = dict(env)
-        found = analysis.loop_index(op, env)
-        if analysis.stable(op.index):
-            zeros = min(analysis.trailing_zeros(op.start), analysis.trailing_zeros(op.step))
-            if zeros:  # start + k * step
-                analysis.zeros[(op.index.kind, op.index.id)] = zeros
-            if found is not None:
-                inner[(op.index.kind, op.index.id)] = _multiples_within(found, zeros)
-        return attrs.evolve(op, body=_scope(op.body, analysis, inner))
-    if isinstance(op, branch.Switch):
-        cases = tuple(
-            (value, _scope(body, analysis, _case(analysis, op.value, value, env))) for value, body in op.cases
-        )
-        return attrs.evolve(op, cases=cases, default=_scope(op.default, analysis, dict(env)))
-    return map_child_scopes(op, lambda child: _scope(child, analysis, dict(env)))
-
-
-def _case(analysis: RangeAnalysis, value: Variable, case: int, env: _Env) -> _Env:
-    inner = dict(env)
-    if analysis.stable(value):
-        inner[(value.kind, value.id)] = (case, case)
-    return inner

@@ -251,13 +251,17 @@ def verify(kernel: KernelDefinition) -> None:
         if (
             multiple < 1
             or multiple & (multiple - 1)
-            or (multiple > 1 and not (param.var.kind is VarKind.SCALAR and param.var.elem.is_int))
+            or (
+                multiple > 1
+                and not (param.var.kind is VarKind.SCALAR and param.var.elem.is_int)
+                and param.var.kind is not VarKind.GLOBAL
+            )
         ):
             checker.fail(
                 "bad-param",
                 None,
                 f"parameter {param.name!r} has multiple_of {multiple}: expected a power of two, above 1 only on "
-                "an integer scalar",
+                "an integer scalar or a buffer (its len())",
             )
     for var in kernel.shared_memories + kernel.local_arrays:
         if not var.length or var.length < 0:

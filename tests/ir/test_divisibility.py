@@ -3,12 +3,15 @@ trailing zeros and a branch's order pin to one value becomes that value (``cubep
 
 from __future__ import annotations
 
+import hypothesis
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 
 import cubepy as cp
 from cubepy import UNIT_POS, Array, f32, i32, u32
 from cubepy.ir import ops
+from cubepy.ir.ops import branch
 from cubepy.ir.printer import format_kernel
 from cubepy.ir.scope import walk
 
@@ -24,7 +27,11 @@ def chunk_lengths(out: Array[u32], cols: u32):
 
 
 def _mins(definition) -> int:
-    return sum(isinstance(inst.operation, ops.Min) for inst in walk(definition.body))
+    return _mins_in(definition.body)
+
+
+def _mins_in(scope) -> int:
+    return sum(isinstance(inst.operation, ops.Min) for inst in walk(scope))
 
 
 def _compile(cols: int, **options):
@@ -96,3 +103,117 @@ def test_a_shift_by_a_negative_amount_is_understood_as_the_runtimes_do(runtime):
     out = client.zeros((4,), np.uint32)
     shifted.launch(client, cp.CubeCount(1), cp.CubeDim(4), cp.ArrayArg(out), cp.ScalarArg(32, u32))
     np.testing.assert_array_equal(client.read(out), np.full(4, 32, np.uint32))
+
+
+@pytest.mark.parametrize(("items", "line", "multiple"), [(512, 1, 16), (20, 1, 1), (64, 4, 16), (32, 4, 1)])
+def test_a_buffer_is_specialized_on_its_len_being_a_multiple_of_16(items, line, multiple):
+    """``len()`` counts lines: 64 items in lines of 4 are 16 lines, 32 items are 8."""
+
+    @cp.cube(launch=True)
+    def touch(a: Array[cp.Line[f32]]):
+        a[0] = a[0]
+
+    client = cp.client("interp")
+    comp = touch.compilation_args((cp.ArrayArg(client.zeros((items,), np.float32), line_size=line),))
+    assert comp[0].len_multiple_of == multiple
+    text = format_kernel(touch.compile(cp.CubeDim(1), *comp, target="sm_80").definition)
+    assert ("(array, len multiple of 16)" in text) == (multiple == 16)
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def chunk_copy(src: Array[cp.f16], out: Array[cp.f16]):
+    """out[8u : 8u + 8] = src[8u : 8u + 8] through one 16-byte cp.async per unit, zero past src's end."""
+    stage = cp.SharedMemory.aligned(cp.f16, 64, 16)
+    start = UNIT_POS * 8
+    cp.memcpy_async(src.slice(start, start + 8), stage[start : start + 8])
+    cp.async_commit_group()
+    cp.async_wait_group(0)
+    for i in range(8):
+        out[start + i] = stage[start + i]
+
+
+def _chunk_copy(items: int):
+    client = cp.client("interp")
+    args = (cp.ArrayArg(client.zeros((items,), np.float16)), cp.ArrayArg(client.zeros((64,), np.float16)))
+    return chunk_copy.compile(cp.CubeDim(8), *args, target="sm_80")
+
+
+def test_a_checked_chunk_copy_of_a_buffer_of_16_multiple_len_is_all_or_nothing():
+    """Against a length that is a multiple of 16 items every 8-item chunk is wholly inside or wholly outside:
+    the copy's cut at the buffer's end is no ``min`` (a predicate); against 60 items the last chunk is cut
+    to 4, so one stays."""
+    assert _mins(_chunk_copy(48).definition) == 0
+    assert _mins(_chunk_copy(60).definition) >= 1
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+@pytest.mark.parametrize("items", [48, 60, 64])
+def test_chunk_copies_read_what_lies_inside_the_buffer_and_zero_past_it(runtime, items):
+    client = cp.client(runtime)
+    src = np.arange(1, items + 1).astype(np.float16)
+    out = client.zeros((64,), np.float16)
+    chunk_copy.launch(client, cp.CubeCount(1), cp.CubeDim(8), cp.ArrayArg(client.create(src)), cp.ArrayArg(out))
+    expected = np.zeros(64, np.float16)
+    expected[:items] = src
+    np.testing.assert_array_equal(client.read(out), expected)
+
+
+@cp.cube(launch=True)
+def assigned_later(out: Array[u32], rounds: u32):
+    """out[i] = min(x, 4) where x is 0 in round 0 and 9 after: the read comes before the loop's assignment."""
+    x = u32(0)
+    for i in range(rounds):
+        out[i] = cp.min(x, u32(4))
+        x = u32(9)
+    out[rounds] = cp.min(x, u32(16))  # 0 or 9 here: below 16, so the min is x
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_a_mutable_read_before_a_later_assignment_is_not_narrowed_to_the_earlier_ones(runtime):
+    """In round 0 x is 0, after it 9 (worked by hand: 0, 4, 4, then x = 9 below 16)."""
+    client = cp.client(runtime)
+    out = client.zeros((4,), np.uint32)
+    assigned_later.launch(client, cp.CubeCount(1), cp.CubeDim(1), cp.ArrayArg(out), cp.ScalarArg(3, u32))
+    np.testing.assert_array_equal(client.read(out), np.array([0, 4, 4, 9], np.uint32))
+
+
+def test_a_mutable_assigned_only_literals_below_a_bound_needs_no_min():
+    """After the loop x is 0 or 9, both below 16: that min is x; the one inside the loop stays."""
+    client = cp.client("interp")
+    args = (cp.ArrayArg(client.zeros((4,), np.uint32)), cp.ScalarArg(3, u32))
+    body = assigned_later.compile(cp.CubeDim(1), *args, target="sm_80").definition.body
+    defs = {inst.out: inst.operation for inst in walk(body) if inst.out is not None}
+    last_store = [inst.operation for inst in body.instructions if isinstance(inst.operation, ops.IndexAssign)][-1]
+    assert isinstance(defs[last_store.value], ops.Assign)  # was min(x, 16)
+    loops = [inst.operation for inst in body.instructions if isinstance(inst.operation, branch.RangeLoop)]
+    assert loops and all(_mins_in(loop.body) == 1 for loop in loops)  # min(x, 4) with x 0 or 9 stays
+
+
+@cp.cube(launch=True)
+def cut_chunks(src: Array[u32], out: Array[u32], n: u32):
+    """out[u] = min(valid, n - start past 0): valid is 8 for an even src[u], else 0; start is src[u] down to 8."""
+    valid = u32(0)
+    if src[UNIT_POS] % 2 == 0:
+        valid = u32(8)
+    start = src[UNIT_POS] & u32(0xFFFFFFF8)
+    left = cp.select(n > start, n - start, u32(0))
+    out[UNIT_POS] = cp.min(valid, left)
+
+
+@hypothesis.settings(max_examples=30, deadline=None)
+@hypothesis.given(
+    n=st.integers(0, 2**32 - 1) | st.integers(0, 2**28).map(lambda k: 16 * k),
+    values=st.lists(st.integers(0, 2**32 - 1), min_size=8, max_size=8),
+)
+def test_a_min_of_all_or_nothing_against_a_multiple_is_the_min(n, values):
+    """Rewritten to a select when ``n`` is a multiple of 16, kept otherwise; numpy's min either way."""
+    client = cp.client("interp")
+    src = np.asarray(values, np.uint32)
+    out = client.zeros((8,), np.uint32)
+    args = (cp.ArrayArg(client.create(src)), cp.ArrayArg(out), cp.ScalarArg(n, u32))
+    cut_chunks.launch(client, cp.CubeCount(1), cp.CubeDim(8), *args)
+    start = src.astype(np.int64) & 0xFFFFFFF8
+    expected = np.minimum(np.where(src % 2 == 0, 8, 0), np.maximum(n - start, 0))
+    np.testing.assert_array_equal(client.read(out), expected.astype(np.uint32))
+    compiled = cut_chunks.compile(cp.CubeDim(8), *args, target="sm_80")
+    assert (_mins(compiled.definition) == 0) == (n % 16 == 0)

@@ -298,10 +298,13 @@ def test_setmaxnreg_increase_is_a_bool():
     _expect("bad-immediate", kernel([inst(None, o.SetMaxNReg(32, 1))]))  # type: ignore[arg-type]
 
 
-def test_multiple_of_is_a_power_of_two_on_an_integer_scalar():
+def test_multiple_of_is_a_power_of_two_on_an_integer_scalar_or_a_buffer():
     u32_scalar = Variable(VarKind.SCALAR, 0, U32)
     verify(kernel([], [ir.Param(u32_scalar, "n", "scalar", multiple_of=16)]))
+    verify(kernel([], [ir.Param(Variable(VarKind.GLOBAL, 0, F32), "a", "array", multiple_of=16)]))  # its len()
     error = _expect("bad-param", kernel([], [ir.Param(u32_scalar, "n", "scalar", multiple_of=12)]))
     assert "multiple_of 12" in str(error)
     _expect("bad-param", kernel([], [ir.Param(Variable(VarKind.SCALAR, 0, F32), "x", "scalar", multiple_of=16)]))
-    _expect("bad-param", kernel([], [ir.Param(Variable(VarKind.GLOBAL, 0, U32), "a", "array", multiple_of=16)]))
+    _expect("bad-param", kernel([], [ir.Param(Variable(VarKind.GLOBAL, 0, U32), "a", "array", multiple_of=6)]))
+    tensor_map = ir.Param(Variable(VarKind.TENSOR_MAP, 0, U32), "t", "tensor_map", multiple_of=16)
+    assert "multiple_of 16" in str(_expect("bad-param", kernel([], [tensor_map])))

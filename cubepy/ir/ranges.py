@@ -37,8 +37,9 @@ see from the branch facts alone: an immutable integer pinned to one value become
 (``min(cols - col, 8)`` above is 8), a ``min``/``max`` whose order is known its operand, and ``min(a, b)``
 with ``a`` either 0 or ``2**z`` and ``b`` a multiple of ``2**z`` a ``select`` of ``a`` or 0 on ``b != 0``.
 A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
-a branch that takes ``a < b`` records that order, and ``t[r * t.shape(1) + c]`` of a rank-2 tensor under
-``r < t.shape(0)`` and ``c < t.shape(1)`` is in bounds when its check compares with ``t.len()``
+a branch that takes ``a < b`` records that order, and ``m[r * t.shape(1) + c]`` for a rank-2 tensor ``t`` under
+``r < t.shape(0)`` and ``c < t.shape(1)`` (or the two dimensions swapped) is in bounds when its check compares
+with ``t.len()`` (``m`` is ``t`` or a buffer of its length)
 (``RangeAnalysis.in_tensor_bounds``), and ``m[i]`` under ``i < n.len()`` is in bounds when ``n.len()`` is the word
 ``m``'s check compares with (``m`` itself, or a buffer the launch found of ``m``'s length;
 ``RangeAnalysis.in_len_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
@@ -331,29 +332,44 @@ class RangeAnalysis:
             env[(var.kind, var.id)] = (lo, hi)
 
     def in_tensor_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
-        """Whether a checked access of a rank-2 tensor ``t`` is ``t[r * t.shape(1) + c]`` under ``r < t.shape(0)``
-        and ``c < t.shape(1)``: then ``r * cols + c <= rows * cols - 1 = len - 1``, with no wrap on the way.
+        """Whether a checked access ``m[r * t.shape(d) + c]`` sits under ``r < t.shape(1 - d)`` and ``c < t.shape(d)``
+        for a rank-2 tensor ``t`` whose ``len`` is the word ``m``'s check compares with (``m`` itself, or a buffer
+        the launch found of ``t``'s length: ``out[c * rows + r]`` of a transpose, with ``rows`` and ``cols``
+        read from ``x``): then ``r * cols + c <= rows * cols - 1 = len - 1``, with no wrap on the way.
 
-        Only where the check's bound is ``len`` (``len_is_buffer_len``) and ``len`` is the product of the
+        Only where the check's bound is ``len`` (``len_is_buffer_len``) and ``t``'s ``len`` is the product of its
         shape (items of one element: no lines), which the launch guarantees fits the u32 metadata word.
         """
         memory, index = op.memory, op.index
         param = self.buffers.get(memory.id)
-        if memory.kind is not VarKind.GLOBAL or memory.type.is_line or param is None:
+        if memory.kind is not VarKind.GLOBAL or param is None or not param.len_is_buffer_len:
             return False
-        if not param.len_is_buffer_len or param.rank != 2 or index.type.is_line or index.elem.kind != "uint":
+        if index.type.is_line or index.elem.kind != "uint" or not self.stable(index):
             return False
-        total = self.defs.get((index.kind, index.id)) if self.stable(index) else None
-        if not isinstance(total, ops.Add):
+        word = self._len_word(memory)
+        tensors = [
+            t.var
+            for t in self.buffers.values()
+            if t.rank == 2 and t.len_is_buffer_len and not t.var.type.is_line and self._len_word(t.var) == word
+        ]
+        total = self.defs.get((index.kind, index.id))
+        if not tensors or not isinstance(total, ops.Add):
             return False
         for product, column in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
             mul = self.defs.get((product.kind, product.id)) if self.stable(product) else None
-            if not isinstance(mul, ops.Mul) or not self._below(column, memory, 1, env):
+            if not isinstance(mul, ops.Mul) or not all(v.type == index.type for v in (column, product)):
                 continue
             for row, cols in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
-                same = all(v.type == index.type for v in (row, cols, column, product))
-                if same and self._is_shape(cols, memory, 1) and self._below(row, memory, 0, env):
-                    return True
+                if row.type != index.type or cols.type != index.type:
+                    continue
+                for tensor in tensors:
+                    for dim in (0, 1):
+                        if (
+                            self._is_shape(cols, tensor, dim)
+                            and self._below(column, tensor, dim, env)
+                            and self._below(row, tensor, 1 - dim, env)
+                        ):
+                            return True
         return False
 
     def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:

@@ -1,5 +1,6 @@
-"""The ``bounds`` pass on rank-2 tensors: ``t[r * t.shape(1) + c]`` under ``r < t.shape(0)`` and
-``c < t.shape(1)`` is in bounds when the check's bound is ``t.len() = shape(0) * shape(1)``."""
+"""The ``bounds`` pass on rank-2 tensors: ``m[r * t.shape(d) + c]`` under ``r < t.shape(1 - d)`` and
+``c < t.shape(d)`` is in bounds when the check's bound is ``t.len() = shape(0) * shape(1)`` (``m`` is ``t``, or
+a buffer the launch found of ``t``'s length)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,13 @@ def _args(x_shape, out_shape):
 
 def test_a_guarded_row_major_read_loses_its_check():
     compiled = copy_t.compile(cp.CubeDim(8, 8), *_args((5, 7), (7, 5)))
-    assert _checked(compiled) == {0: False, 1: True}  # out's shape is not x's: its write keeps the check
+    # out has x's length (the launch compares them): c * rows + r with r < rows and c < cols is below it
+    assert _checked(compiled) == {0: False, 1: False}
+
+
+def test_a_write_to_a_buffer_of_another_length_keeps_its_check():
+    """out (7 x 6) is longer than x (5 x 7): its length is another word, and x's shape proves nothing of it."""
+    assert _checked(copy_t.compile(cp.CubeDim(8, 8), *_args((5, 7), (7, 6)))) == {0: False, 1: True}
 
 
 def test_a_loose_guard_or_another_stride_keeps_the_check():

@@ -66,6 +66,14 @@ class BufferCompilationArg:
     # ``DIVISIBILITY`` when the launch found ``len()`` a multiple of it, else 1: a copy of 16-byte chunks
     # against the buffer's end then copies all of a chunk or none of it (``cubepy.ir.ranges``)
     len_multiple_of: int = 1
+    # a tensor's shape and strides alike, per dimension (empty for an array): ``t[r * t.shape(1) + c]`` with
+    # ``c = k0 + UNIT_POS_X``, ``k0`` a multiple of 16 below a shape that is one, stays inside the row
+    shape_multiple_of: tuple[int, ...] = ()
+    stride_multiple_of: tuple[int, ...] = ()
+
+
+def _multiples(values) -> tuple[int, ...]:
+    return tuple(DIVISIBILITY if int(v) % DIVISIBILITY == 0 else 1 for v in values)
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -94,7 +102,7 @@ class BufferType:
         self.item = item
         self.elem, self.fixed_line, self.atomic = _item(item)
         self.lined = isinstance(item, LineType)
-        # (dtype, line size, covering, rank, len multiple) -> argument, for warm launches
+        # (dtype, line size, covering, rank, len multiple, shape and stride multiples) -> argument, for warm launches
         self._accepted: dict[tuple, BufferCompilationArg] = {}
 
     def __eq__(self, other: object) -> bool:
@@ -118,7 +126,8 @@ class BufferType:
         covering = _len_is_buffer_len(arg, handle, line)
         rank = len(arg.shape) if self.role == "tensor" else None
         multiple = DIVISIBILITY if _logical_len(arg, line) % DIVISIBILITY == 0 else 1
-        key = (handle.dtype, line, covering, rank, multiple)
+        dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else ((), ())
+        key = (handle.dtype, line, covering, rank, multiple, dims)
         cached = self._accepted.get(key)
         if cached is not None:
             return cached
@@ -132,7 +141,15 @@ class BufferType:
                 f"{self!r} takes line_size=1, got line_size={line}; annotate "
                 f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
             )
-        comp_arg = BufferCompilationArg(self.elem.name, line, covering, rank=rank, len_multiple_of=multiple)
+        comp_arg = BufferCompilationArg(
+            self.elem.name,
+            line,
+            covering,
+            rank=rank,
+            len_multiple_of=multiple,
+            shape_multiple_of=dims[0],
+            stride_multiple_of=dims[1],
+        )
         self._accepted[key] = comp_arg
         return comp_arg
 
@@ -151,6 +168,8 @@ class BufferType:
             comp_arg.rank,
             comp_arg.same_len_as,
             multiple_of=comp_arg.len_multiple_of,
+            shape_multiple_of=comp_arg.shape_multiple_of,
+            stride_multiple_of=comp_arg.stride_multiple_of,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank)

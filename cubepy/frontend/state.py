@@ -315,12 +315,14 @@ class KernelBuilder:
         rank: int | None = None,
         same_len_as: int | None = None,
         multiple_of: int = 1,
+        shape_multiple_of: tuple[int, ...] = (),
+        stride_multiple_of: tuple[int, ...] = (),
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
         ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``;
         ``multiple_of``: a power of two the launch found an integer scalar's value (a buffer's ``len()``) to be a
-        multiple of.
+        multiple of; ``shape_multiple_of``/``stride_multiple_of``: the same for each of a tensor's dimensions.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
@@ -328,7 +330,18 @@ class KernelBuilder:
         if kind is VarKind.GLOBAL and self.argument is not None:
             self.argument_slots.setdefault(self.argument, var.id)
         self.params.append(
-            ir.Param(var, self._param_name(), role, len_is_buffer_len, exclusive, rank, same_len, multiple_of)
+            ir.Param(
+                var,
+                self._param_name(),
+                role,
+                len_is_buffer_len,
+                exclusive,
+                rank,
+                same_len,
+                multiple_of,
+                shape_multiple_of,
+                stride_multiple_of,
+            )
         )
         return var
 

@@ -56,6 +56,8 @@ class Param:
     buffer's word, so one guard ``i < out.len()`` proves the checks of every buffer of that length.
     ``multiple_of``: a power of two the launch found an integer scalar's value, or a buffer's ``len()``, to be a
     multiple of (part of the cache key, as Triton's divisibility specialization; 1 when nothing is known).
+    ``shape_multiple_of``/``stride_multiple_of``: the same for each dimension of a tensor of known rank (empty
+    when nothing is known).
     """
 
     var: Variable
@@ -66,6 +68,8 @@ class Param:
     rank: int | None = None
     same_len: int | None = None
     multiple_of: int = 1
+    shape_multiple_of: tuple[int, ...] = ()
+    stride_multiple_of: tuple[int, ...] = ()
 
     @property
     def slot(self) -> int:

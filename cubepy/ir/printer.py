@@ -135,6 +135,9 @@ def format_kernel(kernel: KernelDefinition) -> str:
         if param.multiple_of > 1:  # the launch's divisibility specialization, which the kernel relies on
             what = "len multiple of" if param.var.kind is VarKind.GLOBAL else "multiple of"
             role += f", {what} {param.multiple_of}"
+        for what, multiples in (("shape", param.shape_multiple_of), ("strides", param.stride_multiple_of)):
+            if any(m > 1 for m in multiples):
+                role += f", {what} multiples of {'x'.join(map(str, multiples))}"
         lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")

@@ -201,6 +201,15 @@ class RangeAnalysis:
             if param is None or (isinstance(op, ops.BufferLen) and not param.len_is_buffer_len):
                 return 0
             return param.multiple_of.bit_length() - 1
+        if isinstance(op, (ops.Shape, ops.Stride)) and op.memory.kind is VarKind.GLOBAL and op.dim is not None:
+            param = self.buffers.get(op.memory.id)
+            multiples = (
+                ()
+                if param is None
+                else (param.shape_multiple_of if isinstance(op, ops.Shape) else param.stride_multiple_of)
+            )
+            dim = int(op.dim.value) if op.dim.is_constant else -1  # type: ignore[call-overload]
+            return multiples[dim].bit_length() - 1 if 0 <= dim < len(multiples) else 0
         if isinstance(op, ops.Select):
             return min(tz(op.then), tz(op.otherwise))
         if not isinstance(op, ops.Binary):

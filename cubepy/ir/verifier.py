@@ -263,6 +263,16 @@ def verify(kernel: KernelDefinition) -> None:
                 f"parameter {param.name!r} has multiple_of {multiple}: expected a power of two, above 1 only on "
                 "an integer scalar or a buffer (its len())",
             )
+        for what, multiples in (("shape", param.shape_multiple_of), ("stride", param.stride_multiple_of)):
+            if multiples and (
+                param.role != "tensor" or len(multiples) != param.rank or any(m < 1 or m & (m - 1) for m in multiples)
+            ):
+                checker.fail(
+                    "bad-param",
+                    None,
+                    f"parameter {param.name!r} has {what}_multiple_of {multiples}: expected one power of two per "
+                    f"dimension of a tensor of known rank (rank {param.rank})",
+                )
     for var in kernel.shared_memories + kernel.local_arrays:
         if not var.length or var.length < 0:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")

@@ -217,3 +217,51 @@ def test_a_min_of_all_or_nothing_against_a_multiple_is_the_min(n, values):
     np.testing.assert_array_equal(client.read(out), expected.astype(np.uint32))
     compiled = cut_chunks.compile(cp.CubeDim(8), *args, target="sm_80")
     assert (_mins(compiled.definition) == 0) == (n % 16 == 0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "shapes", "stride_multiples"),
+    [((32, 48), None, (16, 16), (16, 1)), ((5, 48), None, (1, 16), (16, 1)), ((4, 8), (16, 1), (1, 1), (16, 1))],
+)
+def test_a_tensor_is_specialized_on_each_shape_and_stride_being_a_multiple_of_16(
+    shape, strides, shapes, stride_multiples
+):
+    @cp.cube(launch=True)
+    def touch(t: cp.Tensor[f32]):
+        t[0] = t[0]
+
+    client = cp.client("interp")
+    handle = client.zeros((shape[0] * (strides or shape[1:])[0],), np.float32)
+    arg = (
+        cp.TensorArg(client.zeros(shape, np.float32))
+        if strides is None
+        else cp.TensorArg.from_raw_parts(handle, strides, shape)
+    )
+    comp = touch.compilation_args((arg,))
+    assert (comp[0].shape_multiple_of, comp[0].stride_multiple_of) == (shapes, stride_multiples)
+    param = touch.compile(cp.CubeDim(1), *comp, target="sm_80").definition.params[0]
+    assert (param.shape_multiple_of, param.stride_multiple_of) == (shapes, stride_multiples)
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def row_chunks(t: cp.Tensor[u32], out: Array[u32]):
+    """out[u] = the items of the 8-item chunk at column 8u of t's rows: min(cols - col, 8) under col < cols."""
+    cols = t.shape(1)
+    col = UNIT_POS * 8
+    valid = u32(0)
+    if col < cols:
+        valid = cp.min(cols - col, u32(8))
+    out[UNIT_POS] = valid
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+@pytest.mark.parametrize(("cols", "expected"), [(32, [8, 8, 8, 8, 0, 0]), (20, [8, 8, 4, 0, 0, 0])])
+def test_a_shape_that_is_a_multiple_of_16_folds_the_chunk_min(runtime, cols, expected):
+    """Worked by hand: 32 columns are four whole chunks (no min left in the kernel), 20 end in a chunk of 4."""
+    client = cp.client(runtime)
+    t, out = cp.TensorArg(client.zeros((2, cols), np.uint32)), client.zeros((6,), np.uint32)
+    row_chunks.launch(client, cp.CubeCount(1), cp.CubeDim(6), t, cp.ArrayArg(out))
+    np.testing.assert_array_equal(client.read(out), np.array(expected, np.uint32))
+    compiled = row_chunks.compile(cp.CubeDim(6), t, cp.ArrayArg(out), target="sm_80")
+    assert (_mins(compiled.definition) == 0) == (cols % 16 == 0)
+    assert ("shape multiples of 1x16" in format_kernel(compiled.definition)) == (cols % 16 == 0)

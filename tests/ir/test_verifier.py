@@ -308,3 +308,14 @@ def test_multiple_of_is_a_power_of_two_on_an_integer_scalar_or_a_buffer():
     _expect("bad-param", kernel([], [ir.Param(Variable(VarKind.GLOBAL, 0, U32), "a", "array", multiple_of=6)]))
     tensor_map = ir.Param(Variable(VarKind.TENSOR_MAP, 0, U32), "t", "tensor_map", multiple_of=16)
     assert "multiple_of 16" in str(_expect("bad-param", kernel([], [tensor_map])))
+
+
+def test_shape_and_stride_multiples_are_one_power_of_two_per_dimension_of_a_tensor():
+    tensor = Variable(VarKind.GLOBAL, 0, F32)
+    verify(kernel([], [ir.Param(tensor, "t", "tensor", rank=2, shape_multiple_of=(16, 1), stride_multiple_of=(1, 1))]))
+    for bad in (
+        ir.Param(tensor, "t", "tensor", rank=2, shape_multiple_of=(16,)),  # one per dimension
+        ir.Param(tensor, "t", "tensor", rank=2, stride_multiple_of=(16, 3)),  # not a power of two
+        ir.Param(tensor, "a", "array", shape_multiple_of=(16,)),  # an array has no shape words
+    ):
+        assert "_multiple_of" in str(_expect("bad-param", kernel([], [bad])))

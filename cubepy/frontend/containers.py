@@ -73,7 +73,10 @@ class BufferCompilationArg:
 
 
 def _multiples(values) -> tuple[int, ...]:
-    return tuple(DIVISIBILITY if int(v) % DIVISIBILITY == 0 else 1 for v in values)
+    return tuple([DIVISIBILITY if v % DIVISIBILITY == 0 else 1 for v in values])
+
+
+_NO_DIMS: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -85,11 +88,6 @@ def _logical_len(arg, line: int) -> int:
     for extent in arg.shape:
         count *= extent
     return count // line
-
-
-def _len_is_buffer_len(arg, handle, line: int) -> bool:
-    """Whether the argument's logical length (its shape's items) equals its allocation's items."""
-    return _logical_len(arg, line) == handle.size // line
 
 
 class BufferType:
@@ -123,10 +121,11 @@ class BufferType:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
         if line != 1:
             _check_divides(arg, handle, line)
-        covering = _len_is_buffer_len(arg, handle, line)
+        length = _logical_len(arg, line)
+        covering = length == handle.size // line  # the shape's items are the allocation's
         rank = len(arg.shape) if self.role == "tensor" else None
-        multiple = DIVISIBILITY if _logical_len(arg, line) % DIVISIBILITY == 0 else 1
-        dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else ((), ())
+        multiple = DIVISIBILITY if length % DIVISIBILITY == 0 else 1
+        dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
         key = (handle.dtype, line, covering, rank, multiple, dims)
         cached = self._accepted.get(key)
         if cached is not None:

@@ -42,6 +42,7 @@ INT_BINARY = (
 FLOAT_BINARY = ("add", "sub", "mul", "div", "min", "max")
 FLOAT_UNARY_EXACT = ("neg", "abs", "floor", "ceil", "trunc", "sqrt", "recip", "round")
 FLOAT_UNARY_INEXACT = ("exp", "sin", "cos", "tanh", "erf", "log1p", "rsqrt")
+PERIODIC = ("sin", "cos")  # an argument's absolute error is the result's: fed exact values only
 ROUNDING = ("floor", "ceil", "trunc", "round")  # to an integer value: never of an inexact argument
 INT_UNARY = ("bitnot", "abs", "neg")  # abs and neg only for signed types
 TERNARY = ("clamp", "fma")  # fma only for floats (and inexact: one rounding or two)

@@ -208,7 +208,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("contract", contract_pass),
     ("dead_code", dead_code),
     ("plane_uniform", plane_uniform_pass),
-    ("bounds", bounds_pass),  # checks and values the range analysis proves (cubepy.ir.ranges)
+    ("bounds", bounds_pass),  # checks and values the range analysis proves (cubepy.ir.bounds)
 )
 
 

@@ -72,14 +72,13 @@ class BufferCompilationArg:
     stride_multiple_of: tuple[int, ...] = ()
 
 
-def _multiples(values) -> tuple[int, ...]:
-    return tuple([DIVISIBILITY if v % DIVISIBILITY == 0 else 1 for v in values])
-
-
-_NO_DIMS: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
-
-
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
+_NO_DIMS: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # an array's shape and stride multiples
+
+
+def _multiples(values) -> tuple[int, ...]:
+    """``DIVISIBILITY`` or 1 for each of a tensor's shape or stride values."""
+    return tuple([DIVISIBILITY if v % DIVISIBILITY == 0 else 1 for v in values])
 
 
 def _logical_len(arg, line: int) -> int:

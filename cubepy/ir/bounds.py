@@ -34,8 +34,8 @@ def proven_in_bounds(memory: Variable, index: Interval | None) -> bool:
 
 def bounds_pass(definition: KernelDefinition) -> KernelDefinition:
     """The pipeline's ``bounds`` pass: in a checked kernel, version loops over buffers (``cubepy.ir.versioning``)
-    and clear ``checked`` on accesses the range analysis proves in bounds; in every kernel, assign the values
-    it pins to one."""
+    and clear ``checked`` on accesses the range analysis proves in bounds; in every kernel, rewrite the values
+    it decides (``_simplified``)."""
     if definition.checked:
         definition = version_loops(definition)
     analysis = RangeAnalysis(definition)

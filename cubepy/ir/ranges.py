@@ -23,8 +23,7 @@ value (the exact mathematical value in its type, never a wrapped one):
 - every interval is narrowed to the multiples of ``2**z`` where ``z`` low bits are known zero (literals,
   integer scalars the launch found multiples of 16, ``Param.multiple_of``, through ``add``, ``sub``, ``mul``,
   ``shl`` by a literal, ``min``/``max``/``select`` and loop indices), so ``cols - col`` with both multiples of
-  8 and ``col < cols`` is at least 8.
-
+  8 and ``col < cols`` is at least 8;
 - a value assigned more than once (a mutable local) is known once the walk has passed every assignment and
   each assigned an integer: the union of their intervals and the fewest of their trailing zeros
   (``valid = 0 ... if inside: valid = 8`` is 0 or 8 after the ``if``); before that, unknown;
@@ -102,13 +101,12 @@ class RangeAnalysis:
     def __init__(self, definition: KernelDefinition) -> None:
         self.cube_dim = definition.cube_dim
         # A value assigned more than once (a mutable local, or a loop index written in its body) is unknown.
-        writes: Counter[_Key] = Counter()
-        for inst in walk(definition.body):
-            if inst.out is not None:
-                writes[(inst.out.kind, inst.out.id)] += 1
-            if isinstance(inst.operation, branch.RangeLoop):
-                writes[(inst.operation.index.kind, inst.operation.index.id)] += 1
-        self.reassigned = {key for key, count in writes.items() if count > 1}
+        self.writes: Counter[_Key] = Counter(
+            (var.kind, var.id) for inst in walk(definition.body) for var in _defined(inst)
+        )
+        self.reassigned = {key for key, count in self.writes.items() if count > 1}
+        # for the compares ``cubepy.ir.bounds`` adds
+        self.next_id = max((key[1] for key in self.writes if key[0] is VarKind.CONST), default=-1) + 1
         self.defs: dict[_Key, ops.Operation] = {}
         self.buffers = {p.var.id: p for p in definition.buffers}
         # Known trailing zero bits (the value is a multiple of 2**n) of immutable values; a property of the
@@ -118,12 +116,9 @@ class RangeAnalysis:
             for p in definition.params
             if p.multiple_of > 1 and p.var.kind is VarKind.SCALAR
         }
-        self.writes = writes
         # Values assigned more than once: (writes seen, interval, trailing zeros) over the assignments the walk
         # has passed; once it has passed all of them, every read sees one of those values.
         self.assigned: dict[_Key, tuple[int, Interval, int] | None] = {}
-        ids = [v.id for inst in walk(definition.body) for v in _defined(inst) if v.kind is VarKind.CONST]
-        self.next_id = max(ids, default=-1) + 1  # for the compares ``simplified`` adds
 
     def of(self, var: Variable, env: Env) -> Interval | None:
         """The interval of ``var`` (None: not a scalar integer or bool)."""
@@ -203,11 +198,9 @@ class RangeAnalysis:
             return param.multiple_of.bit_length() - 1
         if isinstance(op, (ops.Shape, ops.Stride)) and op.memory.kind is VarKind.GLOBAL and op.dim is not None:
             param = self.buffers.get(op.memory.id)
-            multiples = (
-                ()
-                if param is None
-                else (param.shape_multiple_of if isinstance(op, ops.Shape) else param.stride_multiple_of)
-            )
+            if param is None:
+                return 0
+            multiples = param.shape_multiple_of if isinstance(op, ops.Shape) else param.stride_multiple_of
             dim = int(op.dim.value) if op.dim.is_constant else -1  # type: ignore[call-overload]
             return multiples[dim].bit_length() - 1 if 0 <= dim < len(multiples) else 0
         if isinstance(op, ops.Select):

@@ -3,7 +3,8 @@
 Every module ``examples/triton/tNN_<name>.py`` lists its ``SASS_CASES`` (``examples.triton.SassCase``): how to
 compile a cubepy kernel, which of its SASS to count (``measure``: the whole kernel, or its largest hot loop) and
 which of Triton's tutorial kernels (``benchmarks.triton_tutorial_kernels``) it is set against.  Each case is
-compiled checked (``launch``'s mode) and ``unchecked=True`` for its ``target``; Triton's kernel is compiled for
+compiled checked (``launch``'s mode), ``unchecked=True`` and checked with ``fastmath=True`` (Triton's own
+``/`` and ``exp`` are the approximate forms; cubepy's default is IEEE division and libdevice) for its ``target``; Triton's kernel is compiled for
 the same target with Triton's own compiler, no GPU needed, assembled by the same ptxas (the one on PATH).  The
 table gives the instruction counts (``cuobjdump -sass``, NOPs left out; a loop is the instructions from a
 backward branch's target to the branch), the ratios cubepy/Triton, the registers and the local-memory (spill)
@@ -129,7 +130,7 @@ def _row(case: Any, cuobjdump: str, triton_kernels: Any) -> dict:
         "status": "ok",
     }
     try:
-        for mode, options in (("cubepy", {}), ("unchecked", {"unchecked": True})):
+        for mode, options in (("cubepy", {}), ("unchecked", {"unchecked": True}), ("fastmath", {"fastmath": True})):
             compiled = case.build(target=case.target, **options)
             row[mode] = _sass(compiled.cubin, compiled.name, cuobjdump)
     except Exception as error:
@@ -148,22 +149,23 @@ def _row(case: Any, cuobjdump: str, triton_kernels: Any) -> dict:
     theirs = measured(row["triton"], case.measure)
     row["ratio"] = measured(row["cubepy"], case.measure) / theirs
     row["ratio_unchecked"] = measured(row["unchecked"], case.measure) / theirs
+    row["ratio_fastmath"] = measured(row["fastmath"], case.measure) / theirs
     return row
 
 
 def format_table(rows: list[dict], triton_note: str | None = None) -> str:
     """The rows as a Markdown table, then the geometric means and the worst ratio."""
     lines = [
-        "| tutorial | part | target | measure | cubepy | unchecked | Triton | ratio | ratio unchecked "
-        "| regs cubepy / Triton | spill bytes cubepy / Triton | loops cubepy / Triton |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tutorial | part | target | measure | cubepy | unchecked | fast math | Triton | ratio | ratio unchecked "
+        "| ratio fast math | regs cubepy / Triton | spill bytes cubepy / Triton | loops cubepy / Triton |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if "cubepy" not in row:
-            lines.append(f"| {row['tutorial']} | {row['part']} | | | | | | | | | | {row['status']} |")
+            lines.append(f"| {row['tutorial']} | {row['part']} | | | | | | | | | | | | {row['status']} |")
             continue
         measure = row["measure"]
-        mine, free, theirs = row["cubepy"], row["unchecked"], row.get("triton")
+        mine, free, fast, theirs = row["cubepy"], row["unchecked"], row.get("fastmath"), row.get("triton")
         cells = [
             row["tutorial"],
             row["part"],
@@ -171,9 +173,11 @@ def format_table(rows: list[dict], triton_note: str | None = None) -> str:
             measure,
             str(measured(mine, measure)),
             str(measured(free, measure)),
+            str(measured(fast, measure)) if fast else "-",
             str(measured(theirs, measure)) if theirs else "-",
             f"{row['ratio']:.2f}" if "ratio" in row else "-",
             f"{row['ratio_unchecked']:.2f}" if "ratio_unchecked" in row else "-",
+            f"{row['ratio_fastmath']:.2f}" if "ratio_fastmath" in row else "-",
             f"{mine['registers']} / {theirs['registers'] if theirs else '-'}",
             f"{mine['local']} / {theirs['local'] if theirs else '-'}",
             f"{_loops(mine['loops'])} / {_loops(theirs['loops']) if theirs else '-'}",
@@ -186,10 +190,14 @@ def format_table(rows: list[dict], triton_note: str | None = None) -> str:
         lines.append(f"\nTriton column skipped: {triton_note}")
     if compared:
         worst = max(compared, key=lambda r: r["ratio"])
+        means = [
+            f"**{geometric_mean([r['ratio'] for r in compared]):.3f}** checked",
+            f"**{geometric_mean([r['ratio_unchecked'] for r in compared]):.3f}** unchecked",
+        ]
+        if all("ratio_fastmath" in r for r in compared):
+            means.append(f"**{geometric_mean([r['ratio_fastmath'] for r in compared]):.3f}** checked with fast math")
         lines.append(
-            f"\nGeometric mean cubepy/Triton over {len(compared)} kernels: "
-            f"**{geometric_mean([r['ratio'] for r in compared]):.3f}** checked, "
-            f"**{geometric_mean([r['ratio_unchecked'] for r in compared]):.3f}** unchecked; "
+            f"\nGeometric mean cubepy/Triton over {len(compared)} kernels: {', '.join(means)}; "
             f"worst {worst['ratio']:.2f} ({worst['tutorial']}, {worst['part']})"
         )
     return "\n".join(lines)

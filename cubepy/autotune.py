@@ -41,14 +41,14 @@ FORMAT = 1  # bump when what a stored choice holds changes
 class Failure(NamedTuple):
     """A config that could not run: the config, why (``Type: message``), the key and the runtime/device."""
 
-    config: dict
+    config: dict[str, Any]
     reason: str
     key: str
     device: str
 
 
 def autotune(
-    configs: Sequence[dict], key: Callable[..., Any] | None = None, *, warmup: int = 1, repeat: int = 5
+    configs: Sequence[dict[str, Any]], key: Callable[..., Any] | None = None, *, warmup: int = 1, repeat: int = 5
 ) -> Callable[[Callable[..., Any]], Autotuned]:
     """Decorate a launcher ``op(client, *args, **config)`` to run its fastest config for each ``key(*args)``.
 
@@ -70,7 +70,7 @@ def autotune(
     return wrap
 
 
-def _check_configs(configs) -> list[dict]:
+def _check_configs(configs: object) -> list[dict[str, Any]]:
     if isinstance(configs, dict) or not isinstance(configs, Sequence) or isinstance(configs, str):
         raise CubeError(f"cp.autotune: configs must be a list of dicts, got {type(configs).__name__}")
     if not configs:
@@ -88,7 +88,13 @@ class Autotuned:
     """A launcher with autotuned configs: call it as the launcher; ``best``, ``failures``, ``configs``."""
 
     def __init__(
-        self, fn: Callable[..., Any], configs: list[dict], key: Callable[..., Any] | None, *, warmup: int, repeat: int
+        self,
+        fn: Callable[..., Any],
+        configs: list[dict[str, Any]],
+        key: Callable[..., Any] | None,
+        *,
+        warmup: int,
+        repeat: int,
     ) -> None:
         self.fn = fn
         self.configs = configs
@@ -104,14 +110,14 @@ class Autotuned:
         self._config_texts = [_canonical(entry) for entry in configs]
         functools.update_wrapper(self, fn)
 
-    def __call__(self, client, *args, **kwargs):
+    def __call__(self, client: Any, *args: Any, **kwargs: Any) -> Any:
         """Run the launcher with the config chosen for ``key(*args)`` on ``client`` (tuning it first if new)."""
         overlap = sorted({name for entry in self.configs for name in entry} & set(kwargs))
         if overlap:
             raise CubeError(f"{self._name()}: {', '.join(overlap)} are set by the autotuned configs; leave them out")
         return self.fn(client, *args, **kwargs, **self.configs[self._choose(client, args, kwargs)])
 
-    def best(self, client, *args, **kwargs) -> dict:
+    def best(self, client: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The config dict chosen for ``key(*args)`` on ``client`` (tuning it now, with these arguments, if new)."""
         return dict(self.configs[self._choose(client, args, kwargs)])
 
@@ -123,7 +129,7 @@ class Autotuned:
             self.failures.clear()
 
     # -- choosing ---------------------------------------------------------------------------------------
-    def _choose(self, client, args: tuple, kwargs: dict) -> int:
+    def _choose(self, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         """The index of the config chosen for ``key(*args)`` on ``client``: remembered, stored, or tuned now."""
         if not settings.get("CUBEPY_AUTOTUNE"):
             return 0
@@ -138,13 +144,13 @@ class Autotuned:
             chosen[key_text] = stored if stored is not None else self._tune(client, key_text, args, kwargs)
             return chosen[key_text]
 
-    def _choices_of(self, client) -> dict[str, int]:
+    def _choices_of(self, client: Any) -> dict[str, int]:
         try:
             return self._chosen.setdefault(client, {})
         except TypeError:  # a client without weak references: kept alive by this launcher
             return self._strong.setdefault(id(client), (client, {}))[1]
 
-    def _tune(self, client, key_text: str, args: tuple, kwargs: dict) -> int:
+    def _tune(self, client: Any, key_text: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         device = _device(client)
         medians: dict[int, float] = {}
         failed = 0
@@ -168,7 +174,7 @@ class Autotuned:
         _debug(1, message)
         return index
 
-    def _key_text(self, args: tuple) -> str:
+    def _key_text(self, args: tuple[Any, ...]) -> str:
         if self.key is None:
             return "[]"
         try:
@@ -192,7 +198,7 @@ class Autotuned:
             self._identity = f"{self._name()}@{sha256(body).hexdigest()[:16]}"
         return self._identity
 
-    def _record(self, client, key_text: str) -> dict:
+    def _record(self, client: Any, key_text: str) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "launcher": self.identity(),
@@ -202,7 +208,7 @@ class Autotuned:
             "device": _device(client),
         }
 
-    def _path(self, record: dict) -> Path | None:
+    def _path(self, record: dict[str, Any]) -> Path | None:
         from cubepy.runtime.cache import cache_dir
 
         if any(" at 0x" in text for text in (record["key"], *record["configs"])):
@@ -215,7 +221,7 @@ class Autotuned:
         digest = sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
         return root / "autotune" / digest[:2] / f"{digest}.json"
 
-    def _load(self, client, key_text: str) -> int | None:
+    def _load(self, client: Any, key_text: str) -> int | None:
         record = self._record(client, key_text)
         path = self._path(record)
         if path is None:
@@ -233,7 +239,7 @@ class Autotuned:
             return None
         return index
 
-    def _store(self, client, key_text: str, index: int, medians: dict[int, float]) -> None:
+    def _store(self, client: Any, key_text: str, index: int, medians: dict[int, float]) -> None:
         record = self._record(client, key_text)
         path = self._path(record)
         if path is None:
@@ -251,7 +257,7 @@ class Autotuned:
         return f"<autotuned {self._name()} over {len(self.configs)} configs>"
 
 
-def _time_ms(client, work: Callable[[], object], op: Autotuned) -> list[float]:
+def _time_ms(client: Any, work: Callable[[], object], op: Autotuned) -> list[float]:
     """Milliseconds of each of ``op.repeat`` calls of ``work`` after ``op.warmup`` untimed ones."""
     timer = getattr(client, "time_ms", None)
     if callable(timer):  # the cuda runtime: events on its stream
@@ -275,7 +281,7 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def _device(client) -> str:
+def _device(client: Any) -> str:
     """The runtime and the machine a choice is for: ``cpu/<host target>``, ``cuda/<name> sm_XY``, ``interp``."""
     name = getattr(client, "name", type(client).__name__)
     info = getattr(getattr(client, "device", None), "info", None)

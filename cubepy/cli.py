@@ -11,7 +11,8 @@ import platform
 import sys
 import time
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn, cast
 
 
 class _LaunchReached(BaseException):
@@ -23,14 +24,14 @@ class _LaunchReached(BaseException):
         self.kernel, self.line = kernel, line
 
 
-def _import_without_launches(run, path: str) -> str | None:
+def _import_without_launches(run: Callable[[], object], path: str) -> str | None:
     """``run()`` (the import), stopped at the first kernel launch; where it stopped, or None."""
     from cubepy.runtime.client import ComputeClient
 
     original = ComputeClient.launch
 
-    def refuse(self, kernel, *args, **kwargs):
-        frame = sys._getframe(1)
+    def refuse(self: Any, kernel: Any, *args: Any, **kwargs: Any) -> NoReturn:
+        frame: types.FrameType | None = sys._getframe(1)
         while frame is not None and os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):
             frame = frame.f_back
         raise _LaunchReached(getattr(kernel, "name", "?"), f"{path}:{frame.f_lineno}" if frame else path)
@@ -45,7 +46,7 @@ def _import_without_launches(run, path: str) -> str | None:
     return None
 
 
-def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
+def _load_kernel(spec: str, command: str = "compile", what: str = "kernel") -> Any:
     """The object named by ``FILE.py:NAME`` (or ``module:NAME``).
 
     The file is imported under its own name (not ``__main__``, so an ``if __name__ == "__main__":`` block does
@@ -85,14 +86,14 @@ def _load_kernel(spec: str, command: str = "compile", what: str = "kernel"):
 DEFAULT_CUBE_DIM = "256"  # cubepy compile's cube_dim when --cube-dim is not given
 
 
-def _parse_value(text: str):
+def _parse_value(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
 
 
-def default_compilation_args(kernel, comptime: dict, rank: int = 2) -> list:
+def default_compilation_args(kernel: Any, comptime: dict[str, Any], rank: int = 2) -> list[Any]:
     """Compilation args from the kernel's annotations (line size 1, tensors of ``rank`` dimensions), comptime
     values from ``comptime``.
 
@@ -234,7 +235,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         conv_demo = None
     client = cp.client(args.runtime)
     if conv_demo is not None:
-        return conv_demo.main(client, args)
+        return cast(int, conv_demo.main(client, args))
     examples_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(cp.__file__))), "examples")
     if not os.path.isdir(examples_dir):
         raise SystemExit(

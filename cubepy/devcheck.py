@@ -1,4 +1,4 @@
-"""``python -m cubepy.devcheck``: every kernel case cubepy has, on the GPU and on the CPU runtime, in one report.
+"""``python -m cubepy.devcheck``: every kernel case cubepy has, on the GPU and on the interp runtime, in one report.
 
 For a person with a GPU.  It runs, within a time budget (8 minutes by default):
 
@@ -37,12 +37,13 @@ import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BUDGET_S = 480
-# An example passes on the GPU when each error it reports is within this of the CPU runtime's.
+# An example passes on the GPU when each error it reports is within this of the interp's.
 EXAMPLE_ABS_TOL = 1e-3
 EXAMPLE_REL_FACTOR = 10.0
 # Weight-gradient problems: (N, H, W, C_in, C_out, KH, KW, stride, padding), all f16 inputs.
@@ -179,8 +180,10 @@ def parse_junit(path: Path) -> dict[str, dict[str, Any]]:
     return cases
 
 
-def compare_pytest(suite: str, interp: dict[str, dict], cuda: dict[str, dict], tma_files: list[str]) -> list[dict]:
-    """One report case per test: its status on the GPU, judged against the CPU runtime's outcome."""
+def compare_pytest(
+    suite: str, interp: dict[str, dict[str, Any]], cuda: dict[str, dict[str, Any]], tma_files: list[str]
+) -> list[dict[str, Any]]:
+    """One report case per test: its status on the GPU, judged against the interp's outcome."""
     tma_modules = {Path(f).with_suffix("").as_posix().replace("/", ".") for f in tma_files}
     cases = []
     for name in sorted(set(interp) | set(cuda)):
@@ -207,10 +210,12 @@ def compare_pytest(suite: str, interp: dict[str, dict], cuda: dict[str, dict], t
     return cases
 
 
-def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Path) -> tuple[list[dict], dict]:
+def run_pytest_phase(
+    suites: list[dict[str, Any]], deadline: float, jobs: int, workdir: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Both runtimes' runs of every suite and the GPU tests, concurrently; the compared cases."""
     files = [f for suite in suites for f in suite["files"]]
-    runs: dict[str, tuple[subprocess.Popen, Path, Any]] = {}
+    runs: dict[str, tuple[subprocess.Popen[bytes], Path, Any]] = {}
     base_env = dict(os.environ, PYTHONUNBUFFERED="1")
 
     def start(label: str, paths: list[str], runtime: str, marker: str) -> None:
@@ -245,7 +250,7 @@ def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Pa
             notes[label] = {"returncode": None, "timed_out": True}
         log.close()
         notes[label]["log_tail"] = (workdir / f"{label}.log").read_text(errors="replace")[-_DETAIL_CHARS:]
-    cases: list[dict] = []
+    cases: list[dict[str, Any]] = []
     results = {label: parse_junit(junit) for label, (_, junit, _) in runs.items()}
     for suite in suites:
         prefix = suite["name"].replace("/", ".")
@@ -271,14 +276,14 @@ def run_pytest_phase(suites: list[dict], deadline: float, jobs: int, workdir: Pa
     return cases, notes
 
 
-def _starting_with(outcomes: dict[str, dict], prefix: str) -> dict[str, dict]:
+def _starting_with(outcomes: dict[str, dict[str, Any]], prefix: str) -> dict[str, dict[str, Any]]:
     return {name: outcome for name, outcome in outcomes.items() if name.startswith(prefix)}
 
 
 # ---------------------------------------------------------------------------------------- in-process phases
 
 
-def examples_phase() -> list[dict]:
+def examples_phase() -> list[dict[str, Any]]:
     """Every example's ``run(client)`` on interp then cuda, their reported errors compared."""
     from cubepy.runtime.client import client
 
@@ -305,7 +310,7 @@ def examples_phase() -> list[dict]:
     return cases
 
 
-def judge_example(interp: dict | None, cuda: dict | None, case: dict) -> str:
+def judge_example(interp: dict[str, Any] | None, cuda: dict[str, Any] | None, case: dict[str, Any]) -> str:
     """``pass`` when every error the GPU run reports is within tolerance of the CPU run's."""
     if cuda is None:
         return "fail" if interp is not None else "fail_both"
@@ -326,7 +331,7 @@ def judge_example(interp: dict | None, cuda: dict | None, case: dict) -> str:
     return "pass"
 
 
-def wgrad_phase() -> list[dict]:
+def wgrad_phase() -> list[dict[str, Any]]:
     """The TMA weight-gradient convolution against torch: correctness and time for each problem."""
     try:
         import torch
@@ -357,7 +362,7 @@ def wgrad_phase() -> list[dict]:
     return cases
 
 
-def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> list[dict]:
+def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> list[dict[str, Any]]:
     """One problem: torch's reference and time, then cubepy with and without TMA."""
     import numpy as np
 
@@ -419,7 +424,7 @@ def _result_handle(result: Any) -> Any:
     return result[0] if isinstance(result, (tuple, list)) else result
 
 
-def _torch_time_ms(torch: Any, work, repeat: int = 10) -> float:
+def _torch_time_ms(torch: Any, work: Callable[[], object], repeat: int = 10) -> float:
     work()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
@@ -432,7 +437,7 @@ def _torch_time_ms(torch: Any, work, repeat: int = 10) -> float:
     return best
 
 
-def gemm_phase() -> list[dict]:
+def gemm_phase() -> list[dict[str, Any]]:
     """The wgmma GEMM against the interp and torch.matmul (``cubepy.devcheck_gemm``)."""
     from cubepy.devcheck_gemm import gemm_phase as run
 
@@ -442,7 +447,7 @@ def gemm_phase() -> list[dict]:
 PHASES = {"examples": examples_phase, "wgrad": wgrad_phase, "gemm": gemm_phase}
 
 
-def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict]:
+def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict[str, Any]]:
     """Run one in-process phase in a child process (a sticky CUDA error or a crash stays there)."""
     output = workdir / f"{name}.json"
     command = [sys.executable, "-m", "cubepy.devcheck", "--phase", name, "--phase-output", str(output)]
@@ -453,7 +458,7 @@ def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict
     except subprocess.TimeoutExpired:
         return [{"suite": name, "name": name, "status": "error", "detail": "timed out (raise --budget)"}]
     if output.exists():
-        return json.loads(output.read_text())
+        return cast("list[dict[str, Any]]", json.loads(output.read_text()))
     return [
         {
             "suite": name,
@@ -467,7 +472,7 @@ def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict
 # ---------------------------------------------------------------------------------------- the report
 
 
-def summarize(cases: list[dict]) -> dict[str, int]:
+def summarize(cases: list[dict[str, Any]]) -> dict[str, int]:
     """How many cases ended in each status."""
     counts: dict[str, int] = {}
     for case in cases:
@@ -475,7 +480,7 @@ def summarize(cases: list[dict]) -> dict[str, int]:
     return counts
 
 
-def write_report(report: dict, path: Path) -> None:
+def write_report(report: dict[str, Any], path: Path) -> None:
     """Write the JSON report atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -483,7 +488,7 @@ def write_report(report: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def print_summary(report: dict) -> None:
+def print_summary(report: dict[str, Any]) -> None:
     """A short human summary: device, counts, and every case that did not pass."""
     device = report.get("device") or {}
     print(

@@ -19,7 +19,7 @@ def _case(name: str, **fields: Any) -> dict[str, Any]:
     return {"suite": "gemm", "name": name, **fields}
 
 
-def gemm_phase() -> list[dict]:
+def gemm_phase() -> list[dict[str, Any]]:
     """The wgmma GEMM against the interp and against torch.matmul: correctness and TFLOP/s."""
     try:
         matmul = importlib.import_module("cubepy_layouts.matmul")

@@ -2,8 +2,8 @@
 
 Hierarchy: ``CubeError`` is the base; ``ExpandError`` (kernel code, with file and
 line), ``LaunchError`` (bad launch arguments; nothing was written), ``TensorMapError`` (a tensor-map
-constraint), ``SanitizerError`` (the CPU runtime found a memory or synchronization bug).  Internal
-stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); the CPU runtime adds
+constraint), ``SanitizerError`` (the interp or cpu runtime's sanitizer found a memory or synchronization bug).  Internal
+stages add ``VerifyError`` (ill-typed IR) and ``CompileError`` (LLVM, ptxas); the interp adds
 ``InterpreterError`` (it cannot execute an instruction) and ``TmaMisuseError`` (both a
 ``SanitizerError`` and a ``TensorMapError``).  ``SanitizerError.kind`` is a ``SanitizerKind``.
 ``NotAKernelError`` (also an ``AttributeError``) says that a cube function needs ``@cube(launch=True)``
@@ -52,7 +52,7 @@ class ExpandError(CubeError):
                 text += "\n    " + " " * max(self.col - stripped, 0) + "^"
         return text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ExpandError], tuple[object, ...]]:
         return (type(self), (self.message, self.filename, self.lineno, self.col, self.source_line))
 
 
@@ -120,13 +120,13 @@ class SanitizerKind(Enum):
 
 
 class SanitizerError(CubeError):
-    """The CPU runtime's sanitizer found a memory or synchronization bug in a kernel; ``kind`` says which."""
+    """The sanitizer of the interp or cpu runtime found a memory or synchronization bug in a kernel; ``kind`` says which."""
 
     def __init__(self, message: str, kind: SanitizerKind) -> None:
         super().__init__(message)
         self.kind = kind
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[SanitizerError], tuple[object, ...]]:
         return (type(self), (self.args[0], self.kind))
 
 

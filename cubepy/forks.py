@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["fork_safe"]
 
 _L = TypeVar("_L")
-_FORK_SAFE_LOCKS: weakref.WeakSet = weakref.WeakSet()
+_FORK_SAFE_LOCKS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def fork_safe(lock: _L) -> _L:

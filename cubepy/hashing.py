@@ -7,7 +7,11 @@ from 3.12) gives the same digests; hashlib is the fallback where neither exists.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _hashlib import HASH
 
 
 def _constructor() -> Any:
@@ -15,10 +19,10 @@ def _constructor() -> Any:
         from _sha2 import sha256  # type: ignore[import-not-found]  # CPython >= 3.12
     except ImportError:
         try:
-            from _sha256 import sha256  # type: ignore[import-not-found,no-redef]  # CPython <= 3.11
+            from _sha256 import sha256  # type: ignore[import-not-found]  # CPython <= 3.11
         except ImportError:
-            from hashlib import sha256  # type: ignore[assignment]
+            from hashlib import sha256
     return sha256
 
 
-sha256 = _constructor()
+sha256: Callable[..., HASH] = _constructor()

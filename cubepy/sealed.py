@@ -97,7 +97,7 @@ _folders: dict[str, SealedFolder | None] = {}
 _lock = threading.Lock()
 
 
-def sealed_folder(root: str | os.PathLike) -> SealedFolder | None:
+def sealed_folder(root: str | os.PathLike[str]) -> SealedFolder | None:
     """The sealed folder at ``root`` (created ``0700`` with its key), or None when it is not private to this user.
 
     None comes with one :class:`CacheSecurityWarning` per folder and process naming what is wrong; the caller then

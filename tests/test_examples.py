@@ -1,4 +1,4 @@
-"""Every example module runs on the CPU runtime and matches its numpy reference."""
+"""Every example module runs on the interp and matches its numpy reference."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from cubepy.errors import CompileError, LaunchError
 from cubepy.ir import KernelDefinition, Param, Type, ops, walk
@@ -180,7 +180,7 @@ def param_layout(definition: KernelDefinition) -> ParamLayout:
     counters = {"buffer": 0, "scalar": 0, "tensor_map": 0}
     offset = 0
 
-    def place(name: str, role: str, index: int, size: int, align: int, **extra) -> None:
+    def place(name: str, role: str, index: int, size: int, align: int, **extra: Any) -> None:
         nonlocal offset
         offset = _round_up(offset, align)
         slots.append(ParamSlot(name, role, index, size, align, offset, **extra))

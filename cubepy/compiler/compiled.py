@@ -16,8 +16,8 @@ from pathlib import Path
 import attrs
 
 from cubepy.compiler import ptxas as ptxas_tool
+from cubepy.compiler.emit_ptx import DEFAULT_ARCH, check_module, optimize_and_emit, parse_target
 from cubepy.compiler.passes import run_passes
-from cubepy.compiler.target import DEFAULT_ARCH, check_module, optimize_and_emit, parse_target
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, format_kernel, verify
 
@@ -49,7 +49,7 @@ class CompiledKernel:
     # Bytes of dynamic shared memory the launch must provide (kernels over 48 KiB of shared memory).
     dynamic_shared_bytes: int = 0
 
-    def dump(self, directory: str | os.PathLike, stages: Collection[str] = DUMP_STAGES) -> list[Path]:
+    def dump(self, directory: str | os.PathLike[str], stages: Collection[str] = DUMP_STAGES) -> list[Path]:
         """Write the chosen stages to ``directory/<name>/``; returns the files written.
 
         ``ir``: ``kernel.ir`` (the IR that was lowered); ``passes``: ``00-input.ir``, ``01-checked_io.ir``,
@@ -101,8 +101,8 @@ def compile_definition(
     *,
     assemble: bool = True,
     dump: Collection[str] = (),
-    dump_dir: str | os.PathLike = "cubepy_dump",
-    libdevice_cache: str | os.PathLike | None = None,
+    dump_dir: str | os.PathLike[str] = "cubepy_dump",
+    libdevice_cache: str | os.PathLike[str] | None = None,
 ) -> CompiledKernel:
     """Compile a kernel's IR to PTX (and a cubin when ``assemble`` and ptxas is available).
 

@@ -20,6 +20,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -52,7 +53,7 @@ _memory: dict[tuple[str, frozenset[str]], Subset] = {}
 
 
 def subset(
-    names: Iterable[str], cache_dir: str | os.PathLike | None = None, path: str | os.PathLike | None = None
+    names: Iterable[str], cache_dir: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None
 ) -> Subset | None:
     """The libdevice subset defining ``names`` (from memory, ``cache_dir`` or built), or None without libdevice.
 
@@ -101,7 +102,8 @@ def _digest_of(path: str, size: int, mtime_ns: int) -> str:
 
 
 def _entry_key(digest: str, wanted: frozenset[str]) -> str:
-    from cubepy.compiler.target import DATA_LAYOUT, TRIPLE, binding
+    from cubepy.compiler.emit_ptx import DATA_LAYOUT, TRIPLE
+    from cubepy.compiler.llvm_process import binding
 
     version = ".".join(map(str, binding().llvm_version_info))
     text = "\0".join((str(FORMAT), digest, version, TRIPLE, DATA_LAYOUT, *sorted(wanted)))
@@ -110,7 +112,8 @@ def _entry_key(digest: str, wanted: frozenset[str]) -> str:
 
 def _build(path: str, wanted: frozenset[str]) -> Subset:
     """Parse libdevice and link the wanted functions (and their callees) into a stub module."""
-    from cubepy.compiler.target import DATA_LAYOUT, TRIPLE, binding
+    from cubepy.compiler.emit_ptx import DATA_LAYOUT, TRIPLE
+    from cubepy.compiler.llvm_process import binding
 
     llvm = binding()
     try:
@@ -138,7 +141,7 @@ def _build(path: str, wanted: frozenset[str]) -> Subset:
     return Subset(_contractable_multiplies(llvm, stub).as_bitcode(), missing, "built")
 
 
-def _contractable_multiplies(llvm, module):
+def _contractable_multiplies(llvm: Any, module: Any) -> Any:
     """``module`` with every ``fmul`` marked ``contract``: a kernel's add marked the same way may fuse with
     a function's last multiply (nvcc's --fmad=true). libdevice's own adds carry no flag, so nothing inside
     the library changes."""
@@ -168,8 +171,8 @@ def _write_entry(entry: Path, bitcode: bytes) -> None:
         pass
 
 
-def parse(found: Subset):
+def parse(found: Subset) -> Any:
     """A fresh llvmlite module of ``found``'s bitcode, to link (linking consumes it)."""
-    from cubepy.compiler.target import binding
+    from cubepy.compiler.llvm_process import binding
 
     return binding().parse_bitcode(found.bitcode)

@@ -8,13 +8,14 @@ Registers and memory differ only for ``bool``: a bool is ``i1`` in registers and
 from __future__ import annotations
 
 import struct
+from typing import Any, SupportsFloat, SupportsInt, cast
 
 import llvmlite.ir as ir
 
 from cubepy.ir import ElemType, Type
 
 
-class BFloatType(ir.types._BaseFloatType):
+class BFloatType(ir.types._BaseFloatType):  # type: ignore[misc]  # llvmlite ships no types
     """LLVM's ``bfloat`` (llvmlite 0.50 has no such type); constants print as ``0xRXXXX``."""
 
     null = "0.0"
@@ -61,7 +62,7 @@ def bf16_bits(value: float) -> int:
     if value != value:  # NaN
         return 0x7FC0
     try:
-        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        bits: int = struct.unpack("<I", struct.pack("<f", value))[0]
     except OverflowError:  # finite but beyond f32: rounds to infinity in bf16 as well
         bits = 0xFF800000 if value < 0 else 0x7F800000
     rounding = 0x7FFF + ((bits >> 16) & 1)
@@ -96,7 +97,7 @@ def intrinsic_suffix(llty: ir.Type) -> str:
         return f"v{llty.count}{intrinsic_suffix(llty.element)}"
     if isinstance(llty, ir.IntType):
         return f"i{llty.width}"
-    return llty.intrinsic_name
+    return cast(str, llty.intrinsic_name)
 
 
 def scalar_of(llty: ir.Type) -> ir.Type:
@@ -118,12 +119,12 @@ def scalar_constant(elem: ElemType, value: object, *, memory: bool = False) -> i
     if elem.is_bool:
         return ir.Constant(llty, int(bool(value)))
     if elem.is_float:
-        value = float(value)
+        value = float(cast(SupportsFloat, value))
         if value == 0.0 and struct.pack("<d", value) == struct.pack("<d", 0.0):
             return ir.Constant(llty, None)  # prints "0.0" rather than llvmlite's padded hex
         return ir.Constant(llty, value)
     # Printed in the signed range so LLVM's parser never sees an out-of-range literal.
-    return ir.Constant(llty, wrap_int(int(value), elem.bits, signed=True))
+    return ir.Constant(llty, wrap_int(int(cast(SupportsInt, value)), elem.bits, signed=True))
 
 
 def constant(ty: Type, value: object, *, memory: bool = False) -> ir.Constant:
@@ -148,7 +149,7 @@ def splat(llty: ir.Type, value: object) -> ir.Constant:
     return scalar
 
 
-class RawArgumentAttributes(ir.values.ArgumentAttributes):
+class RawArgumentAttributes(ir.values.ArgumentAttributes):  # type: ignore[misc]  # llvmlite ships no types
     """Parameter attributes printed verbatim (``byval([128 x i8])``, ``"nvvm.grid_constant"``).
 
     llvmlite only prints typed attributes for typed pointers and knows no string attributes.
@@ -161,11 +162,11 @@ class RawArgumentAttributes(ir.values.ArgumentAttributes):
     def __bool__(self) -> bool:
         return bool(self.raw)
 
-    def _to_list(self, typ) -> list[str]:
+    def _to_list(self, typ: Any) -> list[str]:
         return list(self.raw)
 
 
-class RawFunctionAttributes(ir.values.FunctionAttributes):
+class RawFunctionAttributes(ir.values.FunctionAttributes):  # type: ignore[misc]  # llvmlite ships no types
     """Function attributes printed verbatim, for string attributes such as ``"nvvm.reqntid"="32,1,1"``."""
 
     def __init__(self, raw: list[str]) -> None:
@@ -175,5 +176,5 @@ class RawFunctionAttributes(ir.values.FunctionAttributes):
     def __bool__(self) -> bool:
         return bool(self.raw)
 
-    def _to_list(self, ret_type) -> list[str]:
+    def _to_list(self, ret_type: Any) -> list[str]:
         return list(self.raw)

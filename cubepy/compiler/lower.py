@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 import attrs
 import llvmlite.ir as ir
@@ -235,7 +236,7 @@ class KernelLowering:
 
         used = sorted(
             {
-                var.name
+                cast(str, var.name)  # builtins are named
                 for inst in walk(self.definition.body)
                 for var in inst.operation.operands()
                 if var.kind is VarKind.BUILTIN
@@ -273,7 +274,7 @@ class KernelLowering:
         if kind is VarKind.CONSTANT:
             return lt.constant(var.type, var.value)
         if kind is VarKind.BUILTIN:
-            return self.builtins[var.name]
+            return self.builtins[cast(str, var.name)]
         if kind is VarKind.SCALAR:
             return self.params[(kind, var.id)]
         raise CompileError(f"{var!r} ({kind.value}) cannot be used as a value")

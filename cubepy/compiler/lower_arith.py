@@ -1,6 +1,6 @@
 """Lowering of arithmetic, comparisons, conversions and assignment.
 
-Integer semantics match the CPU runtime exactly, including where LLVM would leave them undefined:
+Integer semantics match the interp exactly, including where LLVM would leave them undefined:
 
 * ``floordiv``/``mod`` are Python's (floor; the remainder takes the divisor's sign), ``div_trunc`` and
   ``rem_trunc`` are C's.  Division by zero gives CUDA's values (quotient all ones / -1, remainder =
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
+from typing import cast
 
 import llvmlite.ir as ir
 
@@ -45,7 +47,7 @@ LIBDEVICE_FUNCTIONS = {
 
 def _f32(value: float) -> float:
     """``value`` rounded to the nearest f32."""
-    return struct.unpack("f", struct.pack("f", value))[0]
+    return cast(float, struct.unpack("f", struct.pack("f", value))[0])
 
 
 # to_degrees/to_radians multiply by one constant (f32 compute, f64), rounded to the compute type first
@@ -79,7 +81,7 @@ def intrinsic(lw: KernelLowering, base: str, args: list[ir.Value], ret: ir.Type 
     return lw.call(f"{base}.{lt.intrinsic_suffix(llty)}", ret or llty, args)
 
 
-def map_lanes(lw: KernelLowering, fn, args: list[ir.Value], out: ir.Type) -> ir.Value:
+def map_lanes(lw: KernelLowering, fn: Callable[..., ir.Value], args: list[ir.Value], out: ir.Type) -> ir.Value:
     """Apply a scalar function lane by lane when ``out`` is a vector (scalars pass straight through)."""
     if not isinstance(out, ir.VectorType):
         return fn(*args)
@@ -134,7 +136,7 @@ def nextafter_half(lw: KernelLowering, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
 
 
-def in_f32(lw: KernelLowering, x: ir.Value, elem: ElemType, fn) -> ir.Value:
+def in_f32(lw: KernelLowering, x: ir.Value, elem: ElemType, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """``fn(x)``, with an f16/bf16 ``x`` computed in f32 and rounded once (as the interp's semantics do)."""
     if elem not in _HALF_TYPES:
         return fn(x)
@@ -253,7 +255,7 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
 
 def lower_unary(lw: KernelLowering, inst: Instruction) -> None:
     """out = op(input)."""
-    op = inst.operation
+    op = cast(ops.Unary, inst.operation)
     lw.define(inst.out, unary(lw, op.name, lw.value(op.input), op.input.type))
 
 
@@ -396,7 +398,7 @@ def powi(lw: KernelLowering, base: ir.Value, exponent: ir.Value, base_ty: Type, 
 
 def lower_binary(lw: KernelLowering, inst: Instruction) -> None:
     """out = lhs op rhs."""
-    op = inst.operation
+    op = cast(ops.Binary, inst.operation)
     a, c = lw.value(op.lhs), lw.value(op.rhs)
     if op.name == "powi":
         result = powi(lw, a, c, op.lhs.type, op.rhs.type)
@@ -422,13 +424,13 @@ def compare(lw: KernelLowering, name: str, a: ir.Value, c: ir.Value, elem: ElemT
 
 def lower_compare(lw: KernelLowering, inst: Instruction) -> None:
     """out = lhs cmp rhs (bool)."""
-    op = inst.operation
+    op = cast(ops.Compare, inst.operation)
     lw.define(inst.out, compare(lw, op.name, lw.value(op.lhs), lw.value(op.rhs), op.lhs.elem))
 
 
 def lower_clamp(lw: KernelLowering, inst: Instruction) -> None:
     """out = min(max(input, lo), hi) (floats: a NaN bound is ignored, as minnum/maxnum do)."""
-    op = inst.operation
+    op = cast(ops.Clamp, inst.operation)
     ty = Type(op.input.elem)
     low = binary(lw, "max", lw.value(op.input), lw.value(op.lo), ty)
     lw.define(inst.out, binary(lw, "min", low, lw.value(op.hi), ty))
@@ -436,19 +438,19 @@ def lower_clamp(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_fma(lw: KernelLowering, inst: Instruction) -> None:
     """out = a * b + c, one rounding."""
-    op = inst.operation
+    op = cast(ops.Fma, inst.operation)
     lw.define(inst.out, intrinsic(lw, "llvm.fma", [lw.value(op.a), lw.value(op.b), lw.value(op.c)]))
 
 
 def lower_select(lw: KernelLowering, inst: Instruction) -> None:
     """out = cond ? then : otherwise."""
-    op = inst.operation
+    op = cast(ops.Select, inst.operation)
     lw.define(inst.out, lw.builder.select(lw.value(op.cond), lw.value(op.then), lw.value(op.otherwise)))
 
 
 def lower_assign(lw: KernelLowering, inst: Instruction) -> None:
     """out = input."""
-    lw.define(inst.out, lw.value(inst.operation.input))
+    lw.define(inst.out, lw.value(cast(ops.Assign, inst.operation).input))
 
 
 # -- conversions ---------------------------------------------------------------------------------------
@@ -486,8 +488,9 @@ def convert(lw: KernelLowering, value: ir.Value, src: ElemType, dst: ElemType, l
 
 def lower_cast(lw: KernelLowering, inst: Instruction) -> None:
     """out = input converted to out's element type (a scalar input is broadcast to out's line)."""
-    op = inst.operation
+    op = cast(ops.Cast, inst.operation)
     out = inst.out
+    assert out is not None
     src_ty = op.input.type
     value = convert(lw, lw.value(op.input), src_ty.elem, out.elem, src_ty.line)
     if out.type.is_line and not src_ty.is_line:
@@ -497,8 +500,9 @@ def lower_cast(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_bitcast(lw: KernelLowering, inst: Instruction) -> None:
     """out = the bits of input as out's type (bools go through their one-byte memory form)."""
-    op = inst.operation
+    op = cast(ops.Bitcast, inst.operation)
     out = inst.out
+    assert out is not None
     bits = lw.to_memory(lw.value(op.input), op.input.type)
     target = lt.item_type(out.type, memory=True)
     if bits.type != target:

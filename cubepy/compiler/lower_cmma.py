@@ -9,26 +9,28 @@ address space (``.p3`` shared, ``.p1`` global) so ptxas sees ``wmma.load/store.s
 
 from __future__ import annotations
 
+from typing import cast
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, lowers, unsigned_index
 from cubepy.errors import CompileError
-from cubepy.ir import F16, F32, Instruction, Type, Variable, VarKind, ops
+from cubepy.ir import F16, F32, ElemType, Instruction, Type, Variable, VarKind, ops
 
 _HALF2 = ir.VectorType(ir.HalfType(), 2)
 _FLOAT = ir.FloatType()
 _HALF = ir.HalfType()
 
 
-def _registers(ident: str, elem) -> tuple[ir.Type, int, int]:
+def _registers(ident: str, elem: ElemType) -> tuple[ir.Type, int, int]:
     """(register type, register count, fragment elements per register) of a fragment."""
     if ident == "accumulator":
         return (_FLOAT, 8, 1) if elem == F32 else (_HALF2, 4, 2)
     return (_HALF2, 8, 2) if elem == F16 else (lt.I32, 4, 2)
 
 
-def _type_suffix(elem) -> str:
+def _type_suffix(elem: ElemType) -> str:
     return elem.name  # "f16", "bf16", "f32"
 
 
@@ -66,17 +68,18 @@ def _struct(reg_type: ir.Type, count: int) -> ir.LiteralStructType:
 
 def lower_fill(lw: KernelLowering, inst: Instruction) -> None:
     """Store the value into every element of the fragment."""
-    op: ops.CmmaFill = inst.operation
+    op = cast(ops.CmmaFill, inst.operation)
     base = lw.local_array(op.fragment)
     item = lt.item_type(Type(op.fragment.elem), memory=True)
     value = lw.value(op.value)
+    assert op.fragment.length is not None  # fragments are local arrays of a fixed length
     for i in range(op.fragment.length):
         lw.builder.store(value, lw.builder.gep(base, [ir.Constant(lt.I32, i)], source_etype=item))
 
 
 def lower_load(lw: KernelLowering, inst: Instruction) -> None:
     """``wmma.load.{a,b,c}.sync.aligned.{row,col}.m16n16k16``."""
-    op: ops.CmmaLoad = inst.operation
+    op = cast(ops.CmmaLoad, inst.operation)
     pointer, space = _address(lw, op.memory, op.offset)
     which = "c" if op.ident == "accumulator" else op.ident
     reg_type, count, _ = _registers(op.ident, op.fragment.elem)
@@ -87,7 +90,7 @@ def lower_load(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_execute(lw: KernelLowering, inst: Instruction) -> None:
     """``wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.f32.{f16,bf16}`` with f32 accumulators."""
-    op: ops.CmmaExecute = inst.operation
+    op = cast(ops.CmmaExecute, inst.operation)
     args = _read_registers(lw, op.a, "a") + _read_registers(lw, op.b, "b") + _read_registers(lw, op.c, "accumulator")
     kind = "f32.f32" if op.a.elem == F16 else "bf16"
     name = f"llvm.nvvm.wmma.m16n16k16.mma.{op.a_layout}.{op.b_layout}.{kind}"
@@ -97,7 +100,7 @@ def lower_execute(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_store(lw: KernelLowering, inst: Instruction) -> None:
     """``wmma.store.d.sync.aligned.{row,col}.m16n16k16``."""
-    op: ops.CmmaStore = inst.operation
+    op = cast(ops.CmmaStore, inst.operation)
     pointer, space = _address(lw, op.memory, op.offset)
     registers = _read_registers(lw, op.fragment, "accumulator")
     name = f"llvm.nvvm.wmma.m16n16k16.store.d.{op.layout}.stride.{_type_suffix(op.fragment.elem)}.{space}"
@@ -107,11 +110,12 @@ def lower_store(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_cast(lw: KernelLowering, inst: Instruction) -> None:
     """Convert element by element (accumulators keep the same element order in both types)."""
-    op: ops.CmmaCast = inst.operation
+    op = cast(ops.CmmaCast, inst.operation)
     b = lw.builder
     src_item = lt.item_type(Type(op.input.elem), memory=True)
     dst_item = lt.item_type(Type(op.output.elem), memory=True)
     src, dst = lw.local_array(op.input), lw.local_array(op.output)
+    assert op.output.length is not None  # fragments are local arrays of a fixed length
     for i in range(op.output.length):
         index = [ir.Constant(lt.I32, i)]
         value = b.load(b.gep(src, index, source_etype=src_item), typ=src_item)

@@ -12,6 +12,7 @@ same scope is lowered into a block without predecessors, which LLVM deletes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import llvmlite.ir as ir
 
@@ -197,7 +198,9 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
     return True
 
 
-def _asm_store(b: ir.IRBuilder, text: str, constraints: str, address, values, guard, bits: int) -> None:
+def _asm_store(
+    b: ir.IRBuilder, text: str, constraints: str, address: ir.Value, values: list[ir.Value], guard: ir.Value, bits: int
+) -> None:
     predicate = f"${len(values) + 1}"
     types = [address.type] + [ir.IntType(bits)] * len(values) + [lt.I1]
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), types), f"@{predicate} {text}", constraints, side_effect=True)
@@ -245,7 +248,7 @@ def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Valu
 
 def lower_if(lw: KernelLowering, inst: Instruction) -> None:
     """Run the body when the condition holds."""
-    op = inst.operation
+    op = cast(branch.If, inst.operation)
     if speculates(lw, op.body):
         lower_guarded(lw, op.body, lw.value(op.cond))
         return
@@ -259,7 +262,7 @@ def lower_if(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_if_else(lw: KernelLowering, inst: Instruction) -> None:
     """Run one of two bodies."""
-    op = inst.operation
+    op = cast(branch.IfElse, inst.operation)
     then, other, join = lw.new_block("if.then"), lw.new_block("if.else"), lw.new_block("if.end")
     lw.builder.cbranch(lw.value(op.cond), then, other)
     for block, body in ((then, op.then_body), (other, op.else_body)):
@@ -271,7 +274,7 @@ def lower_if_else(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_switch(lw: KernelLowering, inst: Instruction) -> None:
     """Run the case equal to the value, or the default; no fall-through."""
-    op = inst.operation
+    op = cast(branch.Switch, inst.operation)
     value = lw.value(op.value)
     elem = op.value.elem
     default, join = lw.new_block("switch.default"), lw.new_block("switch.end")
@@ -304,7 +307,7 @@ def _loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: i
         if op.step.value == 0:
             raise CompileError("range_loop with a step of 0 never ends")
         # A literal's sign is honored even for unsigned indices (the add then wraps downwards).
-        return going_down if op.step.value < 0 else going_up
+        return going_down if cast(int, op.step.value) < 0 else going_up
     zero = ir.Constant(step.type, 0)
     # A zero step runs zero iterations, as in the interp (Python raises; a kernel cannot).
     moving = b.icmp_unsigned("!=", step, zero)
@@ -316,7 +319,7 @@ def _loop_test(lw: KernelLowering, op: branch.RangeLoop, index: ir.Value, end: i
 
 def lower_range_loop(lw: KernelLowering, inst: Instruction) -> None:
     """for index in range(start, end[, inclusive], step)."""
-    op = inst.operation
+    op = cast(branch.RangeLoop, inst.operation)
 
     def body(loop: Loop) -> None:
         lw.loops.append(loop)
@@ -368,7 +371,7 @@ def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction) -> None:
     back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 
-class _LoopID(ir.MDValue):
+class _LoopID(ir.MDValue):  # type: ignore[misc]  # llvmlite ships no types
     """A loop's ``llvm.loop`` ID: ``distinct !{self, hint}``, the self reference LLVM requires of a loop ID.
 
     Unroll 1 is ``llvm.loop.unroll.disable`` (NVPTX then prints ``.pragma "nounroll"`` for ptxas), N > 1
@@ -387,7 +390,7 @@ class _LoopID(ir.MDValue):
 
 def lower_loop(lw: KernelLowering, inst: Instruction) -> None:
     """Run the body until a break."""
-    emit_loop(lw, lambda: lw.lower_scope(inst.operation.body))
+    emit_loop(lw, lambda: lw.lower_scope(cast(branch.Loop, inst.operation).body))
 
 
 def emit_loop(lw: KernelLowering, body: Callable[[], None], name: str = "loop") -> None:

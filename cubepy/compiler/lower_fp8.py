@@ -17,7 +17,7 @@ f64 is rounded to f32 first, as the interp does).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import llvmlite.ir as ir
 
@@ -26,6 +26,8 @@ from cubepy.errors import CompileError
 from cubepy.ir import F16, F32, ElemType, Type
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cubepy.compiler.lower import KernelLowering
 
 FP8_MIN_SM = 89
@@ -66,7 +68,13 @@ def _from_fp8(lw: KernelLowering, value: ir.Value, src: ElemType) -> ir.Value:
     return b.bitcast(b.trunc(pair, lt.I16), _HALF)
 
 
-def convert_scalar(lw: KernelLowering, value: ir.Value, src: ElemType, dst: ElemType, other) -> ir.Value:
+def convert_scalar(
+    lw: KernelLowering,
+    value: ir.Value,
+    src: ElemType,
+    dst: ElemType,
+    other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+) -> ir.Value:
     """Convert one scalar where ``src`` or ``dst`` is fp8; ``other`` converts between non-fp8 types."""
     if _on_host(lw):
         return _convert_scalar_host(lw, value, src, dst, other)
@@ -89,7 +97,7 @@ _HOST_FORMATS = {"e4m3": (4, 3, 7, 0x7E, 0x7F), "e5m2": (5, 2, 15, 0x7B, 0x7E)}
 
 
 def _f32_bits(number: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", number))[0]
+    return cast(int, struct.unpack("<I", struct.pack("<f", number))[0])
 
 
 def _i32(value: int) -> ir.Constant:
@@ -148,7 +156,13 @@ def _from_fp8_host(lw: KernelLowering, value: ir.Value, src: ElemType) -> ir.Val
     return b.bitcast(b.or_(bits, sign), _FLOAT)
 
 
-def _convert_scalar_host(lw: KernelLowering, value: ir.Value, src: ElemType, dst: ElemType, other) -> ir.Value:
+def _convert_scalar_host(
+    lw: KernelLowering,
+    value: ir.Value,
+    src: ElemType,
+    dst: ElemType,
+    other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+) -> ir.Value:
     b = lw.builder
     if src.is_fp8:
         wide = _from_fp8_host(lw, value, src)
@@ -160,7 +174,14 @@ def _convert_scalar_host(lw: KernelLowering, value: ir.Value, src: ElemType, dst
     return _to_fp8_host(lw, value, dst)
 
 
-def convert(lw: KernelLowering, value: ir.Value, src: ElemType, dst: ElemType, line: int, other) -> ir.Value:
+def convert(
+    lw: KernelLowering,
+    value: ir.Value,
+    src: ElemType,
+    dst: ElemType,
+    line: int,
+    other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+) -> ir.Value:
     """Convert ``value`` (a scalar or a line of ``line`` lanes) where ``src`` or ``dst`` is fp8."""
     if line == 1:
         return convert_scalar(lw, value, src, dst, other)

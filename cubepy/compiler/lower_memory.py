@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import llvmlite.ir as ir
 
@@ -54,7 +55,9 @@ def _len_is_buffer_len(lw: KernelLowering, memory: Variable) -> bool:
     return any(p.len_is_buffer_len and p.var == memory for p in lw.definition.buffers)
 
 
-def _checked_region(lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, access: str):
+def _checked_region(
+    lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, access: str
+) -> tuple[ir.Block, ir.Block, ir.Block]:
     """Branch on ``index < length``: (in-bounds block, join block, the block a miss reaches the join from).
 
     A target that reports misses (the cpu runtime under ``sanitize=True``) gets a block that calls its
@@ -215,7 +218,7 @@ def checked_write(
 
 def lower_index(lw: KernelLowering, inst: Instruction) -> None:
     """out = memory[index]; checked: 0 when out of bounds."""
-    op = inst.operation
+    op = cast(ops.Index, inst.operation)
     index = unsigned_index(lw, lw.value(op.index), op.index)
     if op.checked and op.memory.kind in _SELECT_READ_KINDS and not lw.target.reports_out_of_bounds:
         lw.define(inst.out, _select_read(lw, op.memory, index))
@@ -228,7 +231,7 @@ def lower_index(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_index_assign(lw: KernelLowering, inst: Instruction) -> None:
     """memory[index] = value; checked: skipped when out of bounds."""
-    op = inst.operation
+    op = cast(ops.IndexAssign, inst.operation)
     index = unsigned_index(lw, lw.value(op.index), op.index)
     value = lw.to_memory(lw.value(op.value), op.value.type)
 
@@ -240,7 +243,7 @@ def lower_index_assign(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_extract_lane(lw: KernelLowering, inst: Instruction) -> None:
     """out = line[lane] (a scalar is its own lane 0)."""
-    op = inst.operation
+    op = cast(ops.ExtractLane, inst.operation)
     line = lw.value(op.line)
     if not op.line.type.is_line:
         lw.define(inst.out, line)
@@ -251,7 +254,7 @@ def lower_extract_lane(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_insert_lane(lw: KernelLowering, inst: Instruction) -> None:
     """target[lane] = value, on a mutable line local."""
-    op = inst.operation
+    op = cast(ops.InsertLane, inst.operation)
     value = lw.value(op.value)
     if not op.target.type.is_line:
         lw.define(op.target, value)
@@ -267,7 +270,7 @@ def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
     buffer, folded by LLVM to one parameter read when ``dim`` is constant.  A ``dim`` outside
     ``[0, rank)`` reads the nearest dimension, as the interp does (its sanitizer reports it).
     """
-    op = inst.operation
+    op = cast(ops.Metadata, inst.operation)
     b = lw.builder
     slot = op.memory.id
     if op.name in abi.LENGTH_FIELDS:
@@ -277,6 +280,7 @@ def lower_metadata(lw: KernelLowering, inst: Instruction) -> None:
     if op.name == "rank" or rank == 0:
         lw.define(inst.out, ir.Constant(lt.I32, rank if op.name == "rank" else 0))
         return
+    assert op.dim is not None  # shape/stride carry a dim (verified)
     dim = unsigned_index(lw, lw.value(op.dim), op.dim)
     value = lw.metadata_word(slot, op.name, rank - 1)
     for below in range(rank - 2, -1, -1):
@@ -301,7 +305,7 @@ _FLOAT_RMW = {"add": "fadd", "sub": "fsub", "max": "fmax", "min": "fmin", "excha
 
 def lower_atomic(lw: KernelLowering, inst: Instruction) -> None:
     """out = old memory[index]; memory[index] = old op value (load / store / exchange as named)."""
-    op = inst.operation
+    op = cast(ops.AtomicOp, inst.operation)
     kind = op.name.removeprefix("atomic_")
     b = lw.builder
     mem_ty = op.memory.type
@@ -315,6 +319,7 @@ def lower_atomic(lw: KernelLowering, inst: Instruction) -> None:
         raw = b.load_atomic(ptr, ATOMIC_ORDERING, align, typ=llty)
         lw.define(inst.out, lw.from_memory(raw, mem_ty))
         return
+    assert op.value is not None  # every atomic but atomic_load carries a value (verified)
     value = lw.to_memory(lw.value(op.value), mem_ty)
     if kind == "store":
         b._insert(ir.instructions.StoreAtomicInstr(b.block, value, ptr, ATOMIC_ORDERING, align))
@@ -335,7 +340,7 @@ def lower_atomic(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_compare_exchange(lw: KernelLowering, inst: Instruction) -> None:
     """out = old memory[index]; if old == cmp: memory[index] = new (floats compare their bits)."""
-    op = inst.operation
+    op = cast(ops.AtomicCompareExchange, inst.operation)
     b = lw.builder
     mem_ty = op.memory.type
     if mem_ty.is_line:

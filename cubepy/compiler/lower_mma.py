@@ -15,14 +15,14 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, lowers, unsigned_index
-from cubepy.ir import F16, Instruction, Type, Variable, ops
+from cubepy.ir import F16, ElemType, Instruction, Type, Variable, ops
 
 _HALF2 = ir.VectorType(ir.HalfType(), 2)
 _FLOAT = ir.FloatType()
 REGISTER_BYTES = 4
 
 
-def _register_type(elem) -> ir.Type:
+def _register_type(elem: ElemType) -> ir.Type:
     """The type one 32-bit register of a fragment of ``elem`` is passed as."""
     if elem == F16:
         return _HALF2
@@ -31,7 +31,7 @@ def _register_type(elem) -> ir.Type:
     return lt.I32  # bf16 pairs, s8 quadruples, s32, and tf32 inputs (see ``_input_register_type``)
 
 
-def _input_register_type(elem) -> ir.Type:
+def _input_register_type(elem: ElemType) -> ir.Type:
     return lt.I32 if elem.name == "f32" else _register_type(elem)  # tf32 travels as .b32
 
 

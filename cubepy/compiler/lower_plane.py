@@ -25,7 +25,8 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers
 from cubepy.compiler.lower_arith import binary, map_lanes
-from cubepy.compiler.lower_sync import PLANE_SIZE, sreg
+from cubepy.compiler.lower_sync import PLANE_SIZE as PLANE_SIZE
+from cubepy.compiler.lower_sync import sreg
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 FULL_MASK = ir.Constant(lt.I32, -1)
@@ -219,6 +220,7 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
         lw.define(inst.out, map_lanes(lw, lambda p: _vote(lw, kind, p, mask), [value], value.type))
     elif kind == "ballot":
         bits = _vote(lw, "ballot", value, _mask(lw, op))
+        assert inst.out is not None
         if inst.out.type.is_line:
             vec_t = lt.item_type(inst.out.type)
             bits = b.insert_element(lt.splat(vec_t, 0), bits, ir.Constant(lt.I32, 0))
@@ -226,6 +228,7 @@ def lower_plane(lw: KernelLowering, inst: Instruction) -> None:
     elif kind in ("match_any", "match_all"):
         lw.define(inst.out, _match(lw, kind, value, elem, _mask(lw, op)))
     elif kind in _MOVE_MODE:
+        assert op.arg is not None  # shuffles carry a lane or offset (verified)
         arg = as_u32(lw, lw.value(op.arg), op.arg)
         lw.define(inst.out, shuffle(lw, _MOVE_MODE[kind], value, arg, _mask(lw, op)))
     else:  # sum, max, ..., inclusive_sum, exclusive_prod, ...
@@ -256,7 +259,7 @@ def _widened(
     values: list[ir.Value],
     compute: Callable[[list[ir.Value], ElemType], list[ir.Value]],
 ) -> list[ir.Value]:
-    """``compute`` on ``values`` of ``op``'s type; f16/bf16 accumulate in f32 and round once, as the CPU runtime does."""
+    """``compute`` on ``values`` of ``op``'s type; f16/bf16 accumulate in f32 and round once, as the interp does."""
     assert op.value is not None
     elem = op.value.elem
     if elem not in (F16, BF16):

@@ -8,6 +8,8 @@ units; ``unit_pos_plane`` is ``%laneid`` and ``plane_pos = unit_pos / 32``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -66,9 +68,9 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
         if base == "absolute_pos":
             return absolute(axis)
     if name == "unit_pos":
-        return flat(*(sreg(lw, f"tid.{a}") for a in "xyz"), const(dims["x"]), const(dims["y"]))
+        return flat(*(sreg(lw, f"tid.{a}") for a in "xyz"), const(dims["x"]), const(dims["y"]))  # type: ignore[call-arg]  # x, y, z
     if name == "cube_pos":
-        return flat(*(sreg(lw, f"ctaid.{a}") for a in "xyz"), sreg(lw, "nctaid.x"), sreg(lw, "nctaid.y"))
+        return flat(*(sreg(lw, f"ctaid.{a}") for a in "xyz"), sreg(lw, "nctaid.x"), sreg(lw, "nctaid.y"))  # type: ignore[call-arg]  # x, y, z
     if name == "cube_dim":
         return const(dims["x"] * dims["y"] * dims["z"])
     if name == "cube_count":
@@ -82,7 +84,7 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
     if name == "unit_pos_plane":
         return sreg(lw, "laneid")
     if name == "plane_pos":
-        unit_pos = flat(*(sreg(lw, f"tid.{a}") for a in "xyz"), const(dims["x"]), const(dims["y"]))
+        unit_pos = flat(*(sreg(lw, f"tid.{a}") for a in "xyz"), const(dims["x"]), const(dims["y"]))  # type: ignore[call-arg]  # x, y, z
         return b.udiv(unit_pos, const(PLANE_SIZE))
     raise CompileError(f"unknown builtin {name!r}")
 
@@ -133,7 +135,8 @@ def lower_sync_cube_reduce(lw: KernelLowering, inst: Instruction) -> None:
     """bar.red.popc/and/or: a cube barrier that reduces the predicate (``__syncthreads_count/and/or``)."""
     b = lw.builder
     kind = _BARRIER_REDUCTION[type(inst.operation)]
-    pred = b.zext(lw.value(inst.operation.pred), lt.I32)
+    op = cast("ops.SyncCubeCount | ops.SyncCubeAnd | ops.SyncCubeOr", inst.operation)
+    pred = b.zext(lw.value(op.pred), lt.I32)
     reduced = lw.target.sync_cube_reduce(lw, kind, pred)
     lw.define(inst.out, reduced if kind == "popc" else b.icmp_unsigned("!=", reduced, ir.Constant(lt.I32, 0)))
 
@@ -144,7 +147,7 @@ _FENCE_SYNCSCOPE = {"cube": "block", "device": "device", "system": None}
 
 def lower_fence(lw: KernelLowering, inst: Instruction) -> None:
     """fence.acq_rel.{cta,gpu,sys}: CUDA's __threadfence_block/__threadfence/__threadfence_system."""
-    lw.builder.fence("acq_rel", _FENCE_SYNCSCOPE[inst.operation.scope])
+    lw.builder.fence("acq_rel", _FENCE_SYNCSCOPE[cast(ops.Fence, inst.operation).scope])
 
 
 # -- shuffles -------------------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ sm_90a with PTX 8.0):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
@@ -48,7 +51,7 @@ def _shared_address(lw: KernelLowering, smem: Variable, offset: Variable) -> ir.
     return lw.builder.gep(lw.shared_memory(smem), [index], source_etype=lt.item_type(smem.type, memory=True))
 
 
-def _wait_loop(lw: KernelLowering, try_wait) -> None:
+def _wait_loop(lw: KernelLowering, try_wait: Callable[[], ir.Value]) -> None:
     """Spin on ``try_wait()`` (an i1) until it reports the phase complete."""
     b = lw.builder
     spin, done = lw.new_block("mbarrier.wait"), lw.new_block("mbarrier.done")
@@ -61,7 +64,7 @@ def _wait_loop(lw: KernelLowering, try_wait) -> None:
 # -- barriers ------------------------------------------------------------------------------------------
 def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
     """Elected units: mbarrier.init + fence.proxy.async; then bar.sync 0 for the whole cube."""
-    op: ops.BarrierInit = inst.operation
+    op = cast(ops.BarrierInit, inst.operation)
     b = lw.builder
     bar = _barrier(lw, op.barrier)
     init, join = lw.new_block("mbarrier.init"), lw.new_block("mbarrier.ready")
@@ -76,13 +79,13 @@ def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
     """token = mbarrier.arrive.shared.b64."""
-    op: ops.BarrierArrive = inst.operation
+    op = cast(ops.BarrierArrive, inst.operation)
     lw.define(inst.out, lw.call("llvm.nvvm.mbarrier.arrive.shared", lt.I64, [_barrier(lw, op.barrier)]))
 
 
 def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """token = mbarrier.arrive.expect_tx (one arrival), else expect_tx followed by an arrive of ``count``."""
-    op: ops.BarrierArriveExpectTx = inst.operation
+    op = cast(ops.BarrierArriveExpectTx, inst.operation)
     bar = _barrier(lw, op.barrier)
     tx_bytes = _u32(lw, op.tx_bytes)
     if op.arrivals.is_constant and op.arrivals.value == 1:
@@ -96,7 +99,7 @@ def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> Non
 
 def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """mbarrier.expect_tx."""
-    op: ops.BarrierExpectTx = inst.operation
+    op = cast(ops.BarrierExpectTx, inst.operation)
     lw.call(
         "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", lt.VOID, [_barrier(lw, op.barrier), _u32(lw, op.tx_bytes)]
     )
@@ -104,14 +107,14 @@ def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
     """Spin on mbarrier.try_wait with the arrival's state token."""
-    op: ops.BarrierWait = inst.operation
+    op = cast(ops.BarrierWait, inst.operation)
     bar, token = _barrier(lw, op.barrier), lw.value(op.token)
     _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.scope.cta.space.cta", lt.I1, [bar, token]))
 
 
 def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """Spin on mbarrier.try_wait.parity."""
-    op: ops.BarrierWaitParity = inst.operation
+    op = cast(ops.BarrierWaitParity, inst.operation)
     bar = _barrier(lw, op.barrier)
     parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
     _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [bar, parity]))
@@ -119,14 +122,14 @@ def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """out = mbarrier.try_wait.parity.shared::cta.b64 (one test; false may also mean it timed out)."""
-    op: ops.BarrierTryWaitParity = inst.operation
+    op = cast(ops.BarrierTryWaitParity, inst.operation)
     parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
     done = lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [_barrier(lw, op.barrier), parity])
     lw.define(inst.out, done)
 
 
 # -- copies -------------------------------------------------------------------------------------------------
-def _load_prefix(lw: KernelLowering, op) -> list[ir.Value]:
+def _load_prefix(lw: KernelLowering, op: ops.TmaLoad | ops.TmaLoadIm2col) -> list[ir.Value]:
     dst = lw.builder.addrspacecast(_shared_address(lw, op.smem, op.offset), CLUSTER_SHARED_PTR)
     coords = [_u32(lw, c) for c in op.coords]
     return [dst, _barrier(lw, op.barrier), _tensor_map(lw, op.tensor_map), *coords]
@@ -141,7 +144,7 @@ def _load_suffix(mask: ir.Value | None = None) -> list[ir.Value]:
 
 def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
     """cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster]."""
-    op: ops.TmaLoad = inst.operation
+    op = cast(ops.TmaLoad, inst.operation)
     mask = None if op.multicast is None else lw.builder.trunc(_u32(lw, op.multicast), _I16)
     args = _load_prefix(lw, op) + _load_suffix(mask)
     lw.call(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{op.rank}d", lt.VOID, args)
@@ -149,7 +152,7 @@ def lower_tma_load(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
     """The im2col form, with rank-2 i16 offsets (W first) after the coordinates."""
-    op: ops.TmaLoadIm2col = inst.operation
+    op = cast(ops.TmaLoadIm2col, inst.operation)
     offsets = [lw.value(o) for o in op.offsets]
     args = _load_prefix(lw, op) + offsets + _load_suffix()
     lw.call(f"llvm.nvvm.cp.async.bulk.tensor.g2s.im2col.{op.rank}d", lt.VOID, args)
@@ -157,7 +160,7 @@ def lower_tma_load_im2col(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_tma_store(lw: KernelLowering, inst: Instruction) -> None:
     """cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group."""
-    op: ops.TmaStore = inst.operation
+    op = cast(ops.TmaStore, inst.operation)
     src = _shared_address(lw, op.smem, op.offset)
     coords = [_u32(lw, c) for c in op.coords]
     args = [src, _tensor_map(lw, op.tensor_map), *coords, ir.Constant(lt.I64, 0), _FALSE]
@@ -171,12 +174,20 @@ def lower_group_commit(lw: KernelLowering, inst: Instruction) -> None:
 
 def lower_group_wait(lw: KernelLowering, inst: Instruction) -> None:
     """cp.async.bulk.wait_group N."""
-    lw.call("llvm.nvvm.cp.async.bulk.wait.group", lt.VOID, [ir.Constant(lt.I32, inst.operation.pending)])
+    lw.call(
+        "llvm.nvvm.cp.async.bulk.wait.group",
+        lt.VOID,
+        [ir.Constant(lt.I32, cast(ops.TmaGroupWait, inst.operation).pending)],
+    )
 
 
 def lower_group_wait_read(lw: KernelLowering, inst: Instruction) -> None:
     """cp.async.bulk.wait_group.read N."""
-    lw.call("llvm.nvvm.cp.async.bulk.wait.group.read", lt.VOID, [ir.Constant(lt.I32, inst.operation.pending)])
+    lw.call(
+        "llvm.nvvm.cp.async.bulk.wait.group.read",
+        lt.VOID,
+        [ir.Constant(lt.I32, cast(ops.TmaGroupWaitRead, inst.operation).pending)],
+    )
 
 
 for _op_type, _lowering in {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from typing import SupportsInt, cast
 
 import attrs
 import numpy as np
@@ -66,7 +67,7 @@ def _rewrite_scope(scope: Scope, rewrite: Callable[[Instruction], Iterable[Instr
 
 def _substitute(operation: ops.Operation, mapping: dict[_Key, Variable]) -> ops.Operation:
     """``operation`` with operands found in ``mapping`` replaced (definitions such as a loop index are kept)."""
-    changes = {}
+    changes: dict[str, object] = {}
     for field in attrs.fields(type(operation)):
         value = getattr(operation, field.name)
         if isinstance(value, Variable) and (value.kind, value.id) in mapping:
@@ -133,7 +134,7 @@ def _array(var: Variable) -> np.ndarray:
     value = var.value
     if elem.is_int:
         bits = elem.bits
-        value = int(value) & ((1 << bits) - 1)
+        value = int(cast(SupportsInt, value)) & ((1 << bits) - 1)
         if elem.kind == "int" and value >= 1 << (bits - 1):
             value -= 1 << bits
     with np.errstate(all="ignore"):  # an f32 literal beyond f32's range is inf, as LLVM makes it
@@ -149,7 +150,7 @@ def _evaluate(operation: ops.Operation, out: Variable) -> np.ndarray | None:
     if isinstance(operation, ops.Cast) and operation.input.elem.is_int and out.elem.is_float:
         if abs(int(values[0])) >= 1 << 53:
             return None  # numpy converts through f64 (two roundings); leave it to the device's one rounding
-    return semantics.evaluate(type(operation), operands[0].elem, *values, result=out.elem.numpy)
+    return cast(np.ndarray, semantics.evaluate(type(operation), operands[0].elem, *values, result=out.elem.numpy))
 
 
 def _fold(inst: Instruction) -> Variable | None:
@@ -179,6 +180,7 @@ def fold_constants(definition: KernelDefinition) -> KernelDefinition:
         folded = _fold(inst)
         if folded is None:
             return [inst]
+        assert inst.out is not None  # _fold folds only instructions with an out
         if inst.out.kind is VarKind.CONST:
             mapping[(VarKind.CONST, inst.out.id)] = folded
             return []
@@ -187,7 +189,9 @@ def fold_constants(definition: KernelDefinition) -> KernelDefinition:
     return attrs.evolve(definition, body=_fold_scope(definition.body, rewrite, mapping))
 
 
-def _fold_scope(scope: Scope, rewrite, mapping: dict[_Key, Variable]) -> Scope:
+def _fold_scope(
+    scope: Scope, rewrite: Callable[[Instruction], Iterable[Instruction]], mapping: dict[_Key, Variable]
+) -> Scope:
     """Program-order folding: a branch's operands are substituted before its bodies are folded."""
     out: list[Instruction] = []
     for inst in scope.instructions:

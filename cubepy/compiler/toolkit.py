@@ -65,7 +65,7 @@ NO_ROOM = {
 }
 
 
-def write_error(error: OSError, folder: str | os.PathLike, what: str) -> CompileError:
+def write_error(error: OSError, folder: str | os.PathLike[str], what: str) -> CompileError:
     """A ``CompileError`` for a failed write of ``what`` in ``folder``: a full disk says so and names the folder."""
     reason = NO_ROOM.get(error.errno or 0)
     code = errno.errorcode.get(error.errno or 0, str(error.errno))

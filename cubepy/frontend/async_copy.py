@@ -22,6 +22,9 @@ runtime condition (the last tiles of a loop) and ``consumer_wait`` still waits f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import attrs
 
 from cubepy import ir
@@ -30,11 +33,19 @@ from cubepy.frontend.state import ScopeBuilder, current_scope, require_state
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 
+if TYPE_CHECKING:
+    from cubepy.frontend.containers import MemoryExpand
+    from cubepy.frontend.values import ExpandElement
+
+    _Position = tuple[int, int]  # (scope depth, index): when an instruction was emitted
+    _Defs = dict[ir.Variable, tuple[irops.Operation, _Position]]
+    _Assigns = dict[ir.Variable, list[_Position]]
+
 CHUNKS = (16, 8, 4)
 MAX_STAGES = irops.async_copy.MAX_PENDING + 1
 
 
-def _memory_slice(value, what: str, kind: VarKind):
+def _memory_slice(value: Any, what: str, kind: VarKind) -> tuple[MemoryExpand, Any, Any]:
     """(memory, item offset, item length) of a memory or a slice of one of ``kind``."""
     from cubepy.frontend.containers import MemoryExpand, SliceExpand
 
@@ -53,7 +64,7 @@ def _memory_slice(value, what: str, kind: VarKind):
 _NAMES = {VarKind.GLOBAL: "global buffer (Array/Tensor)", VarKind.SHARED: "shared memory"}
 
 
-def _comptime_or(value):
+def _comptime_or(value: Any) -> Any:
     """A Python int when ``value`` is comptime (or provably constant), else the runtime value unchanged."""
     if operations.is_comptime(value):
         return operations.comptime_value(value)
@@ -61,7 +72,7 @@ def _comptime_or(value):
     return value if known is None else known
 
 
-def _definitions() -> tuple[dict, dict]:
+def _definitions() -> tuple[_Defs, _Assigns]:
     """The variables defined so far around the insertion point -> (operation, position), and each mutable's
     assignment positions; a position (scope depth, index) orders instructions by when they were emitted."""
     chain = []
@@ -69,8 +80,8 @@ def _definitions() -> tuple[dict, dict]:
     while scope is not None:
         chain.append(scope)
         scope = scope.parent
-    defs: dict = {}
-    assigns: dict = {}
+    defs: _Defs = {}
+    assigns: _Assigns = {}
     for depth, builder in enumerate(reversed(chain)):
         for index, inst in enumerate(builder.instructions):
             if inst.out is None:
@@ -82,7 +93,9 @@ def _definitions() -> tuple[dict, dict]:
     return defs, assigns
 
 
-def _same_value(a, b, defs: dict, assigns: dict, after: tuple, depth: int = 12) -> bool:
+def _same_value(
+    a: ir.Variable, b: ir.Variable, defs: _Defs, assigns: _Assigns, after: _Position, depth: int = 12
+) -> bool:
     """Whether ``a`` and ``b`` (read at or after ``after``) are computed the same way from the same values."""
     if a == b:
         # A mutable read twice holds one value only if nothing assigned it since the earlier read.
@@ -103,7 +116,7 @@ def _same_value(a, b, defs: dict, assigns: dict, after: tuple, depth: int = 12) 
     return True
 
 
-def _constant_difference(length) -> int | None:
+def _constant_difference(length: object) -> int | None:
     """``c`` when the runtime slice length ``length`` is ``(x + c) - x`` (``m[i : i + c]``), else None."""
     var = getattr(length, "var", None)
     if not isinstance(var, ir.Variable):
@@ -117,24 +130,24 @@ def _constant_difference(length) -> int | None:
         return None
     for term, other in ((add[0].rhs, add[0].lhs), (add[0].lhs, add[0].rhs)):
         if term.is_constant and _same_value(other, sub[0].rhs, defs, assigns, add[1]):
-            return int(term.value)  # type: ignore[call-overload]
+            return int(term.value)  # type: ignore[call-overload,no-any-return]
     return None
 
 
-def _u32(value):
+def _u32(value: Any) -> Any:
     """``value`` as a u32 element (ints stay ints, so arithmetic on them folds in Python)."""
     if isinstance(value, int):
         return value
     return operations.element(operations.to_index(value))
 
 
-def _mul(a, b):
+def _mul(a: Any, b: Any) -> Any:
     if isinstance(b, int) and b == 1:
         return a
     return a * b if isinstance(a, int) and isinstance(b, int) else operations.binary("mul", _u32(a), _u32(b))
 
 
-def _add(a, b):
+def _add(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         return a + b
     if isinstance(b, int) and b == 0:
@@ -142,13 +155,13 @@ def _add(a, b):
     return operations.binary("add", _u32(a), _u32(b))
 
 
-def _min(a, b):
+def _min(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
     return operations.binary("min", _u32(a), _u32(b))
 
 
-def _saturating_sub(a, b):
+def _saturating_sub(a: Any, b: Any) -> Any:
     """``max(a - b, 0)`` in u32."""
     if isinstance(a, int) and isinstance(b, int):
         return max(a - b, 0)
@@ -156,7 +169,7 @@ def _saturating_sub(a, b):
     return operations.select(operations.compare("gt", a, b), operations.binary("sub", a, b), _u32_literal(0))
 
 
-def _u32_literal(value: int):
+def _u32_literal(value: int) -> ExpandElement:
     return operations.literal(value, ir.U32)
 
 
@@ -171,7 +184,7 @@ def _chunk_size(total_bytes: int, offsets_bytes: list[int]) -> int:
     )
 
 
-def memcpy_async(src, dst, cache: str | None = None) -> None:
+def memcpy_async(src: Any, dst: Any, cache: str | None = None) -> None:
     """The calling unit starts copying global slice ``src`` into shared slice ``dst`` (joins its open group).
 
     ``dst``'s length (comptime) is the size; items past the end of ``src`` are zero-filled.  ``cache`` is the
@@ -229,7 +242,7 @@ def async_commit_group() -> None:
     current_scope().append(irops.AsyncCommitGroup())
 
 
-def _pending(n) -> int:
+def _pending(n: Any) -> int:
     value = operations.comptime_value(n) if operations.is_comptime(n) else None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_STAGES:
         source.fail(
@@ -238,12 +251,12 @@ def _pending(n) -> int:
     return value
 
 
-def async_wait_group(n) -> None:
+def async_wait_group(n: Any) -> None:
     """Wait until at most ``n`` (comptime, 0..7) of this unit's committed copy groups are in flight."""
     current_scope().append(irops.AsyncWaitGroup(_pending(n)))
 
 
-def _runtime_if(cond, body) -> None:
+def _runtime_if(cond: Any, body: Callable[..., object]) -> None:
     """Emit ``if cond: body()`` as an IR branch (``cond`` a runtime bool; comptime ones run or skip)."""
     if operations.is_comptime(cond):
         if operations.comptime_value(cond):
@@ -270,7 +283,7 @@ class Pipeline:
 
     __slots__ = ("stages", "_in_flight")
 
-    def __init__(self, stages) -> None:
+    def __init__(self, stages: Any) -> None:
         count = operations.comptime_value(stages) if operations.is_comptime(stages) else None
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_STAGES:
             source.fail(f"Pipeline(stages): expected a comptime int in [1, {MAX_STAGES}], got {stages!r}")
@@ -282,7 +295,7 @@ class Pipeline:
     def producer_acquire(self) -> None:
         """Open a stage for the producer (the copies of a unit need no wait for a free slot: no-op)."""
 
-    def memcpy_async(self, src, dst, cache: str | None = None) -> None:
+    def memcpy_async(self, src: Any, dst: Any, cache: str | None = None) -> None:
         """Copy global slice ``src`` into shared slice ``dst`` in the open stage (see ``cp.memcpy_async``)."""
         memcpy_async(src, dst, cache)
 

@@ -6,7 +6,7 @@ IR operations (``a[i].fetch_add(v)``); each returns the value it replaced.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cubepy import ir
 from cubepy.frontend import generics, operations, source
@@ -42,7 +42,7 @@ class AtomicType:
 class Atomic:
     """``cp.Atomic[T]`` element type for arrays and shared memory (``a[i].fetch_add(v)``)."""
 
-    def __class_getitem__(cls, item) -> AtomicType | generics.GenericItem:
+    def __class_getitem__(cls, item: Any) -> AtomicType | generics.GenericItem:
         var = generics.unbound_var(item)
         if var is not None:  # Atomic[F] in a generic kernel's annotation
             return generics.GenericItem("atomic", var)
@@ -58,64 +58,64 @@ class AtomicRef:
         self.memory = memory
         self.index = index
 
-    def _value(self, value) -> ir.Variable:
+    def _value(self, value: Any) -> ir.Variable:
         return operations.convert(value, self.memory.var.type, "atomic operand")
 
-    def _op(self, op: str, value=None) -> ExpandElement:
+    def _op(self, op: str, value: Any = None) -> ExpandElement:
         var = None if value is None else self._value(value)
         result = operations.emit(irops.lookup(f"atomic_{op}")(self.memory.var, self.index, var), self.memory.var.type)
         assert result is not None  # every atomic but the store has a result
         return result
 
-    def fetch_inc(self, limit):
+    def fetch_inc(self, limit: Any) -> ExpandElement:
         """CUDA's ``atomicInc`` on a u32: ``m = 0 if m >= limit else m + 1``; the old value."""
         return self._op("inc", limit)
 
-    def fetch_dec(self, limit):
+    def fetch_dec(self, limit: Any) -> ExpandElement:
         """CUDA's ``atomicDec`` on a u32: ``m = limit if m == 0 or m > limit else m - 1``; the old value."""
         return self._op("dec", limit)
 
-    def fetch_add(self, value):
+    def fetch_add(self, value: Any) -> ExpandElement:
         """Atomically ``m += value``; the old value."""
         return self._op("add", value)
 
-    def fetch_sub(self, value):
+    def fetch_sub(self, value: Any) -> ExpandElement:
         """Atomically ``m -= value``; the old value."""
         return self._op("sub", value)
 
-    def fetch_max(self, value):
+    def fetch_max(self, value: Any) -> ExpandElement:
         """Atomically ``m = max(m, value)``; the old value."""
         return self._op("max", value)
 
-    def fetch_min(self, value):
+    def fetch_min(self, value: Any) -> ExpandElement:
         """Atomically ``m = min(m, value)``; the old value."""
         return self._op("min", value)
 
-    def fetch_and(self, value):
+    def fetch_and(self, value: Any) -> ExpandElement:
         """Atomically ``m &= value``; the old value."""
         return self._op("and", value)
 
-    def fetch_or(self, value):
+    def fetch_or(self, value: Any) -> ExpandElement:
         """Atomically ``m |= value``; the old value."""
         return self._op("or", value)
 
-    def fetch_xor(self, value):
+    def fetch_xor(self, value: Any) -> ExpandElement:
         """Atomically ``m ^= value``; the old value."""
         return self._op("xor", value)
 
-    def exchange(self, value):
+    def exchange(self, value: Any) -> ExpandElement:
         """Atomically ``m = value``; the old value."""
         return self._op("exchange", value)
 
-    def load(self):
+    def load(self) -> ExpandElement:
         """Atomically read ``m``."""
         return self._op("load")
 
-    def store(self, value) -> None:
+    def store(self, value: Any) -> None:
         """Atomically ``m = value``."""
         current_scope().append(irops.AtomicStore(self.memory.var, self.index, self._value(value)))
 
-    def compare_exchange(self, cmp, new):
+    def compare_exchange(self, cmp: Any, new: Any) -> ExpandElement:
         """Atomically ``if m == cmp: m = new``; the old value."""
         return operations.emit(
             irops.AtomicCompareExchange(self.memory.var, self.index, self._value(cmp), self._value(new)),

@@ -11,6 +11,8 @@ everywhere in cubepy's API.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cubepy import ir
 from cubepy.frontend import operations, source
 from cubepy.frontend.state import current_scope, require_state
@@ -22,7 +24,7 @@ from cubepy.ir import ops as irops
 _U32 = Type(ir.U32)
 
 
-def _u32(value, what: str) -> ir.Variable:
+def _u32(value: Any, what: str) -> ir.Variable:
     return operations.to_index(value, what)
 
 
@@ -39,27 +41,27 @@ class BarrierExpand:
         """Arrive once; the token of the current phase (for ``wait``)."""
         return operations.emit(irops.BarrierArrive(self.var), irops.tma.TOKEN_TYPE)
 
-    def arrive_and_expect_tx(self, arrivals, tx_bytes) -> ExpandElement:
+    def arrive_and_expect_tx(self, arrivals: Any, tx_bytes: Any) -> ExpandElement:
         """Expect ``tx_bytes`` more transaction bytes in this phase, then arrive ``arrivals`` times; a token."""
         op = irops.BarrierArriveExpectTx(self.var, _u32(arrivals, "arrivals"), _u32(tx_bytes, "transaction bytes"))
         return operations.emit(op, irops.tma.TOKEN_TYPE)
 
-    def expect_tx(self, tx_bytes) -> None:
+    def expect_tx(self, tx_bytes: Any) -> None:
         """Expect ``tx_bytes`` more transaction bytes in the current phase, without arriving."""
         current_scope().append(irops.BarrierExpectTx(self.var, _u32(tx_bytes, "transaction bytes")))
 
-    def wait(self, token) -> None:
+    def wait(self, token: Any) -> None:
         """Wait until the phase ``token`` was taken in has completed."""
         element = operations.as_element(token, "barrier token")
         if element.type != irops.tma.TOKEN_TYPE:
             source.fail(f"bar.wait expects the token returned by arrive, got a value of type {element.type!r}")
         current_scope().append(irops.BarrierWait(self.var, element.var))
 
-    def wait_parity(self, phase) -> None:
+    def wait_parity(self, phase: Any) -> None:
         """Wait until the phase of parity ``phase`` (0 or 1) has completed."""
         current_scope().append(irops.BarrierWaitParity(self.var, _u32(phase, "phase parity")))
 
-    def try_wait_parity(self, phase) -> ExpandElement:
+    def try_wait_parity(self, phase: Any) -> ExpandElement:
         """Whether the phase of parity ``phase`` (0 or 1) has completed (PTX ``mbarrier.try_wait.parity``).
 
         It may give False after a time-out even on a GPU, so wait with a loop:
@@ -73,7 +75,7 @@ class BarrierExpand:
         self.wait(self.arrive())
 
     # -- TMA loads ----------------------------------------------------------------------------------
-    def _tiled(self, rank: int, tensor_map, smem, coords, multicast=None) -> None:
+    def _tiled(self, rank: int, tensor_map: Any, smem: Any, coords: tuple[Any, ...], multicast: Any = None) -> None:
         tmap = _tensor_map(tensor_map, f"tma_load_{rank}d")
         if len(coords) != rank:
             source.fail(f"tma_load_{rank}d takes {rank} coordinates (outermost first), got {len(coords)}")
@@ -83,36 +85,38 @@ class BarrierExpand:
         mask = None if multicast is None else _u32(multicast, "multicast mask")
         current_scope().append(irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank, mask))
 
-    def tma_load_1d(self, tensor_map, smem, x, *, multicast=None) -> None:
+    def tma_load_1d(self, tensor_map: Any, smem: Any, x: Any, *, multicast: Any = None) -> None:
         """Load the 1-D box at ``x`` into ``smem`` through TMA, completing on this barrier.
 
         ``multicast`` (cluster launches): a u32 mask of cube ranks; the box lands at the same place in
         ``smem`` of each of those cubes and completes on each one's copy of this barrier."""
         self._tiled(1, tensor_map, smem, (x,), multicast)
 
-    def tma_load_2d(self, tensor_map, smem, y, x, *, multicast=None) -> None:
+    def tma_load_2d(self, tensor_map: Any, smem: Any, y: Any, x: Any, *, multicast: Any = None) -> None:
         """Load the 2-D box at ``(y, x)`` into ``smem`` through TMA, completing on this barrier (``multicast``:
         as for ``tma_load_1d``)."""
         self._tiled(2, tensor_map, smem, (y, x), multicast)
 
-    def tma_load_3d(self, tensor_map, smem, z, y, x, *, multicast=None) -> None:
+    def tma_load_3d(self, tensor_map: Any, smem: Any, z: Any, y: Any, x: Any, *, multicast: Any = None) -> None:
         """Load the 3-D box at ``(z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
         self._tiled(3, tensor_map, smem, (z, y, x), multicast)
 
-    def tma_load_4d(self, tensor_map, smem, w, z, y, x, *, multicast=None) -> None:
+    def tma_load_4d(self, tensor_map: Any, smem: Any, w: Any, z: Any, y: Any, x: Any, *, multicast: Any = None) -> None:
         """Load the 4-D box at ``(w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
         self._tiled(4, tensor_map, smem, (w, z, y, x), multicast)
 
-    def tma_load_5d(self, tensor_map, smem, v, w, z, y, x, *, multicast=None) -> None:
+    def tma_load_5d(
+        self, tensor_map: Any, smem: Any, v: Any, w: Any, z: Any, y: Any, x: Any, *, multicast: Any = None
+    ) -> None:
         """Load the 5-D box at ``(v, w, z, y, x)`` into ``smem`` through TMA, completing on this barrier."""
         self._tiled(5, tensor_map, smem, (v, w, z, y, x), multicast)
 
-    def arrive_cluster(self, rank) -> None:
+    def arrive_cluster(self, rank: Any) -> None:
         """Arrive once on this barrier's copy in the cluster's cube ``rank`` (PTX ``mapa`` +
         ``mbarrier.arrive.release.cluster.shared::cluster``): a consumer freeing a stage a peer multicasts into."""
         current_scope().append(irops.BarrierArriveCluster(self.var, _u32(rank, "cube rank")))
 
-    def _im2col(self, rank: int, tensor_map, smem, coords, offsets) -> None:
+    def _im2col(self, rank: int, tensor_map: Any, smem: Any, coords: tuple[Any, ...], offsets: tuple[Any, ...]) -> None:
         name = f"tma_load_im2col_{rank}d"
         tmap = _tensor_map(tensor_map, name)
         _check_rank(tmap, rank, "im2col", name)
@@ -121,15 +125,29 @@ class BarrierExpand:
         offs = tuple(_offset(value, f"{name} offset") for value in offsets[::-1])
         current_scope().append(irops.TmaLoadIm2col(self.var, tmap.var, memory, offset, length, driver, offs, rank))
 
-    def tma_load_im2col_3d(self, tensor_map, smem, n, w, c, w_offset) -> None:
+    def tma_load_im2col_3d(self, tensor_map: Any, smem: Any, n: Any, w: Any, c: Any, w_offset: Any) -> None:
         """Im2col load for NWC: pixels from filter base ``w`` of image ``n``, channels from ``c``."""
         self._im2col(3, tensor_map, smem, (n, w, c), (w_offset,))
 
-    def tma_load_im2col_4d(self, tensor_map, smem, n, h, w, c, h_offset, w_offset) -> None:
+    def tma_load_im2col_4d(
+        self, tensor_map: Any, smem: Any, n: Any, h: Any, w: Any, c: Any, h_offset: Any, w_offset: Any
+    ) -> None:
         """Im2col load for NHWC: pixels from filter base ``(h, w)`` of image ``n``, channels from ``c``."""
         self._im2col(4, tensor_map, smem, (n, h, w, c), (h_offset, w_offset))
 
-    def tma_load_im2col_5d(self, tensor_map, smem, n, d, h, w, c, d_offset, h_offset, w_offset) -> None:
+    def tma_load_im2col_5d(
+        self,
+        tensor_map: Any,
+        smem: Any,
+        n: Any,
+        d: Any,
+        h: Any,
+        w: Any,
+        c: Any,
+        d_offset: Any,
+        h_offset: Any,
+        w_offset: Any,
+    ) -> None:
         """Im2col load for NDHWC: pixels from filter base ``(d, h, w)`` of image ``n``, channels from ``c``."""
         self._im2col(5, tensor_map, smem, (n, d, h, w, c), (d_offset, h_offset, w_offset))
 
@@ -141,7 +159,7 @@ class Barrier:
     """``cp.Barrier.shared(arrival_count, is_elected)``: a cube-wide mbarrier."""
 
     @staticmethod
-    def shared(arrival_count, is_elected) -> BarrierExpand:
+    def shared(arrival_count: Any, is_elected: Any) -> BarrierExpand:
         """Declare a barrier; units where ``is_elected`` holds initialise it, then the cube synchronises."""
         state = require_state("cp.Barrier.shared")
         var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, 1)
@@ -151,7 +169,7 @@ class Barrier:
         return BarrierExpand(var)
 
 
-def _tensor_map(value, what: str) -> TensorMapExpand:
+def _tensor_map(value: Any, what: str) -> TensorMapExpand:
     if not isinstance(value, TensorMapExpand):
         source.fail(f"{what}: the first argument must be a TensorMap parameter, got {type(value).__name__}")
     return value
@@ -166,7 +184,7 @@ def _check_rank(tmap: TensorMapExpand, rank: int, mode: str, what: str) -> None:
         source.fail(f"{what} needs a {mode} tensor map, got a {comp_mode} one")
 
 
-def _offset(value, what: str) -> ir.Variable:
+def _offset(value: Any, what: str) -> ir.Variable:
     if operations.is_number(value):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
             source.fail(f"{what}: {value!r} is not a u16")

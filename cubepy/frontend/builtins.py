@@ -8,6 +8,9 @@ units of a cube.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 from cubepy import ir
 from cubepy.frontend import operations, source
 from cubepy.frontend.state import current_scope, require_state
@@ -108,7 +111,7 @@ class LaneMask(ExpandBase):
     GPU executes in a few instructions; planes are 32 lanes.
     """
 
-    def __init__(self, name: str, doc: str, build) -> None:
+    def __init__(self, name: str, doc: str, build: Callable[[Any], Any]) -> None:
         self.name = name
         self.__doc__ = doc
         self._build = build
@@ -143,7 +146,7 @@ def sync_cube() -> None:
     current_scope().append(irops.SyncCube())
 
 
-def sync_plane(mask=None) -> None:
+def sync_plane(mask: Any = None) -> None:
     """Wait until every unit of the plane gets here; with a u32 ``mask``, the lanes it names (CUDA's __syncwarp).
 
     Every unit that reaches a masked ``sync_plane`` must be in its mask, and all of them must pass the
@@ -155,21 +158,21 @@ def sync_plane(mask=None) -> None:
     current_scope().append(irops.SyncPlane(operations.convert(mask, Type(ir.U32), "sync_plane mask")))
 
 
-def _sync_cube_reduce(cls, pred) -> ExpandElement:
-    return operations.emit(cls(operations.to_bool(pred).var))
+def _sync_cube_reduce(cls: Callable[[ir.Variable], irops.Operation], pred: Any) -> ExpandElement:
+    return cast(ExpandElement, operations.emit(cls(operations.to_bool(pred).var)))
 
 
-def sync_cube_count(pred) -> ExpandElement:
+def sync_cube_count(pred: Any) -> ExpandElement:
     """``sync_cube`` that also gives how many units of the cube passed a true ``pred`` (u32; CUDA's __syncthreads_count)."""
     return _sync_cube_reduce(irops.SyncCubeCount, pred)
 
 
-def sync_cube_and(pred) -> ExpandElement:
+def sync_cube_and(pred: Any) -> ExpandElement:
     """``sync_cube`` that also gives whether ``pred`` holds on every unit of the cube (__syncthreads_and)."""
     return _sync_cube_reduce(irops.SyncCubeAnd, pred)
 
 
-def sync_cube_or(pred) -> ExpandElement:
+def sync_cube_or(pred: Any) -> ExpandElement:
     """``sync_cube`` that also gives whether ``pred`` holds on some unit of the cube (__syncthreads_or)."""
     return _sync_cube_reduce(irops.SyncCubeOr, pred)
 
@@ -197,7 +200,7 @@ fence_proxy_async = sync_async_proxy_shared  # one operation, two names (PTX's a
 
 
 # -- warp specialization ---------------------------------------------------------------------
-def _named_barrier_operands(barrier_id, units, what: str) -> tuple[ir.Variable, ir.Variable]:
+def _named_barrier_operands(barrier_id: Any, units: Any, what: str) -> tuple[ir.Variable, ir.Variable]:
     literal_id = barrier_id if operations.is_number(barrier_id) else None
     literal_units = units if operations.is_number(units) else None
     problem = irops.named_barrier_problem(literal_id, literal_units)
@@ -206,7 +209,7 @@ def _named_barrier_operands(barrier_id, units, what: str) -> tuple[ir.Variable, 
     return operations.to_index(barrier_id, f"{what} id"), operations.to_index(units, f"{what} unit count")
 
 
-def named_barrier_sync(barrier_id, units) -> None:
+def named_barrier_sync(barrier_id: Any, units: Any) -> None:
     """Wait at named barrier ``barrier_id`` (0..15) until ``units`` units have arrived (PTX ``bar.sync id, units``).
 
     ``units`` counts whole planes (a multiple of 32); arrivals from ``named_barrier_arrive`` count too.
@@ -222,18 +225,18 @@ def sync_cluster() -> None:
     current_scope().append(irops.SyncCluster())
 
 
-def named_barrier_arrive(barrier_id, units) -> None:
+def named_barrier_arrive(barrier_id: Any, units: Any) -> None:
     """Arrive at named barrier ``barrier_id`` of ``units`` units and go on without waiting (PTX ``bar.arrive``)."""
     current_scope().append(
         irops.NamedBarrierArrive(*_named_barrier_operands(barrier_id, units, "named_barrier_arrive"))
     )
 
 
-def setmaxnreg(count, increase) -> None:
+def setmaxnreg(count: Any, increase: Any) -> None:
     """Set this plane's register budget to ``count`` (PTX ``setmaxnreg.inc``/``.dec``, sm_90a).
 
     ``count`` is a comptime int in [24, 256], a multiple of 8; ``increase`` (comptime bool) asks for more
-    registers (a consumer warpgroup), else releases them (a producer).  A no-op on the CPU runtimes.
+    registers (a consumer warpgroup), else releases them (a producer).  A no-op on the interp and cpu runtimes.
     """
     low, high = irops.SETMAXNREG_RANGE
     if isinstance(count, bool) or not isinstance(count, int):
@@ -246,102 +249,102 @@ def setmaxnreg(count, increase) -> None:
 
 
 # -- plane operations ------------------------------------------------------------------------
-def _plane(op: str, value, out_type: Type | None = None, arg=None) -> ExpandElement:
+def _plane(op: str, value: Any, out_type: Type | None = None, arg: Any = None) -> ExpandElement:
     element = operations.as_element(value, f"plane_{op} operand")
     lane = None if arg is None else operations.to_index(arg, f"plane_{op} lane")
     return operations.emit(irops.lookup(f"plane_{op}")(element.var, lane), out_type or element.type)
 
 
-def plane_sum(value):
+def plane_sum(value: Any) -> ExpandElement:
     """The sum of ``value`` over the active units of the plane."""
     return _plane("sum", value)
 
 
-def plane_prod(value):
+def plane_prod(value: Any) -> ExpandElement:
     """The product of ``value`` over the active units of the plane."""
     return _plane("prod", value)
 
 
-def plane_min(value):
+def plane_min(value: Any) -> ExpandElement:
     """The minimum of ``value`` over the active units of the plane."""
     return _plane("min", value)
 
 
-def plane_max(value):
+def plane_max(value: Any) -> ExpandElement:
     """The maximum of ``value`` over the active units of the plane."""
     return _plane("max", value)
 
 
-def plane_inclusive_sum(value):
+def plane_inclusive_sum(value: Any) -> ExpandElement:
     """The sum of ``value`` over the plane's units up to and including this one."""
     return _plane("inclusive_sum", value)
 
 
-def plane_exclusive_sum(value):
+def plane_exclusive_sum(value: Any) -> ExpandElement:
     """The sum of ``value`` over the plane's units before this one (0 for the first)."""
     return _plane("exclusive_sum", value)
 
 
-def plane_inclusive_prod(value):
+def plane_inclusive_prod(value: Any) -> ExpandElement:
     """The product of ``value`` over the plane's units up to and including this one."""
     return _plane("inclusive_prod", value)
 
 
-def plane_exclusive_prod(value):
+def plane_exclusive_prod(value: Any) -> ExpandElement:
     """The product of ``value`` over the plane's units before this one (1 for the first)."""
     return _plane("exclusive_prod", value)
 
 
-def plane_all(value):
+def plane_all(value: Any) -> ExpandElement:
     """Whether ``value`` holds on every active unit of the plane."""
     return _plane("all", operations.to_bool(value))
 
 
-def plane_any(value):
+def plane_any(value: Any) -> ExpandElement:
     """Whether ``value`` holds on some active unit of the plane."""
     return _plane("any", operations.to_bool(value))
 
 
-def plane_ballot(value):
+def plane_ballot(value: Any) -> ExpandElement:
     """A 128-bit mask (a line of 4 u32) with bit ``i`` set when ``value`` holds on lane ``i``."""
     return _plane("ballot", operations.to_bool(value), Type(ir.U32, 4))
 
 
-def plane_match_any(value):
+def plane_match_any(value: Any) -> ExpandElement:
     """The mask (u32) of the plane's active units whose ``value`` equals this unit's (``__match_any_sync``)."""
     return _plane("match_any", value, Type(ir.U32))
 
 
-def plane_match_all(value):
+def plane_match_all(value: Any) -> ExpandElement:
     """The mask (u32) of the plane's active units when all hold the same ``value``, else 0 (``__match_all_sync``)."""
     return _plane("match_all", value, Type(ir.U32))
 
 
-def plane_elect():
+def plane_elect() -> ExpandElement | None:
     """True on exactly one active unit of the plane (the lowest lane): PTX ``elect.sync`` on sm_90+."""
     return operations.emit(irops.PlaneElect())
 
 
-def plane_broadcast(value, lane):
+def plane_broadcast(value: Any, lane: Any) -> ExpandElement:
     """``value`` as held by unit ``lane`` of the plane."""
     return _plane("broadcast", value, arg=lane)
 
 
-def plane_shuffle(value, src_lane):
+def plane_shuffle(value: Any, src_lane: Any) -> ExpandElement:
     """``value`` as held by unit ``src_lane`` of the plane (each unit picks its own source)."""
     return _plane("shuffle", value, arg=src_lane)
 
 
-def plane_shuffle_xor(value, mask):
+def plane_shuffle_xor(value: Any, mask: Any) -> ExpandElement:
     """``value`` as held by lane ``UNIT_POS_PLANE ^ mask``."""
     return _plane("shuffle_xor", value, arg=mask)
 
 
-def plane_shuffle_up(value, delta):
+def plane_shuffle_up(value: Any, delta: Any) -> ExpandElement:
     """``value`` as held by lane ``UNIT_POS_PLANE - delta`` (own value when that is below 0)."""
     return _plane("shuffle_up", value, arg=delta)
 
 
-def plane_shuffle_down(value, delta):
+def plane_shuffle_down(value: Any, delta: Any) -> ExpandElement:
     """``value`` as held by lane ``UNIT_POS_PLANE + delta`` (own value past the last lane)."""
     return _plane("shuffle_down", value, arg=delta)

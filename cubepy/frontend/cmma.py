@@ -9,6 +9,8 @@ elements between rows (``"row"`` layout) or columns (``"col"``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from cubepy import ir
 from cubepy.frontend import operations, source
 from cubepy.frontend.containers import MemoryExpand, SliceExpand
@@ -59,7 +61,7 @@ class MatrixExpand:
 class _MatrixFactory:
     __slots__ = ("elem",)
 
-    def __init__(self, elem) -> None:
+    def __init__(self, elem: Any) -> None:
         self.elem = to_elem(elem)
 
     def uninitialized(self, ident: str, m: int, n: int, k: int, layout: str | None = None) -> MatrixExpand:
@@ -82,13 +84,15 @@ class _MatrixFactory:
         var = require_state().declare_memory(VarKind.LOCAL_ARRAY, Type(self.elem), length, None)
         return MatrixExpand(var, ident, layout, shape)
 
-    def from_value(self, ident: str, m: int, n: int, k: int, layout, value) -> MatrixExpand:
+    def from_value(self, ident: str, m: int, n: int, k: int, layout: str | None, value: Any) -> MatrixExpand:
         """A fragment with every element ``value``."""
         matrix = self.uninitialized(ident, m, n, k, layout)
         fill(matrix, value)
         return matrix
 
-    def from_slice(self, ident: str, m: int, n: int, k: int, layout, memory, stride) -> MatrixExpand:
+    def from_slice(
+        self, ident: str, m: int, n: int, k: int, layout: str | None, memory: Any, stride: Any
+    ) -> MatrixExpand:
         """A fragment loaded from ``memory`` (rows or columns ``stride`` elements apart)."""
         matrix = self.uninitialized(ident, m, n, k, layout)
         load(matrix, memory, stride)
@@ -99,17 +103,17 @@ class Matrix:
     """``Matrix[f16].uninitialized(MatrixIdent.A, 16, 16, 16, MatrixLayout.ROW_MAJOR)``; also ``from_value``,
     ``from_slice``."""
 
-    def __class_getitem__(cls, elem) -> _MatrixFactory:
+    def __class_getitem__(cls, elem: Any) -> _MatrixFactory:
         return _MatrixFactory(elem)
 
 
-def _matrix(value, what: str) -> MatrixExpand:
+def _matrix(value: Any, what: str) -> MatrixExpand:
     if not isinstance(value, MatrixExpand):
         source.fail(f"{what}: expected a cp.cmma.Matrix, got {type(value).__name__}")
     return value
 
 
-def _memory(memory, matrix: MatrixExpand, what: str) -> tuple[ir.Variable, ir.Variable]:
+def _memory(memory: Any, matrix: MatrixExpand, what: str) -> tuple[ir.Variable, ir.Variable]:
     offset = 0
     if isinstance(memory, SliceExpand):
         memory, offset = memory.base, memory.offset
@@ -120,14 +124,14 @@ def _memory(memory, matrix: MatrixExpand, what: str) -> tuple[ir.Variable, ir.Va
     return memory.var, operations.to_index(offset, f"{what} offset")
 
 
-def fill(matrix, value) -> None:
+def fill(matrix: Any, value: Any) -> None:
     """Set every element of ``matrix`` to ``value``."""
     matrix = _matrix(matrix, "cmma.fill")
     var = operations.convert(value, Type(matrix.var.elem), "cmma.fill value")
     current_scope().append(irops.CmmaFill(matrix.var, var, matrix.ident))
 
 
-def load_with_layout(matrix, memory, stride, layout: str) -> None:
+def load_with_layout(matrix: Any, memory: Any, stride: Any, layout: str) -> None:
     """Load ``matrix`` from ``memory`` held in ``layout``."""
     matrix = _matrix(matrix, "cmma.load")
     if layout not in ("row", "col"):
@@ -137,7 +141,7 @@ def load_with_layout(matrix, memory, stride, layout: str) -> None:
     current_scope().append(op)
 
 
-def load(matrix, memory, stride) -> None:
+def load(matrix: Any, memory: Any, stride: Any) -> None:
     """Load ``matrix`` from ``memory`` in the matrix's own layout (accumulators: use ``load_with_layout``)."""
     matrix = _matrix(matrix, "cmma.load")
     if matrix.layout is None:
@@ -145,7 +149,7 @@ def load(matrix, memory, stride) -> None:
     load_with_layout(matrix, memory, stride, matrix.layout)
 
 
-def execute(a, b, c, d) -> None:
+def execute(a: Any, b: Any, c: Any, d: Any) -> None:
     """``d = a @ b + c`` (f32 accumulators)."""
     a, b, c, d = (_matrix(m, f"cmma.execute {n}") for m, n in zip((a, b, c, d), "abcd"))
     if (a.ident, b.ident, c.ident, d.ident) != ("a", "b", "accumulator", "accumulator"):
@@ -157,7 +161,7 @@ def execute(a, b, c, d) -> None:
     current_scope().append(irops.CmmaExecute(a.var, b.var, c.var, d.var, a.layout, b.layout))
 
 
-def store(memory, matrix, stride, layout: str) -> None:
+def store(memory: Any, matrix: Any, stride: Any, layout: str) -> None:
     """Store the accumulator ``matrix`` to ``memory`` in ``layout``."""
     matrix = _matrix(matrix, "cmma.store")
     if matrix.ident != MatrixIdent.ACCUMULATOR:
@@ -170,7 +174,7 @@ def store(memory, matrix, stride, layout: str) -> None:
     )
 
 
-def cast(matrix, elem) -> MatrixExpand:
+def cast(matrix: Any, elem: Any) -> MatrixExpand:
     """The accumulator ``matrix`` converted to ``elem`` (f32 or f16)."""
     matrix = _matrix(matrix, "cmma.cast")
     if matrix.ident != MatrixIdent.ACCUMULATOR:

@@ -8,6 +8,8 @@ kernel's identity hashes the arrays its source names, so a table with other valu
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cubepy import ir
@@ -34,19 +36,19 @@ class ConstArrayExpand(MemoryExpand):
         """The numpy shape of the table (comptime ints)."""
         return self.table_shape
 
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         source.fail(
             f"{self.describe()} is read-only: cp.const_array tables live in constant memory; copy the values "
             "into a LocalArray or SharedMemory to change them"
         )
 
-    def _flat_index(self, index: tuple):
+    def _flat_index(self, index: tuple[Any, ...]) -> object:
         if self.dims is None:
             source.fail(f"{self.describe()} is one-dimensional (shape {self.table_shape}): index it with one index")
         return super()._flat_index(index)
 
 
-def const_array(table) -> ConstArrayExpand:
+def const_array(table: Any) -> ConstArrayExpand:
     """A read-only kernel value holding the numpy array ``table``, indexable with runtime indices.
 
     Call it inside a kernel or ``@cube`` function on an array captured from Python (a module constant or

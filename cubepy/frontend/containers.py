@@ -10,7 +10,8 @@ offset, length) that adds its offset to every index.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
 
@@ -26,12 +27,14 @@ from cubepy.ir import Type, VarKind
 
 if TYPE_CHECKING:
     from cubepy.frontend.peer import PeerMemory
+    from cubepy.frontend.state import KernelBuilder
+    from cubepy.runtime.bindings import Bindings
 from cubepy.ir import ops as irops
 
 MAX_LOCAL_BYTES = 512 * 1024  # local arrays per unit
 
 
-def _item(item) -> tuple[ScalarType, int | None, bool]:
+def _item(item: object) -> tuple[ScalarType, int | None, bool]:
     """(element type, fixed line size or None for "set at launch", atomic) of a memory's item spec."""
     if isinstance(item, AtomicType):
         return item.elem, 1, True
@@ -63,6 +66,9 @@ class BufferCompilationArg:
     # the argument index of the first earlier buffer argument whose ``len()`` equals this one's (the launch
     # compared them, ``Kernel.compilation_args``); checked accesses of both then compare against one word
     same_len_as: int | None = None
+    # ``(argument index, dim)`` of the first earlier tensor argument whose ``shape(dim)`` equals this array's item
+    # count (``Kernel.compilation_args``): a guard on that extent proves this array's checked accesses
+    len_as_shape: tuple[int, int] | None = None
     # ``DIVISIBILITY`` when the launch found ``len()`` a multiple of it, else 1: a copy of 16-byte chunks
     # against the buffer's end then copies all of a chunk or none of it (``cubepy.ir.ranges``)
     len_multiple_of: int = 1
@@ -76,12 +82,12 @@ DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are special
 _NO_DIMS: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # an array's shape and stride multiples
 
 
-def _multiples(values) -> tuple[int, ...]:
+def _multiples(values: Iterable[int]) -> tuple[int, ...]:
     """``DIVISIBILITY`` or 1 for each of a tensor's shape or stride values."""
     return tuple([DIVISIBILITY if v % DIVISIBILITY == 0 else 1 for v in values])
 
 
-def _logical_len(arg, line: int) -> int:
+def _logical_len(arg: Any, line: int) -> int:
     """The argument's ``len()``: its shape's items, in lines of ``line``."""
     count = 1
     for extent in arg.shape:
@@ -95,12 +101,12 @@ class BufferType:
     role = "array"
     kind_name = "Array"
 
-    def __init__(self, item) -> None:
+    def __init__(self, item: Any) -> None:
         self.item = item
         self.elem, self.fixed_line, self.atomic = _item(item)
         self.lined = isinstance(item, LineType)
         # (dtype, line size, covering, rank, len multiple, shape and stride multiples) -> argument, for warm launches
-        self._accepted: dict[tuple, BufferCompilationArg] = {}
+        self._accepted: dict[tuple[object, ...], BufferCompilationArg] = {}
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.item == self.item
@@ -112,7 +118,7 @@ class BufferType:
         return f"{self.kind_name}[{self.item!r}]"
 
     # -- launch protocol ------------------------------------------------------------------------
-    def compilation_arg(self, arg) -> BufferCompilationArg:
+    def compilation_arg(self, arg: Any) -> BufferCompilationArg:
         """Validate a runtime buffer argument; its element type and line size."""
         handle = getattr(arg, "handle", None)
         line = getattr(arg, "line_size", None)
@@ -151,11 +157,11 @@ class BufferType:
         self._accepted[key] = comp_arg
         return comp_arg
 
-    def register(self, arg, bindings) -> None:
+    def register(self, arg: Any, bindings: Bindings) -> None:
         """Bind the buffer for one launch."""
         bindings.add_buffer(arg)
 
-    def expand(self, comp_arg: BufferCompilationArg, builder) -> MemoryExpand:
+    def expand(self, comp_arg: BufferCompilationArg, builder: KernelBuilder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""
         ty = Type(self.elem.ir, comp_arg.line_size)
         var = builder.register(
@@ -165,6 +171,7 @@ class BufferType:
             comp_arg.exclusive,
             comp_arg.rank,
             comp_arg.same_len_as,
+            len_as_shape=comp_arg.len_as_shape,
             multiple_of=comp_arg.len_multiple_of,
             shape_multiple_of=comp_arg.shape_multiple_of,
             stride_multiple_of=comp_arg.stride_multiple_of,
@@ -179,12 +186,12 @@ class BufferType:
         """The compilation argument used when inspecting without a launch (line size 1 unless fixed)."""
         return BufferCompilationArg(self.elem.name, self.fixed_line or 1)
 
-    def is_compilation_arg(self, value) -> bool:
+    def is_compilation_arg(self, value: object) -> bool:
         """Whether ``value`` is already this parameter's compilation argument."""
         return isinstance(value, BufferCompilationArg)
 
     @property
-    def expand_type(self):
+    def expand_type(self) -> type[MemoryExpand]:
         return MemoryExpand
 
 
@@ -195,14 +202,14 @@ class TensorType(BufferType):
     kind_name = "Tensor"
 
     @property
-    def expand_type(self):
+    def expand_type(self) -> type[MemoryExpand]:
         return TensorExpand
 
 
 class Array:
     """``Array[T]`` / ``Array[Line[T]]`` / ``Array[Atomic[T]]``: a global buffer parameter."""
 
-    def __class_getitem__(cls, item) -> BufferType:
+    def __class_getitem__(cls, item: Any) -> BufferType | generics.GenericBuffer:
         if generics.unbound_var(item) is not None:
             return generics.GenericBuffer(cls, item)
         return BufferType(generics.resolve_item(item))
@@ -211,13 +218,13 @@ class Array:
 class Tensor:
     """``Tensor[T]``: a global buffer with shape and strides."""
 
-    def __class_getitem__(cls, item) -> TensorType:
+    def __class_getitem__(cls, item: Any) -> TensorType | generics.GenericBuffer:
         if generics.unbound_var(item) is not None:
             return generics.GenericBuffer(cls, item)
         return TensorType(generics.resolve_item(item))
 
 
-def _add_offset(offset, index):
+def _add_offset(offset: Any, index: Any) -> Any:
     if isinstance(offset, int) and offset == 0:
         return index
     if isinstance(index, int) and not isinstance(index, bool) and index == 0:
@@ -254,7 +261,7 @@ class MemoryExpand:
         """Whether indexing is bounds-checked (global buffers of a ``launch``ed kernel)."""
         return self.var.kind is VarKind.GLOBAL and require_state().checked
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             if index.step not in (None, 1):
                 source.fail("memory slices take no step")
@@ -263,10 +270,10 @@ class MemoryExpand:
             )
         return self.read_item(self.item_index(index))
 
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         self.write_item(self.item_index(index), value)
 
-    def item_index(self, index):
+    def item_index(self, index: Any) -> Any:
         """The item index of ``m[index]``: one index, or one per dimension of a multi-dimensional memory."""
         if isinstance(index, tuple):
             return self._flat_index(index)
@@ -277,14 +284,14 @@ class MemoryExpand:
             )
         return index
 
-    def read_item(self, index):
+    def read_item(self, index: Any) -> Any:
         """Read item ``index`` (a flat index, no rank check: slices come here)."""
         idx = operations.to_index(index)
         if self.atomic:
             return AtomicRef(self, idx)
         return operations.emit(irops.Index(self.var, idx, self.checked), self.var.type)
 
-    def write_item(self, index, value) -> None:
+    def write_item(self, index: Any, value: Any) -> None:
         """Write item ``index`` (a flat index, no rank check: slices come here)."""
         idx = operations.to_index(index)
         if self.atomic:
@@ -293,7 +300,7 @@ class MemoryExpand:
         converted = operations.convert(value, self.var.type, f"store into {self.describe()}")
         current_scope().append(irops.IndexAssign(self.var, idx, converted, self.checked))
 
-    def peer(self, rank) -> PeerMemory:
+    def peer(self, rank: Any) -> PeerMemory:
         """This shared memory in the cube ``rank`` of the cluster (distributed shared memory, sm_90).
 
         ``smem.peer(r)[i]`` reads and ``smem.peer(r)[i] = v`` writes item ``i`` of cube ``r``'s copy (PTX
@@ -304,7 +311,7 @@ class MemoryExpand:
 
         return PeerMemory(self, operations.to_index(rank, "cube rank"))
 
-    def _flat_index(self, index: tuple):
+    def _flat_index(self, index: tuple[Any, ...]) -> object:
         """``m[i, j, ...]``: the row-major item index of a multi-dimensional shared/local memory."""
         if self.dims is None:
             source.fail(
@@ -325,28 +332,28 @@ class MemoryExpand:
         }.get(self.var.kind, "memory")
         return f"a {kind} of {self.var.type!r}"
 
-    def len(self):
+    def len(self) -> Any:
         """Number of items: a runtime u32 for buffers, a comptime int for shared/local memory."""
         if self.var.kind is VarKind.GLOBAL:
             return operations.emit(irops.Len(self.var))
         return self.var.length
 
-    def buffer_len(self):
+    def buffer_len(self) -> Any:
         """Items in the whole allocation (u32 for buffers, comptime int for shared/local memory)."""
         if self.var.kind is VarKind.GLOBAL:
             return operations.emit(irops.BufferLen(self.var))
         return self.var.length
 
-    def slice(self, start, end) -> SliceExpand:
+    def slice(self, start: Any, end: Any) -> SliceExpand:
         """The view ``[start, end)`` of this memory."""
         return SliceExpand(self, start, _length(start, end))
 
     def __len__(self) -> int:
         if self.var.kind is VarKind.GLOBAL:
             source.fail("len() of a buffer is a runtime value; use `.len()`")
-        return self.var.length
+        return cast(int, self.var.length)
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         source.fail("cannot iterate over a memory; loop with `for i in range(a.len())` and index it")
 
     def __repr__(self) -> str:
@@ -360,7 +367,7 @@ def _row_major_stride(shape: tuple[int, ...], dim: int) -> int:
     return stride
 
 
-def _weighted_sum(index: tuple, strides: list) -> object:
+def _weighted_sum(index: tuple[Any, ...], strides: list[Any]) -> object:
     """``sum(index[k] * strides[k])``: the same u32 arithmetic a kernel writes by hand (comptime parts fold)."""
     total = None
     for position, stride in zip(index, strides):
@@ -381,7 +388,7 @@ def _weighted_sum(index: tuple, strides: list) -> object:
     return 0 if total is None else total
 
 
-def _length(start, end):
+def _length(start: Any, end: Any) -> Any:
     if not isinstance(start, ExpandBase) and not isinstance(end, ExpandBase):
         return end - start
     return operations.binary(
@@ -400,19 +407,19 @@ class TensorExpand(MemoryExpand):
         super().__init__(var, atomic)
         self.known_rank = rank  # the launch argument's rank (None when compiled without one)
 
-    def shape(self, dim) -> ExpandElement:
+    def shape(self, dim: Any) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
         return operations.emit(irops.Shape(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
-    def stride(self, dim) -> ExpandElement:
+    def stride(self, dim: Any) -> ExpandElement:
         """The stride of dimension ``dim`` in elements."""
         return operations.emit(irops.Stride(self.var, operations.to_index(dim, "dimension")), Type(ir.U32))
 
     def rank(self) -> ExpandElement:
         """The number of dimensions."""
-        return operations.emit(irops.Rank(self.var))
+        return cast(ExpandElement, operations.emit(irops.Rank(self.var)))
 
-    def _flat_index(self, index: tuple):
+    def _flat_index(self, index: tuple[Any, ...]) -> object:
         """``t[i, j, ...]``: ``i * stride(0) + j * stride(1) + ...`` (a checked launch bounds the whole buffer)."""
         if self.line_size != 1:
             source.fail(
@@ -432,7 +439,7 @@ class SliceExpand:
 
     __slots__ = ("base", "offset", "length")
 
-    def __init__(self, base: MemoryExpand, offset, length) -> None:
+    def __init__(self, base: MemoryExpand, offset: Any, length: Any) -> None:
         self.base = base
         self.offset = offset
         self.length = length
@@ -452,37 +459,37 @@ class SliceExpand:
         """The element type."""
         return self.base.elem
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self.slice(index.start or 0, self.length if index.stop is None else index.stop)
         return self.base.read_item(_add_offset(self.offset, self._one(index)))
 
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         self.base.write_item(_add_offset(self.offset, self._one(index)), value)
 
     @staticmethod
-    def _one(index):
+    def _one(index: Any) -> Any:
         if isinstance(index, tuple):
             source.fail(f"a slice is one-dimensional: index it with one index, got {len(index)}")
         return index
 
-    def len(self):
+    def len(self) -> Any:
         """The slice length (u32, or a comptime int when both ends were comptime)."""
         return self.length
 
-    def slice(self, start, end) -> SliceExpand:
+    def slice(self, start: Any, end: Any) -> SliceExpand:
         """A sub-view ``[start, end)`` of this view."""
         offset = start if isinstance(self.offset, int) and self.offset == 0 else _add_offset(self.offset, start)
         return SliceExpand(self.base, offset, _length(start, end))
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         source.fail("cannot iterate over a slice; loop with `for i in range(s.len())` and index it")
 
     def __repr__(self) -> str:
         return f"<slice of {self.base!r}>"
 
 
-def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
+def _declare(kind: VarKind, item: object, length: Any, line_size: Any, alignment: int | None) -> MemoryExpand:
     elem, fixed, atomic = _item(item)
     if isinstance(item, LineType) and fixed is None:
         if line_size is None:
@@ -509,7 +516,7 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
     if alignment is not None and (alignment <= 0 or alignment & (alignment - 1)):
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
-    var = state.declare_memory(kind, Type(elem.ir, fixed), count, alignment)
+    var = state.declare_memory(kind, Type(elem.ir, cast(int, fixed)), count, alignment)
     total = sum((v.length or 0) * v.type.size for v in state.local_arrays) if kind is VarKind.LOCAL_ARRAY else 0
     if total > MAX_LOCAL_BYTES:  # the GPU's local memory per thread (sm_90); the cpu runtime keeps it too
         source.fail(
@@ -520,7 +527,7 @@ def _declare(kind: VarKind, item, length, line_size, alignment) -> MemoryExpand:
     return MemoryExpand(var, atomic, shape)
 
 
-def _check_divides(arg, handle, line: int) -> None:
+def _check_divides(arg: Any, handle: Any, line: int) -> None:
     """A line size must divide the elements a buffer argument covers, or its last elements are out of reach."""
     counts = [("buffer", handle.size)]
     if len(getattr(arg, "shape", ())) > 1 or tuple(getattr(arg, "shape", ())) != (handle.size,):
@@ -540,11 +547,11 @@ def _check_divides(arg, handle, line: int) -> None:
 class _MemoryFactory:
     __slots__ = ("kind", "item")
 
-    def __init__(self, kind: VarKind, item) -> None:
+    def __init__(self, kind: VarKind, item: object) -> None:
         self.kind = kind
         self.item = item
 
-    def __call__(self, length, line_size=None, alignment: int | None = None) -> MemoryExpand:
+    def __call__(self, length: Any, line_size: Any = None, alignment: int | None = None) -> MemoryExpand:
         return _declare(self.kind, self.item, length, line_size, alignment)
 
     def __repr__(self) -> str:
@@ -557,14 +564,14 @@ class SharedMemory:
 
     Indexing follows the launch mode, as for buffers: under ``launch`` an out-of-bounds read gives 0 and an
     out-of-bounds write is dropped; under ``launch_unchecked`` it is raw (undefined on a GPU, a
-    ``SanitizerError`` on the CPU runtime).  The sanitizer reports both.
+    ``SanitizerError`` on the interp and cpu runtimes).  The sanitizer reports both.
     """
 
-    def __class_getitem__(cls, item) -> _MemoryFactory:
+    def __class_getitem__(cls, item: object) -> _MemoryFactory:
         return _MemoryFactory(VarKind.SHARED, item)
 
     @staticmethod
-    def aligned(item, length, alignment: int, line_size=None) -> MemoryExpand:
+    def aligned(item: object, length: Any, alignment: int, line_size: Any = None) -> MemoryExpand:
         """Shared memory whose absolute address is a multiple of ``alignment`` bytes."""
         return _declare(VarKind.SHARED, item, length, line_size, alignment)
 
@@ -572,5 +579,5 @@ class SharedMemory:
 class LocalArray:
     """``LocalArray[T](n)``: ``n`` items private to each unit."""
 
-    def __class_getitem__(cls, item) -> _MemoryFactory:
+    def __class_getitem__(cls, item: object) -> _MemoryFactory:
         return _MemoryFactory(VarKind.LOCAL_ARRAY, item)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import abc
 import sys
 import typing
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
 
 import attrs
 
@@ -37,7 +38,7 @@ class CubeType(abc.ABC):
     ExpandType: ClassVar[type]
 
     @classmethod
-    def into_mut(cls, scope, expand):
+    def into_mut(cls, scope: Any, expand: Any) -> Any:
         """A mutable copy of ``expand`` (runtime fields become mutable locals)."""
         return mutability.into_mut(expand, None)
 
@@ -50,21 +51,21 @@ class LaunchArg(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def compilation_arg(cls, runtime_arg):
+    def compilation_arg(cls, runtime_arg: Any) -> Any:
         """The compile-relevant, hashable part of ``runtime_arg`` (validates it)."""
 
     @classmethod
     @abc.abstractmethod
-    def register(cls, runtime_arg, bindings) -> None:
+    def register(cls, runtime_arg: Any, bindings: Any) -> None:
         """Bind the runtime part of ``runtime_arg`` for one launch."""
 
     @classmethod
     @abc.abstractmethod
-    def expand(cls, comp_arg, builder):
+    def expand(cls, comp_arg: Any, builder: Any) -> Any:
         """Declare the parameter while expanding; the value the kernel body receives."""
 
     @classmethod
-    def expand_output(cls, comp_arg, builder):
+    def expand_output(cls, comp_arg: Any, builder: Any) -> Any:
         """Like ``expand``, for a parameter the kernel writes (same declaration here)."""
         return cls.expand(comp_arg, builder)
 
@@ -83,12 +84,12 @@ class Field:
     default: object = attrs.NOTHING
 
     @property
-    def launch(self):
+    def launch(self) -> Any:
         """The field's launch-protocol object."""
         return launch_arg_of(self.annotation, f"field {self.name!r}")
 
 
-def _resolve(annotation, cls: type):
+def _resolve(annotation: object, cls: type) -> object:
     if isinstance(annotation, str):
         module = sys.modules.get(cls.__module__)
         namespace = dict(vars(module)) if module is not None else {}
@@ -124,7 +125,7 @@ def class_fields(cls: type) -> list[Field]:
     return list(seen.values())
 
 
-def _bind(cls_name: str, fields: list[Field], args: tuple, kwargs: dict) -> dict[str, object]:
+def _bind(cls_name: str, fields: list[Field], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, object]:
     if len(args) > len(fields):
         raise TypeError(f"{cls_name} takes {len(fields)} fields, got {len(args)} positional arguments")
     values = dict(zip((f.name for f in fields), args))
@@ -142,7 +143,7 @@ def _bind(cls_name: str, fields: list[Field], args: tuple, kwargs: dict) -> dict
     return values
 
 
-def _expand_field(field: Field, value):
+def _expand_field(field: Field, value: Any) -> Any:
     mutability.check_bound(value)
     if field.comptime:
         if isinstance(value, ExpandBase) and not operations.is_comptime(value):
@@ -156,18 +157,18 @@ def _expand_field(field: Field, value):
 
 
 def _make_expand_class(cls: type, fields: list[Field]) -> type:
-    def __init__(self, *args, **kwargs):
+    def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         values = _bind(cls.__name__, fields, args, kwargs)
         for field in fields:
             object.__setattr__(self, field.name, _expand_field(field, values[field.name]))
 
-    def _cp_from_fields(klass, values: dict[str, object]):
+    def _cp_from_fields(klass: type[Any], values: dict[str, object]) -> Any:
         instance = object.__new__(klass)
         for field in fields:
             object.__setattr__(instance, field.name, values[field.name])
         return instance
 
-    def __repr__(self) -> str:
+    def __repr__(self: object) -> str:
         inner = ", ".join(f"{f.name}={getattr(self, f.name, '?')!r}" for f in fields)
         return f"{cls.__name__}Expand({inner})"
 
@@ -186,11 +187,11 @@ def _make_expand_class(cls: type, fields: list[Field]) -> type:
     return type(f"{cls.__name__}Expand", (cls,), namespace)
 
 
-def _install_constructor(cls: type, expand_cls: type) -> None:
+def _install_constructor(cls: type[Any], expand_cls: type) -> None:
     """Make ``Name(...)`` inside a kernel build a ``NameExpand`` (outside kernels it stays the class)."""
     original = cls.__dict__.get("__new__")
 
-    def __new__(klass, *args, **kwargs):
+    def __new__(klass: type[Any], *args: Any, **kwargs: Any) -> Any:
         if klass is cls and active_state() is not None:
             return object.__new__(expand_cls)
         if original is not None:
@@ -207,12 +208,12 @@ def _install_constructor(cls: type, expand_cls: type) -> None:
 def _make_launch_class(cls: type, fields: list[Field]) -> type:
     names = tuple(f.name for f in fields)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         values = _bind(f"{cls.__name__}.Launch", fields, args, kwargs)
         for name in names:
             object.__setattr__(self, name, values[name])
 
-    def __repr__(self) -> str:
+    def __repr__(self: object) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         return f"{cls.__name__}Launch({inner})"
 
@@ -237,7 +238,7 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
     comp_cls.__qualname__ = f"{cls.__qualname__}CompilationArg"
     runtime_fields = [f for f in fields if not f.comptime]
 
-    def compilation_arg(klass, launch):
+    def compilation_arg(klass: type, launch: object) -> Any:
         if not isinstance(launch, launch_cls):
             raise LaunchError(f"expected {cls.__name__}.Launch(...), got {type(launch).__name__}")
         values = {}
@@ -256,11 +257,11 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
                     raise LaunchError(f"field {field.name!r}: {exc}") from None
         return comp_cls(**values)
 
-    def register(klass, launch, bindings) -> None:
+    def register(klass: type, launch: object, bindings: Any) -> None:
         for field in runtime_fields:
             field.launch.register(getattr(launch, field.name), bindings)
 
-    def expand(klass, comp_arg, builder):
+    def expand(klass: type, comp_arg: object, builder: Any) -> Any:
         values = {}
         for field in fields:
             value = getattr(comp_arg, field.name)
@@ -269,9 +270,9 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
             else:
                 with builder.naming(field.name):
                     values[field.name] = field.launch.expand(value, builder)
-        return cls.ExpandType._cp_from_fields(values)
+        return cast(Any, cls).ExpandType._cp_from_fields(values)
 
-    def default_compilation_arg(klass):
+    def default_compilation_arg(klass: type) -> Any:
         values = {}
         for field in fields:
             if field.comptime:
@@ -302,7 +303,7 @@ def _install_launch(cls: type, fields: list[Field]) -> None:
     abc.ABCMeta.register(LaunchArg, cls)
 
 
-def derive(*traits):
+def derive(*traits: object) -> Callable[[type], type]:
     """Class decorator: ``@derive(CubeType)`` or ``@derive(CubeType, CubeLaunch)`` (see the module doc)."""
     for trait in traits:
         if trait not in (CubeType, CubeLaunch, LaunchArg):

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
 from cubepy import ir
 from cubepy.ir.types import elem_of_numpy
+
+if TYPE_CHECKING:
+    from cubepy.frontend.generics import GenericItem
 
 PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -41,7 +46,7 @@ class ScalarType:
         """Bytes per element."""
         return self.ir.size
 
-    def __call__(self, value=0):
+    def __call__(self, value: Any = 0) -> Any:
         """Inside a kernel: cast ``value`` to this type; outside: a numpy scalar of this type."""
         from cubepy.frontend import operations
         from cubepy.frontend.state import active_state
@@ -53,11 +58,11 @@ class ScalarType:
     new = __call__
     cast_from = __call__
 
-    def max_value(self):
+    def max_value(self) -> int | float:
         """The largest finite value of this type (a comptime Python number)."""
         return _limits(self.ir)[1]
 
-    def min_value(self):
+    def min_value(self) -> int | float:
         """The lowest finite value of this type (a comptime Python number)."""
         return _limits(self.ir)[0]
 
@@ -70,7 +75,7 @@ class ScalarType:
     def __repr__(self) -> str:
         return self.ir.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str], ScalarType], tuple[str]]:
         return (_scalar_by_name, (self.ir.name,))
 
 
@@ -93,13 +98,13 @@ def scalar_type(elem: ir.ElemType) -> ScalarType:
     return SCALAR_TYPES[elem.name]
 
 
-def to_elem(spec) -> ir.ElemType:
+def to_elem(spec: Any) -> ir.ElemType:
     """The IR element type of ``spec`` (a ScalarType, an ir.ElemType, a numpy dtype, a Line type or a bound TypeVar)."""
     if isinstance(spec, ScalarType):
         return spec.ir
     bound_type = getattr(type(spec), "bound_type", None)  # a generic kernel's TypeVar (cubepy.frontend.generics)
     if bound_type is not None:
-        return bound_type(spec).ir
+        return cast(ir.ElemType, bound_type(spec).ir)
     if isinstance(spec, ir.ElemType):
         return spec
     if isinstance(spec, LineType):
@@ -119,7 +124,7 @@ _ELEM_OF_DTYPE: dict[np.dtype, ir.ElemType | None] = {}
 
 def elem_of_dtype(dtype: np.dtype) -> ir.ElemType | None:
     """The IR element type of a numpy dtype, or None."""
-    found = _ELEM_OF_DTYPE.get(dtype, False)
+    found: ir.ElemType | Literal[False] | None = _ELEM_OF_DTYPE.get(dtype, False)
     if found is False:
         try:
             found = to_elem(dtype)
@@ -129,7 +134,7 @@ def elem_of_dtype(dtype: np.dtype) -> ir.ElemType | None:
     return found
 
 
-def _limits(elem: ir.ElemType):
+def _limits(elem: ir.ElemType) -> tuple[int | float, int | float]:
     if elem.is_bool:
         return (False, True)
     dtype = elem.numpy
@@ -140,7 +145,7 @@ def _limits(elem: ir.ElemType):
     return (int(info.min), int(info.max))
 
 
-def literal_elem(value) -> ir.ElemType:
+def literal_elem(value: Any) -> ir.ElemType:
     """The default element type of a Python literal: bool, i32 for ints, f32 for floats; numpy keeps its own."""
     if isinstance(value, np.generic):
         elem = elem_of_dtype(value.dtype)
@@ -153,7 +158,7 @@ def literal_elem(value) -> ir.ElemType:
     return ir.F32
 
 
-def fits(value, elem: ir.ElemType) -> bool:
+def fits(value: Any, elem: ir.ElemType) -> bool:
     """Whether the Python number ``value`` is exactly representable as a literal of ``elem``."""
     if elem.is_bool:
         return isinstance(value, (bool, np.bool_))
@@ -167,7 +172,7 @@ def fits(value, elem: ir.ElemType) -> bool:
     return low <= int(value) <= high
 
 
-def overflows(value, elem: ir.ElemType) -> bool:
+def overflows(value: Any, elem: ir.ElemType) -> bool:
     """Whether the finite number ``value`` rounds to infinity in float type ``elem`` (inf and nan do not)."""
     try:
         as_float = float(value)
@@ -179,7 +184,7 @@ def overflows(value, elem: ir.ElemType) -> bool:
         return not np.isfinite(np.asarray(as_float, dtype=np.float64).astype(elem.numpy))
 
 
-def convert_literal(value, elem: ir.ElemType):
+def convert_literal(value: Any, elem: ir.ElemType) -> bool | int | float:
     """``value`` as a Python value of ``elem``, rounded as the element type stores it (f16 rounds)."""
     if elem.is_bool:
         return bool(value)
@@ -190,7 +195,7 @@ def convert_literal(value, elem: ir.ElemType):
     return int(value)
 
 
-def cast_literal(value, elem: ir.ElemType):
+def cast_literal(value: Any, elem: ir.ElemType) -> bool | int | float:
     """Convert a literal as a runtime cast would (floats truncate toward zero, integers wrap)."""
     with np.errstate(all="ignore"):
         source = np.asarray(value)
@@ -208,7 +213,7 @@ class LineType:
         self.elem = elem
         self.size = size
 
-    def __call__(self, value):
+    def __call__(self, value: Any) -> Any:
         """Cast a line to element type T lane by lane (a scalar is cast and broadcast on use)."""
         from cubepy.frontend import operations
 
@@ -227,12 +232,12 @@ class LineType:
 class Line:
     """SIMD lines: ``Line[T]`` in annotations, ``Line(x)`` broadcasts a scalar, ``Line[T](x)`` casts."""
 
-    def __new__(cls, value, size: int | None = None):
+    def __new__(cls, value: Any, size: int | None = None) -> Any:
         from cubepy.frontend import operations
 
         return operations.broadcast(value, size)
 
-    def __class_getitem__(cls, item) -> LineType:
+    def __class_getitem__(cls, item: Any) -> LineType | GenericItem:
         from cubepy.frontend import generics
 
         elem, size = item if isinstance(item, tuple) else (item, None)
@@ -243,7 +248,7 @@ class Line:
         return LineType(_as_scalar_type(elem)) if size is None else LineType(_as_scalar_type(elem), int(size))
 
 
-def _as_scalar_type(spec) -> ScalarType:
+def _as_scalar_type(spec: Any) -> ScalarType:
     if isinstance(spec, ScalarType):
         return spec
     return scalar_type(to_elem(spec))
@@ -254,7 +259,7 @@ class ComptimeType:
 
     __slots__ = ("inner",)
 
-    def __init__(self, inner=None) -> None:
+    def __init__(self, inner: Any = None) -> None:
         self.inner = inner
 
     def __eq__(self, other: object) -> bool:
@@ -270,10 +275,10 @@ class ComptimeType:
 class Comptime:
     """``Comptime[X]`` marks a comptime parameter or field (any hashable Python value)."""
 
-    def __class_getitem__(cls, item) -> ComptimeType:
+    def __class_getitem__(cls, item: Any) -> ComptimeType:
         return ComptimeType(item)
 
 
-def is_comptime_annotation(annotation) -> bool:
+def is_comptime_annotation(annotation: object) -> bool:
     """Whether an annotation is ``Comptime`` or ``Comptime[X]``."""
     return annotation is Comptime or isinstance(annotation, ComptimeType)

@@ -12,6 +12,8 @@ flows through a mutable local.  The guard idiom ``i < n and a[i] > 0`` is theref
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any, cast
 
 import attrs
 
@@ -51,7 +53,7 @@ def _is_pure(scope: ScopeBuilder) -> bool:
     return True
 
 
-def _expand_aside(function):
+def _expand_aside(function: Callable[[], Any]) -> tuple[ScopeBuilder, Any]:
     """Run ``function`` with a scratch child of the current scope as insertion point."""
     state = require_state()
     scratch = state.current.child()
@@ -74,17 +76,17 @@ def _keep(scratch: ScopeBuilder) -> None:
             state.defined_in[(inst.out.kind, inst.out.id)] = parent
 
 
-def and_(left, right_fn):
+def and_(left: Any, right_fn: Callable[[], Any]) -> Any:
     """``left and right``: Python semantics when ``left`` is comptime, else a runtime ``and``."""
     return _logic("and", left, right_fn)
 
 
-def or_(left, right_fn):
+def or_(left: Any, right_fn: Callable[[], Any]) -> Any:
     """``left or right``: Python semantics when ``left`` is comptime, else a runtime ``or``."""
     return _logic("or", left, right_fn)
 
 
-def _logic(op: str, left, right_fn):
+def _logic(op: str, left: Any, right_fn: Callable[..., Any]) -> Any:
     mutability.check_bound(left)
     if operations.is_comptime(left):
         truth = bool(operations.comptime_value(left))
@@ -106,7 +108,7 @@ def _logic(op: str, left, right_fn):
     return operations.emit(irops.lookup(op)(a.var, b.var))
 
 
-def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -> ExpandElement:
+def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right: Any) -> ExpandElement:
     """``result = left; if (left for and / not left for or) { <right>; result = right }``."""
     state = require_state()
     parent = scratch.parent
@@ -126,7 +128,7 @@ def _short_circuit(op: str, left: ExpandElement, scratch: ScopeBuilder, right) -
     return ExpandElement(result, state)
 
 
-def not_(value):
+def not_(value: Any) -> Any:
     """``not value``: Python's on comptime values, an IR ``not`` on runtime ones."""
     mutability.check_bound(value)
     if operations.is_comptime(value):
@@ -134,7 +136,7 @@ def not_(value):
     return operations.unary("not", operations.to_bool(value))
 
 
-def _keep_proxy(operand, result):
+def _keep_proxy(operand: Any, result: Any) -> Any:
     """A bool computed from a ``cp.runtime`` constant stays a proxy (an IR constant), so that a ``while``
     on it is still a runtime loop; ``if`` folds it all the same."""
     if isinstance(operand, ExpandBase) and isinstance(result, bool):
@@ -142,7 +144,7 @@ def _keep_proxy(operand, result):
     return result
 
 
-def ifexp(cond, then_fn, else_fn):
+def ifexp(cond: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
     """``a if cond else b``: one side when comptime; else a select, or a branch when a side is impure."""
     is_runtime, cond_value = _classify(cond)
     if not is_runtime:
@@ -153,12 +155,14 @@ def ifexp(cond, then_fn, else_fn):
         _keep(then_scope)
         _keep(else_scope)
         return operations.select(cond_value, then_value, else_value)
-    return _branch_select(cond_value, then_scope, then_value, else_scope, else_value)
+    return _branch_select(cast(ExpandElement, cond_value), then_scope, then_value, else_scope, else_value)
 
 
-def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else_value) -> ExpandElement:
+def _branch_select(
+    cond: ExpandElement, then_scope: ScopeBuilder, then_value: Any, else_scope: ScopeBuilder, else_value: Any
+) -> ExpandElement:
     state = require_state()
-    parent = then_scope.parent
+    parent = cast(ScopeBuilder, then_scope.parent)  # a scratch scope always has a parent
     sample = []
     for scope, value in ((then_scope, then_value), (else_scope, else_value)):
         if isinstance(value, ExpandElement) or operations.is_runtime(value):
@@ -189,7 +193,7 @@ def _branch_select(cond: ExpandElement, then_scope, then_value, else_scope, else
     return ExpandElement(result, state)
 
 
-_COMPARE = {
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     **operations.PY_COMPARE,
     "is": operator.is_,
     "is_not": operator.is_not,
@@ -198,7 +202,7 @@ _COMPARE = {
 }
 
 
-def compare_chain(ops: tuple[str, ...], *operand_fns):
+def compare_chain(ops: tuple[str, ...], *operand_fns: Callable[[], Any]) -> Any:
     """``a < b <= c``: each operand evaluated once, comparisons joined with ``and``."""
     left = operand_fns[0]()
     result = None

@@ -16,6 +16,8 @@ return either): assign the result to a variable and return it at the end of the 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from cubepy import ir
 from cubepy.errors import ArmExit
@@ -27,17 +29,23 @@ from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
 
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from cubepy.frontend.mutability import FrameVars
+    from cubepy.frontend.state import ExpansionState
+
 
 class RangeHint:
     """``cp.range(start, stop, step, unroll=N)``: a runtime ``range`` loop with an unroll hint for the compiler."""
 
     __slots__ = ("args", "unroll")
 
-    def __init__(self, args: tuple, unroll: int | None) -> None:
+    def __init__(self, args: tuple[Any, ...], unroll: int | None) -> None:
         self.args = args
         self.unroll = unroll
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(builtins.range(*self.args))  # outside a kernel: a plain range
 
 
@@ -46,14 +54,14 @@ class Unroll:
 
     __slots__ = ("iterable",)
 
-    def __init__(self, iterable) -> None:
+    def __init__(self, iterable: Iterable[Any]) -> None:
         self.iterable = iterable
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.iterable)
 
 
-def _classify(cond) -> tuple[bool, ExpandElement | bool]:
+def _classify(cond: Any) -> tuple[bool, ExpandElement | bool]:
     """(is_runtime, comptime truth value or runtime bool element)."""
     mutability.check_bound(cond)
     if operations.is_comptime(cond):
@@ -75,7 +83,7 @@ class _Body:
         self.scope: ScopeBuilder | None = None  # set on entry
         self.exited = False
 
-    def __enter__(self):
+    def __enter__(self) -> _Body:
         state = self.region.state
         self.scope = self.region.parent.child()
         self._saved = state.current
@@ -84,7 +92,9 @@ class _Body:
         state.control.append(_entry(self.kind, self.region.loc))
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         state = self.region.state
         state.current = self._saved
         del state.control[self._depth :]
@@ -105,21 +115,23 @@ class _NoBody:
 
     __slots__ = ("state", "kind", "_depth")
 
-    def __init__(self, state, kind: str | None) -> None:
+    def __init__(self, state: ExpansionState, kind: str | None) -> None:
         self.state = state
         self.kind = kind
 
-    def __enter__(self):
+    def __enter__(self) -> _NoBody:
         self._depth = len(self.state.control)
         if self.kind is not None:
             self.state.control.append(_entry(self.kind, None))
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         del self.state.control[self._depth :]
 
 
-def _entry(kind: str, loc) -> ControlEntry:
+def _entry(kind: str, loc: ir.SourceLoc | None) -> ControlEntry:
     return ControlEntry(kind, None, loc)
 
 
@@ -138,22 +150,26 @@ class _Region:
         self.kinds: list[str] = []
         self.pre: list[object] = []
         self.live: frozenset[str] = frozenset()
-        self.muts = None
+        self.muts: FrameVars | None = None
 
     @property
     def line(self) -> int | str:
         """The construct's source line, for messages ("?" when unknown)."""
         return self.loc.line if self.loc is not None else "?"
 
-    def __enter__(self):
+    def __enter__(self) -> _Region:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is not None:
             self.state.current = self.parent
             del self.state.control[self.depth :]
 
-    def enter(self, muts, names: tuple[str, ...], values: tuple, live: tuple[str, ...]) -> tuple:
+    def enter(
+        self, muts: FrameVars | None, names: tuple[str, ...], values: tuple[Any, ...], live: tuple[str, ...]
+    ) -> tuple[Any, ...]:
         """Before a runtime construct: names assigned in it and used after become mutable locals."""
         self.muts, self.names, self.live = muts, names, frozenset(live)
         for name, value in zip(names, values):
@@ -171,7 +187,7 @@ class _Region:
             self.pre.append(value)
         return tuple(self.pre)
 
-    def check_body_end(self, values: tuple) -> None:
+    def check_body_end(self, values: tuple[Any, ...]) -> None:
         """At the normal end of a runtime body: mutables must still be themselves."""
         for name, kind, pre, current in zip(self.names, self.kinds, self.pre, values):
             if kind in ("mutable", "frozen") and current is not pre:
@@ -182,7 +198,7 @@ class _Region:
                     "change under a runtime condition"
                 )
 
-    def after_value(self, index: int):
+    def after_value(self, index: int) -> object:
         """The value of a promoted/dead name after the construct."""
         name, kind, pre = self.names[index], self.kinds[index], self.pre[index]
         if kind in ("mutable", "frozen"):
@@ -205,7 +221,7 @@ class IfControl(_Region):
 
     WHAT = "if"
 
-    def __init__(self, cond, has_else: bool) -> None:
+    def __init__(self, cond: Any, has_else: bool) -> None:
         super().__init__()
         self.runtime, value = _classify(cond)
         self.cond = value
@@ -217,22 +233,22 @@ class IfControl(_Region):
         self.merged: dict[str, object] = {}
         self.partial: set[str] = set()
 
-    def _arm(self, which: str):
+    def _arm(self, which: str) -> _Body | _NoBody:
         if not self.runtime:
             return _NoBody(self.state, None)
         body = _Body(self, "arm")
         self.arms[which] = body
         return body
 
-    def then_(self):
+    def then_(self) -> _Body | _NoBody:
         """The context of the then-arm."""
         return self._arm("then")
 
-    def else_(self):
+    def else_(self) -> _Body | _NoBody:
         """The context of the else-arm."""
         return self._arm("else")
 
-    def arm_done(self, which: str, values: tuple) -> None:
+    def arm_done(self, which: str, values: tuple[Any, ...]) -> None:
         """At the normal end of an arm: record the values of names first bound inside it."""
         if not self.runtime:
             return
@@ -250,19 +266,19 @@ class IfControl(_Region):
                 self.merged[name] = target
             mutability.assign_into(target, value, f"assignment to '{name}'")
 
-    def then_done(self, values: tuple) -> None:
+    def then_done(self, values: tuple[Any, ...]) -> None:
         """End of the then-arm."""
         self.arm_done("then", values)
 
-    def else_done(self, values: tuple) -> None:
+    def else_done(self, values: tuple[Any, ...]) -> None:
         """End of the else-arm."""
         self.arm_done("else", values)
 
-    def reset(self) -> tuple:
+    def reset(self) -> tuple[Any, ...]:
         """The names' values before the branch, for the else-arm."""
         return tuple(self.pre)
 
-    def finish(self, values: tuple) -> tuple:
+    def finish(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """Emit the branch; the names' values after it."""
         if not self.runtime:
             return values
@@ -292,7 +308,7 @@ class IfControl(_Region):
         return tuple(result)
 
 
-def if_(cond, has_else: bool = False) -> IfControl:
+def if_(cond: Any, has_else: bool = False) -> IfControl:
     """Classify an ``if`` condition."""
     return IfControl(cond, has_else)
 
@@ -304,10 +320,10 @@ class _RuntimeOnce:
         self.loop = loop
         self.step = 0
 
-    def __iter__(self):
+    def __iter__(self) -> _RuntimeOnce:
         return self
 
-    def __next__(self):
+    def __next__(self) -> ExpandElement | None:
         self.step += 1
         if self.step == 1:
             return self.loop.open_body()
@@ -325,22 +341,24 @@ class LoopControl(_Region):
         super().__init__()
         self.body: _Body | None = None
         self.body_closed = False
-        self.comptime_values = None
-        self.cond_fn = None
-        self.range_vars: tuple | None = None
+        self.comptime_values: Iterable[Any] | None = None
+        self.cond_fn: Callable[[], Any] | None = None
+        self.range_vars: tuple[ir.Variable, ...] | None = None
         self.index: ir.Variable | None = None
         self.index_weak: int | None = None
         self.unroll: int | None = None  # a RangeLoop's hint (cp.range(..., unroll=N))
 
-    def items(self):
+    def items(self) -> Iterator[Any]:
         """What the Python ``for`` iterates: once (runtime) or every comptime value."""
         if self.runtime:
             return _RuntimeOnce(self)
         if self.cond_fn is not None:
             return self._comptime_while()
-        return iter(self.comptime_values)
+        # set by for_; a user's `for x in None` leaves None, and iter() raises its TypeError as before
+        return iter(cast(Iterable[Any], self.comptime_values))
 
-    def _comptime_while(self):
+    def _comptime_while(self) -> Iterator[None]:
+        assert self.cond_fn is not None  # set by while_ before items() chose this
         iteration = 0
         while True:
             is_runtime, truth = _classify(self.cond_fn())
@@ -355,13 +373,14 @@ class LoopControl(_Region):
             iteration += 1
             yield None
 
-    def open_body(self):
+    def open_body(self) -> ExpandElement | None:
         """Enter the body scope; the loop index (range), or None after emitting the exit test (while)."""
         self.body = _Body(self, "loop")
         self.body.__enter__()
         if self.range_vars is not None:
             self.index = self.state.new_local(self.range_vars[0].type)
-            self.state.defined_in[(self.index.kind, self.index.id)] = self.body.scope
+            # the body's scope: set by __enter__ above
+            self.state.defined_in[(self.index.kind, self.index.id)] = cast(ScopeBuilder, self.body.scope)
             return ExpandElement(self.index, self.state, weak=self.index_weak)
         if self.cond_fn is not None:
             is_runtime, cond = _classify(self.cond_fn())
@@ -380,13 +399,13 @@ class LoopControl(_Region):
             self.body_closed = True
             self.body.__exit__(None, None, None)
 
-    def iteration(self):
+    def iteration(self) -> _Catch | _NoBody:
         """The context of one expansion of the body."""
         if self.runtime:
             return _Catch()
         return _NoBody(self.state, "unrolled")
 
-    def finish(self, values: tuple) -> tuple:
+    def finish(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """Emit the loop; the names' values after it."""
         if not self.runtime:
             return values
@@ -409,14 +428,16 @@ class _Catch:
 
     __slots__ = ()
 
-    def __enter__(self):
+    def __enter__(self) -> _Catch:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         return exc_type is ArmExit
 
 
-def for_(iterable) -> LoopControl:
+def for_(iterable: Any) -> LoopControl:
     """Classify a ``for`` over anything but ``range``: comptime iterables unroll."""
     if isinstance(iterable, RangeHint):
         loop = for_range(builtins.range, *iterable.args)
@@ -430,7 +451,7 @@ def for_(iterable) -> LoopControl:
     return loop
 
 
-def for_range(range_fn, *args) -> LoopControl:
+def for_range(range_fn: Callable[..., Any], *args: Any) -> LoopControl:
     """Classify ``for i in range(...)``: a runtime ``RangeLoop`` (use ``cp.unroll(range(...))`` to unroll)."""
     if range_fn is not builtins.range:
         return for_(range_fn(*args))
@@ -473,7 +494,7 @@ def for_range(range_fn, *args) -> LoopControl:
     return loop
 
 
-def while_(cond_fn, always: bool = False) -> LoopControl:
+def while_(cond_fn: Callable[[], Any], always: bool = False) -> LoopControl:
     """Classify a ``while``: ``while True`` and runtime conditions give an IR ``Loop``."""
     loop = LoopControl()
     if always:
@@ -490,7 +511,7 @@ def while_(cond_fn, always: bool = False) -> LoopControl:
 
 
 # -- break, continue, return -----------------------------------------------------------------
-def _innermost_loop(state, what: str) -> tuple[str, bool]:
+def _innermost_loop(state: ExpansionState, what: str) -> tuple[str, bool]:
     arm_seen = False
     for entry in reversed(state.control):
         if entry.kind == "arm":
@@ -502,7 +523,7 @@ def _innermost_loop(state, what: str) -> tuple[str, bool]:
     source.fail(f"`{what}` outside of a loop")
 
 
-def _jump(what: str, operation) -> bool:
+def _jump(what: str, operation: irops.Operation) -> bool:
     state = require_state()
     kind, arm_seen = _innermost_loop(state, what)
     if kind == "unrolled":
@@ -526,7 +547,7 @@ def cont() -> bool:
     return _jump("continue", branch.Continue())
 
 
-def ret(value=None):
+def ret(value: Any = None) -> Any:
     """``return value``: Python's return, or IR Return in a kernel under runtime control flow."""
     state = require_state()
     runtime = False

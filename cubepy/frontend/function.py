@@ -14,6 +14,8 @@ import ast
 import functools
 import sys
 import types
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 from cubepy.errors import CubeError, NotAKernelError
 from cubepy.frontend import source, syntax
@@ -23,7 +25,7 @@ from cubepy.frontend.state import ScopeBuilder, active_state
 from cubepy.ir import SourceLoc
 
 
-def parse_function(fn) -> tuple[ast.FunctionDef, str]:
+def parse_function(fn: types.FunctionType) -> tuple[ast.FunctionDef, str]:
     """The function's definition node with the file's real line numbers and columns, and its file name."""
     lines, first_line = source.function_source(fn)
     text = "".join(lines)
@@ -64,7 +66,7 @@ def _find_code(code: types.CodeType, name: str, parent: str) -> types.CodeType |
     return None
 
 
-def compile_rewritten(fn) -> tuple[types.FunctionType, ast.FunctionDef]:
+def compile_rewritten(fn: types.FunctionType) -> tuple[types.FunctionType, ast.FunctionDef]:
     """The rewritten expand twin of ``fn`` and the original definition node."""
     node, filename = parse_function(fn)
     rewritten = FunctionRewriter(node, filename).rewrite()
@@ -118,7 +120,7 @@ def compile_rewritten(fn) -> tuple[types.FunctionType, ast.FunctionDef]:
     return twin, node
 
 
-def _find_code_all(code: types.CodeType):
+def _find_code_all(code: types.CodeType) -> Iterator[types.CodeType]:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield const
@@ -128,7 +130,7 @@ def _find_code_all(code: types.CodeType):
 class CubeFunction:
     """A ``@cube`` function: expanded inline wherever a kernel or cube function calls it."""
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn: Any) -> None:
         # `@cube` above `@staticmethod`: an associated function without receiver (CubeCL's `Foo::new`).
         self.static = isinstance(fn, staticmethod)
         if self.static:
@@ -163,7 +165,7 @@ class CubeFunction:
             self._node, _ = parse_function(self.fn)
         return self._node
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state = active_state()
         if state is None:
             raise CubeError(
@@ -173,7 +175,7 @@ class CubeFunction:
             )
         return self.invoke(state, args, kwargs)
 
-    def invoke(self, state, args: tuple, kwargs: dict):
+    def invoke(self, state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Expand the body with ``args`` in the current scope of ``state``."""
         for value in (*args, *kwargs.values()):
             check_bound(value)
@@ -195,7 +197,7 @@ class CubeFunction:
         finally:
             state.cube_call_depth = depth
 
-    def expand(self, scope: ScopeBuilder | None, *args, **kwargs):
+    def expand(self, scope: ScopeBuilder | None, *args: Any, **kwargs: Any) -> Any:
         """CubeCL's ``foo::expand(scope, args..)``: expand into ``scope``."""
         state = active_state()
         if state is None:
@@ -205,7 +207,7 @@ class CubeFunction:
                 return self.invoke(state, args, kwargs)
         return self.invoke(state, args, kwargs)
 
-    def __get__(self, obj, objtype=None):
+    def __get__(self, obj: Any, objtype: type | None = None) -> CubeFunction | BoundCubeFunction:
         if obj is None or self.static:
             return self
         return BoundCubeFunction(self, obj)
@@ -216,7 +218,7 @@ class CubeFunction:
         setattr(owner, f"__expand_{name}", twin)
         setattr(owner, f"_{owner.__name__.lstrip('_')}__expand_{name}", twin)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> NoReturn:
         # Only reached for attributes a cube function lacks: say how to get a kernel's.
         if name in _KERNEL_ATTRIBUTES and type(self) is CubeFunction:
             raise NotAKernelError(
@@ -257,11 +259,11 @@ class BoundCubeFunction:
 
     __slots__ = ("function", "receiver")
 
-    def __init__(self, function: CubeFunction, receiver) -> None:
+    def __init__(self, function: CubeFunction, receiver: Any) -> None:
         self.function = function
         self.receiver = receiver
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state = active_state()
         if state is None:
             raise CubeError(
@@ -275,13 +277,13 @@ class BoundCubeFunction:
 
 
 def cube(
-    fn=None,
+    fn: Any = None,
     *,
     launch: bool = False,
     launch_unchecked: bool = False,
     contract: bool | None = None,
     fastmath: bool | None = None,
-):
+) -> Any:
     """Make a cube function (``@cube``) or a kernel (``@cube(launch=True)``, ``launch_unchecked=True``).
 
     ``contract`` (kernels): fuse one-use ``a * b + c`` into ``fma``; None follows ``CUBEPY_CONTRACT`` (on).
@@ -290,7 +292,7 @@ def cube(
     (off).  A cube function ignores both: the kernel that calls it decides.
     """
 
-    def wrap(function, frame=None):
+    def wrap(function: Any, frame: types.FrameType | None = None) -> Any:
         _resolve_text_annotations(function, frame if frame is not None else sys._getframe(1))
         if launch or launch_unchecked:
             from cubepy.frontend.kernel import Kernel
@@ -303,7 +305,7 @@ def cube(
     return wrap(fn, sys._getframe(1)) if fn is not None else wrap
 
 
-def _resolve_text_annotations(function, frame: types.FrameType) -> None:
+def _resolve_text_annotations(function: Any, frame: types.FrameType) -> None:
     """Evaluate annotations kept as text (``from __future__ import annotations``) where the ``def`` ran.
 
     Python does not close over a name used only in an annotation (``Array[T]`` in a factory taking ``T``), so

@@ -12,11 +12,18 @@ for its bound type: ``F(x)`` casts, ``cp.SharedMemory[F](n)`` and ``cp.Line[F]``
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cubepy.frontend.elem import ScalarType
+    from cubepy.frontend.kernel import ParamSpec
 
 _ELEM_NAMES = {
     "float": ("f16", "bf16", "f32", "f64"),
@@ -46,7 +53,7 @@ Numeric = TypeBound("Numeric", Float.elems + Int.elems + UInt.elems)
 _local = threading.local()
 
 
-def _bindings() -> list[dict]:
+def _bindings() -> list[dict[TypeVar, ScalarType]]:
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
@@ -54,7 +61,7 @@ def _bindings() -> list[dict]:
 
 
 @contextmanager
-def bound(binding: dict) -> Iterator[None]:
+def bound(binding: dict[TypeVar, ScalarType]) -> Iterator[None]:
     """Within the block, each ``TypeVar`` of ``binding`` stands for its element type."""
     stack = _bindings()
     stack.append(binding)
@@ -67,7 +74,7 @@ def bound(binding: dict) -> Iterator[None]:
 ACCEPTED_BOUNDS = "cp.Float, cp.Int, cp.UInt, cp.Numeric, or element types such as cp.f32 (a tuple of them)"
 
 
-def _bound_elem(name: str, item) -> ir.ElemType:
+def _bound_elem(name: str, item: Any) -> ir.ElemType:
     """The element type a ``TypeVar`` bound names; strings are refused (``"float"`` would silently mean f64)."""
     from cubepy.frontend.elem import to_elem
 
@@ -86,7 +93,7 @@ def _bound_elem(name: str, item) -> ir.ElemType:
 class TypeVar:
     """A kernel's type parameter: ``F = cp.TypeVar("F", cp.Float)`` (bounds: TypeBounds or element types)."""
 
-    def __init__(self, name: str, *bounds) -> None:
+    def __init__(self, name: str, *bounds: Any) -> None:
         if not isinstance(name, str):
             raise CubeError(f"cp.TypeVar({name!r}, ...): the name must be a str, got {type(name).__name__}")
         if not bounds:
@@ -103,7 +110,7 @@ class TypeVar:
     def __repr__(self) -> str:
         return f"TypeVar({self.name!r}: {'|'.join(e.name for e in self.allowed)})"
 
-    def bound_type(self):
+    def bound_type(self) -> ScalarType:
         """The ``ScalarType`` this parameter stands for now; CubeError outside a bound expansion."""
         for binding in reversed(_bindings()):
             found = binding.get(self)
@@ -118,7 +125,7 @@ class TypeVar:
         """Whether an enclosing expansion binds this parameter."""
         return any(self in binding for binding in _bindings())
 
-    def __call__(self, value=0):
+    def __call__(self, value: Any = 0) -> Any:
         """Inside a kernel: cast ``value`` to the bound type (as ``f32(x)`` does)."""
         return self.bound_type()(value)
 
@@ -128,7 +135,7 @@ class TypeVar:
         return self.bound_type().ir
 
     @property
-    def numpy(self):
+    def numpy(self) -> np.dtype:
         """The bound numpy dtype."""
         return self.bound_type().numpy
 
@@ -137,11 +144,11 @@ class TypeVar:
         """Bytes per element of the bound type."""
         return self.bound_type().size
 
-    def max_value(self):
+    def max_value(self) -> int | float:
         """The largest finite value of the bound type."""
         return self.bound_type().max_value()
 
-    def min_value(self):
+    def min_value(self) -> int | float:
         """The lowest finite value of the bound type."""
         return self.bound_type().min_value()
 
@@ -158,15 +165,15 @@ class GenericItem:
         name = "Line" if self.kind == "line" else "Atomic"
         return f"{name}[{self.var.name}{'' if self.size is None else f', {self.size}'}]"
 
-    def substitute(self):
+    def substitute(self) -> Any:
         """The concrete item for the current binding."""
         from cubepy.frontend.atomics import Atomic
         from cubepy.frontend.elem import Line
 
         elem = self.var.bound_type()
         if self.kind == "atomic":
-            return Atomic[elem]
-        return Line[elem] if self.size is None else Line[elem, self.size]
+            return cast(Any, Atomic)[elem]
+        return cast(Any, Line)[elem] if self.size is None else cast(Any, Line)[elem, self.size]
 
 
 class GenericBuffer:
@@ -174,7 +181,7 @@ class GenericBuffer:
 
     __slots__ = ("factory", "item")
 
-    def __init__(self, factory, item) -> None:
+    def __init__(self, factory: Any, item: TypeVar | GenericItem) -> None:
         self.factory, self.item = factory, item
 
     @property
@@ -186,13 +193,13 @@ class GenericBuffer:
         item = self.item.name if isinstance(self.item, TypeVar) else repr(self.item)
         return f"{self.factory.__name__}[{item}]"
 
-    def substitute(self):
+    def substitute(self) -> Any:
         """The concrete ``Array[...]``/``Tensor[...]`` for the current binding."""
         item = self.item.bound_type() if isinstance(self.item, TypeVar) else self.item.substitute()
         return self.factory[item]
 
 
-def unbound_var(item) -> TypeVar | None:
+def unbound_var(item: object) -> TypeVar | None:
     """The unbound type parameter ``item`` names (directly, or inside Line/Atomic), or None."""
     if isinstance(item, TypeVar):
         return None if item.is_bound() else item
@@ -201,7 +208,7 @@ def unbound_var(item) -> TypeVar | None:
     return None
 
 
-def resolve_item(item):
+def resolve_item(item: Any) -> Any:
     """``item`` with a bound type parameter replaced by its element type."""
     if isinstance(item, TypeVar):
         return item.bound_type()
@@ -210,7 +217,7 @@ def resolve_item(item):
     return item
 
 
-def type_var_of(annotation) -> TypeVar | None:
+def type_var_of(annotation: object) -> TypeVar | None:
     """The type parameter a kernel parameter's annotation names, or None for a concrete annotation."""
     if isinstance(annotation, TypeVar):
         return annotation
@@ -219,7 +226,7 @@ def type_var_of(annotation) -> TypeVar | None:
     return None
 
 
-def elem_of_arg(annotation, arg, param: str) -> ir.ElemType | None:
+def elem_of_arg(annotation: object, arg: Any, param: str) -> ir.ElemType | None:
     """The element type ``arg`` gives the type parameter of ``annotation`` (None when it says nothing)."""
     from cubepy.frontend.containers import BufferCompilationArg, BufferType
     from cubepy.frontend.elem import ScalarType, elem_of_dtype, to_elem
@@ -250,7 +257,7 @@ def elem_of_arg(annotation, arg, param: str) -> ir.ElemType | None:
     return None  # a plain Python number: another parameter must bind the type
 
 
-def bind(kernel_name: str, params, args) -> dict:
+def bind(kernel_name: str, params: Sequence[ParamSpec], args: Sequence[Any]) -> dict[TypeVar, ScalarType]:
     """The binding {TypeVar: ScalarType} the arguments give; LaunchError on a conflict or an unbound parameter."""
     from cubepy.frontend.elem import scalar_type
 
@@ -284,6 +291,6 @@ def bind(kernel_name: str, params, args) -> dict:
     return {var: scalar_type(elem) for var, (elem, _) in found.items()}
 
 
-def binding_text(binding: dict) -> str:
+def binding_text(binding: dict[TypeVar, ScalarType]) -> str:
     """``F=f32,G=i32``: the binding's part of a cache key and of a name."""
     return ",".join(f"{var.name}={elem.name}" for var, elem in sorted(binding.items(), key=lambda kv: kv[0].name))

@@ -17,6 +17,7 @@ import enum
 import inspect
 import os
 import types
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def _referenced(node: ast.AST) -> list[tuple[str, ...]]:
 
 
 class _Hasher:
-    def __init__(self, digest) -> None:
+    def __init__(self, digest: Any) -> None:
         self.digest = digest
         self.seen: set[int] = set()
 
@@ -71,7 +72,7 @@ class _Hasher:
             self.digest.update(str(part).encode())
             self.digest.update(b"\0")
 
-    def function(self, fn) -> None:
+    def function(self, fn: types.FunctionType) -> None:
         """Hash a Python function's source, defaults and what it references."""
         if id(fn) in self.seen:
             self.update("seen", fn.__qualname__)
@@ -129,7 +130,7 @@ class _Hasher:
             if isinstance(attribute, CubeFunction):
                 self.function(attribute.fn)
 
-    def value(self, value) -> None:
+    def value(self, value: object) -> None:
         """Hash one referenced value."""
         if isinstance(value, CubeFunction):
             self.function(value.fn)
@@ -180,7 +181,7 @@ class _Hasher:
 _MISSING = object()
 
 
-def _resolve(name: str, fn, closure: dict) -> tuple[bool, object]:
+def _resolve(name: str, fn: types.FunctionType, closure: dict[str, Any]) -> tuple[bool, object]:
     cell = closure.get(name)
     if cell is not None:
         try:
@@ -198,7 +199,7 @@ def _is_cubepy(module: str | None) -> bool:
     return module is not None and (module == "cubepy" or module.startswith("cubepy."))
 
 
-def _unstable(value) -> str:
+def _unstable(value: object) -> str:
     """A token that never repeats across processes (values without a stable text)."""
     return f"unstable:{_PROCESS_TOKEN}:{id(value)}"
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import builtins as _py
 import math
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
@@ -20,8 +22,8 @@ from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import ops as irops
 
 
-def _unary(op: str, doc: str):
-    def function(x):
+def _unary(op: str, doc: str) -> Callable[[Any], Any]:
+    def function(x: Any) -> Any:
         return operations.unary(op, x)
 
     function.__name__ = function.__qualname__ = op
@@ -42,8 +44,8 @@ for _name in RECORD_FUNCTIONS:
 __all__ = list(RECORD_FUNCTIONS)
 
 
-def _int_unary(op: str, doc: str):
-    def function(x):
+def _int_unary(op: str, doc: str) -> Callable[[Any], Any]:
+    def function(x: Any) -> Any:
         if not isinstance(x, ExpandBase):
             source.fail(f"cp.{op} needs a runtime integer (a Python int has no width)")
         return operations.unary(op, x)
@@ -60,21 +62,21 @@ trailing_zeros = _int_unary("trailing_zeros", "The number of trailing zero bits 
 find_first_set = _int_unary("find_first_set", "The 1-based position of the lowest set bit of x (0 for 0), as u32.")
 
 
-def is_nan(x):
+def is_nan(x: Any) -> Any:
     """Whether x is NaN (lane by lane)."""
     if not isinstance(x, ExpandBase):
         return operations.fold_comptime("is_nan", x)
     return operations.unary("is_nan", x)
 
 
-def is_inf(x):
+def is_inf(x: Any) -> Any:
     """Whether x is infinite (lane by lane)."""
     if not isinstance(x, ExpandBase):
         return operations.fold_comptime("is_inf", x)
     return operations.unary("is_inf", x)
 
 
-def powf(base, exponent):
+def powf(base: Any, exponent: Any) -> Any:
     """base raised to the (float) exponent."""
     if not isinstance(base, ExpandBase) and not isinstance(exponent, ExpandBase):
         return operations.fold_comptime("powf", base, exponent)
@@ -84,7 +86,7 @@ def powf(base, exponent):
     return operations.emit(irops.Powf(a.var, b.var))
 
 
-def _float_binary(op: str, a, b):
+def _float_binary(op: str, a: Any, b: Any) -> Any:
     if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
         return operations.fold_comptime(op, a, b)
     x, y = operations.unify((a, b), op) or source.fail(f"{op} expects numbers")
@@ -93,37 +95,37 @@ def _float_binary(op: str, a, b):
     return operations.emit(irops.lookup(op)(x.var, y.var))
 
 
-def atan2(y, x):
+def atan2(y: Any, x: Any) -> Any:
     """The angle of the point (x, y) in radians, in [-pi, pi]."""
     return _float_binary("atan2", y, x)
 
 
-def hypot(a, b):
+def hypot(a: Any, b: Any) -> Any:
     """sqrt(a * a + b * b) without undue overflow."""
     return _float_binary("hypot", a, b)
 
 
-def copysign(magnitude, sign):
+def copysign(magnitude: Any, sign: Any) -> Any:
     """The magnitude of ``magnitude`` with the sign bit of ``sign``."""
     return _float_binary("copysign", magnitude, sign)
 
 
-def fmod(a, b):
+def fmod(a: Any, b: Any) -> Any:
     """C's fmod: ``a - n * b`` with ``n = trunc(a / b)``, exact, with the sign of ``a`` (``%`` floors instead)."""
     return _float_binary("fmod", a, b)
 
 
-def remainder(a, b):
+def remainder(a: Any, b: Any) -> Any:
     """The IEEE remainder: ``a - n * b`` with ``n = a / b`` rounded to the nearest even integer, exact."""
     return _float_binary("remainder", a, b)
 
 
-def nextafter(x, toward):
+def nextafter(x: Any, toward: Any) -> Any:
     """The next value of ``x``'s float type after ``x`` in the direction of ``toward``."""
     return _float_binary("nextafter", x, toward)
 
 
-def modf(x):
+def modf(x: Any) -> Any:
     """``(fractional part, integral part)`` of ``x``, both with the sign of ``x`` (Python's math.modf)."""
     if not isinstance(x, ExpandBase):
         return math.modf(x)
@@ -136,12 +138,12 @@ def modf(x):
     return copysign(fraction, x), whole
 
 
-def rhypot(a, b):
+def rhypot(a: Any, b: Any) -> Any:
     """1 / hypot(a, b)."""
     return _float_binary("rhypot", a, b)
 
 
-def mul_hi(a, b):
+def mul_hi(a: Any, b: Any) -> Any:
     """The high half of the double-width product of two integers of one type."""
     if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
         source.fail("cp.mul_hi needs a runtime integer (a Python int has no width)")
@@ -151,7 +153,7 @@ def mul_hi(a, b):
     return operations.emit(irops.MulHi(x.var, y.var))
 
 
-def vector_sum(x):
+def vector_sum(x: Any) -> Any:
     """The sum of the lanes of a line (a scalar is returned as is)."""
     if not isinstance(x, ExpandBase):
         return x
@@ -162,22 +164,22 @@ def vector_sum(x):
     return total
 
 
-def dot(a, b):
+def dot(a: Any, b: Any) -> Any:
     """The dot product of two lines: the sum of their lane-wise products."""
     return vector_sum(operations.binary("mul", a, b))
 
 
-def magnitude(x):
+def magnitude(x: Any) -> Any:
     """The Euclidean length of a line: sqrt(dot(x, x))."""
     return operations.unary("sqrt", dot(x, x))
 
 
-def normalize(x):
+def normalize(x: Any) -> Any:
     """x divided by its magnitude (NaN lanes for a zero line)."""
     return operations.binary("truediv", x, magnitude(x))
 
 
-def min(a, b, *more):  # noqa: A001
+def min(a: Any, b: Any, *more: Any) -> Any:  # noqa: A001
     """The smallest of the arguments."""
     result = operations.binary("min", a, b)
     for value in more:
@@ -185,7 +187,7 @@ def min(a, b, *more):  # noqa: A001
     return result
 
 
-def max(a, b, *more):  # noqa: A001
+def max(a: Any, b: Any, *more: Any) -> Any:  # noqa: A001
     """The largest of the arguments."""
     result = operations.binary("max", a, b)
     for value in more:
@@ -193,23 +195,23 @@ def max(a, b, *more):  # noqa: A001
     return result
 
 
-def clamp(x, lo, hi):
+def clamp(x: Any, lo: Any, hi: Any) -> Any:
     """x limited to [lo, hi]: min(max(x, lo), hi)."""
     return operations.clamp(x, lo, hi)
 
 
-def fma(a, b, c):
+def fma(a: Any, b: Any, c: Any) -> Any:
     """a * b + c with a single rounding."""
     return operations.fma(a, b, c)
 
 
-def select(cond, then, otherwise):
+def select(cond: Any, then: Any, otherwise: Any) -> Any:
     """then where cond holds, otherwise elsewhere (lane by lane; both sides are evaluated)."""
     check_bound(cond)
     return operations.select(cond, then, otherwise)
 
 
-def div_trunc(a, b):
+def div_trunc(a: Any, b: Any) -> Any:
     """Integer division rounding toward zero (C's `/`), unlike Python's flooring `//`."""
     if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
         quotient = _py.abs(a) // _py.abs(b)
@@ -217,14 +219,14 @@ def div_trunc(a, b):
     return operations.binary("div_trunc", a, b)
 
 
-def rem_trunc(a, b):
+def rem_trunc(a: Any, b: Any) -> Any:
     """The remainder of div_trunc, with the sign of the dividend (C's `%`)."""
     if not isinstance(a, ExpandBase) and not isinstance(b, ExpandBase):
         return a - b * div_trunc(a, b)
     return operations.binary("rem_trunc", a, b)
 
 
-def comptime(value):
+def comptime(value: Any) -> Any:
     """Assert that ``value`` is known at expansion time and return its Python value."""
     check_bound(value)
     if isinstance(value, ExpandBase) and not operations.is_comptime(value):
@@ -232,7 +234,7 @@ def comptime(value):
     return operations.comptime_value(value)
 
 
-def runtime(value):
+def runtime(value: Any) -> Any:
     """Make a Python number a runtime value (a constant that still adapts to the other operand's type)."""
     check_bound(value)
     if active_state() is None or isinstance(value, ExpandBase):
@@ -244,7 +246,7 @@ def runtime(value):
     return ExpandElement(element.var, element.state, literal=not isinstance(number, bool))
 
 
-def range(*args, unroll: int | None = None) -> RangeHint:  # noqa: A001 - cp.range mirrors range
+def range(*args: Any, unroll: int | None = None) -> RangeHint:  # noqa: A001 - cp.range mirrors range
     """``range(start, stop, step)`` as a runtime loop with an unroll hint for the compiled back ends.
 
     ``unroll=1`` keeps the loop rolled (CUDA's ``#pragma unroll 1``: PTX ``.pragma "nounroll"``), ``unroll=N``
@@ -258,12 +260,12 @@ def range(*args, unroll: int | None = None) -> RangeHint:  # noqa: A001 - cp.ran
     return RangeHint(args, unroll)
 
 
-def unroll(iterable) -> Unroll:
+def unroll(iterable: Iterable[Any]) -> Unroll:
     """Iterate ``iterable`` (comptime bounds) at expansion time: the loop body is emitted once per value."""
     return Unroll(iterable)
 
 
-def bitcast(value, elem):
+def bitcast(value: Any, elem: Any) -> ExpandElement:
     """The bits of ``value`` reinterpreted as element type ``elem`` (same total size)."""
     x = operations.as_element(value)
     target = x.type.with_elem(elems.to_elem(elem))

@@ -22,6 +22,8 @@ import functools
 import inspect
 import sys
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -33,6 +35,11 @@ from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
+
+if TYPE_CHECKING:
+    from types import CellType, FunctionType
+
+    from cubepy.runtime.bindings import Bindings
 
 MAX_TYPE_RERUNS = 4
 # A kernel past this many IR instructions gets a line on stderr before it is built: measured here (2 cores),
@@ -46,7 +53,7 @@ class ParamSpec:
 
     __slots__ = ("name", "index", "annotation", "launch", "is_comptime")
 
-    def __init__(self, name: str, index: int, annotation, launch) -> None:
+    def __init__(self, name: str, index: int, annotation: Any, launch: Any) -> None:
         self.name = name
         self.index = index
         self.annotation = annotation
@@ -57,7 +64,7 @@ class ParamSpec:
         return f"ParamSpec({self.name!r}: {self.annotation!r})"
 
 
-def _cube_dim(cube_dim) -> tuple[int, int, int]:
+def _cube_dim(cube_dim: Any) -> tuple[int, int, int]:
     if hasattr(cube_dim, "as_tuple"):
         cube_dim = cube_dim.as_tuple()
     dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
@@ -86,7 +93,7 @@ def resolve_fastmath(choice: bool | None) -> bool:
     return bool(config.get("CUBEPY_FASTMATH"))
 
 
-def _expansion_progress(name: str):
+def _expansion_progress(name: str) -> Callable[[int], None]:
     """What a long expansion calls every ``state.PROGRESS_EVERY`` instructions: a line on stderr."""
     start = time.perf_counter()
 
@@ -100,12 +107,12 @@ def _expansion_progress(name: str):
 
 
 def expand_kernel_body(
-    kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple, cube_dim, checked: bool, name: str
+    kernel: CubeFunction, params: list[ParamSpec], comp_args: tuple[Any, ...], cube_dim: Any, checked: bool, name: str
 ) -> ir.KernelDefinition:
     """Expand ``kernel`` with ``comp_args``, re-running while weakly typed locals refine their types."""
     node = kernel.definition_node()
     default_loc = ir.SourceLoc(kernel.fn.__code__.co_filename, node.lineno, node.col_offset, kernel.fn.__qualname__)
-    hints: dict = {}
+    hints: dict[int, ir.ElemType] = {}
     for _ in range(MAX_TYPE_RERUNS + 1):
         state = ExpansionState(checked, default_loc, hints)
         state.progress = _expansion_progress(name)
@@ -132,7 +139,7 @@ class Kernel(CubeFunction):
 
     def __init__(
         self,
-        fn,
+        fn: Any,
         launch: bool = True,
         launch_unchecked: bool = False,
         contract: bool | None = None,
@@ -146,8 +153,8 @@ class Kernel(CubeFunction):
         self._params: list[ParamSpec] | None = None
         self._identity: str | None = None
         # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
-        self._comp_fns: tuple | None = None
-        self._register_fns: tuple = ()
+        self._comp_fns: tuple[Callable[[Any], Any], ...] | None = None
+        self._register_fns: tuple[tuple[int, Callable[[Any, Bindings], None]], ...] = ()
 
     # -- parameters and identity ----------------------------------------------------------------
     @property
@@ -186,7 +193,7 @@ class Kernel(CubeFunction):
         """Whether a parameter's annotation names a ``cp.TypeVar`` (each launch binds it)."""
         return any(generics.type_var_of(p.annotation) is not None for p in self.params)
 
-    def bind_types(self, args) -> Kernel:
+    def bind_types(self, args: Sequence[Any]) -> Kernel:
         """The kernel bound to the element types ``args`` give its type parameters (itself when not generic)."""
         if not self.is_generic:
             return self
@@ -194,7 +201,7 @@ class Kernel(CubeFunction):
             raise LaunchError(f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}")
         binding = generics.bind(self.name, self.params, args)
         key = generics.binding_text(binding)
-        bound_kernels = self.__dict__.setdefault("_bound_kernels", {})
+        bound_kernels: dict[str, BoundKernel] = self.__dict__.setdefault("_bound_kernels", {})
         found = bound_kernels.get(key)
         if found is None:
             found = bound_kernels[key] = BoundKernel(self, binding)
@@ -210,7 +217,7 @@ class Kernel(CubeFunction):
         return self._identity
 
     # -- launch protocol --------------------------------------------------------------------------
-    def _launch_plan(self) -> tuple:
+    def _launch_plan(self) -> tuple[Callable[[Any], Any], ...]:
         params = self.params
         if self.is_generic:
             raise CubeError(
@@ -221,7 +228,7 @@ class Kernel(CubeFunction):
         self._comp_fns = tuple(p.launch.compilation_arg for p in params)
         return self._comp_fns
 
-    def compilation_args(self, args: tuple) -> tuple:
+    def compilation_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""
         fns = self._comp_fns
         if fns is None:
@@ -236,7 +243,7 @@ class Kernel(CubeFunction):
             comp_args = tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
         return mark_equal_lengths(mark_overlaps(comp_args, args), args)
 
-    def register(self, args: tuple, bindings) -> None:
+    def register(self, args: tuple[Any, ...], bindings: Bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""
         if self._comp_fns is None:
             self._launch_plan()
@@ -252,7 +259,12 @@ class Kernel(CubeFunction):
         return resolve_fastmath(self.fastmath if fastmath is None else fastmath)
 
     def define(
-        self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None, fastmath: bool | None = None
+        self,
+        comp_args: tuple[Any, ...],
+        cube_dim: Any,
+        checked: bool,
+        contract: bool | None = None,
+        fastmath: bool | None = None,
     ) -> ir.KernelDefinition:
         """Expand the kernel for ``comp_args`` and ``cube_dim``; the verified IR definition.
 
@@ -286,7 +298,7 @@ class Kernel(CubeFunction):
             raise exc.with_traceback(tb) from None
         return definition
 
-    def launch(self, client, cube_count, cube_dim, *args):
+    def launch(self, client: Any, cube_count: Any, cube_dim: Any, *args: Any) -> Any:
         """Run the kernel with bounds-checked global indexing."""
         if not self.allow_checked:
             raise CubeError(
@@ -300,7 +312,7 @@ class Kernel(CubeFunction):
             raise exc.with_traceback(source.user_traceback(exc.__traceback__)) from exc.__cause__
 
     @property
-    def launch_unchecked(self):
+    def launch_unchecked(self) -> Callable[..., Any]:
         """Run the kernel with raw global indexing (only with ``@cube(launch_unchecked=True)``)."""
         if not self.allow_unchecked:
             raise AttributeError(
@@ -308,7 +320,7 @@ class Kernel(CubeFunction):
             )
         return self._launch_unchecked
 
-    def _launch_unchecked(self, client, cube_count, cube_dim, *args):
+    def _launch_unchecked(self, client: Any, cube_count: Any, cube_dim: Any, *args: Any) -> Any:
         kernel = self.bind_types(args) if self._comp_fns is None else self
         try:
             return client.launch(kernel, cube_count, cube_dim, args, checked=False)
@@ -317,13 +329,13 @@ class Kernel(CubeFunction):
 
     def compile(
         self,
-        cube_dim,
-        *args,
+        cube_dim: Any,
+        *args: Any,
         target: str = "sm_90a",
         unchecked: bool = False,
         contract: bool | None = None,
         fastmath: bool | None = None,
-    ):
+    ) -> Any:
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
 
         For a generic kernel, element types (``cp.Array[cp.f32]``, ``cp.f32``) bind its type parameters.
@@ -353,7 +365,7 @@ class Kernel(CubeFunction):
         contract = self.contracts(contract)
         fastmath = self.uses_fastmath(fastmath)
 
-        def build():
+        def build() -> Any:
             definition = self.define(comp_args, cube_dim, checked=not unchecked, contract=contract, fastmath=fastmath)
             if hooks.COMPILE is None:
                 raise CubeError("compiler not available: cubepy.frontend.hooks.COMPILE is not set")
@@ -388,7 +400,7 @@ class Kernel(CubeFunction):
 _USER_ERRORS = (SanitizerError, LaunchError, TensorMapError, ExpandError)
 
 
-def _memory_range(arg) -> tuple[int, int, int] | None:
+def _memory_range(arg: object) -> tuple[int, int, int] | None:
     """(storage identity, first byte, end byte) of the memory a buffer or tensor-map argument names, or None."""
     handle = getattr(arg, "handle", None)
     storage = getattr(handle, "storage", None)
@@ -398,7 +410,7 @@ def _memory_range(arg) -> tuple[int, int, int] | None:
     return id(storage), handle.offset * itemsize, (handle.offset + handle.size) * itemsize
 
 
-def mark_overlaps(comp_args: tuple, args: tuple) -> tuple:
+def mark_overlaps(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``comp_args`` with ``exclusive=False`` on every buffer whose memory overlaps another buffer's or a
     tensor map's: the kernel may then not read it through the GPU's non-coherent path.  Cheap on the warm path:
     nothing is compared unless two arguments share a storage."""
@@ -417,15 +429,18 @@ def mark_overlaps(comp_args: tuple, args: tuple) -> tuple:
     return tuple(out)
 
 
-def mark_equal_lengths(comp_args: tuple, args: tuple) -> tuple:
-    """``comp_args`` with ``same_len_as`` on every buffer whose ``len()`` equals an earlier buffer's.
+def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``comp_args`` with ``same_len_as`` on every buffer whose ``len()`` equals an earlier buffer's, and
+    ``len_as_shape`` on every array whose item count equals an extent of an earlier tensor.
 
     The compiled kernel then reads one length for both, so a guard on one buffer's length proves the checked
-    accesses of the others (the cache holds one kernel per pattern of equal lengths, as Triton specializes
-    on its arguments' divisibility).  Arguments given as compilation arguments (``kernel.compile``) have no
-    length and are left alone.
+    accesses of the others; a guard ``col < x.shape(1) // lanes`` proves ``w[col]`` of a ``w`` as long as a
+    row of ``x`` (the cache holds one kernel per pattern of equal lengths, as Triton specializes on its
+    arguments' divisibility).  Arguments given as compilation arguments (``kernel.compile``) have no length
+    and are left alone.
     """
     first: dict[int, int] = {}  # len -> the index of the first buffer argument with it
+    extents: dict[int, tuple[int, int]] = {}  # items -> (argument index, dimension) of the first tensor extent
     out = None
     for index, (comp, arg) in enumerate(zip(comp_args, args)):
         if not isinstance(comp, BufferCompilationArg):
@@ -436,12 +451,19 @@ def mark_equal_lengths(comp_args: tuple, args: tuple) -> tuple:
         count = 1
         for extent in shape:
             count *= extent
-        length = count // comp.line_size
-        earlier = first.setdefault(length, index)
+        marked = comp
+        earlier = first.setdefault(count // comp.line_size, index)
         if earlier != index:
+            marked = _same_len(marked, earlier)
+        if comp.rank is not None:  # a launched tensor: its extents, for the arrays after it
+            for dim, extent in enumerate(shape):
+                extents.setdefault(extent, (index, dim))
+        elif comp.len_is_buffer_len and count in extents:
+            marked = _len_as_shape(marked, extents[count])
+        if marked is not comp:
             if out is None:
                 out = list(comp_args)
-            out[index] = _same_len(comp, earlier)
+            out[index] = marked
     return comp_args if out is None else tuple(out)
 
 
@@ -451,7 +473,13 @@ def _same_len(comp: BufferCompilationArg, earlier: int) -> BufferCompilationArg:
     return attrs.evolve(comp, same_len_as=earlier)
 
 
-def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
+@functools.lru_cache(maxsize=1024)
+def _len_as_shape(comp: BufferCompilationArg, extent: tuple[int, int]) -> BufferCompilationArg:
+    """``comp`` marked as holding ``shape(dim)`` items of the tensor argument ``extent = (index, dim)``."""
+    return attrs.evolve(comp, len_as_shape=extent)
+
+
+def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg: Any) -> Any:
     try:
         return param.launch.compilation_arg(arg)
     except LaunchError as exc:
@@ -460,7 +488,7 @@ def _one_comp_arg(kernel: Kernel, param: ParamSpec, arg):
         ) from None
 
 
-def _has_contents(cell) -> bool:
+def _has_contents(cell: CellType) -> bool:
     try:
         cell.cell_contents  # noqa: B018 - probing an empty cell
     except ValueError:
@@ -471,7 +499,7 @@ def _has_contents(cell) -> bool:
 class BoundKernel(Kernel):
     """A generic kernel with its type parameters bound: an ordinary kernel whose identity names the binding."""
 
-    def __init__(self, generic: Kernel, binding: dict) -> None:
+    def __init__(self, generic: Kernel, binding: dict[generics.TypeVar, ScalarType]) -> None:
         super().__init__(generic.fn, generic.allow_checked, generic.allow_unchecked, generic.contract, generic.fastmath)
         self.generic = generic
         self.binding = binding
@@ -500,12 +528,17 @@ class BoundKernel(Kernel):
         """The generic kernel's identity and the binding (each element type is its own cache entry)."""
         return f"{self.generic.identity}[{self.binding_text}]"
 
-    def expand_function(self):
+    def expand_function(self) -> FunctionType:
         """The generic kernel's expansion twin (one per function)."""
         return self.generic.expand_function()
 
     def define(
-        self, comp_args: tuple, cube_dim, checked: bool, contract: bool | None = None, fastmath: bool | None = None
+        self,
+        comp_args: tuple[Any, ...],
+        cube_dim: Any,
+        checked: bool,
+        contract: bool | None = None,
+        fastmath: bool | None = None,
     ) -> ir.KernelDefinition:
         """Expand with the type parameters standing for their bound element types."""
         with generics.bound(self.binding):

@@ -10,6 +10,8 @@ Buffers (``containers``), tensor maps (``tma``), scalars and comptime values imp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import attrs
 import numpy as np
 
@@ -22,6 +24,10 @@ from cubepy.frontend.state import require_state
 from cubepy.frontend.tma import TensorMapType
 from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type
+
+if TYPE_CHECKING:
+    from cubepy.frontend.state import KernelBuilder
+    from cubepy.runtime.bindings import Bindings
 
 
 @attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
@@ -55,7 +61,7 @@ class ScalarLaunch:
     def __repr__(self) -> str:
         return repr(self.scalar)
 
-    def _value(self, arg):
+    def _value(self, arg: Any) -> Any:
         elem = self.scalar.ir
         kind = type(arg)
         # Fast paths for warm launches: a Python float for a float parameter, an in-range int.
@@ -89,7 +95,7 @@ class ScalarLaunch:
             raise LaunchError(f"expected a number for {elem.name}, got {arg!r}")
         return arg
 
-    def compilation_arg(self, arg) -> ScalarCompilationArg:
+    def compilation_arg(self, arg: Any) -> ScalarCompilationArg:
         """Validate a scalar argument; its compilation argument is the element type (and divisibility)."""
         value = self._value(arg)
         divisible = self._divisible_arg
@@ -97,11 +103,11 @@ class ScalarLaunch:
             return divisible
         return self._comp_arg
 
-    def register(self, arg, bindings) -> None:
+    def register(self, arg: Any, bindings: Bindings) -> None:
         """Bind the scalar as a numpy scalar of the parameter's dtype."""
         bindings.add_scalar(self.scalar.numpy.type(self._value(arg)))
 
-    def expand(self, comp_arg, builder) -> ExpandElement:
+    def expand(self, comp_arg: object, builder: KernelBuilder) -> ExpandElement:
         """Declare the scalar parameter."""
         multiple_of = comp_arg.multiple_of if isinstance(comp_arg, ScalarCompilationArg) else 1
         var = builder.register("scalar", Type(self.scalar.ir), multiple_of=multiple_of)
@@ -113,7 +119,7 @@ class ScalarLaunch:
         """The compilation argument used without a value (no divisibility known)."""
         return self._comp_arg
 
-    def is_compilation_arg(self, value) -> bool:
+    def is_compilation_arg(self, value: object) -> bool:
         """Whether ``value`` is already the compilation argument."""
         return isinstance(value, ScalarCompilationArg)
 
@@ -124,13 +130,13 @@ class ComptimeLaunch:
     role = None
     is_comptime = True
 
-    def __init__(self, annotation=None) -> None:
+    def __init__(self, annotation: object = None) -> None:
         self.annotation = annotation
 
     def __repr__(self) -> str:
         return repr(self.annotation) if self.annotation is not None else "Comptime"
 
-    def compilation_arg(self, value):
+    def compilation_arg(self, value: Any) -> Any:
         """The value itself (it must be hashable: it is part of the cache key)."""
         try:
             hash(value)
@@ -140,25 +146,25 @@ class ComptimeLaunch:
             ) from exc
         return value
 
-    def register(self, value, bindings) -> None:
+    def register(self, value: object, bindings: Bindings) -> None:
         """Comptime values bind nothing."""
 
-    def expand(self, comp_arg, builder):
+    def expand(self, comp_arg: Any, builder: KernelBuilder) -> Any:
         """The body receives the plain value."""
         return comp_arg
 
     expand_output = expand
 
-    def default_compilation_arg(self):
+    def default_compilation_arg(self) -> NoReturn:
         """Comptime values have no default."""
         raise CubeError("a comptime parameter needs a value")
 
-    def is_compilation_arg(self, value) -> bool:
+    def is_compilation_arg(self, value: object) -> bool:
         """A comptime value is its own compilation argument."""
         return True
 
 
-def launch_arg_of(annotation, where: str):
+def launch_arg_of(annotation: Any, where: str) -> Any:
     """The launch-protocol object of a parameter annotation (``CubeError`` when it has none)."""
     if isinstance(annotation, ScalarType):
         return ScalarLaunch(annotation)
@@ -176,12 +182,12 @@ def launch_arg_of(annotation, where: str):
     )
 
 
-def is_comptime_launch(launch) -> bool:
+def is_comptime_launch(launch: object) -> bool:
     """Whether a launch argument is comptime (binds nothing, passes its value)."""
     return getattr(launch, "is_comptime", False) is True
 
 
-def expand_param(launch, comp_arg, builder, name: str):
+def expand_param(launch: Any, comp_arg: Any, builder: KernelBuilder, name: str) -> Any:
     """Expand one parameter under its name (nested names for derived types' fields)."""
     require_state()
     with builder.naming(name):

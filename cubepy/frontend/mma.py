@@ -14,6 +14,8 @@ kernel loads and stores fragments from any memory by index.  Every unit of the p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from cubepy import ir
 from cubepy.frontend import operations, source
 from cubepy.frontend.builtins import BUILTIN_VARS
@@ -23,26 +25,29 @@ from cubepy.frontend.state import current_scope, require_state
 from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 
+if TYPE_CHECKING:
+    from cubepy.frontend.values import ExpandElement
+
 __all__ = ["ldmatrix", "mma_fragment", "mma_fragment_index", "mma_sync", "stmatrix"]
 
 OPERANDS = ("a", "b", "c", "d")
 
 
-def _shape(shape) -> irops.MmaShape:
+def _shape(shape: Any) -> irops.MmaShape:
     name = operations.comptime_value(shape) if operations.is_comptime(shape) else shape
     if name not in irops.MMA_SHAPES:
         source.fail(f"mma shape {name!r} is not supported; use one of {', '.join(irops.MMA_SHAPES)}")
     return irops.MMA_SHAPES[name]
 
 
-def _operand(operand) -> str:
+def _operand(operand: Any) -> str:
     name = operations.comptime_value(operand) if operations.is_comptime(operand) else operand
     if name not in OPERANDS:
         source.fail(f"mma operand {name!r}; expected one of {', '.join(OPERANDS)}")
-    return name
+    return cast(str, name)
 
 
-def mma_fragment(shape: str, operand: str, elem) -> MemoryExpand:
+def mma_fragment(shape: str, operand: str, elem: Any) -> MemoryExpand:
     """A new ``LocalArray`` sized for this unit's ``operand`` fragment (``"a"``, ``"b"``, ``"c"``, ``"d"``)."""
     table = _shape(shape)
     which = _operand(operand)
@@ -54,7 +59,7 @@ def mma_fragment(shape: str, operand: str, elem) -> MemoryExpand:
     return MemoryExpand(var)
 
 
-def mma_fragment_index(shape: str, operand: str, i):
+def mma_fragment_index(shape: str, operand: str, i: Any) -> tuple[Any, Any]:
     """``(row, col)`` (u32) of element ``i`` of this unit's ``operand`` fragment, by the PTX ISA's table.
 
     ``i`` may be a comptime int (folds to a constant offset) or a runtime integer.
@@ -67,20 +72,20 @@ def mma_fragment_index(shape: str, operand: str, i):
         if not isinstance(index, int) or not 0 <= index < table.length:
             source.fail(f"mma fragment element {index!r} of a {table.length}-element fragment")
 
-        def offset(bits: tuple[int, ...]):
+        def offset(bits: tuple[int, ...]) -> Any:
             return sum(w for b, w in enumerate(bits) if (index >> b) & 1)
 
     else:
         index_var = operations.element(operations.to_index(i, "mma fragment element"))
 
-        def offset(bits: tuple[int, ...]):
+        def offset(bits: tuple[int, ...]) -> Any:
             total = 0
             for b, w in enumerate(bits):
                 if w:
                     total = ((index_var >> b) & 1) * w + total
             return total
 
-    def coordinate(by_group: int, by_thread: int, bits: tuple[int, ...]):
+    def coordinate(by_group: int, by_thread: int, bits: tuple[int, ...]) -> ExpandElement:
         total = offset(bits)
         if by_thread:
             total = thread * by_thread + total
@@ -94,7 +99,7 @@ def mma_fragment_index(shape: str, operand: str, i):
     )
 
 
-def _local(value, what: str) -> ir.Variable:
+def _local(value: Any, what: str) -> ir.Variable:
     if not isinstance(value, MemoryExpand) or value.var.kind is not VarKind.LOCAL_ARRAY:
         source.fail(f"{what}: expected a cp.LocalArray fragment, got {type(value).__name__}")
     return value.var
@@ -107,7 +112,7 @@ def _check_fragment(var: ir.Variable, what: str, elems: tuple[ir.ElemType, ...],
         source.fail(f"{what}: the fragment holds {length} items per unit, this LocalArray {var.length}")
 
 
-def mma_sync(shape: str, a, b, c, out=None) -> MemoryExpand:
+def mma_sync(shape: str, a: Any, b: Any, c: Any, out: MemoryExpand | None = None) -> MemoryExpand:
     """``d = a @ b + c`` on the plane's tensor cores (``mma.sync.aligned.<shape>.row.col``); returns ``d``.
 
     ``out`` receives ``d`` (it may be ``c`` itself: accumulate in place); a new fragment when omitted.
@@ -125,7 +130,7 @@ def mma_sync(shape: str, a, b, c, out=None) -> MemoryExpand:
     return out
 
 
-def _shared_rows(memory, offset, what: str) -> tuple[ir.Variable, ir.Variable]:
+def _shared_rows(memory: Any, offset: Any, what: str) -> tuple[ir.Variable, ir.Variable]:
     base = 0
     if isinstance(memory, SliceExpand):
         memory, base = memory.base, memory.offset
@@ -139,21 +144,23 @@ def _shared_rows(memory, offset, what: str) -> tuple[ir.Variable, ir.Variable]:
     return memory.var, operations.to_index(row)
 
 
-def _flag(value, what: str) -> bool:
+def _flag(value: Any, what: str) -> bool:
     flag = operations.comptime_value(value) if operations.is_comptime(value) else value
     if not isinstance(flag, bool):
         source.fail(f"{what}: trans must be a comptime bool, got {flag!r}")
     return flag
 
 
-def _count(count, what: str) -> int:
+def _count(count: Any, what: str) -> int:
     value = operations.comptime_value(count) if operations.is_comptime(count) else count
     if value not in irops.LDMATRIX_COUNTS:
         source.fail(f"{what}: count {value!r}; expected 1, 2 or 4 matrices (a comptime int)")
-    return value
+    return cast(int, value)
 
 
-def ldmatrix(memory, row_offset, count: int = 4, trans: bool = False, out=None) -> MemoryExpand:
+def ldmatrix(
+    memory: Any, row_offset: Any, count: int = 4, trans: bool = False, out: MemoryExpand | None = None
+) -> MemoryExpand:
     """This unit's part of ``count`` 8x8 matrices of 16-bit items in shared memory (``ldmatrix``).
 
     Unit ``8j + r`` of the plane gives in ``row_offset`` the item index of row ``r`` of matrix ``j`` (8
@@ -170,7 +177,7 @@ def ldmatrix(memory, row_offset, count: int = 4, trans: bool = False, out=None) 
     return out
 
 
-def stmatrix(memory, row_offset, fragment, count: int = 4, trans: bool = False) -> None:
+def stmatrix(memory: Any, row_offset: Any, fragment: Any, count: int = 4, trans: bool = False) -> None:
     """Store ``count`` 8x8 matrices held as ``ldmatrix`` gives them (``stmatrix``, sm_90)."""
     n = _count(count, "stmatrix")
     var, row = _shared_rows(memory, row_offset, "stmatrix")

@@ -15,7 +15,7 @@ expansion then runs again with the hinted type.  ``Unbound`` marks a name that h
 from __future__ import annotations
 
 import linecache
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 
+if TYPE_CHECKING:
+    from cubepy.frontend.state import ScopeBuilder
+    from cubepy.ir import Variable
+
 
 class Unbound:
     """A name without a usable value; every use raises an ExpandError explaining why."""
@@ -37,18 +41,18 @@ class Unbound:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "reason", reason)
 
-    def fail(self):
+    def fail(self) -> NoReturn:
         """Raise the ExpandError for a use of this name at the current user line."""
         source.fail(f"'{self.name}' {self.reason}")
 
-    def __getattr__(self, attribute):
+    def __getattr__(self, attribute: str) -> Any:
         self.fail()
 
     def __repr__(self) -> str:
         return f"<unbound {self.name}>"
 
 
-def _poisoned(self, *args, **kwargs):
+def _poisoned(self: Unbound, *args: Any, **kwargs: Any) -> NoReturn:
     self.fail()
 
 
@@ -112,7 +116,7 @@ class Promotion:
 
     __slots__ = ("name", "value", "construct", "construct_loc", "assigned_loc")
 
-    def __init__(self, name: str, value, construct: str, construct_loc: ir.SourceLoc | None) -> None:
+    def __init__(self, name: str, value: object, construct: str, construct_loc: ir.SourceLoc | None) -> None:
         self.name = name
         self.value = value  # the comptime value it held before the construct
         self.construct = construct  # "if" or "loop"
@@ -120,21 +124,21 @@ class Promotion:
         self.assigned_loc: ir.SourceLoc | None = None  # its first assignment inside the construct
 
 
-def is_comptime_number(value) -> bool:
+def is_comptime_number(value: object) -> bool:
     """A Python number or an IR constant: a value known while expanding."""
     if isinstance(value, ExpandBase):
         return value.expand_element().var.kind is VarKind.CONSTANT
     return operations.is_number(value)
 
 
-def record_promotion(name: str, before, after, construct: str, loc: ir.SourceLoc | None) -> None:
+def record_promotion(name: str, before: object, after: object, construct: str, loc: ir.SourceLoc | None) -> None:
     """Remember that the comptime ``before`` became the mutable ``after`` at a runtime ``construct``."""
     if isinstance(after, ExpandElement) and after.var.kind is VarKind.MUT and is_comptime_number(before):
         shown = before.expand_element().var.value if isinstance(before, ExpandBase) else before
         require_state().promotions[after.var.id] = Promotion(name, shown, construct, loc)
 
 
-def fail_needs_comptime(value, message: str) -> NoReturn:
+def fail_needs_comptime(value: object, message: str) -> NoReturn:
     """Raise ``message`` (a comptime value was needed); for a promoted comptime value, at the line that made it runtime."""
     state = require_state()
     promotion = None
@@ -165,7 +169,7 @@ def fail_needs_comptime(value, message: str) -> NoReturn:
     )
 
 
-def check_bound(value) -> None:
+def check_bound(value: object) -> None:
     """Raise when ``value`` is an ``Unbound`` marker."""
     if isinstance(value, Unbound):
         value.fail()
@@ -179,37 +183,37 @@ class FrameVars:
     def __init__(self) -> None:
         self._owned: dict[int, object] = {}
 
-    def own(self, value) -> None:
+    def own(self, value: object) -> None:
         """Record ``value`` as a mutable owned by this call."""
         self._owned[id(value)] = value
 
-    def owns(self, value) -> bool:
+    def owns(self, value: object) -> bool:
         """Whether ``value`` is a mutable this call created."""
         return self._owned.get(id(value)) is value
 
 
-def is_composite(value) -> bool:
+def is_composite(value: object) -> bool:
     """Whether ``value`` is a derived cube type's expand value (it has runtime and comptime fields)."""
     return hasattr(type(value), "__cube_fields__")
 
 
-def composite_fields(value) -> list[tuple[str, bool]]:
+def composite_fields(value: Any) -> list[tuple[str, bool]]:
     """(field name, is_comptime) of a derived expand value, in declaration order."""
     return list(type(value).__cube_fields__)
 
 
-def rebuild(value, updates: dict[str, object]):
+def rebuild(value: Any, updates: dict[str, object]) -> Any:
     """A copy of the derived expand ``value`` with some fields replaced."""
     fields = {name: getattr(value, name) for name, _ in composite_fields(value)}
     fields.update(updates)
     return type(value)._cp_from_fields(fields)
 
 
-def _is_leaf(value) -> bool:
+def _is_leaf(value: object) -> bool:
     return isinstance(value, ExpandBase) or operations.is_number(value)
 
 
-def can_be_mutable(value) -> bool:
+def can_be_mutable(value: object) -> bool:
     """Whether ``value`` can become a mutable local: a number or runtime value, or a tuple or cube type
     holding at least one (its other parts, such as buffers, stay fixed and may not be rebound)."""
     if _is_leaf(value):
@@ -221,7 +225,7 @@ def can_be_mutable(value) -> bool:
     return False
 
 
-def _weak_elem(value) -> tuple[int | None, ir.ElemType]:
+def _weak_elem(value: Any) -> tuple[int | None, ir.ElemType]:
     """The type a Python number takes as a mutable: numpy scalars keep theirs, others are weak."""
     if isinstance(value, np.generic) and not isinstance(value, (int, float)):
         elem = elems.elem_of_dtype(value.dtype)
@@ -230,7 +234,7 @@ def _weak_elem(value) -> tuple[int | None, ir.ElemType]:
     return require_state().weak_type(elems.literal_elem(value))
 
 
-def into_mut(value, muts: FrameVars | None):
+def into_mut(value: Any, muts: FrameVars | None) -> Any:
     """A fresh mutable copy of ``value`` (owned by ``muts``); values that cannot mutate are returned as is."""
     if isinstance(value, Unbound) or (muts is not None and muts.owns(value)):
         return value
@@ -238,7 +242,7 @@ def into_mut(value, muts: FrameVars | None):
     return result
 
 
-def _into_mut(value, muts: FrameVars | None):
+def _into_mut(value: Any, muts: FrameVars | None) -> Any:
     scope = current_scope()
     result: object  # an ExpandElement, a tuple of results, or a rebuilt composite
     if isinstance(value, ExpandBase):
@@ -269,12 +273,12 @@ def _into_mut(value, muts: FrameVars | None):
     return result
 
 
-def _zero_like(value):
+def _zero_like(value: Any) -> Any:
     """A zero of the same type as ``value`` (a Python number's zero is weakly typed)."""
     if isinstance(value, ExpandBase):
         el = operations.as_element(value)
         if el.literal:
-            return type(el.var.value)(0)
+            return type(cast(Any, el.var.value))(0)
         return ExpandElement(ir.constant(0, el.type), require_state(), weak=el.weak)
     if isinstance(value, tuple):
         return tuple(_zero_like(v) for v in value)
@@ -287,14 +291,14 @@ def _zero_like(value):
     return value  # a fixed part (a buffer): kept as it is
 
 
-def declare_like(value, muts: FrameVars | None, scope):
+def declare_like(value: Any, muts: FrameVars | None, scope: ScopeBuilder) -> Any:
     """A new mutable of the same type as ``value``, zero-initialised in ``scope`` (before a branch)."""
     state = require_state()
     with state.in_scope(scope):
         return into_mut(_zero_like(value), muts)
 
 
-def assign_into(target, value, what: str = "assignment") -> None:
+def assign_into(target: Any, value: Any, what: str = "assignment") -> None:
     """Emit the IR assignment ``target = value`` (target a mutable, or a tuple/cube type of mutables)."""
     check_bound(value)
     if isinstance(target, ExpandElement):
@@ -328,13 +332,13 @@ def assign_into(target, value, what: str = "assignment") -> None:
         )
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     if isinstance(value, ExpandElement):
         return f"a runtime {value.type!r}"
     return f"a {type(value).__name__}"
 
 
-def _convert_to_mut(value, target: ExpandElement, what: str):
+def _convert_to_mut(value: Any, target: ExpandElement, what: str) -> Variable:
     state = require_state()
     if target.weak is not None:
         operand = operations._operand(value)
@@ -352,7 +356,7 @@ def _convert_to_mut(value, target: ExpandElement, what: str):
     return operations.convert(value, target.type, f"{what} to a mutable {target.type!r} variable")
 
 
-def snapshot(value, muts: FrameVars | None):
+def snapshot(value: Any, muts: FrameVars | None) -> Any:
     """``value`` with owned mutables replaced by immutable copies (Python's value semantics)."""
     if muts is None:
         return value
@@ -371,13 +375,13 @@ def snapshot(value, muts: FrameVars | None):
     return value
 
 
-def let(muts: FrameVars | None, value):
+def let(muts: FrameVars | None, value: Any) -> Any:
     """The value a plain name binding takes (``x = value`` for a name that is never mutable)."""
     check_bound(value)
     return snapshot(value, muts)
 
 
-def assign(muts: FrameVars | None, old, new):
+def assign(muts: FrameVars | None, old: Any, new: Any) -> Any:
     """``name = new`` for a name that may be mutable: an IR assignment into an owned mutable, else a rebinding."""
     if new is old:
         return old

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import math
 import operator
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any, overload
 
 import numpy as np
 
@@ -25,7 +28,7 @@ from cubepy.frontend.values import ExpandBase, ExpandElement
 from cubepy.ir import Type, Variable, VarKind, semantics
 from cubepy.ir import ops as irops
 
-_PY_BINARY = {
+_PY_BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "add": operator.add,
     "sub": operator.sub,
     "mul": operator.mul,
@@ -76,24 +79,24 @@ def float_for(elem: ir.ElemType) -> ir.ElemType:
     return ir.F64 if elem.is_int and elem.bits == 64 else ir.F32
 
 
-def is_number(value) -> bool:
+def is_number(value: object) -> bool:
     """Whether ``value`` is a plain Python/numpy number (a comptime literal)."""
     return isinstance(value, elems.PY_NUMBER)
 
 
-def is_runtime(value) -> bool:
+def is_runtime(value: object) -> bool:
     """Whether ``value`` is a runtime expand value (constants included)."""
     return isinstance(value, ExpandBase)
 
 
-def is_comptime(value) -> bool:
+def is_comptime(value: object) -> bool:
     """Whether ``value`` is known at expansion time: a Python value or an IR constant."""
     if isinstance(value, ExpandBase):
         return value.expand_element().var.kind is VarKind.CONSTANT
     return True
 
 
-def comptime_value(value):
+def comptime_value(value: Any) -> Any:
     """The Python value of a comptime value (an IR constant gives its literal)."""
     if isinstance(value, ExpandBase):
         element = value.expand_element()
@@ -105,9 +108,17 @@ def comptime_value(value):
     return value
 
 
-def element(var: Variable, **kw) -> ExpandElement:
+def element(var: Variable, **kw: Any) -> ExpandElement:
     """Wrap ``var`` for the active expansion."""
     return ExpandElement(var, require_state(), **kw)
+
+
+@overload
+def emit(operation: irops.Operation, out_type: Type) -> ExpandElement: ...
+
+
+@overload
+def emit(operation: irops.Operation, out_type: None = None) -> ExpandElement | None: ...
 
 
 def emit(operation: irops.Operation, out_type: Type | None = None) -> ExpandElement | None:
@@ -118,14 +129,14 @@ def emit(operation: irops.Operation, out_type: Type | None = None) -> ExpandElem
     return None if out is None else element(out)
 
 
-def _check_poison(value) -> None:
+def _check_poison(value: object) -> None:
     from cubepy.frontend.mutability import Unbound
 
     if isinstance(value, Unbound):
         value.fail()
 
 
-def as_element(value, what: str = "value") -> ExpandElement:
+def as_element(value: Any, what: str = "value") -> ExpandElement:
     """A runtime value or Python number as an ``ExpandElement`` (numbers get their default type)."""
     if isinstance(value, ExpandBase):
         result = value.expand_element()
@@ -138,7 +149,7 @@ def as_element(value, what: str = "value") -> ExpandElement:
     source.fail(f"{what}: expected a number or a runtime value, got {type(value).__name__}")
 
 
-def literal(value, elem: ir.ElemType, line: int = 1) -> ExpandElement:
+def literal(value: Any, elem: ir.ElemType, line: int = 1) -> ExpandElement:
     """A constant of ``elem`` (and line size ``line``); ExpandError when ``value`` does not fit."""
     if elem.is_float and is_number(value) and not isinstance(value, bool) and elems.overflows(value, elem):
         source.fail(
@@ -154,7 +165,7 @@ def literal(value, elem: ir.ElemType, line: int = 1) -> ExpandElement:
     return element(ir.constant(elems.convert_literal(value, elem), Type(elem, line)))
 
 
-def _operand(value):
+def _operand(value: Any) -> Any:
     """An operand: an ExpandElement, or a Python number for literals (None when unsupported)."""
     if isinstance(value, ExpandBase):
         result = as_element(value)
@@ -168,7 +179,7 @@ def _operand(value):
 
 
 # -- casts and broadcasting ----------------------------------------------------------------
-def cast(value, elem: ir.ElemType, line: int | None = None):
+def cast(value: Any, elem: ir.ElemType, line: int | None = None) -> ExpandElement:
     """``value`` converted to ``elem`` (lane by lane); numbers give a constant; ``line`` broadcasts."""
     if is_number(value):
         number = value.item() if hasattr(value, "item") else value
@@ -188,7 +199,7 @@ def cast(value, elem: ir.ElemType, line: int | None = None):
     return emit(irops.Cast(source_value.var), target)
 
 
-def _folds(value, elem: ir.ElemType) -> bool:
+def _folds(value: object, elem: ir.ElemType) -> bool:
     """Whether casting the literal ``value`` to ``elem`` can be done here with the back ends' result.
 
     Integer wrapping and in-range float truncation agree everywhere; a float outside the integer range
@@ -204,7 +215,7 @@ def _folds(value, elem: ir.ElemType) -> bool:
     return low <= math.trunc(value) <= high
 
 
-def broadcast(value, size: int | None):
+def broadcast(value: Any, size: int | None) -> Any:
     """``Line(value)``: a scalar broadcast to ``size`` lanes (without a size it broadcasts on use)."""
     if size is None:
         return value
@@ -226,7 +237,7 @@ def _common_line(la: int, lb: int, what: str) -> int:
     source.fail(f"{what}: lines of {la} and {lb} lanes cannot be combined")
 
 
-def unify(values, what: str) -> list[ExpandElement] | None:
+def unify(values: Iterable[Any], what: str) -> list[ExpandElement] | None:
     """Operands as ExpandElements of one item type, or None when one is not a number.
 
     Runtime operands promote together (lines broadcast scalars); literals adapt to their type; a
@@ -252,7 +263,7 @@ def unify(values, what: str) -> list[ExpandElement] | None:
     return [element(_to_type(o, target)) if isinstance(o, ExpandElement) else literal(o, elem, line) for o in operands]
 
 
-def coerce(lhs, rhs, what: str) -> tuple[ExpandElement, ExpandElement] | None:
+def coerce(lhs: Any, rhs: Any, what: str) -> tuple[ExpandElement, ExpandElement] | None:
     """Both operands as ExpandElements of one item type, or None when an operand is not a number."""
     a, b = _operand(lhs), _operand(rhs)
     if isinstance(a, ExpandElement) and isinstance(b, ExpandElement):
@@ -284,7 +295,7 @@ def _note_weak(a: ExpandElement, b: ExpandElement) -> None:
 
 
 # -- arithmetic ----------------------------------------------------------------------------
-def binary(op: str, lhs, rhs):
+def binary(op: str, lhs: Any, rhs: Any) -> Any:
     """``lhs op rhs`` with Python's meaning; NotImplemented when an operand is not a number."""
     if not isinstance(lhs, ExpandBase) and not isinstance(rhs, ExpandBase):
         return _PY_BINARY[op](lhs, rhs)
@@ -310,7 +321,7 @@ def binary(op: str, lhs, rhs):
     return emit(irops.lookup(op)(a.var, b.var))
 
 
-def _power(base, exponent):
+def _power(base: Any, exponent: Any) -> Any:
     base_op, exp_op = _operand(base), _operand(exponent)
     if base_op is None or exp_op is None:
         return NotImplemented
@@ -322,8 +333,10 @@ def _power(base, exponent):
     if base_op.elem.is_float:
         if isinstance(exp_op, (bool, int)) or (isinstance(exp_op, ExpandElement) and exp_op.elem.is_int):
             exp_var = exp_op.var if isinstance(exp_op, ExpandElement) else literal(exp_op, ir.I32).var
-            return emit(irops.Powi(base_op.var, exp_var))
+            # ir types Powi (made by `derive`) as type[Operation]; it is a Binary (lhs, rhs)
+            return emit(irops.Powi(base_op.var, exp_var))  # type: ignore[call-arg]
         pair = coerce(base_op, exp_op, "**")
+        assert pair is not None
         return emit(irops.Powf(pair[0].var, pair[1].var))
     if isinstance(exp_op, int) and not isinstance(exp_op, bool) and exp_op >= 0:
         return _int_power(base_op, exp_op)
@@ -346,7 +359,7 @@ def _int_power(base: ExpandElement, exponent: int) -> ExpandElement:
     return result if result is not None else literal(1, base.elem, base.type.line)
 
 
-def compare(op: str, lhs, rhs):
+def compare(op: str, lhs: Any, rhs: Any) -> Any:
     """``lhs op rhs`` as a bool (a line of bools for lines)."""
     if not isinstance(lhs, ExpandBase) and not isinstance(rhs, ExpandBase):
         return PY_COMPARE[op](lhs, rhs)
@@ -358,7 +371,7 @@ def compare(op: str, lhs, rhs):
 
 
 # Python's own meaning on Python numbers, kept for these: integers stay unbounded, floor & co. give an int.
-_PY_OPERATORS = {
+_PY_OPERATORS: dict[str, Callable[[Any], Any]] = {
     "neg": operator.neg,
     "abs": abs,
     "invert": operator.invert,
@@ -370,7 +383,7 @@ _PY_OPERATORS = {
 }
 
 
-def fold_comptime(op: str, *values):
+def fold_comptime(op: str, *values: Any) -> Any:
     """What the IR operation ``op`` computes on comptime numbers: its record's semantics in f64.
 
     The same function the interp runs and ``fold_constants`` calls (``cubepy.ir.semantics.evaluate``), so
@@ -382,7 +395,7 @@ def fold_comptime(op: str, *values):
     return np.asarray(result).item()
 
 
-def unary(op: str, value):
+def unary(op: str, value: Any) -> Any:
     """``op(value)`` lane by lane; Python numbers fold on the host."""
     if not isinstance(value, ExpandBase):
         if is_number(value):
@@ -413,15 +426,15 @@ def unary(op: str, value):
     return emit(cls(x.var))
 
 
-def to_bool(value) -> ExpandElement:
+def to_bool(value: Any) -> ExpandElement:
     """A runtime value as a bool: numbers compare ``!= 0``."""
     x = as_element(value)
     if x.elem.is_bool:
         return x
-    return compare("ne", x, 0)
+    return typing.cast(ExpandElement, compare("ne", x, 0))
 
 
-def select(cond, then, otherwise):
+def select(cond: Any, then: Any, otherwise: Any) -> Any:
     """``then if cond else otherwise`` lane by lane, both sides evaluated."""
     if is_comptime(cond):
         return then if comptime_value(cond) else otherwise
@@ -439,7 +452,7 @@ def select(cond, then, otherwise):
     return emit(irops.Select(c.var, a.var, b.var))
 
 
-def clamp(value, lo, hi):
+def clamp(value: Any, lo: Any, hi: Any) -> Any:
     """``min(max(value, lo), hi)``."""
     if not any(isinstance(v, ExpandBase) for v in (value, lo, hi)):
         return min(max(value, lo), hi)
@@ -447,7 +460,7 @@ def clamp(value, lo, hi):
     return emit(irops.Clamp(x.var, low.var, high.var))
 
 
-def fma(a, b, c):
+def fma(a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` with one rounding (floats; integers are computed in f32, 64-bit ones in f64)."""
     if not any(isinstance(v, ExpandBase) for v in (a, b, c)):
         if any(isinstance(v, (float, np.floating)) for v in (a, b, c)):
@@ -460,7 +473,7 @@ def fma(a, b, c):
 
 
 # -- conversions for stores and indices -------------------------------------------------------
-def convert(value, target: Type, what: str) -> Variable:
+def convert(value: Any, target: Type, what: str) -> Variable:
     """``value`` converted for a store into ``target`` (lossless only; scalars broadcast to lines)."""
     operand = _operand(value)
     if operand is None:
@@ -483,7 +496,7 @@ def convert(value, target: Type, what: str) -> Variable:
     return _to_type(operand, target)
 
 
-def to_index(value, what: str = "index") -> Variable:
+def to_index(value: Any, what: str = "index") -> Variable:
     """An index as a u32 variable (other integer types are cast; negative literals are errors)."""
     operand = _operand(value)
     if operand is None:
@@ -503,16 +516,16 @@ def to_index(value, what: str = "index") -> Variable:
     return cast(operand, ir.U32).var
 
 
-def extract_lane(line: ExpandElement, lane) -> ExpandElement:
+def extract_lane(line: ExpandElement, lane: Any) -> ExpandElement:
     """``line[lane]``."""
     if isinstance(lane, int) and not isinstance(lane, bool) and not 0 <= lane < line.type.line:
         source.fail(f"lane {lane} out of range for a line of {line.type.line} lanes")
     if line.type.line == 1 and isinstance(lane, int):
         return line
-    return emit(irops.ExtractLane(line.var, to_index(lane, "lane")))
+    return typing.cast(ExpandElement, emit(irops.ExtractLane(line.var, to_index(lane, "lane"))))
 
 
-def insert_lane(line: ExpandElement, lane, value) -> None:
+def insert_lane(line: ExpandElement, lane: Any, value: Any) -> None:
     """``line[lane] = value`` on a mutable line local."""
     if isinstance(lane, int) and not isinstance(lane, bool) and not 0 <= lane < line.type.line:
         source.fail(f"lane {lane} out of range for a line of {line.type.line} lanes")

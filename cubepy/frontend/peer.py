@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cubepy.frontend import operations
 from cubepy.frontend.state import current_scope, require_state
@@ -11,6 +11,7 @@ from cubepy.ir import ops as irops
 
 if TYPE_CHECKING:
     from cubepy.frontend.containers import MemoryExpand
+    from cubepy.frontend.values import ExpandElement
 
 
 class PeerMemory:
@@ -22,17 +23,17 @@ class PeerMemory:
         self.memory = memory
         self.rank = rank
 
-    def _index(self, index):
+    def _index(self, index: Any) -> Variable:
         memory = self.memory
         return operations.to_index(memory.item_index(index))
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> ExpandElement:
         memory = self.memory
         checked = require_state().checked
         op = irops.ClusterLoad(memory.var, self.rank, self._index(index), checked)
         return operations.emit(op, memory.var.type)
 
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         memory = self.memory
         converted = operations.convert(value, memory.var.type, f"store into a peer's {memory.describe()}")
         checked = require_state().checked

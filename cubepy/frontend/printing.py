@@ -15,7 +15,8 @@ while *expanding* (once, at trace time), call ``builtins.print``.
 from __future__ import annotations
 
 import builtins
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from cubepy import ir
 from cubepy.frontend import operations, source
@@ -38,7 +39,7 @@ def debug_print(fmt: str, *values: object) -> None:
     _emit(text, args)
 
 
-def kernel_print(print_fn, *args: object, **keywords: object):
+def kernel_print(print_fn: Callable[..., Any], *args: object, **keywords: object) -> Any:
     """``print(...)`` in a cube function: a device print (the user's own ``print`` is called as is)."""
     if print_fn is not builtins.print:
         return print_fn(*args, **keywords)
@@ -67,7 +68,7 @@ def kernel_print(print_fn, *args: object, **keywords: object):
     return None
 
 
-def _format(fmt: str, values: tuple) -> tuple[str, list[ExpandElement]]:
+def _format(fmt: str, values: tuple[object, ...]) -> tuple[str, list[ExpandElement]]:
     """The canonical format and the argument elements for ``fmt`` and ``values`` (ExpandError on a mismatch)."""
     out, args, position, remaining = [], [], 0, list(values)
     for conversion in printf.conversions(fmt):

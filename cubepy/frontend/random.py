@@ -14,7 +14,8 @@ counter words (its low word, and the high word of a 64-bit offset), then call th
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,9 +43,9 @@ _TWO_PI = 6.283185307179586
 _MIN_UNIFORM = 1.0e-7
 
 
-def _math(name: str):
+def _math(name: str) -> Callable[[Any], Any]:
     # The float math functions are generated from the IR's records (no static names to import).
-    def function(x):
+    def function(x: Any) -> Any:
         return operations.unary(name, x)
 
     function.__name__ = name
@@ -55,7 +56,7 @@ cos, log, sin, sqrt = _math("cos"), _math("log"), _math("sin"), _math("sqrt")
 
 
 @cube
-def philox4x32(c0, c1, c2, c3, k0, k1, rounds):
+def philox4x32(c0, c1, c2, c3, k0, k1, rounds):  # type: ignore[no-untyped-def]  # cube function: the DSL reads its annotations
     """``rounds`` Philox4x32 rounds of the u32 counter ``(c0..c3)`` under the key ``(k0, k1)``."""
     for _ in unroll(range(rounds)):  # a comptime count: straight-line code, as Triton unrolls it
         hi_b = mul_hi(c2, PHILOX_ROUND_B)
@@ -72,7 +73,7 @@ def philox4x32(c0, c1, c2, c3, k0, k1, rounds):
 
 
 @cube
-def uint_to_uniform_float(x):
+def uint_to_uniform_float(x):  # type: ignore[no-untyped-def]  # cube function: the DSL reads its annotations
     """Triton's ``uint_to_uniform_float``: the word as i32, ``~x`` where negative, times just under 2**-31."""
     s = bitcast(x, i32)
     s = s ^ (s >> 31)  # ~s where s < 0 (its arithmetic shift is all ones), s elsewhere
@@ -80,7 +81,7 @@ def uint_to_uniform_float(x):
 
 
 @cube
-def pair_uniform_to_normal(u1, u2):
+def pair_uniform_to_normal(u1, u2):  # type: ignore[no-untyped-def]  # cube function: the DSL reads its annotations
     """Triton's Box-Muller transform: two normals from two uniforms (``u1`` clamped below to 1e-7)."""
     u1 = _max(u1, f32(_MIN_UNIFORM))
     th = u2 * _TWO_PI
@@ -125,7 +126,7 @@ def _counter(offset: Any, name: str) -> tuple[Any, Any]:
         if not -(2**63) <= value < 2**64:
             source.fail(f"cp.{name}: the offset {value} does not fit in 64 bits")
         # Triton types a Python int as i32 when it fits (then the high word is 0), else as a 64-bit integer.
-        high = 0 if -(2**31) <= value < 2**31 else (value >> 32) & 0xFFFFFFFF
+        high: Any = 0 if -(2**31) <= value < 2**31 else (value >> 32) & 0xFFFFFFFF
         return operations.cast(value & 0xFFFFFFFF, U32), operations.cast(high, U32)
     if not isinstance(offset, ExpandBase):
         source.fail(f"cp.{name}: the offset must be an integer value, got {type(offset).__name__}")
@@ -143,7 +144,7 @@ def _words(seed: Any, offset: Any, n_rounds: Any, name: str) -> tuple[Any, Any, 
     k0, k1 = _keys(seed, name)
     c0, c1 = _counter(offset, name)
     zero = operations.cast(0, U32)
-    return philox4x32(c0, c1, zero, zero, k0, k1, _rounds(n_rounds, name))
+    return cast("tuple[Any, Any, Any, Any]", philox4x32(c0, c1, zero, zero, k0, k1, _rounds(n_rounds, name)))
 
 
 def randint4x(seed: Any, offset: Any, n_rounds: int = N_ROUNDS) -> tuple[Any, Any, Any, Any]:

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import ast
 import linecache
-from typing import Any, overload
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar, cast, overload
 
 from cubepy.errors import ExpandError
 
 HELPERS = "_cph"
 FRAME = "_cp_muts"
+_N = TypeVar("_N", bound="ast.AST | list[ast.stmt]")  # what _located is given, and gives back
 
 _UNSUPPORTED = {
     ast.Try: "`try` statements are",
@@ -148,7 +150,7 @@ def stored_names(nodes: list[ast.stmt] | ast.AST) -> set[str]:
     return out
 
 
-def loaded_names(node: ast.AST | list) -> set[str]:
+def loaded_names(node: ast.AST | list[ast.stmt]) -> set[str]:
     """Every name read anywhere in ``node`` (nested scopes included; augmented targets count)."""
     out: set[str] = set()
     for root in node if isinstance(node, list) else [node]:
@@ -176,7 +178,7 @@ class _Liveness:
             live = self.statement(stmt, live, loop)
         return live
 
-    def statement(self, node: ast.stmt, out: set[str], loop) -> set[str]:
+    def statement(self, node: ast.stmt, out: set[str], loop: tuple[set[str], set[str]] | None) -> set[str]:
         if isinstance(node, ast.If):
             self.live[id(node)] = set(out)
             return loaded_names(node.test) | self.block(node.body, out, loop) | self.block(node.orelse, out, loop)
@@ -239,11 +241,11 @@ def _attr(obj: str, attr: str) -> ast.Attribute:
     return ast.Attribute(value=_name(obj), attr=attr, ctx=ast.Load())
 
 
-def _tuple(names, store: bool = False) -> ast.Tuple:
+def _tuple(names: Iterable[str], store: bool = False) -> ast.Tuple:
     return ast.Tuple(elts=[_name(n, store) for n in names], ctx=ast.Store() if store else ast.Load())
 
 
-def _const(value) -> ast.Constant:
+def _const(value: Any) -> ast.Constant:
     return ast.Constant(value=value)
 
 
@@ -256,7 +258,7 @@ def _lambda(body: ast.expr) -> ast.Lambda:
     )
 
 
-def _located(nodes, ref: ast.AST):
+def _located(nodes: _N, ref: ast.AST) -> _N:
     """Give generated nodes (those without a location) the first line of ``ref``.
 
     Generated nodes end on their first line: Python 3.11 places a method call at the end of its
@@ -283,7 +285,7 @@ class _Expressions(ast.NodeTransformer):
         self.rewriter = rewriter
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
-        values = [self.visit(v) for v in node.values]
+        values: list[ast.expr] = [self.visit(v) for v in node.values]
         helper = "and_" if isinstance(node.op, ast.And) else "or_"
         result = values[0]
         for value in values[1:]:
@@ -343,7 +345,7 @@ class FunctionRewriter:
                 stored_names(node.target) if isinstance(node, ast.For) else set()
             )
 
-    def _constructs(self, body: list[ast.stmt]):
+    def _constructs(self, body: list[ast.stmt]) -> Iterator[ast.If | ast.For | ast.While]:
         for stmt in body:
             if isinstance(stmt, (ast.If, ast.For, ast.While)):
                 yield stmt
@@ -408,7 +410,7 @@ class FunctionRewriter:
         self.check_supported(node)
         method = getattr(self, f"_stmt_{type(node).__name__}", None)
         if method is not None:
-            return method(node)
+            return cast("list[ast.stmt]", method(node))
         if isinstance(node, (ast.Pass, ast.Import, ast.ImportFrom)):
             return [node]
         if isinstance(node, ast.Expr):
@@ -502,7 +504,7 @@ class FunctionRewriter:
         live = tuple(n for n in ordered if n in self.live.get(id(node), set()))
         return ordered, live
 
-    def _enter(self, control: str, names, live) -> list[ast.stmt]:
+    def _enter(self, control: str, names: tuple[str, ...], live: tuple[str, ...]) -> list[ast.stmt]:
         if not names:
             return []
         call = _method(control, "enter", _name(FRAME), _const(names), _tuple(names), _const(live))
@@ -512,7 +514,7 @@ class FunctionRewriter:
             )
         ]
 
-    def _finish(self, control: str, names) -> ast.stmt:
+    def _finish(self, control: str, names: tuple[str, ...]) -> ast.stmt:
         call = _method(control, "finish", _tuple(names))
         if not names:
             return ast.Expr(value=call)

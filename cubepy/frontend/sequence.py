@@ -6,6 +6,9 @@ Its length is known at expansion time: ``push`` appends, ``seq[i]`` takes a comp
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 from cubepy.frontend import operations, source
 from cubepy.frontend.state import active_state
 from cubepy.frontend.values import ExpandElement
@@ -13,14 +16,14 @@ from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 
 
-def _stable(value):
+def _stable(value: Any) -> Any:
     """A mutable local pushed into a sequence is copied, so later assignments do not change the item."""
     if isinstance(value, ExpandElement) and value.var.kind is VarKind.MUT and active_state() is not None:
         return operations.emit(irops.Assign(value.var), value.type)
     return value
 
 
-def _comptime_index(index) -> int | slice:
+def _comptime_index(index: Any) -> int | slice:
     if isinstance(index, slice):
         return index
     value = operations.comptime_value(index) if not isinstance(index, int) else index
@@ -34,14 +37,14 @@ class Sequence:
 
     __slots__ = ("_items",)
 
-    def __init__(self, items=()) -> None:
+    def __init__(self, items: Iterable[Any] = ()) -> None:
         self._items = [_stable(v) for v in items]
 
-    def push(self, value) -> None:
+    def push(self, value: Any) -> None:
         """Append ``value``."""
         self._items.append(_stable(value))
 
-    def extend(self, values) -> None:
+    def extend(self, values: Iterable[Any]) -> None:
         """Append every value of ``values``."""
         for value in values:
             self.push(value)
@@ -57,7 +60,7 @@ class Sequence:
     def __len__(self) -> int:
         return len(self._items)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         position = _comptime_index(index)
         if isinstance(position, slice):
             return Sequence(self._items[position])
@@ -65,11 +68,11 @@ class Sequence:
             source.fail(f"Sequence index {position} out of range for {len(self._items)} items")
         return self._items[position]
 
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         position = _comptime_index(index)
         self._items[position] = _stable(value)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(list(self._items))
 
     def __repr__(self) -> str:

@@ -16,13 +16,13 @@ import re
 import sys
 import types
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn, cast
 
 from cubepy.errors import ExpandError
 from cubepy.ir import SourceLoc
 
 # code object -> (qualified function name, cached co_positions list or None)
-_USER_CODES: dict[types.CodeType, list] = {}
+_USER_CODES: dict[types.CodeType, list[Any]] = {}
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
 _CUBEPY_DIR = os.path.dirname(_FRONTEND_DIR)
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
@@ -107,7 +107,7 @@ def _placed(fn: types.FunctionType) -> tuple[list[str], int, ast.AST] | None:
     return lines[code.co_firstlineno - 1 : node.end_lineno], code.co_firstlineno, node
 
 
-def own_lines(code: types.CodeType, module_globals: dict | None) -> list[str]:
+def own_lines(code: types.CodeType, module_globals: dict[str, Any] | None) -> list[str]:
     """The lines of ``code``'s own file (a file, or text registered in ``linecache``), else ``[]``.
 
     ``linecache`` given a module's globals asks that module's loader for its source, whatever the file name:
@@ -120,7 +120,7 @@ def own_lines(code: types.CodeType, module_globals: dict | None) -> list[str]:
     return linecache.getlines(filename, module_globals)
 
 
-def _module_of_file(module_globals: dict, filename: str) -> bool:
+def _module_of_file(module_globals: dict[str, Any], filename: str) -> bool:
     spec = module_globals.get("__spec__")
     for path in (module_globals.get("__file__"), getattr(spec, "origin", None)):
         if isinstance(path, str) and os.path.abspath(path) == os.path.abspath(filename):
@@ -129,10 +129,10 @@ def _module_of_file(module_globals: dict, filename: str) -> bool:
 
 
 # file name -> (the linecache lines it was parsed from, {(name, first line): definition node})
-_DEFINITIONS: dict[str, tuple[list[str], dict[tuple[str, int], ast.AST]]] = {}
+_DEFINITIONS: dict[str, tuple[list[str], dict[tuple[str, int], ast.stmt]]] = {}
 
 
-def _definition_at(filename: str, lines: list[str], name: str, first_line: int):
+def _definition_at(filename: str, lines: list[str], name: str, first_line: int) -> ast.stmt | None:
     """The ``def`` of ``name`` whose first line (its first decorator's) is ``first_line``, or None."""
     cached = _DEFINITIONS.get(filename)
     if cached is None or cached[0] is not lines:
@@ -140,7 +140,7 @@ def _definition_at(filename: str, lines: list[str], name: str, first_line: int):
             tree = ast.parse("".join(lines))
         except (SyntaxError, ValueError):
             return None
-        found: dict[tuple[str, int], ast.AST] = {}
+        found: dict[tuple[str, int], ast.stmt] = {}
         for node in _statements(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -192,7 +192,7 @@ def _column(frame: types.FrameType) -> int | None:
     index = frame.f_lasti // 2
     positions = entry[1]
     if 0 <= index < len(positions):
-        return positions[index][2]
+        return cast("int | None", positions[index][2])
     return None
 
 

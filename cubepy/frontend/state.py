@@ -162,7 +162,7 @@ class ExpansionState:
         ].append(var)
         return var
 
-    def declare_const_table(self, elem: ir.ElemType, values: tuple, key: bytes) -> Variable:
+    def declare_const_table(self, elem: ir.ElemType, values: tuple[bool | int | float, ...], key: bytes) -> Variable:
         """The constant table holding ``values`` (``key``: their bytes), declared on first use."""
         table = self.const_tables.get((elem, key))
         if table is None:
@@ -317,6 +317,7 @@ class KernelBuilder:
         multiple_of: int = 1,
         shape_multiple_of: tuple[int, ...] = (),
         stride_multiple_of: tuple[int, ...] = (),
+        len_as_shape: tuple[int, int] | None = None,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
@@ -327,6 +328,9 @@ class KernelBuilder:
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
         same_len = self.argument_slots.get(same_len_as) if same_len_as is not None else None
+        extent = None
+        if len_as_shape is not None and (tensor_slot := self.argument_slots.get(len_as_shape[0])) is not None:
+            extent = (tensor_slot, len_as_shape[1])
         if kind is VarKind.GLOBAL and self.argument is not None:
             self.argument_slots.setdefault(self.argument, var.id)
         self.params.append(
@@ -341,6 +345,7 @@ class KernelBuilder:
                 multiple_of,
                 shape_multiple_of,
                 stride_multiple_of,
+                extent,
             )
         )
         return var

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
+from typing import Any
 
 from cubepy.frontend import mutability, operations, source
 from cubepy.frontend.elem import LineType, ScalarType
@@ -30,7 +32,7 @@ def unbound(name: str) -> Unbound:
     return Unbound(name)
 
 
-def setitem(muts: FrameVars | None, obj, index, value):
+def setitem(muts: FrameVars | None, obj: Any, index: Any, value: Any) -> Any:
     """``obj[index] = value``; returns what the target name holds afterwards.
 
     A line held by a name is copied into a mutable local on its first lane write (``muts`` owns it),
@@ -50,14 +52,14 @@ def setitem(muts: FrameVars | None, obj, index, value):
     return obj
 
 
-def aug_setitem(muts: FrameVars | None, obj, index, op: str, value):
+def aug_setitem(muts: FrameVars | None, obj: Any, index: Any, op: str, value: Any) -> Any:
     """``obj[index] op= value`` (the index is evaluated once)."""
     check_bound(obj)
     current = obj[index]
     return setitem(muts, obj, index, iop(op, current, value))
 
 
-def setattr_(muts: FrameVars | None, obj, name: str, value) -> None:
+def setattr_(muts: FrameVars | None, obj: Any, name: str, value: Any) -> None:
     """``obj.name = value``: an IR assignment when the field is an owned mutable, else a rebinding."""
     check_bound(obj)
     check_bound(value)
@@ -91,19 +93,19 @@ def _under_runtime_control() -> bool:
     return False
 
 
-def aug_setattr(muts: FrameVars | None, obj, name: str, op: str, value) -> None:
+def aug_setattr(muts: FrameVars | None, obj: Any, name: str, op: str, value: Any) -> None:
     """``obj.name op= value``."""
     check_bound(obj)
     setattr_(muts, obj, name, iop(op, getattr(obj, name), value))
 
 
-def iop(op: str, left, right):
+def iop(op: str, left: Any, right: Any) -> Any:
     """An augmented operator (``"iadd"``, ...) with Python's in-place fallback to the plain one."""
     check_bound(left)
     return getattr(operator, op)(left, right)
 
 
-def unpack(muts: FrameVars | None, value, count: int, star: int | None = None) -> list:
+def unpack(muts: FrameVars | None, value: Any, count: int, star: int | None = None) -> list[Any]:
     """Values for ``a, b = value`` (``star`` is the index of a starred target).
 
     Owned mutables among the values are copied first: Python evaluates the right side before any
@@ -123,7 +125,7 @@ def unpack(muts: FrameVars | None, value, count: int, star: int | None = None) -
     return items[:star] + [items[star : len(items) - after]] + items[len(items) - after :]
 
 
-def annotate(value, annotation):
+def annotate(value: Any, annotation: object) -> Any:
     """``name: T = value``: element and line types convert the value (losslessly); others pass it through."""
     check_bound(value)
     if isinstance(annotation, ScalarType):
@@ -138,11 +140,11 @@ def annotate(value, annotation):
     return value
 
 
-def nested(fn):
+def nested(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a function defined inside a cube function: its body is expanded like a cube function's."""
 
     @functools.wraps(fn)
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> Any:
         state = require_state(f"the nested function {fn.__name__!r}")
         with state.control_entry("function", fn.__name__):
             return fn(*args, **kwargs)

@@ -7,6 +7,9 @@ values and ``comptime`` keywords through, expands ``fn`` and returns an ``Expans
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+
 import attrs
 
 from cubepy import ir
@@ -21,6 +24,9 @@ from cubepy.frontend.tma import TensorMapType
 from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type
 from cubepy.ir import contract as ir_contract
+
+if TYPE_CHECKING:
+    from cubepy.ir import Instruction
 
 
 @attrs.frozen
@@ -46,7 +52,7 @@ class Expansion:
         return ir.format_kernel(self.definition)
 
     @property
-    def instructions(self) -> list[ir.Instruction]:
+    def instructions(self) -> list[Instruction]:
         """Every instruction, nested bodies included, in program order."""
         return list(ir.walk(self.definition.body))
 
@@ -56,7 +62,7 @@ class Expansion:
         return [inst.op for inst in ir.walk(self.definition.body)]
 
     @property
-    def outputs(self) -> tuple:
+    def outputs(self) -> tuple[Any, ...]:
         """What the function returned, flattened: IR variables for runtime values, plain values as they are."""
         return tuple(_flatten(self.result))
 
@@ -64,7 +70,7 @@ class Expansion:
         return self.ir
 
 
-def _flatten(value):
+def _flatten(value: Any) -> Iterator[Any]:
     if value is None:
         return
     if isinstance(value, ExpandElement):
@@ -81,7 +87,7 @@ def _flatten(value):
         yield value
 
 
-def spec_value(spec, builder: KernelBuilder, name: str):
+def spec_value(spec: Any, builder: KernelBuilder, name: str) -> Any:
     """The expand value a spec stands for (declaring parameters as needed); plain values pass through."""
     with builder.naming(name):
         if isinstance(spec, ScalarType):
@@ -91,11 +97,11 @@ def spec_value(spec, builder: KernelBuilder, name: str):
         if isinstance(spec, LineType):
             return ExpandElement(builder.register("scalar", Type(spec.elem.ir, spec.size or 1)), builder.state)
         if isinstance(spec, (BufferType, TensorMapType)):
-            return spec.expand(spec.default_compilation_arg(), builder)
+            return spec.expand(cast(Any, spec.default_compilation_arg()), builder)
         if isinstance(spec, tuple):
             return tuple(spec_value(s, builder, f"{i}") for i, s in enumerate(spec))
         if isinstance(spec, type) and callable(getattr(spec, "default_compilation_arg", None)):
-            return spec.expand(spec.default_compilation_arg(), builder)
+            return cast(Any, spec).expand(cast(Any, spec).default_compilation_arg(), builder)
         launch_type = getattr(type(spec), "__launch_type__", None)
         if launch_type is not None:
             return launch_type.expand(spec, builder)
@@ -103,7 +109,10 @@ def spec_value(spec, builder: KernelBuilder, name: str):
 
 
 def _contracted(
-    definition: ir.KernelDefinition, contract: bool | None, keep=(), fastmath: bool | None = None
+    definition: ir.KernelDefinition,
+    contract: bool | None,
+    keep: Iterable[ir.Variable] = (),
+    fastmath: bool | None = None,
 ) -> ir.KernelDefinition:
     """``definition`` marked and, when contraction is on, with one-use ``a * b + c`` fused as the passes do."""
     if resolve_fastmath(fastmath):
@@ -115,7 +124,7 @@ def _contracted(
 
 def _run(
     function: CubeFunction,
-    call,
+    call: Callable[[ExpansionState, KernelBuilder], Any],
     name: str,
     checked: bool,
     contract: bool | None = None,
@@ -123,7 +132,7 @@ def _run(
 ) -> Expansion:
     node = function.definition_node()
     default_loc = ir.SourceLoc(function.fn.__code__.co_filename, node.lineno, node.col_offset, function.fn.__qualname__)
-    hints: dict = {}
+    hints: dict[int, ir.ElemType] = {}
     for _ in range(MAX_TYPE_RERUNS + 1):
         state = ExpansionState(checked, default_loc, hints)
         builder = KernelBuilder(state)
@@ -140,13 +149,13 @@ def _run(
 
 
 def expand(
-    fn,
-    *arg_specs,
+    fn: Any,
+    *arg_specs: Any,
     checked: bool = False,
-    cube_dim=(1, 1, 1),
+    cube_dim: Any = (1, 1, 1),
     contract: bool | None = None,
     fastmath: bool | None = None,
-    **comptime,
+    **comptime: Any,
 ) -> Expansion:
     """Expand a cube function (or kernel) for ``arg_specs``; keywords are comptime arguments.
 
@@ -168,7 +177,7 @@ def expand(
         if not isinstance(fn, CubeFunction):
             raise CubeError(f"cubepy.testing.expand expects a @cube function, got {type(fn).__name__}")
 
-        def call(state, builder):
+        def call(state: ExpansionState, builder: KernelBuilder) -> Any:
             values = [spec_value(s, builder, f"arg{i}") for i, s in enumerate(arg_specs)]
             return fn.invoke(state, tuple(values), comptime)
 
@@ -179,10 +188,10 @@ def expand(
 
 def _expand_kernel(
     kernel: Kernel,
-    arg_specs: tuple,
-    comptime: dict,
+    arg_specs: tuple[Any, ...],
+    comptime: dict[str, Any],
     checked: bool,
-    cube_dim,
+    cube_dim: Any,
     contract: bool | None,
     fastmath: bool | None = None,
 ) -> Expansion:
@@ -197,10 +206,10 @@ def _expand_kernel(
 
 def _expand_concrete_kernel(
     kernel: Kernel,
-    arg_specs: tuple,
-    comptime: dict,
+    arg_specs: tuple[Any, ...],
+    comptime: dict[str, Any],
     checked: bool,
-    cube_dim,
+    cube_dim: Any,
     contract: bool | None,
     fastmath: bool | None = None,
 ) -> Expansion:
@@ -226,7 +235,9 @@ def _expand_concrete_kernel(
     return Expansion(_contracted(definition, contract, fastmath=fastmath), None)
 
 
-def expand_method(cls: type, name: str, this_spec, *arg_specs, checked: bool = False, **comptime) -> Expansion:
+def expand_method(
+    cls: type, name: str, this_spec: Any, *arg_specs: Any, checked: bool = False, **comptime: Any
+) -> Expansion:
     """Expand the cube method ``cls.name`` (through its ``__expand_<name>`` twin) for ``this_spec``."""
     try:
         twin = getattr(cls, f"__expand_{name}", None)
@@ -239,7 +250,7 @@ def expand_method(cls: type, name: str, this_spec, *arg_specs, checked: bool = F
         if twin is None or not isinstance(function, CubeFunction):
             raise CubeError(f"{cls.__qualname__} has no cube method {name!r} (no __expand_{name})")
 
-        def call(state, builder):
+        def call(state: ExpansionState, builder: KernelBuilder) -> Any:
             this = spec_value(this_spec, builder, "self")
             values = [spec_value(s, builder, f"arg{i}") for i, s in enumerate(arg_specs)]
             return twin(state.current, this, *values, **comptime)

@@ -9,6 +9,9 @@ and coordinates become ``i32`` in the driver's order.  Host-side encoding lives 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 import attrs
 
 from cubepy import ir
@@ -18,6 +21,9 @@ from cubepy.frontend.elem import ScalarType, scalar_type, to_elem
 from cubepy.frontend.state import current_scope
 from cubepy.ir import Type, Variable, VarKind
 from cubepy.ir import ops as irops
+
+if TYPE_CHECKING:
+    from cubepy.frontend.state import KernelBuilder
 
 
 @attrs.frozen
@@ -34,7 +40,7 @@ class TensorMapType:
 
     role = "tensor_map"
 
-    def __init__(self, elem) -> None:
+    def __init__(self, elem: Any) -> None:
         self.elem: ScalarType = elem if isinstance(elem, ScalarType) else scalar_type(to_elem(elem))
 
     def __eq__(self, other: object) -> bool:
@@ -46,7 +52,7 @@ class TensorMapType:
     def __repr__(self) -> str:
         return f"TensorMap[{self.elem!r}]"
 
-    def compilation_arg(self, arg):
+    def compilation_arg(self, arg: Any) -> Any:
         """Validate a ``TensorMapArg``; its compilation argument (element type, rank, mode)."""
         compilation_arg = getattr(arg, "compilation_arg", None)
         if compilation_arg is None or not callable(compilation_arg):
@@ -56,11 +62,11 @@ class TensorMapType:
             raise LaunchError(f"expected a tensor map of {self.elem!r} for {self!r}, got one of {key.dtype_name}")
         return key
 
-    def register(self, arg, bindings) -> None:
+    def register(self, arg: Any, bindings: Any) -> None:
         """Bind the descriptor for one launch."""
         bindings.add_tensor_map(arg)
 
-    def expand(self, comp_arg, builder) -> TensorMapExpand:
+    def expand(self, comp_arg: Any, builder: KernelBuilder) -> TensorMapExpand:
         """Declare the tensor-map parameter."""
         return TensorMapExpand(builder.register("tensor_map", Type(self.elem.ir)), comp_arg)
 
@@ -70,7 +76,7 @@ class TensorMapType:
         """A compilation argument for inspection without a launch."""
         return TensorMapKey(self.elem.name)
 
-    def is_compilation_arg(self, value) -> bool:
+    def is_compilation_arg(self, value: object) -> bool:
         """Whether ``value`` is a compilation argument rather than a runtime ``TensorMapArg``."""
         return hasattr(value, "dtype_name") and not callable(getattr(value, "compilation_arg", None))
 
@@ -78,7 +84,7 @@ class TensorMapType:
 class TensorMap:
     """``TensorMap[T]``: a tensor-map (TMA descriptor) kernel parameter."""
 
-    def __class_getitem__(cls, item) -> TensorMapType:
+    def __class_getitem__(cls, item: Any) -> TensorMapType:
         return TensorMapType(item)
 
 
@@ -87,7 +93,7 @@ class TensorMapExpand:
 
     __slots__ = ("var", "compilation_arg")
 
-    def __init__(self, var, compilation_arg) -> None:
+    def __init__(self, var: Variable, compilation_arg: Any) -> None:
         self.var = var
         self.compilation_arg = compilation_arg
 
@@ -106,7 +112,7 @@ class TensorMapExpand:
 
 
 # -- operands shared by TMA loads and stores ------------------------------------------------------------
-def shared_operand(smem, tmap: TensorMapExpand, what: str) -> tuple[Variable, Variable, Variable]:
+def shared_operand(smem: Any, tmap: TensorMapExpand, what: str) -> tuple[Variable, Variable, Variable]:
     """(shared memory, item offset, item length) of a shared memory or a slice of one."""
     from cubepy.frontend.containers import MemoryExpand, SliceExpand
 
@@ -127,7 +133,7 @@ def shared_operand(smem, tmap: TensorMapExpand, what: str) -> tuple[Variable, Va
     )
 
 
-def signed_coordinates(values, what: str) -> tuple[Variable, ...]:
+def signed_coordinates(values: Iterable[Any], what: str) -> tuple[Variable, ...]:
     """Coordinates as i32 variables (integers of other types are cast, as CubeCL's ``as i32``)."""
     out = []
     for k, value in enumerate(values):
@@ -144,7 +150,7 @@ def signed_coordinates(values, what: str) -> tuple[Variable, ...]:
 
 
 # -- TMA stores and bulk groups -------------------------------------------------------------------------
-def _store(rank: int, smem, tensor_map, coords) -> None:
+def _store(rank: int, smem: Any, tensor_map: Any, coords: Iterable[Any]) -> None:
     what = f"tma_store_{rank}d"
     if not isinstance(tensor_map, TensorMapExpand):
         source.fail(f"{what}: the second argument must be a TensorMap parameter, got {type(tensor_map).__name__}")
@@ -158,27 +164,27 @@ def _store(rank: int, smem, tensor_map, coords) -> None:
     current_scope().append(irops.TmaStore(tensor_map.var, memory, offset, length, driver, rank))
 
 
-def tma_store_1d(smem, tensor_map, x) -> None:
+def tma_store_1d(smem: Any, tensor_map: Any, x: Any) -> None:
     """Store ``smem`` to the 1-D box at ``x`` through TMA (in the open bulk group)."""
     _store(1, smem, tensor_map, (x,))
 
 
-def tma_store_2d(smem, tensor_map, y, x) -> None:
+def tma_store_2d(smem: Any, tensor_map: Any, y: Any, x: Any) -> None:
     """Store ``smem`` to the 2-D box at ``(y, x)`` through TMA (in the open bulk group)."""
     _store(2, smem, tensor_map, (y, x))
 
 
-def tma_store_3d(smem, tensor_map, z, y, x) -> None:
+def tma_store_3d(smem: Any, tensor_map: Any, z: Any, y: Any, x: Any) -> None:
     """Store ``smem`` to the 3-D box at ``(z, y, x)`` through TMA (in the open bulk group)."""
     _store(3, smem, tensor_map, (z, y, x))
 
 
-def tma_store_4d(smem, tensor_map, w, z, y, x) -> None:
+def tma_store_4d(smem: Any, tensor_map: Any, w: Any, z: Any, y: Any, x: Any) -> None:
     """Store ``smem`` to the 4-D box at ``(w, z, y, x)`` through TMA (in the open bulk group)."""
     _store(4, smem, tensor_map, (w, z, y, x))
 
 
-def tma_store_5d(smem, tensor_map, v, w, z, y, x) -> None:
+def tma_store_5d(smem: Any, tensor_map: Any, v: Any, w: Any, z: Any, y: Any, x: Any) -> None:
     """Store ``smem`` to the 5-D box at ``(v, w, z, y, x)`` through TMA (in the open bulk group)."""
     _store(5, smem, tensor_map, (v, w, z, y, x))
 
@@ -188,18 +194,18 @@ def tma_group_commit() -> None:
     current_scope().append(irops.TmaGroupCommit())
 
 
-def _pending(n, what: str) -> int:
+def _pending(n: Any, what: str) -> int:
     value = operations.comptime_value(n) if operations.is_comptime(n) else None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 63:
         source.fail(f"{what}: the number of groups left pending must be a comptime int in [0, 63], got {n!r}")
     return value
 
 
-def tma_group_wait(n) -> None:
+def tma_group_wait(n: Any) -> None:
     """Wait until at most ``n`` (comptime) committed bulk groups of this unit are still in flight."""
     current_scope().append(irops.TmaGroupWait(_pending(n, "tma_group_wait")))
 
 
-def tma_group_wait_read(n) -> None:
+def tma_group_wait_read(n: Any) -> None:
     """Wait until at most ``n`` (comptime) committed bulk groups still read their shared memory."""
     current_scope().append(irops.TmaGroupWaitRead(_pending(n, "tma_group_wait_read")))

@@ -8,13 +8,20 @@ bools (lines of bools for lines); Python's own truth tests, ``int()`` and iterat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
 from cubepy import ir
 from cubepy.frontend import source
 from cubepy.ir import Type, Variable, VarKind
 
+if TYPE_CHECKING:
+    from cubepy.frontend.elem import ScalarType
+    from cubepy.frontend.state import ExpansionState
 
-def _binary(op: str, reflected: bool = False):
-    def method(self, other):
+
+def _binary(op: str, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
         from cubepy.frontend import operations
 
         if reflected:
@@ -25,8 +32,8 @@ def _binary(op: str, reflected: bool = False):
     return method
 
 
-def _compare(op: str):
-    def method(self, other):
+def _compare(op: str) -> Callable[[Any, Any], Any]:
+    def method(self: Any, other: Any) -> Any:
         from cubepy.frontend import operations
 
         return operations.compare(op, self, other)
@@ -35,8 +42,8 @@ def _compare(op: str):
     return method
 
 
-def _unary(op: str):
-    def method(self):
+def _unary(op: str) -> Callable[[Any], Any]:
+    def method(self: Any) -> Any:
         from cubepy.frontend import operations
 
         return operations.unary(op, self)
@@ -68,7 +75,7 @@ class ExpandBase:
     __lshift__, __rlshift__ = _binary("shl"), _binary("shl", True)
     __rshift__, __rrshift__ = _binary("shr"), _binary("shr", True)
     __lt__, __le__, __gt__, __ge__ = _compare("lt"), _compare("le"), _compare("gt"), _compare("ge")
-    __eq__, __ne__ = _compare("eq"), _compare("ne")  # type: ignore[assignment]
+    __eq__, __ne__ = _compare("eq"), _compare("ne")
     __hash__ = object.__hash__
     __neg__ = _unary("neg")
     __invert__ = _unary("invert")
@@ -77,10 +84,10 @@ class ExpandBase:
     __ceil__ = _unary("ceil")
     __trunc__ = _unary("trunc")
 
-    def __pos__(self):
+    def __pos__(self) -> ExpandElement:
         return self.expand_element()
 
-    def __round__(self, ndigits=None):
+    def __round__(self, ndigits: int | None = None) -> Any:
         from cubepy.frontend import operations
 
         if ndigits is not None:
@@ -99,7 +106,7 @@ class ExpandBase:
     # value used where numpy needs an array (indexing a captured numpy array) is an ExpandError.
     __array_ufunc__ = None
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: Any = None) -> NoReturn:
         source.fail(
             "a runtime value cannot index or become a numpy array captured from Python: numpy arrays are "
             "comptime (index them with a comptime int or cp.unroll); to index a table with runtime indices, "
@@ -109,7 +116,7 @@ class ExpandBase:
     def __index__(self) -> int:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT and element.elem.is_int:
-            return int(element.var.value)
+            return int(cast(int, element.var.value))
         from cubepy.frontend.mutability import fail_needs_comptime
 
         fail_needs_comptime(
@@ -124,23 +131,23 @@ class ExpandBase:
     def __float__(self) -> float:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT:
-            return float(element.var.value)
+            return float(cast(float, element.var.value))
         from cubepy.frontend.mutability import fail_needs_comptime
 
         fail_needs_comptime(element, "a runtime value is used where Python needs a plain float; it must be comptime")
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         source.fail("cannot iterate over a runtime value; loop with `for i in range(n)` and index it")
 
     def __len__(self) -> int:
         source.fail("len() needs a comptime length; use `.len()` for a runtime length or `.size` for a line")
 
-    def __getitem__(self, lane):
+    def __getitem__(self, lane: Any) -> ExpandElement:
         from cubepy.frontend import operations
 
         return operations.extract_lane(self.expand_element(), lane)
 
-    def __setitem__(self, lane, value) -> None:
+    def __setitem__(self, lane: Any, value: Any) -> None:
         from cubepy.frontend import operations
 
         element = self.expand_element()
@@ -149,26 +156,26 @@ class ExpandBase:
         operations.insert_lane(element, lane, value)
 
     # -- CubeCL-style methods ----------------------------------------------------------------
-    def cast(self, elem):
+    def cast(self, elem: Any) -> ExpandElement:
         """This value converted to element type ``elem`` (lane by lane)."""
         from cubepy.frontend import elem as elem_module
         from cubepy.frontend import operations
 
         return operations.cast(self, elem_module.to_elem(elem))
 
-    def min(self, other):
+    def min(self, other: Any) -> Any:
         """The smaller of this value and ``other``."""
         from cubepy.frontend import operations
 
         return operations.binary("min", self, other)
 
-    def max(self, other):
+    def max(self, other: Any) -> Any:
         """The larger of this value and ``other``."""
         from cubepy.frontend import operations
 
         return operations.binary("max", self, other)
 
-    def clamp(self, lo, hi):
+    def clamp(self, lo: Any, hi: Any) -> Any:
         """This value clamped to ``[lo, hi]``."""
         from cubepy.frontend import operations
 
@@ -189,7 +196,7 @@ class ExpandElement(ExpandBase):
 
     __slots__ = ("var", "state", "weak", "literal")
 
-    def __init__(self, var: Variable, state, weak: int | None = None, literal: bool = False) -> None:
+    def __init__(self, var: Variable, state: ExpansionState, weak: int | None = None, literal: bool = False) -> None:
         self.var = var
         self.state = state
         self.weak = weak
@@ -210,7 +217,7 @@ class ExpandElement(ExpandBase):
         return self.var.type.elem
 
     @property
-    def dtype(self):
+    def dtype(self) -> ScalarType:
         """The user-facing element type object (``cp.f32``)."""
         from cubepy.frontend.elem import scalar_type
 

@@ -14,6 +14,8 @@ docs/guide/wgmma.md; ``wgmma_accumulator_position`` and ``wgmma_a_position`` giv
 
 from __future__ import annotations
 
+from typing import Any
+
 from cubepy import ir
 from cubepy.frontend import operations, source
 from cubepy.frontend.containers import LocalArray, MemoryExpand, SliceExpand
@@ -38,7 +40,9 @@ SWIZZLES = tuple(irops.WGMMA_SWIZZLES)
 MAJORS = ("K", "MN")
 
 
-def wgmma_descriptor(smem, leading_byte_offset, stride_byte_offset, swizzle: str = "none") -> ExpandElement:
+def wgmma_descriptor(
+    smem: Any, leading_byte_offset: Any, stride_byte_offset: Any, swizzle: str = "none"
+) -> ExpandElement:
     """The u64 matrix descriptor of a tile starting at ``smem`` (shared memory or a slice of it).
 
     For a K-major tile: ``leading_byte_offset``: bytes between the two 16-byte K chunks of a row (no
@@ -72,7 +76,7 @@ def wgmma_descriptor(smem, leading_byte_offset, stride_byte_offset, swizzle: str
     return result
 
 
-def _input_elem(elem) -> ir.ElemType:
+def _input_elem(elem: Any) -> ir.ElemType:
     if elem == "tf32":
         return ir.F32
     try:
@@ -87,7 +91,15 @@ def _input_elem(elem) -> ir.ElemType:
 
 
 def wgmma_mma_async(
-    acc, a, b, *, shape: tuple[int, int, int], elem, scale_d=True, major_a: str = "K", major_b: str = "K"
+    acc: Any,
+    a: Any,
+    b: Any,
+    *,
+    shape: tuple[int, int, int],
+    elem: Any,
+    scale_d: Any = True,
+    major_a: str = "K",
+    major_b: str = "K",
 ) -> None:
     """Start ``acc = a @ b + (acc if scale_d else 0)`` for the warpgroup, a 64 x N x K tile (``shape``).
 
@@ -141,7 +153,7 @@ def wgmma_mma_async(
     )
 
 
-def _descriptor(value, what: str) -> ir.Variable:
+def _descriptor(value: Any, what: str) -> ir.Variable:
     element = operations.as_element(value, f"wgmma_mma_async {what}")
     if element.type != Type(ir.U64):
         source.fail(
@@ -160,7 +172,7 @@ def wgmma_commit_group() -> None:
     current_scope().append(irops.WgmmaCommitGroup())
 
 
-def wgmma_wait_group(pending) -> None:
+def wgmma_wait_group(pending: Any) -> None:
     """``wgmma.wait_group``: wait until at most ``pending`` (0..7, comptime) committed groups are running."""
     count = operations.comptime_value(pending) if operations.is_comptime(pending) else pending
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 7:
@@ -168,7 +180,7 @@ def wgmma_wait_group(pending) -> None:
     current_scope().append(irops.WgmmaWaitGroup(count))
 
 
-def wgmma_accumulator_position(unit, i):
+def wgmma_accumulator_position(unit: Any, i: Any) -> tuple[Any, Any]:
     """(row, col) in the 64 x N accumulator of element ``i`` of unit ``unit``'s accumulator array.
 
     Works on Python integers and, inside a kernel, on runtime ones (``i`` usually comptime).
@@ -176,12 +188,12 @@ def wgmma_accumulator_position(unit, i):
     return irops.accumulator_position(unit, i)
 
 
-def wgmma_a_position(elem, unit, i):
+def wgmma_a_position(elem: Any, unit: Any, i: Any) -> tuple[Any, Any]:
     """(row, k) in the 64 x K tile of A of element ``i`` of unit ``unit``'s A registers (inputs ``elem``)."""
     return irops.a_position(_input_elem(elem).size, unit, i)
 
 
-def wgmma_a_from_accumulator(acc, step, elem) -> MemoryExpand:
+def wgmma_a_from_accumulator(acc: Any, step: Any, elem: Any) -> MemoryExpand:
     """A new ``LocalArray[elem](8)``: columns ``16 step .. 16 step + 15`` of the 64 x N f32 accumulator ``acc``
     as an A fragment of f16/bf16 (``elem``), for a ``wgmma`` whose A is that slice (P @ V in attention).
 
@@ -200,7 +212,7 @@ def wgmma_a_from_accumulator(acc, step, elem) -> MemoryExpand:
             f"wgmma_a_from_accumulator: step must be a comptime integer 0..{length // 8 - 1} (16 columns each of a "
             f"{length * 2}-column accumulator), got {step!r}"
         )
-    fragment = LocalArray[input_elem](8)  # type: ignore[misc]
+    fragment: MemoryExpand = LocalArray[input_elem](8)  # type: ignore[misc]
     for i in range(8):
         fragment[i] = operations.cast(acc[8 * index + i], input_elem)
     return fragment

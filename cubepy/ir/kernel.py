@@ -57,7 +57,10 @@ class Param:
     ``multiple_of``: a power of two the launch found an integer scalar's value, or a buffer's ``len()``, to be a
     multiple of (part of the cache key, as Triton's divisibility specialization; 1 when nothing is known).
     ``shape_multiple_of``/``stride_multiple_of``: the same for each dimension of a tensor of known rank (empty
-    when nothing is known).
+    when nothing is known).  ``len_as_shape``: ``(slot, dim)`` of an earlier rank-known tensor whose
+    ``shape(dim)`` the launch found equal to this array's item count (part of the cache key): a guard
+    ``i < t.shape(dim) // line_size`` then proves this array's checked accesses (a layer norm's ``w[col]``
+    under ``col < x.shape(1)``).
     """
 
     var: Variable
@@ -70,6 +73,7 @@ class Param:
     multiple_of: int = 1
     shape_multiple_of: tuple[int, ...] = ()
     stride_multiple_of: tuple[int, ...] = ()
+    len_as_shape: tuple[int, int] | None = None
 
     @property
     def slot(self) -> int:

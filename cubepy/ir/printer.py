@@ -138,6 +138,9 @@ def format_kernel(kernel: KernelDefinition) -> str:
         for what, multiples in (("shape", param.shape_multiple_of), ("strides", param.stride_multiple_of)):
             if any(m > 1 for m in multiples):
                 role += f", {what} multiples of {'x'.join(map(str, multiples))}"
+        if param.len_as_shape is not None:  # the launch found its item count equal to a tensor's extent
+            slot, dim = param.len_as_shape
+            role += f", items = shape global[{slot}], {dim}"
         lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")

@@ -377,7 +377,9 @@ class RangeAnalysis:
     def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
         """Whether a checked access ``m[i]`` sits under a branch that took ``i < n.len()`` where ``n.len()`` is
         the very word ``m``'s check compares against: ``m`` itself, or a buffer the launch found to have
-        ``m``'s length (``Param.same_len``), with ``len_is_buffer_len`` so the check compares with ``len``."""
+        ``m``'s length (``Param.same_len``), with ``len_is_buffer_len`` so the check compares with ``len``;
+        or ``i < t.shape(d) // L`` for the tensor extent the launch found equal to ``m``'s items
+        (``Param.len_as_shape``), ``L`` being ``m``'s line size, so the bound is ``m``'s ``len``."""
         memory, index = op.memory, op.index
         param = self.buffers.get(memory.id)
         if memory.kind is not VarKind.GLOBAL or param is None or not self.stable(index) or index.type.is_line:
@@ -397,7 +399,34 @@ class RangeAnalysis:
                 and self._len_word(bound.memory) == self._len_word(memory)
             ):
                 return True
+            if param.len_is_buffer_len and self._is_len_in_items(fact[2], memory):
+                return True
         return False
+
+    def _is_len_in_items(self, key: _Key, memory: Variable) -> bool:
+        """Whether ``key`` is ``t.shape(d) // L`` (or ``t.shape(d)`` when ``L`` is 1) for the tensor extent the
+        launch found equal to ``memory``'s item count, ``L`` its line size: then it equals ``memory.len()``."""
+        extent = self.buffers[memory.id].len_as_shape
+        if extent is None:
+            return False
+        found = self.defs.get(key)
+        if isinstance(found, ops.Floordiv):
+            divisor = found.rhs
+            if not (divisor.kind is VarKind.CONSTANT and int(divisor.value) == memory.type.line):  # type: ignore[call-overload]
+                return False
+            if not self.stable(found.lhs):
+                return False
+            found = self.defs.get((found.lhs.kind, found.lhs.id))
+        elif memory.type.line != 1:
+            return False
+        return (
+            isinstance(found, ops.Shape)
+            and found.memory.kind is VarKind.GLOBAL
+            and found.memory.id == extent[0]
+            and found.dim is not None
+            and found.dim.is_constant
+            and int(found.dim.value) == extent[1]  # type: ignore[call-overload]
+        )
 
     def _len_word(self, memory: Variable) -> int | None:
         """The slot whose ``len`` word a buffer's ``len`` reads (its own, or the equal-length buffer's)."""

@@ -247,6 +247,24 @@ def verify(kernel: KernelDefinition) -> None:
                 None,
                 f"parameter {param.name!r} has same_len {param.same_len}, not an earlier buffer's slot",
             )
+        if param.len_as_shape is not None:
+            tensor = next(
+                (p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == param.len_as_shape[0]), None
+            )
+            if (
+                param.role != "array"
+                or not param.len_is_buffer_len
+                or tensor is None
+                or param.len_as_shape[0] not in used - {param.var.id}
+                or tensor.rank is None
+                or not 0 <= param.len_as_shape[1] < tensor.rank
+            ):
+                checker.fail(
+                    "bad-param",
+                    None,
+                    f"parameter {param.name!r} has len_as_shape {param.len_as_shape}: expected an array whose "
+                    "len is its buffer's, and the slot and a dimension of an earlier tensor of known rank",
+                )
         multiple = param.multiple_of
         if (
             multiple < 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import attrs
 
 from cubepy.errors import LaunchError
@@ -140,7 +143,9 @@ class TensorArg:
         self.strides = handle.strides
 
     @classmethod
-    def from_raw_parts(cls, handle: Handle, strides, shape, line_size: int = 1) -> TensorArg:
+    def from_raw_parts(
+        cls, handle: Handle, strides: Iterable[int], shape: Iterable[int], line_size: int = 1
+    ) -> TensorArg:
         """A tensor view of ``handle`` with explicit strides and shape (elements, outermost first)."""
         arg = cls(handle, line_size)
         strides, shape = tuple(int(s) for s in strides), tuple(int(s) for s in shape)
@@ -167,7 +172,7 @@ class ScalarArg:
 
     __slots__ = ("value", "elem")
 
-    def __init__(self, value, elem) -> None:
+    def __init__(self, value: object, elem: Any) -> None:  # a cubepy element type (cp.f32), or its name
         self.value = value
         self.elem = elem
 

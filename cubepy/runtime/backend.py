@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from cubepy.ir import KernelDefinition
 from cubepy.runtime.bindings import Bindings
 
-# Hopper's largest opt-in shared memory per block (227 KiB); the CPU runtimes enforce the same limit.
+# Hopper's largest opt-in shared memory per block (227 KiB); the interp and cpu runtimes enforce the same limit.
 MAX_SHARED_BYTES = 227 * 1024
 
 

@@ -9,6 +9,7 @@ import attrs
 from cubepy.runtime.handle import Handle
 
 if TYPE_CHECKING:
+    from cubepy.runtime.args import ArrayArg, TensorArg
     from cubepy.runtime.tensormap import TensorMapArg
 
 
@@ -47,14 +48,14 @@ class Bindings:
     scalars: list[object] = attrs.Factory(list)  # Python values, already converted to the param's type
     tensor_maps: list[TensorMapArg] = attrs.Factory(list)
 
-    def add_buffer(self, arg) -> None:
+    def add_buffer(self, arg: ArrayArg | TensorArg) -> None:
         """Bind an ``ArrayArg`` or ``TensorArg``."""
         self.buffers.append(BufferBinding(arg.handle, arg.line_size, tuple(arg.shape), tuple(arg.strides)))
 
-    def add_scalar(self, value) -> None:
+    def add_scalar(self, value: object) -> None:
         """Bind a scalar value (a numpy scalar of the parameter's dtype)."""
         self.scalars.append(value)
 
-    def add_tensor_map(self, arg) -> None:
+    def add_tensor_map(self, arg: TensorMapArg) -> None:
         """Bind a ``TensorMapArg``."""
         self.tensor_maps.append(arg)

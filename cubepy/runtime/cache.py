@@ -34,7 +34,10 @@ import io
 import os
 import pickle
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import attrs
 
@@ -58,11 +61,11 @@ class _Pickler(pickle.Pickler):
     and each one costs an attrs ``__setstate__`` call when loaded (a fifth of a disk hit's unpickling).
     """
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._canonical: dict[object, object] = {}
 
-    def reducer_override(self, obj):
+    def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
         if kind is _ElemType:
             return (_elem_type, (obj.name,))
@@ -73,17 +76,17 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _same(value):
+def _same(value: object) -> object:
     return value
 
 
-def _elem_type(name: str):
+def _elem_type(name: str) -> _ElemType:
     from cubepy.ir.types import ELEM_BY_NAME
 
     return ELEM_BY_NAME[name]
 
 
-def _dumps(obj) -> bytes:
+def _dumps(obj: object) -> bytes:
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buffer.getvalue()
@@ -145,9 +148,9 @@ def entry_key(
     kind: str,
     target: str,
     identity: str,
-    cube_dim,
+    cube_dim: Iterable[int],
     checked: bool,
-    comp_args,
+    comp_args: tuple[object, ...],
     contract: bool = True,
     fastmath: bool = False,
 ) -> str | None:
@@ -182,14 +185,14 @@ def _debug(message: str) -> None:
 # The classes an entry may name beyond cubepy.ir's attrs classes and enums: each kind's artifact record.
 _ARTIFACT_CLASSES = {
     ("cubepy.compiler.compiled", "CompiledKernel"),
-    ("cubepy.compiler.host", "HostKernel"),
+    ("cubepy.compiler.emit_host", "HostKernel"),
     ("cubepy.compiler.ptxas", "Resources"),
     ("cubepy.compiler.targets.host_async", "HostCall"),
 }
 # What each kind's entry must unpickle to (module, class); anything else is a miss.
 _ARTIFACT_OF_KIND = {
     "interp": ("cubepy.ir.kernel", "KernelDefinition"),
-    "cpu": ("cubepy.compiler.host", "HostKernel"),
+    "cpu": ("cubepy.compiler.emit_host", "HostKernel"),
     "compile": ("cubepy.compiler.compiled", "CompiledKernel"),
 }
 
@@ -197,7 +200,7 @@ _ARTIFACT_OF_KIND = {
 class _Unpickler(pickle.Unpickler):
     """Resolves only cubepy's data classes: no function, builtin or foreign class can be reached from an entry."""
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> object:
         if module == __name__ and name in ("_elem_type", "_same"):
             return globals()[name]
         allowed = module.startswith("cubepy.ir.") or (module, name) in _ARTIFACT_CLASSES
@@ -208,20 +211,20 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"a cache entry names {module}.{name}, which is not a cubepy artifact class")
 
 
-def _import(module: str):
+def _import(module: str) -> ModuleType:
     import importlib
 
     return importlib.import_module(module)
 
 
-def _loads(payload: bytes):
+def _loads(payload: bytes) -> Any:  # (key, artifact), as ``store`` pickled them
     return _Unpickler(io.BytesIO(payload)).load()
 
 
 class DiskCache:
     """Artifacts of one kind (``interp``, ``cpu``, ``compile``) under one sealed root folder."""
 
-    def __init__(self, root: str | os.PathLike, kind: str) -> None:
+    def __init__(self, root: str | os.PathLike[str], kind: str) -> None:
         self.root = Path(root)
         self.kind = kind
 
@@ -233,7 +236,7 @@ class DiskCache:
         """Where the entry of ``key`` lives."""
         return self.root / self.relative(key)
 
-    def load(self, key: str):
+    def load(self, key: str) -> Any:  # the kind's artifact, or None
         """The artifact stored under ``key``, or None (missing, or failing a check: then it is removed)."""
         folder = sealed_folder(self.root)
         if folder is None:
@@ -257,7 +260,7 @@ class DiskCache:
         _debug(f"hit {self.path(key)}")
         return artifact
 
-    def store(self, key: str, artifact) -> bool:
+    def store(self, key: str, artifact: object) -> bool:
         """Write ``artifact`` under ``key`` atomically; False (and nothing written) when it cannot be."""
         path = self.path(key)
         folder = sealed_folder(self.root)
@@ -284,15 +287,15 @@ def for_kind(kind: str) -> DiskCache | None:
 
 
 def cached_compile(
-    kernel,
-    comp_args: tuple,
-    cube_dim,
+    kernel: Any,
+    comp_args: tuple[object, ...],
+    cube_dim: Iterable[int],
     checked: bool,
     target: str,
-    build,
+    build: Callable[[], object],
     contract: bool = True,
     fastmath: bool = False,
-):
+) -> object:
     """``build()`` (a ``CompiledKernel``), or the copy stored on disk for the same kernel and target.
 
     Not cached while ``CUBEPY_DUMP`` asks for dumps (building writes them).

@@ -6,8 +6,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -21,13 +22,17 @@ from cubepy.runtime.backend import Backend
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.handle import Handle, contiguous_strides
 
+# A kernel (``@cube.kernel``) or a kernel-like object with the same duck-typed methods (tests make some).
+KernelLike = Any
+_Shape = TypeVar("_Shape", CubeCount, CubeDim)
+
 _STORAGE_ALIGN = 256
 
 
-def as_numpy_dtype(dtype) -> np.dtype:
+def as_numpy_dtype(dtype: Any) -> np.dtype:
     """A numpy dtype from a numpy dtype, a numpy type or a cubepy element type (``cp.f32``)."""
     numpy = getattr(dtype, "numpy", None)
-    return np.dtype(numpy if numpy is not None else dtype)
+    return cast(np.dtype, np.dtype(numpy if numpy is not None else dtype))
 
 
 def _aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
@@ -44,7 +49,7 @@ _ENVIRON = getattr(os.environ, "_data", None)
 _ENCODE_KEY = getattr(os.environ, "encodekey", None)
 
 
-def _environ_key(name: str):
+def _environ_key(name: str) -> str | bytes:
     return _ENCODE_KEY(name) if _ENCODE_KEY is not None and _ENVIRON is not None else name
 
 
@@ -54,15 +59,15 @@ _CONTRACT_KEY = ("CUBEPY_CONTRACT", _environ_key("CUBEPY_CONTRACT"))
 _FASTMATH_KEY = ("CUBEPY_FASTMATH", _environ_key("CUBEPY_FASTMATH"))
 
 
-def _contracts(kernel) -> bool:
+def _contracts(kernel: KernelLike) -> bool:
     """Whether launches of ``kernel`` fuse ``a * b + c``: its decorator's choice, else ``CUBEPY_CONTRACT`` (on)."""
     choice = kernel.contract
     if choice is not None:
-        return choice
+        return cast(bool, choice)
     return bool(config.get("CUBEPY_CONTRACT")) if _knob_set(_CONTRACT_KEY) else True
 
 
-def _fastmath(kernel) -> bool:
+def _fastmath(kernel: KernelLike) -> bool:
     """Whether launches of ``kernel`` may approximate f32 math: its decorator's choice, else ``CUBEPY_FASTMATH`` (off)."""
     choice = getattr(kernel, "fastmath", None)  # kernel-like objects without the attribute follow the setting
     if choice is not None:
@@ -70,14 +75,14 @@ def _fastmath(kernel) -> bool:
     return bool(config.get("CUBEPY_FASTMATH")) if _knob_set(_FASTMATH_KEY) else False
 
 
-def _knob_set(key: tuple) -> bool:
+def _knob_set(key: tuple[str, str | bytes]) -> bool:
     """Whether knob ``key`` may differ from its default (overridden, or set in the environment)."""
     if config._overrides:
         return key[0] in config._overrides or key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
     return key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
 
 
-def _as_cube_shape(value, cls, what: str):
+def _as_cube_shape(value: object, cls: type[_Shape], what: str) -> _Shape:
     if isinstance(value, cls):
         return value
     if isinstance(value, int):
@@ -97,13 +102,13 @@ class ComputeClient:
         self.name = name
         self.backend = backend
         self.sanitize = sanitize
-        self._cache: dict[tuple, object] = {}
+        self._cache: dict[tuple[Any, ...], object] = {}
         self._lock = fork_safe(threading.Lock())  # a child forked mid-build must not wait on it
         self.stats = {"hits": 0, "misses": 0}
         self.schedule: object | None = None  # the interp's Schedule when the client names one
 
     # -- buffers ---------------------------------------------------------------------------
-    def create(self, array) -> Handle:
+    def create(self, array: object) -> Handle:
         """A new buffer holding a copy of ``array`` (keeps its dtype and shape): numpy, a list, or any DLPack exporter."""
         if not isinstance(array, np.ndarray) and hasattr(array, "__dlpack__"):
             array = _host_view(array, "client.create", self.name, writable=False)
@@ -112,7 +117,7 @@ class ComputeClient:
         storage[...] = array.reshape(-1)
         return Handle(self, storage, array.dtype, array.shape)
 
-    def from_dlpack(self, obj) -> Handle:
+    def from_dlpack(self, obj: object) -> Handle:
         """A handle on ``obj``'s host memory without a copy (any ``__dlpack__`` exporter): kernels write ``obj``.
 
         The handle keeps ``obj`` alive.  Refused, naming the property: memory on another device, read-only
@@ -121,7 +126,7 @@ class ComputeClient:
         array = _host_view(obj, "from_dlpack", self.name, writable=True)
         return Handle(self, array.reshape(-1), array.dtype, array.shape)
 
-    def empty(self, shape, dtype) -> Handle:
+    def empty(self, shape: int | Iterable[int], dtype: object) -> Handle:
         """A new buffer of ``shape`` and ``dtype`` with unspecified contents."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         dtype = as_numpy_dtype(dtype)
@@ -131,7 +136,7 @@ class ComputeClient:
         storage.view(np.uint8)[...] = 0xCD
         return Handle(self, storage, dtype, shape)
 
-    def zeros(self, shape, dtype) -> Handle:
+    def zeros(self, shape: int | Iterable[int], dtype: object) -> Handle:
         """A new buffer of ``shape`` and ``dtype`` filled with zeros."""
         handle = self.empty(shape, dtype)
         handle.storage.view(np.uint8)[...] = 0
@@ -143,22 +148,24 @@ class ComputeClient:
         flat = handle.storage[handle.offset :]
         if handle.strides == contiguous_strides(handle.shape):
             count = int(np.prod(handle.shape)) if handle.shape else 1
-            return flat[:count].reshape(handle.shape).copy()
+            return cast(np.ndarray, flat[:count].reshape(handle.shape).copy())
         item = flat.itemsize
         view = np.lib.stride_tricks.as_strided(flat, handle.shape, tuple(s * item for s in handle.strides))
-        return view.copy()
+        return cast(np.ndarray, view.copy())
 
     def sync(self) -> None:
         """Wait for every launch to finish (CPU launches finish before they return)."""
 
-    def _own(self, handle, what: str) -> None:
+    def _own(self, handle: object, what: str) -> None:
         if not isinstance(handle, Handle):
             raise LaunchError(f"client.{what}: expected a Handle, got {type(handle).__name__}")
         if handle.client is not self:
             raise LaunchError(f"client.{what}: the handle belongs to another client ({handle.client!r})")
 
     # -- kernels ---------------------------------------------------------------------------
-    def compiled(self, kernel, cube_dim: tuple[int, int, int], checked: bool, comp_args: tuple):
+    def compiled(
+        self, kernel: KernelLike, cube_dim: tuple[int, int, int], checked: bool, comp_args: tuple[object, ...]
+    ) -> object:
         """The cached back-end artifact for one specialization, built on a miss."""
         key = (kernel.identity, cube_dim, checked, comp_args, _contracts(kernel), _fastmath(kernel))
         artifact = self._cache.get(key)
@@ -169,7 +176,7 @@ class ComputeClient:
             return artifact
         return self._build(kernel, key)
 
-    def _build(self, kernel, key: tuple):
+    def _build(self, kernel: KernelLike, key: tuple[Any, ...]) -> object:
         """A miss of the in-memory cache: the on-disk cache, else expand and prepare (then store on disk)."""
         identity, cube_dim, checked, comp_args, contract, fastmath = key
         with self._lock:
@@ -193,7 +200,7 @@ class ComputeClient:
                     kernel.notice_build(definition, f"LLVM's O3 for the {self.backend.name} runtime starts now")
                 artifact = self.backend.prepare(definition)
                 if disk is not None:
-                    disk[0].store(disk_key, artifact)
+                    disk[0].store(cast(str, disk_key), artifact)
             self._cache[key] = artifact
             self.stats["misses"] += 1
             if config.get("CUBEPY_DEBUG") >= 1:
@@ -202,8 +209,14 @@ class ComputeClient:
         return artifact
 
     def _disk(
-        self, identity: str, cube_dim, checked: bool, comp_args: tuple, contract: bool = True, fastmath: bool = False
-    ):
+        self,
+        identity: str,
+        cube_dim: tuple[int, int, int],
+        checked: bool,
+        comp_args: tuple[object, ...],
+        contract: bool = True,
+        fastmath: bool = False,
+    ) -> tuple[cache.DiskCache, str] | None:
         """(on-disk cache, key) for this specialization, or None (back end not cacheable, cache off, unstable key)."""
         kind = self.backend.disk_cache_kind
         if kind is None:
@@ -215,7 +228,9 @@ class ComputeClient:
         key = cache.entry_key(kind, target, identity, cube_dim, checked, comp_args, contract, fastmath)
         return None if key is None else (store, key)
 
-    def launch(self, kernel, cube_count, cube_dim, args: tuple, *, checked: bool = True) -> None:
+    def launch(
+        self, kernel: KernelLike, cube_count: object, cube_dim: object, args: tuple[Any, ...], *, checked: bool = True
+    ) -> None:
         """Launch ``kernel`` over ``cube_count`` cubes of ``cube_dim`` units with ``args``."""
         # The warm path: no attrs objects, no environment reads unless a knob is set, one dict lookup.
         count = cube_count if type(cube_count) is CubeCount else _as_cube_shape(cube_count, CubeCount, "cube_count")
@@ -254,7 +269,7 @@ class ComputeClient:
         return f"ComputeClient({self.name!r})"
 
 
-def _host_view(obj, what: str, runtime: str, *, writable: bool) -> np.ndarray:
+def _host_view(obj: object, what: str, runtime: str, *, writable: bool) -> np.ndarray:
     """A numpy array over ``obj``'s memory (DLPack, no copy), refused clearly where a host runtime cannot use it."""
     from cubepy.runtime import dlpack
 

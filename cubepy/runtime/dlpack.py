@@ -45,7 +45,7 @@ _READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
 _DL_E4M3FN, _DL_E5M2 = 10, 12
 # The types numpy's own DLPack code cannot name: (DLPack code, bits) of each, by numpy dtype.
-_RELABELED = {
+_RELABELED: dict[np.dtype, tuple[int, int]] = {
     np.dtype(ml_dtypes.bfloat16): (_DL_BFLOAT, 16),
     np.dtype(ml_dtypes.float8_e4m3fn): (_DL_E4M3FN, 8),
     np.dtype(ml_dtypes.float8_e5m2): (_DL_E5M2, 8),
@@ -227,7 +227,9 @@ class _Borrowed:
         }
 
 
-def export(array: np.ndarray, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None):
+def export(
+    array: np.ndarray, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+) -> Any:
     """``__dlpack__`` of a host numpy view whose dtype may be one numpy cannot export (bf16, float8)."""
     if copy:
         raise BufferError("a cubepy handle exports its own memory; copy=True is not supported")
@@ -275,12 +277,12 @@ def _dl_dtype(dtype: np.dtype) -> tuple[int, int]:
     return code, dtype.itemsize * 8
 
 
-@_DELETER
+@_DELETER  # type: ignore[untyped-decorator]  # a ctypes callback object: its call takes and gives Any
 def _release(address: int) -> None:
     _EXPORTED.pop(address, None)
 
 
-@_DESTRUCTOR
+@_DESTRUCTOR  # type: ignore[untyped-decorator]  # a ctypes callback object, as above
 def _destroy_unconsumed(capsule: int) -> None:
     # A capsule nobody consumed still owns its tensor (a consumer renames it to "used_..." first).
     for name in (_VERSIONED, _LEGACY):

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, NoReturn
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from cubepy.runtime.client import ComputeClient
 
 # Runtimes whose handles hold host memory (a numpy array) that compiled code or numpy writes in place.
 HOST_RUNTIMES = frozenset({"interp", "cpu"})
@@ -15,14 +21,22 @@ _CDATA: type = ctypes.c_int.__mro__[-2]  # ctypes' common base class, which the 
 class Handle:
     """A buffer owned by one client: element dtype, logical shape, strides (in elements) and storage.
 
-    On the CPU runtime ``storage`` is a 1-D numpy array of ``dtype`` holding the whole allocation, and
+    On the interp and cpu runtimes ``storage`` is a 1-D numpy array of ``dtype`` holding the whole allocation, and
     ``offset`` (elements) is where element (0, ..., 0) lives in it.  Other runtimes keep their own
     ``storage`` (a device pointer) and the same metadata.
     """
 
     __slots__ = ("client", "storage", "dtype", "shape", "strides", "offset", "view_size", "__weakref__")
 
-    def __init__(self, client, storage, dtype, shape, strides=None, offset: int = 0) -> None:
+    def __init__(
+        self,
+        client: ComputeClient,
+        storage: Any,  # a numpy array on host runtimes, the runtime's own allocation elsewhere
+        dtype: DTypeLike,
+        shape: Iterable[int],
+        strides: Iterable[int] | None = None,
+        offset: int = 0,
+    ) -> None:
         self.client = client
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(s) for s in shape)
@@ -38,7 +52,7 @@ class Handle:
             return self.view_size
         return int(self.storage.size) - self.offset if hasattr(self.storage, "size") else _span(self)
 
-    def __getitem__(self, index) -> Handle:
+    def __getitem__(self, index: object) -> Handle:
         """``handle[a:b]``: a view of rows ``a..b`` (first axis, step 1) sharing this handle's storage.
 
         The view is a launch argument like any handle: a kernel writing through it changes only that
@@ -73,7 +87,9 @@ class Handle:
         """Bytes of storage from ``offset`` to the end of the allocation."""
         return self.size * self.dtype.itemsize
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
         """Export the buffer without a copy (DLPack): ``torch.from_dlpack(handle)``, ``np.from_dlpack(handle)``.
 
         A device handle finishes the client's queued work first, so the consumer's stream sees the kernel's writes.
@@ -105,7 +121,7 @@ class Handle:
         flat = self.storage[self.offset :]
         if self.strides == contiguous_strides(self.shape):
             count = int(np.prod(self.shape)) if self.shape else 1
-            return flat[:count].reshape(self.shape)
+            return cast(np.ndarray, flat[:count].reshape(self.shape))
         item = flat.itemsize
         return np.lib.stride_tricks.as_strided(flat, self.shape, tuple(s * item for s in self.strides))
 
@@ -123,7 +139,7 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def check_storage(handle: Handle, storage):
+def check_storage(handle: Handle, storage: Any) -> Any:
     """``storage`` if a kernel may write it through ``handle`` (a C-contiguous array flattened to 1-D), else a
     ``LaunchError`` naming what is wrong."""
     shape, strides, offset = handle.shape, handle.strides, handle.offset

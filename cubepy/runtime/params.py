@@ -152,7 +152,7 @@ class ParamPacker:
                     raise LaunchError(f"parameter {slot.name!r}: {len(data)} bytes for a {slot.size}-byte slot")
                 values.append(data)
         block = _aligned_zeros(self.layout.total_bytes, BLOCK_ALIGN)
-        self.format.pack_into(block, 0, *values)
+        self.format.pack_into(block, 0, *values)  # type: ignore[arg-type]  # numpy declares __buffer__ for 3.12+ only
         return PackedParams(block, self.offsets + np.uint64(block.ctypes.data))
 
 

@@ -416,7 +416,7 @@ def _common(
     if interleave != "none" and rank < 3:
         _fail(where, "tensor rank", rank, 2, f"interleave {interleave!r} needs a tensor of rank >= 3")
 
-    # rule 3: global address alignment (the CPU runtime's allocations start 256-byte aligned)
+    # rule 3: global address alignment (the interp and cpu runtimes' allocations start 256-byte aligned)
     global_address = int(handle.offset) * es
     align = 32 if interleave == "32B" else 16
     if global_address % align != 0:

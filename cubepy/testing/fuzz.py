@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,7 +66,7 @@ from cubepy.testing.fuzz_oracle import (
 )
 
 
-def _literal(draw: Callable, elem: str) -> Node:
+def _literal(draw: Callable[..., Any], elem: str) -> Node:
     from hypothesis import strategies as st
 
     if is_float(elem):
@@ -78,7 +78,7 @@ def _literal(draw: Callable, elem: str) -> Node:
     return Node("lit", elem, value=value)
 
 
-def _constant(draw: Callable, elem: str) -> Node:
+def _constant(draw: Callable[..., Any], elem: str) -> Node:
     """A typed constant ``cp.T(v)``, edge values of the type included."""
     from hypothesis import strategies as st
 
@@ -89,7 +89,7 @@ def _constant(draw: Callable, elem: str) -> Node:
     return Node("const", elem, value=draw(st.sampled_from(edges)))
 
 
-def gen_expr(draw: Callable, elem: str, kernel_elem: str, depth: int, line: int = 1) -> Node:
+def gen_expr(draw: Callable[..., Any], elem: str, kernel_elem: str, depth: int, line: int = 1) -> Node:
     """A random expression of type ``elem`` over the kernel's inputs ``x``, ``y`` (of ``kernel_elem``)."""
     from hypothesis import strategies as st
 
@@ -149,7 +149,7 @@ def gen_expr(draw: Callable, elem: str, kernel_elem: str, depth: int, line: int 
     return Node("bin", elem, op=op, args=(a, b), exact=a.exact and b.exact)
 
 
-def gen_compare(draw: Callable, kernel_elem: str, depth: int, line: int = 1) -> Node:
+def gen_compare(draw: Callable[..., Any], kernel_elem: str, depth: int, line: int = 1) -> Node:
     """A bool comparison of two exact expressions of the kernel's type."""
     from hypothesis import strategies as st
 
@@ -166,7 +166,7 @@ def render(node: Node, line: int) -> str:
     """The kernel-source text of ``node`` (lines of ``line`` lanes)."""
     k = node.kind
     if k == "leaf":
-        return node.value
+        return cast(str, node.value)
     if k == "lit":
         return repr(node.value)
     if k == "const":
@@ -281,7 +281,7 @@ class FuzzCase:
         return max([TOLERANCE[self.elem]] + [tolerance_of(tree) for tree in trees if tree is not None])
 
 
-def gen_case(draw: Callable, elems: tuple[str, ...] = ELEMS) -> FuzzCase:
+def gen_case(draw: Callable[..., Any], elems: tuple[str, ...] = ELEMS) -> FuzzCase:
     """A random ``FuzzCase`` over one of ``elems``."""
     from hypothesis import strategies as st
 
@@ -331,7 +331,7 @@ def inputs(case: FuzzCase, count: int) -> tuple[np.ndarray, np.ndarray]:
     return one_int(), one_int()
 
 
-def load_kernel(case: FuzzCase, directory: str | None = None):
+def load_kernel(case: FuzzCase, directory: str | None = None) -> tuple[Any, str]:
     """Write ``case.source`` to a file (kernels are expanded from their source) and import it."""
     directory = directory or tempfile.mkdtemp(prefix="cubepy_fuzz_")
     name = f"cubepy_fuzz_{os.getpid()}_{abs(hash(case.source))}"

@@ -22,10 +22,14 @@ import contextlib
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from cubepy.testing.fuzz_oracle import SIGNED, UNSIGNED, numpy_dtype_of
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 UNITS = 16  # two cubes of 8
 
@@ -37,7 +41,7 @@ def time_limit(seconds: float, what: str = "fuzz example") -> Iterator[None]:
         yield
         return
 
-    def expire(_signum, _frame):
+    def expire(_signum: int, _frame: FrameType | None) -> NoReturn:
         raise TimeoutError(f"{what} ran longer than {seconds} s: a hang")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -102,7 +106,7 @@ class ControlCase:
     starts: list[int]
     ends: list[int]
     steps: list[int]
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -172,7 +176,7 @@ class ControlCase:
         return acc, False, counted
 
 
-def gen_control_case(draw: Callable) -> ControlCase:
+def gen_control_case(draw: Callable[..., Any]) -> ControlCase:
     """A random ``ControlCase``: bound/step types, per-unit bounds with zero and negative steps, a body."""
     from hypothesis import strategies as st
 

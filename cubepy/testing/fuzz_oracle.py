@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -138,7 +138,7 @@ def _convert(values: np.ndarray, src: str, dst: str) -> np.ndarray:
     if src == dst:
         return values
     if dst == "bool":
-        return values.astype(np.float64) != 0 if is_float(src) else values.astype(object) != 0
+        return cast(np.ndarray, values.astype(np.float64) != 0 if is_float(src) else values.astype(object) != 0)
     if is_float(dst):
         if is_float(src):
             return values.astype(np.float64).astype(dtype)
@@ -229,7 +229,7 @@ def float_op(op: str, args: list[np.ndarray], elem: str) -> np.ndarray:
 
 def _erf(values: np.ndarray) -> np.ndarray:
     """erf from Python's math library (independent of the interp's own approximation)."""
-    return np.vectorize(math.erf, otypes=[np.float64])(values)
+    return cast(np.ndarray, np.vectorize(math.erf, otypes=[np.float64])(values))
 
 
 def evaluate(node: Node, env: dict[str, np.ndarray]) -> np.ndarray:
@@ -255,17 +255,19 @@ def evaluate(node: Node, env: dict[str, np.ndarray]) -> np.ndarray:
             "gt": np.greater,
             "ge": np.greater_equal,
         }[node.op]
-        return fn(*args)
+        return cast(np.ndarray, fn(*args))
     elem = node.elem
     if k == "un" and node.op == "is_nan":
         return np.isnan(args[0].astype(np.float64))
     if elem == "bool":
-        return {"bitand": np.logical_and, "bitor": np.logical_or, "bitxor": np.logical_xor}[node.op](*args)
+        return cast(
+            np.ndarray, {"bitand": np.logical_and, "bitor": np.logical_or, "bitxor": np.logical_xor}[node.op](*args)
+        )
     if is_float(elem):
         return float_op(node.op, args, elem)
     if k == "un":  # integers: bitnot, and neg/abs of signed types
         value = args[0].astype(object)
         return _wrap({"neg": -value, "abs": np.abs(value), "bitnot": ~value}[node.op], elem)
     if k == "tern":  # clamp of integers
-        return np.minimum(np.maximum(args[0], args[1]), args[2])
+        return cast(np.ndarray, np.minimum(np.maximum(args[0], args[1]), args[2]))
     return int_binary(node.op, args[0], args[1], elem)

@@ -28,7 +28,7 @@ launch (so is a test marked ``cubepy_sanitize(False)``).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -38,7 +38,7 @@ from cubepy.errors import CubeError
 SANITIZING_RUNTIMES = frozenset({"interp"})  # runtimes whose clients accept sanitize=True
 RUNTIMES_ENV = "CUBEPY_TEST_RUNTIME"  # a comma list; what the device check sets to run a suite on the GPU
 SCHEDULES = ("lockstep", "random", "adversarial")
-_RUNTIMES = pytest.StashKey[list]()
+_RUNTIMES = pytest.StashKey[list[str]]()
 _SCHEDULE = pytest.StashKey[dict[str, Any]]()
 _SAVED_ENV = pytest.StashKey[str | None]()
 SCHEDULE_ENV = "CUBEPY_SCHEDULE"
@@ -111,7 +111,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failing test's report says which interp schedule (and seed) it ran under, to replay it."""
     outcome = yield
     report = outcome.get_result()
@@ -190,7 +190,7 @@ def wants_sanitizer(node: pytest.Item) -> bool:
         return False
     if node.get_closest_marker("cubepy_sanitize") is not None:
         return True
-    return node.config.getoption("--cubepy-sanitize") == "on"
+    return cast(str, node.config.getoption("--cubepy-sanitize")) == "on"
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ class Coverage:
             index = index + (np.arange(handle.shape[axis], dtype=np.int64) * stride).reshape(shape)
         return index
 
-    def _entry(self, handle: Any, kind: str):
+    def _entry(self, handle: Any, kind: str) -> recording.BufferCoverage | None:
         if kind not in KINDS:
             raise CubeError(f"cp.coverage: kind {kind!r} is not one of {KINDS}")
         entry = self.recorder.buffers.get(id(handle.storage))
@@ -142,7 +142,7 @@ class Coverage:
         )
 
     def show(
-        self, handle: Any, path: str | os.PathLike | None = None, kind: str = "write", *, color: bool | None = None
+        self, handle: Any, path: str | os.PathLike[str] | None = None, kind: str = "write", *, color: bool | None = None
     ) -> Picture:
         """Draw the ``kind`` heat map of ``handle`` to ``path`` (.svg/.png) or the terminal."""
         from cubepy.viz.show import output

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from cubepy.errors import CubeError
 from cubepy.viz.picture import MARK_COLOR, Panel, Picture, group_color
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["render_file"]
 
@@ -16,7 +21,7 @@ MAX_PIXELS = 3000  # the longest side of a PNG, about
 FONT = 7
 
 
-def _matplotlib():
+def _matplotlib() -> type[Figure]:
     try:
         import matplotlib
         from matplotlib.figure import Figure
@@ -35,7 +40,7 @@ def _cell_width(panel: Panel) -> float:
     return max(0.36, 0.065 * longest + 0.16)
 
 
-def _draw_panel(ax, panel: Panel) -> None:
+def _draw_panel(ax: Axes, panel: Panel) -> None:
     from matplotlib.patches import Patch, Rectangle
 
     rows, cols = panel.shape
@@ -110,7 +115,7 @@ def _legend_rows(panel: Panel) -> int:
     return -(-count // ncol)
 
 
-def render_file(picture: Picture, path: str | os.PathLike) -> str:
+def render_file(picture: Picture, path: str | os.PathLike[str]) -> str:
     """Write ``picture`` to ``path`` (.svg or .png); returns the path."""
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()

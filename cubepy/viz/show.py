@@ -38,7 +38,7 @@ def picture_of(obj: Any, **coords: Any) -> Picture:
     )
 
 
-def output(picture: Picture, path: str | os.PathLike | None = None, *, color: bool | None = None) -> None:
+def output(picture: Picture, path: str | os.PathLike[str] | None = None, *, color: bool | None = None) -> None:
     """Write ``picture`` to ``path`` (.svg/.png through matplotlib) or print it (``color``: None = auto)."""
     if path is None:
         sys.stdout.write(render_text(picture, use_color(sys.stdout, color)))
@@ -52,7 +52,7 @@ def output(picture: Picture, path: str | os.PathLike | None = None, *, color: bo
     render_file(picture, path)
 
 
-def show(obj: Any, path: str | os.PathLike | None = None, *, color: bool | None = None, **coords: Any) -> Picture:
+def show(obj: Any, path: str | os.PathLike[str] | None = None, *, color: bool | None = None, **coords: Any) -> Picture:
     """Draw ``obj`` (a tensor map's copy at ``coords``, or a swizzle mode) to ``path`` or the terminal."""
     picture = picture_of(obj, **coords)
     output(picture, path, color=color)

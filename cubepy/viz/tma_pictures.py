@@ -1,7 +1,7 @@
 """Pictures of TMA copies and swizzles, computed by the interp's own TMA emulation (``interp.tma``).
 
 Every cell comes from ``tma.tiled_box``, ``tma.im2col_rows`` or ``tma.swizzle_addresses``: the functions
-the CPU runtime's copies run, so a picture cannot disagree with what a kernel gets.  Coordinates are
+the interp's copies run, so a picture cannot disagree with what a kernel gets.  Coordinates are
 given outermost first (numpy order), like ``TensorMapArg.tiled``'s tile and a kernel's copy coordinates.
 """
 

@@ -22,11 +22,12 @@ def _sass(instructions: int, loops: list[int], registers: int = 32, local: int =
     }
 
 
-def _row(tutorial: str, measure: str, mine: dict, free: dict, theirs: dict) -> dict:
+def _row(tutorial: str, measure: str, mine: dict, free: dict, theirs: dict, fast: dict | None = None) -> dict:
     row = {"tutorial": tutorial, "part": "p", "measure": measure, "target": "sm_90a", "status": "ok"}
-    row |= {"cubepy": mine, "unchecked": free, "triton": theirs, "triton_kernel": "k"}
+    row |= {"cubepy": mine, "unchecked": free, "fastmath": fast or mine, "triton": theirs, "triton_kernel": "k"}
     row["ratio"] = tt.measured(mine, measure) / tt.measured(theirs, measure)
     row["ratio_unchecked"] = tt.measured(free, measure) / tt.measured(theirs, measure)
+    row["ratio_fastmath"] = tt.measured(row["fastmath"], measure) / tt.measured(theirs, measure)
     return row
 
 
@@ -38,20 +39,33 @@ def test_measured_takes_the_largest_loop_or_the_whole_kernel():
 
 def test_the_table_gives_counts_ratios_and_the_geometric_mean():
     rows = [
-        _row("01 vector add", "kernel", _sass(80, []), _sass(60, []), _sass(40, [])),
-        _row("02 fused softmax", "loop", _sass(500, [160], 40, 8), _sass(400, [120]), _sass(300, [80], 30)),
+        _row("01 vector add", "kernel", _sass(80, []), _sass(60, []), _sass(40, []), _sass(40, [])),
+        _row(
+            "02 fused softmax",
+            "loop",
+            _sass(500, [160], 40, 8),
+            _sass(400, [120]),
+            _sass(300, [80], 30),
+            _sass(300, [80]),
+        ),
         {"tutorial": "09 persistent matmul", "part": "not ported", "status": "not ported"},
     ]
     table = tt.format_table(rows)
     assert (
-        "| 01 vector add | p | sm_90a | kernel | 80 | 60 | 40 | 2.00 | 1.50 | 32 / 32 | 0 / 0 | none / none |" in table
+        "| 01 vector add | p | sm_90a | kernel | 80 | 60 | 40 | 40 | 2.00 | 1.50 | 1.00 | 32 / 32 | 0 / 0 | none / none |"
+        in table
     )
     assert (
-        "| 02 fused softmax | p | sm_90a | loop | 160 | 120 | 80 | 2.00 | 1.50 | 40 / 30 | 8 / 0 | 160 / 80 |" in table
+        "| 02 fused softmax | p | sm_90a | loop | 160 | 120 | 80 | 80 | 2.00 | 1.50 | 1.00 | 40 / 30 | 8 / 0 | 160 / 80 |"
+        in table
     )
     assert "| 09 persistent matmul | not ported |" in table
-    # both ratios are 2.0 checked and 1.5 unchecked: the geometric means are those; the worst is the first 2.00
-    assert "over 2 kernels: **2.000** checked, **1.500** unchecked; worst 2.00 (01 vector add, p)" in table
+    # both ratios are 2.0 checked, 1.5 unchecked and 1.0 with fast math: the geometric means are those; the
+    # worst is the first 2.00
+    assert (
+        "over 2 kernels: **2.000** checked, **1.500** unchecked, **1.000** checked with fast math; "
+        "worst 2.00 (01 vector add, p)" in table
+    )
 
 
 def test_the_geometric_mean_of_unequal_ratios():
@@ -69,9 +83,9 @@ def test_without_triton_the_column_is_skipped_and_cubepy_rows_remain(monkeypatch
     module, reason = tt.load_triton()
     assert module is None and "triton cannot be imported" in reason
     row = _row("01 vector add", "kernel", _sass(80, []), _sass(60, []), _sass(40, []))
-    del row["triton"], row["ratio"], row["ratio_unchecked"]
+    del row["triton"], row["ratio"], row["ratio_unchecked"], row["ratio_fastmath"]
     table = tt.format_table([row], reason)
-    assert "| 01 vector add | p | sm_90a | kernel | 80 | 60 | - | - | - | 32 / - | 0 / - | none / - |" in table
+    assert "| 01 vector add | p | sm_90a | kernel | 80 | 60 | 80 | - | - | - | - | 32 / - | 0 / - | none / - |" in table
     assert "Triton column skipped: triton cannot be imported" in table
     assert "Geometric mean" not in table
 

@@ -14,7 +14,7 @@ needs_ptxas = pytest.mark.skipif(not ptxas.available(), reason=ptxas.unavailable
 
 def assert_valid_llvm(text: str) -> None:
     """Real LLVM parses and verifies ``text`` (a golden is never blessed without this)."""
-    from cubepy.compiler.target import binding
+    from cubepy.compiler.llvm_process import binding
 
     module = binding().parse_assembly(text)
     module.verify()

@@ -17,8 +17,8 @@ import llvmlite.ir as ir
 import numpy as np
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.llvm_process import binding
 from cubepy.compiler.lower import KernelLowering
-from cubepy.compiler.target import binding
 from cubepy.ir import ElemType, Type
 
 HOST_LIBM = {"__nv_fmodf": "fmodf", "__nv_fmod": "fmod"}

@@ -269,7 +269,7 @@ def test_launches_cache_each_choice_apart(runtime):
     assert sorted(definition.fastmath for definition in built) == [False, True]
 
 
-# -- accuracy on the CPU runtimes ------------------------------------------------------------------------------
+# -- accuracy on the interp and cpu runtimes ------------------------------------------------------------------
 def _samples(ranges, rng: np.random.Generator) -> np.ndarray:
     parts = []
     for lo, hi, scale in ranges:

@@ -12,9 +12,9 @@ import textwrap
 import pytest
 
 from cubepy.compiler import ptxas
+from cubepy.compiler.emit_ptx import check_module, optimize_and_emit, parse_target
 from cubepy.compiler.lower import lower_kernel
 from cubepy.compiler.passes import run_passes
-from cubepy.compiler.target import check_module, optimize_and_emit, parse_target
 
 from .conftest import assert_valid_llvm
 from .golden_kernels import KERNELS

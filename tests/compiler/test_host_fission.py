@@ -26,7 +26,7 @@ from cubepy import (
     i32,
     u32,
 )
-from cubepy.compiler.host import compile_host
+from cubepy.compiler.emit_host import compile_host
 from cubepy.compiler.targets.host_fission_plan import plan_fission
 from cubepy.errors import SanitizerError
 from examples.matmul_tiled import matmul

@@ -85,7 +85,7 @@ def test_the_polynomial_is_numpys_chebyshev_interpolant_rounded_to_f32():
 
 def test_the_exp_loop_is_vector_code_in_f32_lanes():
     """f32 lanes, twice as many to a register as f64 ones; ``k`` reaches the exponent bits through i32 lanes."""
-    from cubepy.compiler.host import compile_host
+    from cubepy.compiler.emit_host import compile_host
 
     definition = exp_each.define(tuple(default_compilation_args(exp_each, {})), (256, 1, 1), True)
     optimized = compile_host(definition).llvm_opt
@@ -97,7 +97,7 @@ def test_the_exp_loop_is_vector_code_in_f32_lanes():
 
 def test_ldexp_and_two_multiplications_scale_to_the_same_bits(monkeypatch):
     """With AVX-512, exp scales by 2^k with ``llvm.ldexp``; elsewhere by two multiplications: the same bits."""
-    from cubepy.compiler import host
+    from cubepy.compiler import emit_host as host
     from cubepy.runtime.cpu import make_client
 
     if not host._has_vector_ldexp():

@@ -10,7 +10,7 @@ import pytest
 
 from cubepy.compiler import libdevice, toolkit
 from cubepy.compiler.compiled import compile_definition
-from cubepy.compiler.target import binding
+from cubepy.compiler.llvm_process import binding
 from cubepy.ir import F32, builtin
 from cubepy.sealed import sealed_folder
 from tests.irbuild import KernelBuilder, T

@@ -1,4 +1,4 @@
-"""The lowering's arithmetic matches the CPU runtime's semantics on edge cases (run on the host JIT).
+"""The lowering's arithmetic matches the interp's semantics on edge cases (run on the host JIT).
 
 References are numpy (what the interp runtime computes) or, where numpy leaves a case undefined
 (integer division by zero, shifts past the width, float -> int overflow), the rule cubepy defines:

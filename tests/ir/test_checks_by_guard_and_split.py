@@ -1,7 +1,7 @@
 """The ``bounds`` pass's rules for global buffers added beside the tensor rule: a guard ``i < n.len()`` proves
 ``m[i]`` when ``n.len()`` is the word ``m``'s check compares with; a split loop shares one precondition among
 accesses whose offsets another one dominates; a large lane-local loop body is not split.  Results are
-compared with numpy on both CPU runtimes at lengths that make each access miss."""
+compared with numpy on the interp and cpu runtimes at lengths that make each access miss."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ COMPOSED_NAMES = {f"__nv_{base}{suffix}" for base in COMPOSED for suffix in ("f"
 
 
 def _host_target(definition):
-    from cubepy.compiler.host import host_machine
+    from cubepy.compiler.emit_host import host_machine
 
     machine = host_machine()
     return HostTarget(machine.triple, str(machine.target_data), definition)

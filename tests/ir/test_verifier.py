@@ -319,3 +319,18 @@ def test_shape_and_stride_multiples_are_one_power_of_two_per_dimension_of_a_tens
         ir.Param(tensor, "a", "array", shape_multiple_of=(16,)),  # an array has no shape words
     ):
         assert "_multiple_of" in str(_expect("bad-param", kernel([], [bad])))
+
+
+def test_len_as_shape_names_a_dimension_of_an_earlier_tensor_of_known_rank():
+    tensor = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
+    weights = Variable(VarKind.GLOBAL, 1, F32)
+    verify(kernel([], [tensor, ir.Param(weights, "w", "array", len_is_buffer_len=True, len_as_shape=(0, 1))]))
+    unranked = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor")
+    for params in (
+        [tensor, ir.Param(weights, "w", "array", len_is_buffer_len=True, len_as_shape=(0, 2))],  # no dimension 2
+        [tensor, ir.Param(weights, "w", "array", len_as_shape=(0, 1))],  # its len is not its buffer's
+        [unranked, ir.Param(weights, "w", "array", len_is_buffer_len=True, len_as_shape=(0, 1))],  # rank unknown
+        [ir.Param(weights, "w", "array", len_is_buffer_len=True, len_as_shape=(0, 1)), tensor],  # not earlier
+        [tensor, ir.Param(weights, "w", "tensor", rank=1, len_is_buffer_len=True, len_as_shape=(0, 1))],  # a tensor
+    ):
+        assert "len_as_shape" in str(_expect("bad-param", kernel([], params)))

@@ -304,7 +304,7 @@ def test_the_compile_child_dies_when_its_parent_is_killed(tmp_path):
         textwrap.dedent(
             f"""
             import os, time
-            from cubepy.compiler.target import run_isolated
+            from cubepy.compiler.llvm_process import run_isolated
 
             def work():
                 with open({str(child_pid_file)!r} + ".tmp", "w") as f:

@@ -32,7 +32,7 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
 
@@ -108,7 +108,7 @@ class HostOpTable(OpTable):
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
 
 
-class TokenType(ir.Type):
+class TokenType(ir.Type):  # type: ignore[misc]  # llvmlite ships no types
     """LLVM's ``token`` type (llvmlite has none): what ``llvm.coro.id`` returns."""
 
     def _to_string(self) -> str:
@@ -210,7 +210,7 @@ class HostTarget:
         self.param_bytes = 0  # the parameter block's size, set by the prologue
         self.buffer_offsets: list[int] = []  # a whole cube's or plain unit's buffer arguments: where in the block
         self.buffer_exclusive: list[bool] = []  # and whether the launch checked that nothing else overlaps each
-        self.host_calls: list = []  # host_async.HostCall per emulated instruction, indexed by its site
+        self.host_calls: list[Any] = []  # host_async.HostCall per emulated instruction, indexed by its site
         self.op_table = CPU
         self._site = 0
         self._ret_block: ir.Block | None = None

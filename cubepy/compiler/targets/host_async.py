@@ -19,7 +19,7 @@ its slot of the shared block, zeroed by the driver when a cube starts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import llvmlite.ir as ir
@@ -62,7 +62,7 @@ class HostCall:
     memory: str = ""  # an out-of-bounds report's memory, as messages name it ("global buffer 0 (x)")
 
 
-def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Value], **static) -> ir.Value:
+def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Value], **static: Any) -> ir.Value:
     """Record ``inst`` in the target's call table and call the runtime with its operands; the i64 result."""
     target: HostTarget = lw.target  # type: ignore[assignment]
     op = inst.operation
@@ -138,7 +138,7 @@ def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     bump_epoch(lw)
 
 
-def wait_until_done(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static) -> None:
+def wait_until_done(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static: Any) -> None:
     """Test the phase; while it is not complete, suspend (state AT_MBARRIER) and test again when resumed."""
     target: HostTarget = lw.target  # type: ignore[assignment]
     b = lw.builder
@@ -183,7 +183,7 @@ def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None
     lw.define(inst.out, done)
 
 
-def _named_operands(lw: KernelLowering, inst: Instruction) -> tuple[list[ir.Value], dict]:
+def _named_operands(lw: KernelLowering, inst: Instruction) -> tuple[list[ir.Value], dict[str, int]]:
     from cubepy.compiler.targets.host_abi import NAMED_KEY
 
     op = cast("ops.NamedBarrierSync | ops.NamedBarrierArrive", inst.operation)
@@ -225,7 +225,7 @@ def lower_debug_print(lw: KernelLowering, inst: Instruction) -> None:
     _call(lw, "print", inst, operands)
 
 
-def _copy_operands(lw: KernelLowering, op) -> list[ir.Value]:
+def _copy_operands(lw: KernelLowering, op: ops.TmaLoad | ops.TmaLoadIm2col | ops.TmaStore) -> list[ir.Value]:
     tensor_map = lw.builder.ptrtoint(lw.params[(VarKind.TENSOR_MAP, op.tensor_map.id)], I64)
     return [tensor_map, _wide(lw, op.offset), _wide(lw, op.length), *(_wide(lw, c) for c in op.coords)]
 

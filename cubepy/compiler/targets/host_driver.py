@@ -247,7 +247,10 @@ def emit_driver(
 
 
 def _plain_units(
-    e: _Emitter, unit: ir.Function, args: tuple[ir.Value, ir.Value, list, list], dims: tuple[int, int, int]
+    e: _Emitter,
+    unit: ir.Function,
+    args: tuple[ir.Value, ir.Value, list[ir.Value], list[ir.Value]],
+    dims: tuple[int, int, int],
 ) -> None:
     """Call a plain unit function for every unit of the cube: loops over z, y and x, x innermost, each call given
     its linear index and ``tid``.  An address built from ``tid.x`` is then affine in the innermost loop's
@@ -299,9 +302,9 @@ class _CubeRun:
     unit: ir.Function
     params: ir.Value
     cube: ir.Value
-    arrays: dict
+    arrays: dict[str, ir.Value]
     units: int
-    ctaid: list
+    ctaid: list[ir.Value]
     reduces: bool
 
     def each_unit(self, body: Callable[[ir.Value], None]) -> None:

@@ -17,7 +17,7 @@ address and length with its offset and stride, and the emulation reads or writes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_cmma import lower_cast, lower_fill
@@ -39,7 +39,7 @@ def _address(lw: KernelLowering, fragment: Variable) -> ir.Value:
     return lw.builder.ptrtoint(lw.local_array(fragment), lt.I64)
 
 
-def _collective(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static) -> None:
+def _collective(lw: KernelLowering, inst: Instruction, kind: str, operands: list[ir.Value], **static: Any) -> None:
     target = cast("HostTarget", lw.target)
     _call(lw, kind, inst, operands, **static)
     target.sync_plane(lw)

@@ -13,7 +13,7 @@ import numpy as np
 
 from cubepy import config
 from cubepy.compiler import abi
-from cubepy.compiler.host import HostKernel, compile_host, host_target_name
+from cubepy.compiler.emit_host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host_abi import (
     CTX_BYTES,
     CTX_EPOCH,
@@ -30,7 +30,7 @@ from cubepy.compiler.targets.host_abi import (
     SHARED_ALIGN,
 )
 from cubepy.errors import CubeError, LaunchError
-from cubepy.ir.kernel import written_slots
+from cubepy.ir.kernel import KernelDefinition, written_slots
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
 
@@ -98,7 +98,7 @@ class _Workspace:
         """The cube context's fault word (0: none)."""
         return int(self._words[CTX_FAULT // 4])
 
-    def __del__(self, _free=_LIBC_FREE) -> None:
+    def __del__(self, _free: Callable[[int], object] = _LIBC_FREE) -> None:
         # ``_free`` is bound at definition: contexts kept by a backend die at interpreter exit, after the
         # module's globals are gone.
         for frame in self.frames.tolist():
@@ -123,7 +123,7 @@ class CpuBackend:
         self._spread = workers.SpreadChoice()
         self._packers: dict[int, tuple[HostKernel, packing.KernelPacker]] = {}
         # id(storage) -> (weak reference to it, address): a freed array's id may be reused, its entry is not
-        self._addresses: dict[int, tuple[weakref.ref, int]] = {}
+        self._addresses: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = workers.fork_safe(threading.Lock())
@@ -133,7 +133,7 @@ class CpuBackend:
         """The machine the object code is for (another CPU never loads it), and whether it reports misses."""
         return host_target_name() + ("+oob-reports" if self.report_out_of_bounds else "")
 
-    def prepare(self, definition) -> HostKernel:
+    def prepare(self, definition: KernelDefinition) -> HostKernel:
         """Compile for the host (unsupported operations raise CompileError naming them)."""
         return compile_host(definition, report_out_of_bounds=self.report_out_of_bounds)
 

@@ -25,11 +25,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cubepy.compiler.host import HostKernel
+from cubepy.compiler.emit_host import HostKernel
 from cubepy.compiler.targets.host_abi import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
@@ -38,6 +38,9 @@ from cubepy.runtime.cpu import plane_ops, workers
 from cubepy.runtime.interp import mbarrier, tma, warp_specialize
 from cubepy.runtime.interp.memory import out_of_bounds_text
 from cubepy.runtime.interp.printing import format_line
+
+if TYPE_CHECKING:
+    from cubepy.runtime.tensormap import TensorMapArg
 
 TENSOR_MAP_MAGIC = b"cubepyTM"
 assert BARRIER_ROW_BYTES == mbarrier.ROW_BYTES, "the host target's barrier rows must hold the emulated state"
@@ -57,7 +60,9 @@ def tensor_map_handle(slot: int) -> bytes:
 class LaunchRecord:
     """One running launch: its kernel, tensor maps, the cube contexts' shared views and the first error."""
 
-    def __init__(self, kernel: HostKernel, tensor_maps: list, counts: tuple[int, int, int] = (1, 1, 1)) -> None:
+    def __init__(
+        self, kernel: HostKernel, tensor_maps: list[TensorMapArg], counts: tuple[int, int, int] = (1, 1, 1)
+    ) -> None:
         self.kernel = kernel
         self.counts = counts  # the launch's cube count
         self.tensor_maps = tensor_maps
@@ -100,7 +105,13 @@ class LaunchRecord:
         return f"unit {self.unit_position(unit)} of cube {self.cube_index(cube)}"
 
     def report(
-        self, cube: int, unit: int, call: HostCall, kind: SanitizerKind, text: str, error=SanitizerError
+        self,
+        cube: int,
+        unit: int,
+        call: HostCall,
+        kind: SanitizerKind,
+        text: str,
+        error: type[SanitizerError] = SanitizerError,
     ) -> SanitizerError:
         """The error ``call`` made on ``unit``: ``text`` (after the kind's name unless it starts with it), the unit
         and cube, and the instruction, in the interp's words."""
@@ -150,7 +161,7 @@ class LaunchRecord:
 
 @contextmanager
 def launch(
-    params: int, kernel: HostKernel, tensor_maps: list, counts: tuple[int, int, int] = (1, 1, 1)
+    params: int, kernel: HostKernel, tensor_maps: list[TensorMapArg], counts: tuple[int, int, int] = (1, 1, 1)
 ) -> Iterator[LaunchRecord]:
     """Make the launch whose parameter block is at ``params`` known to ``cubepy_host_op`` while it runs; then
     write its ``debug_print`` lines (those made before a failure too, as the interp does)."""
@@ -308,7 +319,7 @@ def register() -> None:
     """Make ``cubepy_host_op`` resolvable for the host object code (once per process)."""
     global _registered
     if not _registered:
-        from cubepy.compiler.target import binding
+        from cubepy.compiler.llvm_process import binding
 
         binding().add_symbol(HOST_OP_SYMBOL, ctypes.cast(_callback, ctypes.c_void_p).value)
         _registered = True

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 
-from cubepy.compiler.host import HostKernel, host_machine
-from cubepy.compiler.target import _LLVM_LOCK, binding
+from cubepy.compiler.emit_host import HostKernel, host_machine
+from cubepy.compiler.llvm_process import LLVM_LOCK, binding
 from cubepy.compiler.targets.host_abi import DRIVER_NAME
 from cubepy.runtime.cpu.symbols import ensure_resolvable
 from cubepy.runtime.cpu.workers import fork_safe
 
 RunCubes = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
-_loaded: dict[int, tuple[HostKernel, object, object, int]] = {}
+_loaded: dict[int, tuple[HostKernel, object, Callable[..., None], int]] = {}
 _lock = fork_safe(threading.Lock())
 
 
-def entry(kernel: HostKernel):
+def entry(kernel: HostKernel) -> Callable[..., None]:
     """The kernel's ``cubepy_run_cubes(params, cube, first, last)`` as a ctypes function (GIL released)."""
     return _load(kernel)[2]
 
@@ -26,11 +27,11 @@ def entry_address(kernel: HostKernel) -> int:
     return _load(kernel)[3]
 
 
-def _load(kernel: HostKernel) -> tuple:
+def _load(kernel: HostKernel) -> tuple[HostKernel, object, Callable[..., None], int]:
     found = _loaded.get(id(kernel))
     if found is not None and found[0] is kernel:
         return found
-    with _lock, _LLVM_LOCK:
+    with _lock, LLVM_LOCK:
         # Again under the lock: a thread that missed while another loaded must take that engine, not replace
         # it (the replaced engine's code would be freed under the launch still running it).
         found = _loaded.get(id(kernel))

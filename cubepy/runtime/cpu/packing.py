@@ -58,7 +58,7 @@ class KernelPacker:
         for index, slot in self.scalar_slots.items():
             ty = slot.type
             if ty is not None and ty.line == 1 and not ty.elem.is_bool:
-                self.scalar_types[index] = (ty.elem.numpy.type, kparams.scalar_size_align(ty)[0])
+                self.scalar_types[index] = (ty.elem.numpy.type, abi.scalar_size_align(ty)[0])
         self.map_slots = {slot.kind_index: slot for slot in layout.slots if slot.role == "tensor_map"}
         self._free: list[tuple[np.ndarray, int]] = []
         self._lock = threading.Lock()

@@ -17,7 +17,7 @@ interp.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from cubepy.runtime.interp.values import PLANE_SIZE, numpy_dtype
 if TYPE_CHECKING:
     from cubepy.compiler.targets.host_async import HostCall
     from cubepy.ir import Variable
+    from cubepy.ir.types import ElemType
     from cubepy.runtime.cpu.emulation import LaunchRecord
 
 OPERAND_COUNTS = {
@@ -78,7 +79,7 @@ def _error(record: LaunchRecord, cube: int, unit: int, call: HostCall, kind: San
     record.fail(cube, record.report(cube, unit, call, kind, text))
 
 
-def operation_of(record: LaunchRecord, call: HostCall):
+def operation_of(record: LaunchRecord, call: HostCall) -> Any:  # the operation class of the call's kind
     """The IR operation of ``call`` (its fragments' types and lengths), found by the instruction's text."""
     found = record.operations.get(call.text)
     if found is not None:
@@ -113,7 +114,12 @@ def _store_matrix(operands: dict[int, list[int]], position: int, var: Variable, 
 
 
 def _run_cmma_tile(
-    record: LaunchRecord, cube: int, unit: int, call: HostCall, operation, operands: dict[int, list[int]]
+    record: LaunchRecord,
+    cube: int,
+    unit: int,
+    call: HostCall,
+    operation: ops.CmmaLoad | ops.CmmaStore,
+    operands: dict[int, list[int]],
 ) -> bool:
     """Load or store one plane's 16x16 tile through the first unit's base, length, offset and stride."""
     base, length, offset, stride, _ = operands[0]
@@ -149,7 +155,12 @@ def _run_mma(operation: ops.MmaSync, operands: dict[int, list[int]]) -> None:
 
 
 def _run_matrix_move(
-    record: LaunchRecord, cube: int, unit: int, call: HostCall, operation, operands: dict[int, list[int]]
+    record: LaunchRecord,
+    cube: int,
+    unit: int,
+    call: HostCall,
+    operation: ops.Ldmatrix | ops.Stmatrix,
+    operands: dict[int, list[int]],
 ) -> bool:
     count, trans = call.rank, call.mode == "trans"
     offsets = np.array([operands[lane][0] for lane in range(PLANE_SIZE)], dtype=np.int64)
@@ -194,7 +205,7 @@ def _uniform_descriptor(
 
 
 def _tile(
-    record: LaunchRecord, cube: int, unit: int, call: HostCall, desc: int, rows: int, elem, mn_major: bool
+    record: LaunchRecord, cube: int, unit: int, call: HostCall, desc: int, rows: int, elem: ElemType, mn_major: bool
 ) -> np.ndarray | None:
     shared = record.shared(cube)
     problem = wgmma.descriptor_problem(desc, rows, shared.size, elem.size, mn_major)
@@ -205,7 +216,12 @@ def _tile(
 
 
 def _run_wgmma(
-    record: LaunchRecord, cube: int, unit: int, call: HostCall, operation, operands: dict[int, list[int]]
+    record: LaunchRecord,
+    cube: int,
+    unit: int,
+    call: HostCall,
+    operation: ops.WgmmaMmaAsync,
+    operands: dict[int, list[int]],
 ) -> bool:
     """Every unit's accumulator of one warpgroup's ``wgmma_mma_async``, by the interp's arithmetic."""
     op: ops.WgmmaMmaAsync = operation

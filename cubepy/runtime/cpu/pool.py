@@ -32,6 +32,8 @@ import platform
 import sys
 import threading
 import weakref
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -301,8 +303,8 @@ def available() -> bool:
 @functools.cache
 def _compiled() -> tuple[object, int, int]:
     """The pool's code, compiled once per process: (engine and its module, launch address, worker address)."""
-    from cubepy.compiler.host import host_machine
-    from cubepy.compiler.target import _LLVM_LOCK, binding
+    from cubepy.compiler.emit_host import host_machine
+    from cubepy.compiler.llvm_process import LLVM_LOCK, binding
 
     machine = _machine()
     text = _IR.format(
@@ -321,7 +323,7 @@ def _compiled() -> tuple[object, int, int]:
         worker=WORKER,
         line=LINE,
     )
-    with _LLVM_LOCK:
+    with LLVM_LOCK:
         llvm = binding()
         module = llvm.parse_assembly(text)
         module.verify()
@@ -345,7 +347,7 @@ class NativePool:
         self._pid = -1
         self._block: np.ndarray | None = None
         self._contexts = np.zeros(max(len(cpus), 1), np.uint64)
-        self._launch = None
+        self._launch: Any = None  # the ctypes function of cubepy_pool_launch, once started
 
     def try_run(self, run: int, params: int, contexts: list[int], total: int, chunk: int, mask: int) -> bool:
         """Run cubes ``[0, total)`` in chunks of ``chunk`` on the calling thread (context ``contexts[-1]``) and
@@ -373,7 +375,7 @@ class NativePool:
             self._lock.release()
         return True
 
-    def _started(self):
+    def _started(self) -> tuple[Any, np.ndarray]:
         with self._start_lock:
             if self._pid != os.getpid():  # first use, or a forked child (which has none of the parent's threads)
                 _, launch_address, worker_address = _compiled()
@@ -391,10 +393,10 @@ class NativePool:
                 weakref.finalize(self, _stop, self._block, len(self.cpus)).atexit = False
                 self._launch = _Launch(launch_address)
                 self._pid = os.getpid()
-            return self._launch, self._block
+            return self._launch, cast(np.ndarray, self._block)
 
 
-def _serve(worker, block: np.ndarray, index: int, cpu: int, spin: int) -> None:
+def _serve(worker: Callable[..., object], block: np.ndarray, index: int, cpu: int, spin: int) -> None:
     """A worker thread: bind to ``cpu``, then live in the compiled loop (GIL released) until the pool stops."""
     _bind_to_cpu(cpu)
     worker(block.ctypes.data, index, spin)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
+from typing import Any
 
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL
 from cubepy.errors import CompileError
@@ -93,9 +94,9 @@ def undefined_symbols(elf: bytes) -> list[str]:
 
 
 @functools.cache
-def _support_engine():
-    from cubepy.compiler.host import host_machine
-    from cubepy.compiler.target import binding
+def _support_engine() -> Any:  # an llvmlite execution engine
+    from cubepy.compiler.emit_host import host_machine
+    from cubepy.compiler.llvm_process import binding
 
     llvm = binding()
     module = llvm.parse_assembly(_SUPPORT_IR)

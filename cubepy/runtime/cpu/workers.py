@@ -18,10 +18,15 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 import attrs
 
 from cubepy.forks import fork_safe
+
+if TYPE_CHECKING:
+    # A worker's queue: (job, its future) pairs, then None to stop.
+    _Jobs = queue.SimpleQueue[tuple[Callable[[], None], Future[None]] | None]
 
 __all__ = ["Interrupts", "SpreadChoice", "Workers", "fork_safe", "usable_cpus"]
 
@@ -62,7 +67,7 @@ class Workers:
     def __init__(self, cpus: list[int]) -> None:
         self.cpus = cpus
         self._lock = fork_safe(threading.Lock())
-        self._queues: list[queue.SimpleQueue] = []
+        self._queues: list[_Jobs] = []
         self._pid = -1  # the process the threads were started in
 
     def run(self, jobs: list[Callable[[], None]]) -> None:
@@ -74,9 +79,9 @@ class Workers:
             for job in jobs:
                 job()
             return
-        futures: list[Future] = []
+        futures: list[Future[None]] = []
         for index, job in enumerate(jobs[1:]):
-            future: Future = Future()
+            future: Future[None] = Future()
             others[index % len(others)].put((job, future))
             futures.append(future)
         try:
@@ -85,7 +90,7 @@ class Workers:
             for future in futures:
                 future.result()
 
-    def _started(self) -> list[queue.SimpleQueue]:
+    def _started(self) -> list[_Jobs]:
         with self._lock:
             if self._pid != os.getpid():  # first use, or a forked child (which has none of the parent's threads)
                 self._queues = [queue.SimpleQueue() for _ in self.cpus]
@@ -96,12 +101,12 @@ class Workers:
             return self._queues
 
 
-def _stop(queues: list[queue.SimpleQueue]) -> None:
+def _stop(queues: list[_Jobs]) -> None:
     for jobs in queues:
         jobs.put(None)
 
 
-def _serve(cpu: int, jobs: queue.SimpleQueue) -> None:
+def _serve(cpu: int, jobs: _Jobs) -> None:
     """A worker: bind to ``cpu``, then run each job handed to it and settle its future, until handed None."""
     _bind_to_cpu(cpu)
     while True:

@@ -18,8 +18,12 @@ Nothing imports cuda-bindings until a client is made, so this package imports ev
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from cubepy.runtime.cuda.driver import NO_DEVICE, NO_DRIVER, NOT_INSTALLED, probe
+
+if TYPE_CHECKING:
+    from cubepy.runtime.cuda.client import CudaClient
 
 __all__ = ["NOT_INSTALLED", "NO_DEVICE", "NO_DRIVER", "make_client", "unavailable_reason"]
 
@@ -37,7 +41,7 @@ def unavailable_reason() -> str | None:
         return f"probing the CUDA driver failed: {type(exc).__name__}: {exc}"
 
 
-def make_client(sanitize: bool = False):
+def make_client(sanitize: bool = False) -> CudaClient:
     """A ``ComputeClient`` on device 0 (``cp.client("cuda")``); ``sanitize=True`` raises: CPU only."""
     from cubepy.runtime.cuda.client import make_cuda_client
     from cubepy.runtime.cuda.device import get_device

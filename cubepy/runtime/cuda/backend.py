@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from cubepy.compiler.abi import param_layout
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir import MAX_CUBE_DIM, KernelDefinition, launch_shape_problem
 from cubepy.runtime import params as kparams
@@ -23,6 +24,9 @@ from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cuda import tensormaps
 from cubepy.runtime.cuda.device import CudaDevice, DeviceBuffer
 from cubepy.runtime.cuda.driver import check, error_name
+
+if TYPE_CHECKING:
+    from cubepy.runtime.handle import Handle
 
 SANITIZER_UNAVAILABLE = (
     "the sanitizer is a CPU-runtime feature: use cp.client('interp', sanitize=True) "
@@ -59,7 +63,7 @@ class CudaKernel:
     @property
     def name(self) -> str:
         """The PTX entry name."""
-        return self.compiled.name
+        return cast(str, self.compiled.name)
 
 
 class CudaBackend:
@@ -109,7 +113,7 @@ class CudaBackend:
             compiled=compiled,
             module=module,
             function=function,
-            packer=kparams.ParamPacker(kparams.param_layout(final)),
+            packer=kparams.ParamPacker(param_layout(final)),
             loaded_from=loaded_from,
             static_shared_bytes=static,
             dynamic_shared_bytes=dynamic,
@@ -243,7 +247,7 @@ def check_launch_limits(kernel: CudaKernel, cube_count: tuple[int, int, int], in
         )
 
 
-def allocation_address(handle: Any) -> int:
+def allocation_address(handle: Handle) -> int:
     """The device address where a handle's allocation starts (tensor maps add the offset themselves)."""
     storage = handle.storage
     if not isinstance(storage, DeviceBuffer):
@@ -251,6 +255,6 @@ def allocation_address(handle: Any) -> int:
     return storage.ptr
 
 
-def buffer_address(handle: Any) -> int:
+def buffer_address(handle: Handle) -> int:
     """The device address of a handle's element 0 (its allocation plus its offset)."""
     return allocation_address(handle) + handle.offset * handle.dtype.itemsize

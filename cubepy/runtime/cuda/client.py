@@ -1,14 +1,14 @@
 """``CudaClient``: the ``ComputeClient`` whose handles live in device memory.
 
-Handles keep the CPU runtime's metadata (dtype, shape, strides in elements, offset) and hold a
+Handles keep the host runtimes' metadata (dtype, shape, strides in elements, offset) and hold a
 ``DeviceBuffer`` as ``storage``.  Launches are asynchronous on the device's stream; ``read`` and
 ``sync`` wait for them, so a kernel fault is reported there, by the driver call that noticed it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,26 +28,26 @@ class CudaClient(ComputeClient):
         self.device = device
 
     # -- buffers ---------------------------------------------------------------------------
-    def create(self, array) -> Handle:
+    def create(self, array: object) -> Handle:
         """A new device buffer holding a copy of ``array`` (keeps its dtype and shape)."""
         array = np.ascontiguousarray(np.asarray(array))
         handle = self._allocate(array.shape, array.dtype)
         self.device.upload(handle.storage.ptr, array)
         return handle
 
-    def empty(self, shape, dtype) -> Handle:
-        """A new device buffer with unspecified contents (filled with 0xCD bytes, as on the CPU runtime)."""
+    def empty(self, shape: int | Iterable[int], dtype: object) -> Handle:
+        """A new device buffer with unspecified contents (filled with 0xCD bytes, as on the interp and cpu runtimes)."""
         handle = self._allocate(shape, dtype)
         self.device.fill(handle.storage.ptr, EMPTY_FILL_BYTE, handle.storage.nbytes)
         return handle
 
-    def zeros(self, shape, dtype) -> Handle:
+    def zeros(self, shape: int | Iterable[int], dtype: object) -> Handle:
         """A new device buffer filled with zeros."""
         handle = self._allocate(shape, dtype)
         self.device.fill(handle.storage.ptr, 0, handle.storage.nbytes)
         return handle
 
-    def _allocate(self, shape, dtype) -> Handle:
+    def _allocate(self, shape: int | Iterable[int], dtype: object) -> Handle:
         shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
         dtype = as_numpy_dtype(dtype)
         count = int(np.prod(shape)) if shape else 1
@@ -75,7 +75,7 @@ class CudaClient(ComputeClient):
         flat = np.empty(span, dtype=handle.dtype)
         self.device.download(start, flat)
         view = np.lib.stride_tricks.as_strided(flat, handle.shape, tuple(s * item for s in handle.strides))
-        return view.copy()
+        return cast(np.ndarray, view.copy())
 
     def sync(self) -> None:
         """Wait for every launch and copy queued by this client; raises if one of them failed."""
@@ -125,7 +125,7 @@ class CudaClient(ComputeClient):
 
 
 def make_cuda_client(device: CudaDevice | None, *, sanitize: bool = False) -> CudaClient:
-    """A client of ``device``; the sanitizer is refused (it exists only on the CPU runtime)."""
+    """A client of ``device``; the sanitizer is refused (it exists only on the interp and cpu runtimes)."""
     if sanitize:
         raise CubeError(SANITIZER_UNAVAILABLE)
     if device is None:

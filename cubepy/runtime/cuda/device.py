@@ -19,7 +19,7 @@ import numpy as np
 from cubepy.errors import CubeError
 from cubepy.runtime.cuda.driver import check, import_driver
 
-# Fill of ``empty`` buffers, as on the CPU runtime: reads of never-written data stand out.
+# Fill of ``empty`` buffers, as on the interp and cpu runtimes: reads of never-written data stand out.
 EMPTY_FILL_BYTE = 0xCD
 
 
@@ -27,7 +27,7 @@ EMPTY_FILL_BYTE = 0xCD
 class DeviceBuffer:
     """A device allocation (or a borrowed external one): its address, bytes and element count.
 
-    ``size`` counts elements of the handle's dtype, as the CPU runtime's numpy storage does, so
+    ``size`` counts elements of the handle's dtype, as the host runtimes' numpy storage does, so
     ``Handle.size`` and ``buffer_len`` mean the same on both runtimes.  ``owner`` keeps a borrowed
     allocation's exporter alive; an owned one is freed when the buffer is garbage collected.
     """

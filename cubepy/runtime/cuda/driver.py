@@ -125,7 +125,7 @@ def explain(name: str) -> str:
     return text
 
 
-def check(driver: Any, result: tuple, call: str, detail: str = "", error: type[CubeError] = CubeError) -> Any:
+def check(driver: Any, result: tuple[Any, ...], call: str, detail: str = "", error: type[CubeError] = CubeError) -> Any:
     """Unpack a cuda-bindings result tuple: nothing, the one value, or the values; raise on an error.
 
     The exception names ``call``, the error and its usual meaning, then ``detail`` (the arguments

@@ -7,7 +7,8 @@ when TMA copies land.  Each IR op family has its handler module (``arith``, ``me
 ``plane``, ``sync``, ``tma_exec``, ``printing``...) registered in ``registry``.
 """
 
+from cubepy.errors import InterpreterError
 from cubepy.runtime.interp import arith, atomic, cmma, memory, plane, sync, tma_exec  # noqa: F401  (register handlers)
-from cubepy.runtime.interp.executor import InterpreterError, LaneCounter, counting, run
+from cubepy.runtime.interp.executor import LaneCounter, counting, run
 
 __all__ = ["InterpreterError", "LaneCounter", "counting", "run"]

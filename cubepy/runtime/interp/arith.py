@@ -6,6 +6,7 @@ constant folding and the frontend's comptime fold); these handlers read operands
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +24,7 @@ def unary(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = op(input)."""
     op = inst.operation
     assert isinstance(op, ops.Unary)
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, semantics.unary(type(op), op.input.elem, ctx.read(op.input)), mask)
 
 
@@ -34,6 +36,7 @@ def binary(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lhs, rhs = ctx.read(op.lhs), ctx.read(op.rhs)
     if isinstance(op, ops.Powi) and op.lhs.type.line > 1:
         rhs = as_line_operand(rhs, op.rhs.type)
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, semantics.binary(type(op), op.lhs.elem, lhs, rhs), mask)
 
 
@@ -42,6 +45,7 @@ def compare(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = lhs op rhs as bool."""
     op = inst.operation
     assert isinstance(op, ops.Compare)
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, semantics.compare(type(op), op.lhs.elem, ctx.read(op.lhs), ctx.read(op.rhs)), mask)
 
 
@@ -50,6 +54,7 @@ def fma(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = a * b + c, rounded once."""
     op = inst.operation
     assert isinstance(op, ops.Fma)
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, semantics.evaluate(ops.Fma, op.a.elem, ctx.read(op.a), ctx.read(op.b), ctx.read(op.c)), mask)
 
 
@@ -59,13 +64,15 @@ def clamp(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = inst.operation
     assert isinstance(op, ops.Clamp)
     x, lo, hi = ctx.read(op.input), ctx.read(op.lo), ctx.read(op.hi)
+    assert inst.out is not None  # the record gives it a result
     ctx.write(inst.out, semantics.evaluate(ops.Clamp, op.input.elem, x, lo, hi), mask)
 
 
 @implements(ops.Select)
 def select(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = cond ? then : otherwise, lane-wise."""
-    op: ops.Select = inst.operation
+    op = typing.cast(ops.Select, inst.operation)
+    assert inst.out is not None  # the record gives it a result
     cond = ctx.read(op.cond)
     if inst.out.type.line > 1:
         cond = as_line_operand(cond, op.cond.type)
@@ -76,7 +83,8 @@ def select(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.Cast)
 def cast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = input converted to out's element type; a scalar input broadcasts to a line."""
-    op: ops.Cast = inst.operation
+    op = typing.cast(ops.Cast, inst.operation)
+    assert inst.out is not None  # the record gives it a result
     x = ctx.read(op.input)
     if inst.out.type.line > 1:
         x = as_line_operand(x, op.input.type)
@@ -87,7 +95,8 @@ def cast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.Bitcast)
 def bitcast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = the bytes of input reinterpreted (line sizes may differ when the total size agrees)."""
-    op: ops.Bitcast = inst.operation
+    op = typing.cast(ops.Bitcast, inst.operation)
+    assert inst.out is not None  # the record gives it a result
     src_ty, dst_ty = op.input.type, inst.out.type
     x = np.asarray(ctx.read(op.input))
     if src_ty.elem.is_bool:
@@ -103,4 +112,5 @@ def bitcast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.Assign)
 def assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = input."""
-    ctx.write(inst.out, ctx.read(inst.operation.input), mask)
+    assert inst.out is not None  # the record gives it a result
+    ctx.write(inst.out, ctx.read(typing.cast(ops.Assign, inst.operation).input), mask)

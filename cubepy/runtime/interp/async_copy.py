@@ -29,6 +29,7 @@ from cubepy.runtime.interp.sanitizer import SELF_REPORTING
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
+    from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
 
 STATE_KEY = "async_copy.state"
@@ -136,11 +137,11 @@ class AsyncCopyRaces:
         )
 
 
-def _per_lane(ctx: Chunk, var, lanes: np.ndarray) -> np.ndarray:
+def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
     value = np.asarray(ctx.read(var))
     if value.ndim == 0:
         return np.full(lanes.size, int(value), dtype=np.int64)
-    return value[lanes].astype(np.int64)
+    return cast(np.ndarray, value[lanes].astype(np.int64))
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, message: str) -> None:

@@ -11,7 +11,7 @@ Atomics are always bounds-checked: an out-of-bounds atomic raises ``SanitizerErr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from cubepy.runtime.interp.values import Mask, is_uniform
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
+    from cubepy.runtime.interp.memory import Value
 
 ROUNDS_BEFORE_SCAN = 16
 
@@ -104,7 +105,9 @@ def _wrapping_decrement(current: np.ndarray, limit: np.ndarray) -> np.ndarray:
     return np.where((current == 0) | (current > limit), limit, current - 1).astype(current.dtype)
 
 
-def _sequential_scan(combine: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+def _sequential_scan(
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """The successive values of an item under ``combine`` (for updates that are no numpy ufunc)."""
 
     def scan(initial: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -124,7 +127,9 @@ def _exchange_scan(initial: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray([initial], dtype=values.dtype), values])
 
 
-def _active_lanes(ctx: Chunk, inst: Instruction, ref: MemoryRef, index, mask: Mask, what: str):
+def _active_lanes(
+    ctx: Chunk, inst: Instruction, ref: MemoryRef, index: Value, mask: Mask, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Value]:
     """The active lanes in order, their item indices and owner rows."""
     if ref.line > 1:
         raise TypeError(f"{what} on a line memory ({ref.label}): atomics act on scalar items")
@@ -142,13 +147,14 @@ def _write_old(
 ) -> None:
     result = np.zeros(ctx.lanes, dtype=old_sorted.dtype)
     result[lanes[contention.order]] = old_sorted
+    assert inst.out is not None
     ctx.write(inst.out, result, mask)
 
 
 @implements(*ops.ATOMIC_OPS)
 def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = old memory[index]; memory[index] = old op value, serialized in lane order."""
-    op: ops.AtomicOp = inst.operation
+    op = cast(ops.AtomicOp, inst.operation)
     ref = ctx.memory(op.memory)
     kind = op.name.removeprefix("atomic_")
     what = f"atomic {kind}"
@@ -156,16 +162,19 @@ def atomic_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
         if ctx.sanitizer is not None and ref.shared_offset is not None:
             sanitize_shared(ctx, inst, ref, idx, valid, mask, "atomic")
+        assert inst.out is not None
         ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
         return
     if kind == "store":
         idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, False, what)
+        assert op.value is not None  # every atomic but a load has a value
         value = ctx.read(op.value)
         if ctx.sanitizer is not None and ref.shared_offset is not None:
             sanitize_shared(ctx, inst, ref, idx, valid, mask, "atomic")
         store(ref, idx, valid, value, is_uniform(value, op.value.type), mask, ctx)
         return
     lanes, lane_idx, owner, _ = _active_lanes(ctx, inst, ref, ctx.read(op.index), mask, what)
+    assert op.value is not None
     values = np.broadcast_to(ctx.read(op.value), (ctx.lanes,))[lanes]
     contention = _Contention(ref, lane_idx, owner)
     if kind == "exchange":
@@ -201,7 +210,7 @@ def _cas_scan(initial: np.ndarray, compare: np.ndarray, new: np.ndarray) -> np.n
 @implements(ops.AtomicCompareExchange)
 def atomic_compare_exchange(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = old memory[index]; if old == cmp (bitwise): memory[index] = new; in lane order."""
-    op: ops.AtomicCompareExchange = inst.operation
+    op = cast(ops.AtomicCompareExchange, inst.operation)
     ref = ctx.memory(op.memory)
     lanes, lane_idx, owner, _ = _active_lanes(ctx, inst, ref, ctx.read(op.index), mask, "atomic compare_exchange")
     dtype = ref.items.dtype

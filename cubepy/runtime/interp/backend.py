@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from cubepy import config
 from cubepy.errors import LaunchError
 from cubepy.ir.kernel import written_slots
 from cubepy.runtime.backend import MAX_SHARED_BYTES
 from cubepy.runtime.bindings import Bindings
 
+if TYPE_CHECKING:
+    from cubepy.ir import KernelDefinition
+    from cubepy.runtime.interp.schedule import Schedule
+
 
 class InterpBackend:
-    """The CPU runtime: runs the IR itself, lockstep over the grid, with numpy."""
+    """The interp runtime: runs the IR itself, lockstep over the grid, with numpy."""
 
     name = "interp"
     disk_cache_target = "interp"
@@ -21,20 +27,20 @@ class InterpBackend:
         subclass with its own ``prepare`` (its artifacts are not this one's)."""
         return "interp" if type(self).prepare is InterpBackend.prepare else None
 
-    def prepare(self, definition):
+    def prepare(self, definition: KernelDefinition) -> KernelDefinition:
         """Run the IR passes; the result is what ``run`` executes."""
         from cubepy.compiler.passes import run_passes
 
         definition, _ = run_passes(definition)
         return definition
 
-    def __init__(self, schedule=None) -> None:
+    def __init__(self, schedule: Schedule | None = None) -> None:
         # A Schedule, or None: CUBEPY_SCHEDULE (read at each launch) decides.
         self.schedule = schedule
         self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
         self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
-    def _written_slots(self, definition) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def _written_slots(self, definition: KernelDefinition) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Buffer and tensor-map slots a kernel may write, the only ones a failed launch must restore.
 
         Read from the operations' records: the buffers and tensor maps named by an operand that the
@@ -49,11 +55,11 @@ class InterpBackend:
         self._writes[id(definition)] = (definition, slots)
         return slots
 
-    def check_launch(self, definition, cube_count) -> None:
+    def check_launch(self, definition: KernelDefinition, cube_count: tuple[int, int, int]) -> None:
         """Reject launches the hardware would refuse (shared memory over the limit)."""
         if self._fits.get(id(definition)) is definition:
             return
-        shared = sum(v.length * v.type.size for v in definition.shared_memories)
+        shared = sum(cast(int, v.length) * v.type.size for v in definition.shared_memories)  # shared: always sized
         if shared > MAX_SHARED_BYTES:
             raise LaunchError(
                 f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "
@@ -63,7 +69,7 @@ class InterpBackend:
             self._fits.clear()
         self._fits[id(definition)] = definition
 
-    def current_schedule(self):
+    def current_schedule(self) -> Schedule:
         """The schedule of the next launch: the client's, else ``CUBEPY_SCHEDULE``'s."""
         from cubepy.runtime.interp.schedule import parse
 
@@ -72,7 +78,13 @@ class InterpBackend:
         return parse(config.get("CUBEPY_SCHEDULE"))
 
     def run(
-        self, definition, cube_count, bindings: Bindings, *, sanitize: bool, cluster: tuple[int, int, int] = (1, 1, 1)
+        self,
+        definition: KernelDefinition,
+        cube_count: tuple[int, int, int],
+        bindings: Bindings,
+        *,
+        sanitize: bool,
+        cluster: tuple[int, int, int] = (1, 1, 1),
     ) -> None:
         """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
         from cubepy.runtime import interp

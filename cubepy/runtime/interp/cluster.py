@@ -34,6 +34,9 @@ from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
 
 _KEY = "cluster.barrier"
@@ -123,7 +126,7 @@ def sync_cluster(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         ctx.block(waiting, ClusterBarrierWait(inst, state, before))
 
 
-def _peers(ctx: Chunk, inst: Instruction, rank_var, mask: Mask, what: str) -> np.ndarray:
+def _peers(ctx: Chunk, inst: Instruction, rank_var: Variable, mask: Mask, what: str) -> np.ndarray:
     """Per lane: the chunk cube of the peer its ``rank`` names (an out-of-bounds error outside the cluster)."""
     ranks = np.broadcast_to(np.asarray(ctx.read(rank_var)), (ctx.lanes,)).astype(np.int64)
     size = int(np.prod(ctx.topology.cluster))
@@ -221,7 +224,7 @@ def peer_exits(ctx: Chunk) -> PeerExits | None:
     if found is None:
         exits = PeerExits()
         ctx.extensions[_EXITS_KEY] = exits
-        cast(list, ctx.extensions.setdefault(END_CHECKS, [])).append(exits.check)
+        cast("list[Callable[[Chunk], None]]", ctx.extensions.setdefault(END_CHECKS, [])).append(exits.check)
         return exits
     return cast(PeerExits, found)
 

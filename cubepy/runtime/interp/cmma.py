@@ -10,7 +10,7 @@ products fit f32) and accumulates in f32.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
+    from cubepy.runtime.interp.memory import MemoryRef
 
 SIDE = 16
 SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emulation
@@ -48,7 +49,7 @@ def whole_groups(ctx: Chunk, inst: Instruction, mask: Mask, size: int, group: st
         index = int(np.argmax(partial))
         lane = index * size + int(np.argmin(bits[index]))
         ctx.fail(inst, f"{what} is cooperative: every unit of the {group} must execute it", lane, kind=kind)
-    return active
+    return cast(np.ndarray, active)
 
 
 def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
@@ -65,7 +66,7 @@ def tile_index(start: np.ndarray, step: np.ndarray, layout: str) -> np.ndarray:
     """Item index ``(planes, 16, 16)`` of element ``(r, c)`` of each plane's matrix at ``start``, ``step`` apart."""
     rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
     major, minor = (rows, cols) if layout == "row" else (cols, rows)
-    return start[:, None, None] + major[None] * step[:, None, None] + minor[None]
+    return cast(np.ndarray, start[:, None, None] + major[None] * step[:, None, None] + minor[None])
 
 
 def out_of_bounds_text(label: str, start: int, step: int, length: int) -> str:
@@ -75,7 +76,7 @@ def out_of_bounds_text(label: str, start: int, step: int, length: int) -> str:
 
 def matrix_product(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``a @ b + c`` in f32 (f16/bf16 products are exact in f32), the one ``execute`` of every runtime."""
-    return np.matmul(a.astype(np.float32), b.astype(np.float32)) + c.astype(np.float32)
+    return cast(np.ndarray, np.matmul(a.astype(np.float32), b.astype(np.float32)) + c.astype(np.float32))
 
 
 def _read_fragment(ctx: Chunk, var: Variable) -> np.ndarray:
@@ -96,7 +97,7 @@ def _per_plane(ctx: Chunk, var: Variable) -> np.ndarray:
 
 
 def _addresses(
-    ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable, layout: str, ref, active: np.ndarray
+    ctx: Chunk, inst: Instruction, offset: Variable, stride: Variable, layout: str, ref: MemoryRef, active: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Item indices ``(planes, 16, 16)`` of each matrix element, and each plane's row of ``ref`` (shared)."""
     start, step = _per_plane(ctx, offset), _per_plane(ctx, stride)
@@ -117,14 +118,22 @@ def _addresses(
 @implements(ops.CmmaFill)
 def cmma_fill(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Every element of the fragment := value (the plane's first unit's)."""
-    op = inst.operation
+    op = cast(ops.CmmaFill, inst.operation)
     active = _planes(ctx, inst, mask)
     value = np.broadcast_to(np.asarray(ctx.read(op.value)), (ctx.lanes,))[::PLANE_SIZE]
     matrices = np.broadcast_to(value[:, None, None], (len(value), SIDE, SIDE))
     _write_fragment(ctx, op.fragment, matrices, active)
 
 
-def _check_async_races(ctx: Chunk, inst: Instruction, ref, index, owner, active: np.ndarray, kind: str) -> None:
+def _check_async_races(
+    ctx: Chunk,
+    inst: Instruction,
+    ref: MemoryRef,
+    index: np.ndarray,
+    owner: np.ndarray | None,
+    active: np.ndarray,
+    kind: str,
+) -> None:
     """Under the sanitizer, a plane's tile access of shared bytes a TMA load fills must follow its barrier wait.
 
     cmma ops are otherwise *foreign* to the race checker (``interp.sanitizer``); the TMA rules
@@ -133,6 +142,7 @@ def _check_async_races(ctx: Chunk, inst: Instruction, ref, index, owner, active:
     races = ctx.extensions.get(async_races.KEY) if ctx.sanitizer is not None and owner is not None else None
     if races is None:
         return
+    assert owner is not None  # races is None without an owner
     item_bytes = ref.items.dtype.itemsize * ref.line
     for plane in np.flatnonzero(active).tolist():
         first = ref.shared_offset + index[plane].reshape(-1).astype(np.int64) * item_bytes
@@ -145,7 +155,7 @@ def _check_async_races(ctx: Chunk, inst: Instruction, ref, index, owner, active:
 @implements(ops.CmmaLoad)
 def cmma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """The fragment := the 16x16 matrix at ``memory[offset..]``."""
-    op = inst.operation
+    op = cast(ops.CmmaLoad, inst.operation)
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
@@ -157,7 +167,7 @@ def cmma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.CmmaExecute)
 def cmma_execute(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """d := a @ b + c, in f32."""
-    op = inst.operation
+    op = cast(ops.CmmaExecute, inst.operation)
     active = _planes(ctx, inst, mask)
     a, b, c = (_read_fragment(ctx, var) for var in (op.a, op.b, op.c))
     _write_fragment(ctx, op.d, matrix_product(a, b, c), active)
@@ -166,7 +176,7 @@ def cmma_execute(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.CmmaStore)
 def cmma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """``memory[offset..]`` := the accumulator's 16x16 matrix."""
-    op = inst.operation
+    op = cast(ops.CmmaStore, inst.operation)
     active = _planes(ctx, inst, mask)
     ref = ctx.memory(op.memory)
     index, owner = _addresses(ctx, inst, op.offset, op.stride, op.layout, ref, active)
@@ -182,6 +192,6 @@ def cmma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.CmmaCast)
 def cmma_cast(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """output := input, converted element by element."""
-    op = inst.operation
+    op = cast(ops.CmmaCast, inst.operation)
     active = _planes(ctx, inst, mask)
     _write_fragment(ctx, op.output, _read_fragment(ctx, op.input), active)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -88,7 +88,7 @@ class RangeIndex:
 
     __slots__ = ("op", "index", "end", "step", "signed", "moving")
 
-    def __init__(self, op: branch.RangeLoop, index, end, step) -> None:
+    def __init__(self, op: branch.RangeLoop, index: Any, end: Any, step: Any) -> None:  # lane arrays or uniforms
         self.op = op
         self.index = index
         self.end = end

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
-from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
-from cubepy.runtime.bindings import Bindings
+from cubepy.ir import Instruction, KernelDefinition, Param, Scope, Variable, VarKind
+from cubepy.runtime.bindings import Bindings, BufferBinding
 from cubepy.runtime.interp.control import SpinWait, check_progress, idle_spin_check
 from cubepy.runtime.interp.coverage import ACTIVE as COVERAGE
 from cubepy.runtime.interp.groups import Frame, Group, LoopControl, LoopState, Wait
@@ -99,9 +99,9 @@ class Launch:
             if param.slot >= len(bindings.scalars):
                 raise LaunchError(f"scalar parameter {param.name!r} (slot {param.slot}) is not bound")
             value = np.asarray(bindings.scalars[param.slot])
-            self.scalars[param.slot] = value.astype(numpy_dtype(param.var.elem))[()]
+            self.scalars[param.slot] = cast(np.generic, value.astype(numpy_dtype(param.var.elem))[()])
 
-    def _checked_buffer(self, param):
+    def _checked_buffer(self, param: Param) -> BufferBinding:
         slot = param.slot
         if slot >= len(self.bindings.buffers):
             raise LaunchError(f"buffer parameter {param.name!r} (slot {slot}) is not bound")
@@ -128,7 +128,7 @@ class Launch:
         """How many whole cubes one chunk holds: at most 64K lanes and a bounded memory footprint."""
         kernel = self.kernel
         units = kernel.units_per_cube
-        local_bytes = sum(var.length * var.type.size for var in kernel.local_arrays)
+        local_bytes = sum(cast(int, var.length) * var.type.size for var in kernel.local_arrays)
         per_cube = self.program.shared_bytes + units * local_bytes
         align = self.cluster_alignment()
         if self.schedule.independent_planes:
@@ -211,7 +211,7 @@ class Chunk:
                 value = self.values.uniforms[id(var)] = literal(var.value, var.type)
             return value
         if kind is VarKind.BUILTIN:
-            return self.topology.get(var.name)
+            return self.topology.get(cast(str, var.name))  # a builtin always has its name
         if kind is VarKind.SCALAR:
             return self.launch.scalars[var.id]
         raise TypeError(f"{var!r} is a {kind.value}: it has no value to read")
@@ -279,7 +279,7 @@ class Chunk:
         if not self.loops:
             return self.returned
         loop = self.loops[-1]
-        return self.returned | loop.broken | loop.continued
+        return cast(np.ndarray, self.returned | loop.broken | loop.continued)
 
     def enter(self, scope: Scope, mask: Mask) -> None:
         """Run ``scope`` for the lanes of ``mask`` next (before the rest of the current region)."""
@@ -440,10 +440,10 @@ class Chunk:
 
     def _mark_foreign_writes(self, memories: tuple[Variable, ...], mask: Mask) -> None:
         """Count every byte of ``memories`` as written in the cubes where ``mask`` has lanes."""
-        cubes = mask.bits.reshape(-1, self.topology.units).any(axis=1)
+        cubes = cast(np.ndarray, mask.bits.reshape(-1, self.topology.units).any(axis=1))
         for var in memories:
             start = self.shared_offset(var)
-            self.sanitizer.mark_written(cubes, start, var.length * var.type.size)  # type: ignore[union-attr]
+            cast(SharedSanitizer, self.sanitizer).mark_written(cubes, start, cast(int, var.length) * var.type.size)
 
     # -- the schedule ------------------------------------------------------------------------
     def execute(self) -> None:
@@ -502,11 +502,11 @@ class Chunk:
                 ready = (wait.on_idle if idle else wait.poll)(self, waiting)  # type: ignore[arg-type]
                 if not ready.any():
                     continue
-                if (waiting & ~ready).any():  # type: ignore[operator]
+                if (waiting & ~ready).any():
                     self.share_values()  # the woken lanes run apart from the ones still waiting
                     self.order += 1
                     woken = group.split(ready, self.order)
-                    group.waiting = waiting & ~ready  # type: ignore[operator]
+                    group.waiting = waiting & ~ready
                     self.groups.append(woken)
                     group = woken
                 else:
@@ -573,7 +573,7 @@ class Chunk:
 
 def run(
     kernel: KernelDefinition,
-    cube_count,
+    cube_count: Any,  # a CubeCount or an (x, y, z) sequence
     bindings: Bindings,
     *,
     sanitize: bool = False,

@@ -163,7 +163,7 @@ class Group:
         # Stopped at the end of a region while other groups exist, so that they can catch up and merge.
         self.parked = False
 
-    def position(self) -> tuple:
+    def position(self) -> tuple[tuple[int, int, bool], ...]:
         """The program point: equal for groups whose frame stacks run the same regions at the same step."""
         return tuple(frame.key() for frame in self.frames)
 

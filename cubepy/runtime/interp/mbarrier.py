@@ -1,6 +1,6 @@
 """The mbarrier state machine: arrival counts, transaction bytes and phases (PTX ``mbarrier``).
 
-One implementation for both CPU runtimes: the lockstep interp (``interp.tma_exec``) keeps one row per
+One implementation for the interp and cpu runtimes: the lockstep interp (``interp.tma_exec``) keeps one row per
 cube of its chunk; the compiled cpu runtime keeps one row in the barrier's slot of the cube's shared block
 and calls these functions from the host code (``cubepy.runtime.cpu.emulation``).
 
@@ -32,6 +32,8 @@ runtime turns it into its ``SanitizerError`` naming the unit and the source line
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 import numpy as np
 
@@ -142,7 +144,7 @@ def arrive(state: BarrierState, name: str, cubes: np.ndarray, arrivals: np.ndarr
         _add_tx(state, name, cubes, tx_bytes)
         state.pending -= totals
         state.settle()
-        return tokens
+        return cast(np.ndarray, tokens)
     # Some cube gets more arrivals than its phase still waits for: apply them one unit at a time (in order;
     # the hardware order is unspecified), so phases complete in between as they would on the GPU.
     tokens = np.empty(cubes.size, dtype=np.int64)
@@ -216,7 +218,7 @@ def _add_tx(state: BarrierState, name: str, cubes: np.ndarray, change: np.ndarra
 def token_done(state: BarrierState, name: str, cubes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """Per unit, whether the phase its token names has completed."""
     require_initialized(state, name, cubes)
-    return state.phase[cubes] > tokens
+    return cast(np.ndarray, state.phase[cubes] > tokens)
 
 
 def parity_done(state: BarrierState, name: str, cubes: np.ndarray, phases: np.ndarray) -> np.ndarray:
@@ -230,7 +232,7 @@ def parity_done(state: BarrierState, name: str, cubes: np.ndarray, phases: np.nd
             f"phase parity {phases[k]} on {name}: a parity is 0 or 1 (pass phase % 2, not the phase count)",
             k,
         )
-    return (state.phase[cubes] & 1) != phases
+    return cast(np.ndarray, (state.phase[cubes] & 1) != phases)
 
 
 def stuck_parity_wait(state: BarrierState, name: str, cube: int) -> str | None:

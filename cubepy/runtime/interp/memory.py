@@ -16,7 +16,7 @@ instruction, the highest lane wins (numpy's fancy assignment applies values in l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -27,9 +27,11 @@ from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
 
 if TYPE_CHECKING:
+    from cubepy.runtime.bindings import BufferBinding
     from cubepy.runtime.interp.executor import Chunk
 
 Value = np.ndarray | np.generic
+Valid = np.ndarray | bool  # per lane in bounds, or True when every lane is (``locate``)
 SHARED_ARENA_ALIGN = 1024  # a row per cube, so 128-byte swizzle phases start at 0 in every cube
 DEFAULT_SHARED_ALIGN = 16
 
@@ -65,7 +67,7 @@ class MemoryRef:
             self.lane_base = owner.astype(np.int64) * row + start
 
 
-def global_ref(var: Variable, binding, name: str) -> MemoryRef:
+def global_ref(var: Variable, binding: BufferBinding, name: str) -> MemoryRef:
     """The item view of a bound buffer: ``storage[offset + i*L : offset + i*L + L]`` is item i."""
     handle = binding.handle
     line = binding.line_size
@@ -83,12 +85,13 @@ def shared_layout(shared: tuple[Variable, ...]) -> tuple[dict[int, int], int]:
         align = var.alignment or DEFAULT_SHARED_ALIGN
         end = -(-end // align) * align
         offsets[var.id] = end
-        end += var.length * var.type.size
+        end += cast(int, var.length) * var.type.size  # a shared memory always has a length
     return offsets, -(-end // SHARED_ARENA_ALIGN) * SHARED_ARENA_ALIGN
 
 
 def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray) -> MemoryRef:
     """A typed view of one shared memory in the per-cube byte ``arena`` (cubes, bytes)."""
+    assert var.length is not None
     line = var.type.line
     nbytes = var.length * var.type.size
     dtype = numpy_dtype(var.elem)
@@ -101,6 +104,7 @@ def shared_ref(var: Variable, arena: np.ndarray, offset: int, owner: np.ndarray)
 
 def local_ref(var: Variable, lanes: int) -> MemoryRef:
     """A fresh per-lane local array."""
+    assert var.length is not None
     line = var.type.line
     shape = (lanes, var.length) + ((line,) if line > 1 else ())
     items = np.zeros(shape, dtype=numpy_dtype(var.elem))
@@ -129,7 +133,7 @@ def locate(
     checked: bool,
     access: str,
     speculative: bool = False,
-) -> tuple[Value, Value]:
+) -> tuple[Value, Valid]:
     """A safe item index per lane (0 where invalid or inactive) and whether each lane was in bounds.
 
     The second result is True when every lane is in bounds.  Out-of-bounds accesses on an active lane
@@ -184,7 +188,7 @@ def sanitize_shared(
     inst: Instruction,
     ref: MemoryRef,
     idx: Value,
-    valid: Value,
+    valid: Valid,
     mask: Mask,
     kind: str,
     value: Value | None = None,
@@ -199,7 +203,7 @@ def sanitize_shared(
     ctx.sanitizer.mark_access(ctx, inst, ref, lanes, lane_idx, kind, value)  # type: ignore[union-attr]
 
 
-def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
+def load(ref: MemoryRef, idx: Value, valid: Valid, ctx: Chunk) -> Value:
     """The items at ``idx`` per lane (0 where not ``valid``), for a ``locate`` result."""
     if ref.length == 0 or valid is False:
         shape = () if np.ndim(idx) == 0 and ref.owner is None else (ctx.lanes,)
@@ -209,6 +213,7 @@ def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
         if np.ndim(idx) == 0 and ref.line > 1:
             values = values.copy()  # a row view would alias the buffer
     elif ref.lane_base is not None:
+        assert ref.flat is not None  # set with lane_base
         values = ref.flat.take(ref.lane_base + idx)
     else:
         values = ref.items[ref.owner, idx]
@@ -217,7 +222,7 @@ def load(ref: MemoryRef, idx: Value, valid: Value, ctx: Chunk) -> Value:
     return values
 
 
-def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform: bool, mask: Mask, ctx: Chunk) -> None:
+def store(ref: MemoryRef, idx: Value, valid: Valid, value: Value, value_uniform: bool, mask: Mask, ctx: Chunk) -> None:
     """Write ``value`` at ``idx`` on active in-bounds lanes; the highest lane wins a shared item."""
     if ref.length == 0 or valid is False:
         return
@@ -226,10 +231,11 @@ def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform:
         if value_uniform:
             ref.items[idx] = value
         else:  # every active lane writes one item: the last one wins
-            ref.items[idx] = value[len(active) - 1 - int(np.argmax(active[::-1]))]
+            ref.items[idx] = cast(np.ndarray, value)[len(active) - 1 - int(np.argmax(active[::-1]))]
         return
     if valid is True and mask.full:
         if ref.lane_base is not None:
+            assert ref.flat is not None  # set with lane_base
             ref.flat[ref.lane_base + idx] = value
             return
         target = (idx,) if ref.owner is None else (ref.owner, idx)
@@ -237,8 +243,9 @@ def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform:
         return
     lanes = np.flatnonzero(active)
     idx = np.broadcast_to(idx, (ctx.lanes,))[lanes]
-    value = value if value_uniform else value[lanes]
+    value = value if value_uniform else cast(np.ndarray, value)[lanes]
     if ref.lane_base is not None:
+        assert ref.flat is not None  # set with lane_base
         ref.flat[ref.lane_base[lanes] + idx] = value
         return
     target = (idx,) if ref.owner is None else (ref.owner[lanes], idx)
@@ -248,7 +255,7 @@ def store(ref: MemoryRef, idx: Value, valid: Value, value: Value, value_uniform:
 @implements(ops.Index)
 def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = memory[index]; checked reads give 0 out of bounds."""
-    op: ops.Index = inst.operation
+    op = cast(ops.Index, inst.operation)
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read", op.speculative)
     if ctx.extensions and op.memory.kind is VarKind.LOCAL_ARRAY:
@@ -259,13 +266,14 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
     if ctx.coverage is not None and op.memory.kind is VarKind.GLOBAL:
         ctx.coverage.record(ctx, op.memory, idx, valid, mask, "read")
+    assert inst.out is not None
     ctx.write(inst.out, load(ref, idx, valid, ctx), mask)
 
 
 @implements(ops.IndexAssign)
 def index_assign(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """memory[index] = value on active lanes; checked writes out of bounds are dropped."""
-    op: ops.IndexAssign = inst.operation
+    op = cast(ops.IndexAssign, inst.operation)
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "write")
     value = ctx.read(op.value)
@@ -304,22 +312,23 @@ def _lane_index(ctx: Chunk, inst: Instruction, lane: Value, line: int, mask: Mas
 @implements(ops.ExtractLane)
 def extract_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = line[lane]."""
-    op: ops.ExtractLane = inst.operation
+    op = cast(ops.ExtractLane, inst.operation)
     line_value = ctx.read(op.line)
     lane = _lane_index(ctx, inst, ctx.read(op.lane), op.line.type.line, mask)
     if op.line.type.line == 1:
         result = line_value
     elif np.ndim(lane) == 0:
-        result = line_value[..., int(lane)]
+        result = cast(np.ndarray, line_value)[..., int(lane)]
     else:
         result = full_lanes(line_value, op.line.type, ctx.lanes)[np.arange(ctx.lanes), lane]
+    assert inst.out is not None
     ctx.write(inst.out, result, mask)
 
 
 @implements(ops.InsertLane)
 def insert_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """target[lane] = value on active units (target is a mutable line local)."""
-    op: ops.InsertLane = inst.operation
+    op = cast(ops.InsertLane, inst.operation)
     target = op.target
     ty = target.type
     lane = _lane_index(ctx, inst, ctx.read(op.lane), ty.line, mask)
@@ -344,15 +353,17 @@ def insert_lane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(*ops.METADATA_OPS)
 def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = len, buffer_len, rank, shape(dim) or stride(dim) of a buffer parameter, as u32."""
-    op: ops.Metadata = inst.operation
+    op = cast(ops.Metadata, inst.operation)
     if op.memory.kind is not VarKind.GLOBAL:
         raise TypeError(f"metadata of {op.memory!r}: only buffer parameters carry metadata")
     binding = ctx.launch.bindings.buffers[op.memory.id]
     if op.name in ("len", "buffer_len", "rank"):
         value = {"len": binding.len, "buffer_len": binding.buffer_len, "rank": len(binding.shape)}[op.name]
+        assert inst.out is not None
         ctx.write(inst.out, np.uint32(value), mask)
         return
     table = np.asarray(binding.shape if op.name == "shape" else binding.strides, dtype=np.int64)
+    assert op.dim is not None  # shape(dim) and stride(dim) name a dimension
     dim = np.asarray(ctx.read(op.dim)).astype(np.int64)
     bad = (dim < 0) | (dim >= len(table))
     if np.ndim(dim) and not mask.full:
@@ -366,4 +377,5 @@ def metadata(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             unit,
             kind=SanitizerKind.OUT_OF_BOUNDS,
         )
+    assert inst.out is not None
     ctx.write(inst.out, table[np.clip(dim, 0, max(len(table) - 1, 0))].astype(U32), mask)

@@ -60,7 +60,7 @@ def scatter(matrices: np.ndarray, table: FragmentMap) -> np.ndarray:
 
 def _tf32(values: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & TF32_DROPPED_BITS
-    return bits.view(np.float32)
+    return cast(np.ndarray, bits.view(np.float32))
 
 
 def mma_result(shape: ops.MmaShape, a_items: np.ndarray, b_items: np.ndarray, c_items: np.ndarray) -> np.ndarray:
@@ -88,7 +88,9 @@ def mma_sync(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     d_ref.items[units] = mma_result(shape, a, b, c).astype(d_ref.items.dtype)[units]
 
 
-def _row_offsets(ctx: Chunk, inst: Instruction, op: ops.Ldmatrix | ops.Stmatrix, ref: MemoryRef, active: np.ndarray):
+def _row_offsets(
+    ctx: Chunk, inst: Instruction, op: ops.Ldmatrix | ops.Stmatrix, ref: MemoryRef, active: np.ndarray
+) -> np.ndarray:
     """Each active plane's row offsets ``(planes, count, 8)`` (lane ``8j + r`` gives row ``r`` of matrix ``j``)."""
     offsets = np.broadcast_to(np.asarray(ctx.read(op.offset), dtype=np.int64), (ctx.lanes,))
     per_plane = offsets.reshape(-1, PLANE_SIZE)[:, : ROWS * op.count].reshape(-1, op.count, ROWS)

@@ -13,7 +13,7 @@ round once; integer ones wrap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class PlaneLayout:
         if self.gather_index is None:
             return values.reshape((self.planes, PLANE_SIZE) + values.shape[1:])
         padded = values[self.gather_index]
+        assert self.exists is not None  # set together with gather_index
         exists = self.exists if values.ndim == 1 else self.exists[..., None]
         return np.where(exists, padded, padded.dtype.type(0))
 
@@ -62,7 +63,7 @@ class PlaneLayout:
         return self.gather(bits)
 
 
-def _identity(name: str, dtype: np.dtype):
+def _identity(name: str, dtype: np.dtype) -> Any:  # a numpy scalar of ``dtype``
     if name in ("sum", "inclusive_sum", "exclusive_sum"):
         return dtype.type(0)
     if name in ("prod", "inclusive_prod", "exclusive_prod"):
@@ -157,7 +158,7 @@ def _match(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
     same = (bits[:, :, None] == bits[:, None, :]) & active[:, None, :]  # [plane, lane, other lane]
     masks = (same.astype(np.uint64) * weights).sum(axis=2).astype(np.uint32)
     if name == "match_any":
-        return masks
+        return cast(np.ndarray, masks)
     everyone = (active.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
     all_same = (masks == everyone[:, None]) | ~active
     per_plane = np.where(all_same.all(axis=1), everyone, np.uint32(0)).astype(np.uint32)
@@ -182,7 +183,8 @@ def _source_lane(name: str, arg: np.ndarray) -> np.ndarray:
 @implements(*ops.PLANE_OPS)
 def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """A plane collective over the active units of every plane."""
-    op: ops.PlaneOp = inst.operation
+    op = cast(ops.PlaneOp, inst.operation)
+    assert inst.out is not None  # the record gives it a result
     layout = ctx.plane_layout()
     active = layout.active(mask.bits)
     name = op.name.removeprefix("plane_")
@@ -192,6 +194,7 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         result = (np.arange(PLANE_SIZE) == first[:, None]) & active
         ctx.write(inst.out, layout.scatter(result), mask)
         return
+    assert op.value is not None  # the verifier requires it of every op but elect
     values = layout.gather(np.asarray(full_lanes(ctx.read(op.value), op.value.type, ctx.lanes)))
     line_active = active if values.ndim == 2 else active[..., None]
     if name in ("all", "any"):
@@ -210,6 +213,7 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     elif name in _REDUCE or name in ("min", "max"):
         result = _reduce(name, values, line_active)
     else:
+        assert op.arg is not None  # the verifier requires it of moves
         arg = layout.gather(np.asarray(full_lanes(ctx.read(op.arg), op.arg.type, ctx.lanes)))
         source = _source_lane(name, arg)
         if ctx.launch.sanitize:

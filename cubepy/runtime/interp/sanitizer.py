@@ -52,7 +52,7 @@ except ``report`` which works either way:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import numpy as np
 
@@ -63,6 +63,7 @@ from cubepy.runtime.interp.values import PLANE_SIZE
 if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
     from cubepy.ir.ops.base import Operation
+    from cubepy.runtime.interp.async_races import AsyncRaces
     from cubepy.runtime.interp.executor import Chunk
     from cubepy.runtime.interp.memory import MemoryRef
 
@@ -173,6 +174,7 @@ class SharedSanitizer:
         if lanes.size == 0:
             return
         item_bytes = ref.items.dtype.itemsize * ref.line
+        assert ref.owner is not None and ref.shared_offset is not None  # a shared memory
         cube = ref.owner[lanes]
         unit = (lanes % self.units).astype(np.int32)
         plane = unit // PLANE_SIZE
@@ -183,11 +185,12 @@ class SharedSanitizer:
         planes = np.broadcast_to(plane[:, None], byte.shape)
         epoch = self.plane_epoch[rows, planes]
         me = self._inst_id(inst)
-        races = ctx.extensions.get("tma.races")  # the async_races tracker, once a barrier or TMA load ran
+        # the async_races tracker, once a barrier or TMA load ran
+        races = cast("AsyncRaces | None", ctx.extensions.get("tma.races"))
         if races is not None:
-            races.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
-            races.seq += 1  # type: ignore[attr-defined]  # orders this access against later arrivals
-        seq = races.seq if races is not None else 0  # type: ignore[attr-defined]
+            races.accessed(ctx, inst, kind, lanes, rows, byte)
+            races.seq += 1  # orders this access against later arrivals
+        seq = races.seq if races is not None else 0
         overwrite = ctx.extensions.get("check_shared_write") if kind != "read" else None  # wgmma_async
         if overwrite is not None:
             overwrite(ctx, inst, lanes, rows, byte)  # type: ignore[operator]
@@ -261,7 +264,13 @@ class SharedSanitizer:
         (self.reader_seq if kind == "read" else self.writer_seq)[rows, byte] = seq
 
     def _unreleased(
-        self, races, conflict: np.ndarray, rows: np.ndarray, other: np.ndarray, seq: np.ndarray, lanes: np.ndarray
+        self,
+        races: AsyncRaces | None,
+        conflict: np.ndarray,
+        rows: np.ndarray,
+        other: np.ndarray,
+        seq: np.ndarray,
+        lanes: np.ndarray,
     ) -> np.ndarray:
         """``conflict`` less the accesses of one other unit that an arrive, then this unit's wait, ordered."""
         if races is None or not conflict.any():

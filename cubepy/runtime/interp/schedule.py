@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cubepy import config
 from cubepy.errors import CubeError
+
+if TYPE_CHECKING:
+    from cubepy.runtime.interp.groups import Group
 
 SCHEDULES = ("lockstep", "random", "adversarial")
 MAX_RANDOM_TURN = 24  # the most steps a group runs in one turn under the random schedule
@@ -103,7 +107,7 @@ class Picker:
         """Whether copies land at issue (lockstep)."""
         return self.schedule.name == "lockstep"
 
-    def choose(self, runnable: list, copies: int) -> tuple[object | None, int]:
+    def choose(self, runnable: list[Group], copies: int) -> tuple[object | None, int]:
         """(group, steps) to run next, or (None, index) to land the copy at ``index`` of those in flight."""
         name = self.schedule.name
         if name == "lockstep":

@@ -15,7 +15,7 @@ units of a plane that are together in one numpy operation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 
 if TYPE_CHECKING:
+    from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
 
 
@@ -63,7 +64,7 @@ def _release(ctx: Chunk, inst: Instruction, state: CubeBarrier, reduce: str | No
     units = ctx.topology.units
     live = ~(ctx.returned | ctx.finished)
     arrived = state.arrived.reshape(-1, units)
-    complete = arrived.any(axis=1) & ~(live.reshape(-1, units) & ~arrived).any(axis=1)
+    complete = cast(np.ndarray, arrived.any(axis=1) & ~(live.reshape(-1, units) & ~arrived).any(axis=1))
     if not complete.any():
         return
     if ctx.launch.sanitize:
@@ -139,6 +140,7 @@ class CubeBarrierWait(Wait):
 def _write_reduction(ctx: Chunk, inst: Instruction, state: CubeBarrier, mask: Mask) -> None:
     op = inst.operation
     values = np.repeat(state.result, ctx.topology.units)
+    assert inst.out is not None
     if isinstance(op, ops.SyncCubeCount):
         ctx.write(inst.out, values.astype(np.uint32), mask)
     else:
@@ -222,7 +224,7 @@ def sync_plane(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         )
 
 
-def _check_plane_mask(ctx: Chunk, inst: Instruction, mask_var, mask: Mask) -> None:
+def _check_plane_mask(ctx: Chunk, inst: Instruction, mask_var: Variable, mask: Mask) -> None:
     """A masked sync_plane: the units here pass one mask, are in it, and every live unit it names is here."""
     layout = ctx.plane_layout()
     here = layout.active(mask.bits)
@@ -287,6 +289,7 @@ def sync_cube_reduce(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         per_cube = pred.all(axis=1)
     else:
         per_cube = pred.any(axis=1)
+    assert inst.out is not None
     ctx.write(inst.out, np.repeat(per_cube, units), mask)
 
 

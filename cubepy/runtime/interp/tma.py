@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def im2col_load(tm: Any, coords: Sequence[int], offsets: Sequence[int], smem: np
     coords = _check_instruction(tm, op, "im2col", coords)
     es = np.dtype(tm.dtype).itemsize
     cpp, ppc, rank = tm.channels_per_pixel, tm.pixels_per_column, tm.rank
-    nbytes = ppc * cpp * es
+    nbytes: int = ppc * cpp * es
     _check_smem(tm, op, smem, dst, "dst", nbytes)
     n, pix, row_ok, ch, ch_ok = _im2col_rows(tm, coords, offsets)
     strides = tm.global_strides
@@ -242,7 +242,7 @@ def _check_instruction(tm: Any, op: str, mode: str, coords: Sequence[int]) -> li
         out.append(int(c))
     if tm.interleave != "none":
         raise TensorMapError(
-            f"{op}: interleave = {tm.interleave!r} is not emulated by the CPU runtime "
+            f"{op}: interleave = {tm.interleave!r} is not emulated by the interp and cpu runtimes "
             "(section 1.6); use interleave 'none'"
         )
     if tm.swizzle != "none":
@@ -253,7 +253,7 @@ def _check_instruction(tm: Any, op: str, mode: str, coords: Sequence[int]) -> li
             rule = 14 if mode == "tiled" else 21
             raise TensorMapError(
                 f"{op}: an inner row of {row} bytes with swizzle {tm.swizzle!r} breaks rule {rule} as the "
-                f"CPU runtime applies it: the row must be exactly {span} bytes (the padded-row layout of "
+                f"interp and cpu runtimes apply it: the row must be exactly {span} bytes (the padded-row layout of "
                 "narrower rows is undocumented, section 1.4)"
             )
     return out
@@ -381,8 +381,8 @@ def _write_smem(smem: np.ndarray, base: int, image: np.ndarray, swizzle: str) ->
 
 def _read_smem(smem: np.ndarray, base: int, nbytes: int, swizzle: str) -> np.ndarray:
     if _swizzle_mask(swizzle) == 0:
-        return smem[base : base + nbytes].copy()
-    return smem[_chunk_index(base, nbytes, swizzle)].reshape(-1)
+        return cast(np.ndarray, smem[base : base + nbytes].copy())
+    return cast(np.ndarray, smem[_chunk_index(base, nbytes, swizzle)].reshape(-1))
 
 
 def _chunk_index(base: int, nbytes: int, swizzle: str) -> np.ndarray:

@@ -33,7 +33,7 @@ Model (docs/semantics/tma.md, "Barriers"; PTX ``mbarrier``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import numpy as np
 
@@ -47,7 +47,16 @@ from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from cubepy.runtime.interp.executor import Chunk
+    from cubepy.runtime.tensormap import TensorMapArg
+
+    _LoadOp = ops.TmaLoad | ops.TmaLoadIm2col
+    _CopyOp = ops.TmaLoad | ops.TmaLoadIm2col | ops.TmaStore
+    _Write = Callable[[np.ndarray], int]  # ``write(smem)``: a load's byte move, returning the bytes delivered
+
+_T = TypeVar("_T")
 
 _EXTENSION_KEY = "tma.barriers"
 
@@ -59,7 +68,7 @@ def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
 
 
 def _state(ctx: Chunk, var: Variable) -> BarrierState:
-    states = ctx.extensions.setdefault(_EXTENSION_KEY, {})
+    states = cast("dict[int, BarrierState]", ctx.extensions.setdefault(_EXTENSION_KEY, {}))
     state = states.get(var.id)
     if state is None:
         state = states[var.id] = BarrierState.fresh(ctx.topology.cubes)
@@ -75,14 +84,14 @@ def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
     value = np.asarray(ctx.read(var))
     if value.ndim == 0:
         return np.full(lanes.size, int(value), dtype=np.int64)
-    return value[lanes].astype(np.int64)
+    return cast(np.ndarray, value[lanes].astype(np.int64))
 
 
 def _cube_of(ctx: Chunk, lanes: np.ndarray) -> np.ndarray:
     return lanes // ctx.topology.units
 
 
-def run_barrier_step(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step):
+def run_barrier_step(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step: Callable[[], _T]) -> _T:
     """``step()``, a ``BarrierFault`` becoming the SanitizerError of the unit it names."""
     try:
         return step()
@@ -141,8 +150,8 @@ def _wait(
     var: Variable,
     lanes: np.ndarray,
     done: np.ndarray,
-    values,
-    parity,
+    values: np.ndarray,
+    parity: bool,
 ) -> None:
     """Suspend the lanes whose phase is not complete until another group (or a landing copy) completes it."""
     _note_waited(ctx, var, state, lanes[done])
@@ -163,7 +172,7 @@ def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoRet
     ) from error
 
 
-def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> int:
+def _shared_box(ctx: Chunk, inst: Instruction, op: _CopyOp, lane: int, nbytes: int) -> int:
     """The byte address of ``smem[offset]``, after checking that ``nbytes`` fit the slice and the memory."""
     offset = int(_per_lane(ctx, op.offset, np.array([lane]))[0])
     length = int(_per_lane(ctx, op.length, np.array([lane]))[0])
@@ -171,7 +180,7 @@ def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> in
         return tma.slice_address(
             op.name,
             repr(op.smem),
-            op.smem.length,
+            cast(int, op.smem.length),  # a shared memory always has a length
             op.smem.type.size,
             ctx.shared_offset(op.smem),
             offset,
@@ -182,11 +191,11 @@ def _shared_box(ctx: Chunk, inst: Instruction, op, lane: int, nbytes: int) -> in
         _misuse(ctx, inst, lane, error)
 
 
-def _tensor_map(ctx: Chunk, op):
+def _tensor_map(ctx: Chunk, op: _CopyOp) -> TensorMapArg:
     return ctx.launch.bindings.tensor_maps[op.tensor_map.id]
 
 
-def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: int) -> int:
+def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm: TensorMapArg, mode: str, rank: int) -> int:
     try:
         return tma.box_bytes(tm, inst.op, mode, rank)
     except TensorMapError as error:
@@ -198,7 +207,7 @@ def _box_bytes(ctx: Chunk, inst: Instruction, lane: int, tm, mode: str, rank: in
 @blocking
 def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Elected units initialise the barrier of their cube (every cube that runs this resets it)."""
-    op: ops.BarrierInit = inst.operation
+    op = cast(ops.BarrierInit, inst.operation)
     lanes = _active_lanes(mask)
     elected = np.broadcast_to(np.asarray(ctx.read(op.is_elected), dtype=bool), (ctx.lanes,))[lanes]
     counts = _per_lane(ctx, op.arrival_count, lanes)[elected]
@@ -213,7 +222,7 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.BarrierArrive)
 def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Arrive once per unit; the token is the phase arrived on."""
-    op: ops.BarrierArrive = inst.operation
+    op = cast(ops.BarrierArrive, inst.operation)
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
@@ -227,7 +236,7 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.BarrierArriveExpectTx)
 def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Expect the bytes, then arrive; the token is the phase arrived on."""
-    op: ops.BarrierArriveExpectTx = inst.operation
+    op = cast(ops.BarrierArriveExpectTx, inst.operation)
     lanes = _active_lanes(mask)
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
@@ -257,13 +266,14 @@ def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarr
 def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
     values = np.zeros(ctx.lanes, dtype=np.uint64)
     values[lanes] = tokens.astype(np.uint64)
+    assert inst.out is not None
     ctx.write(inst.out, values, mask)
 
 
 @implements(ops.BarrierExpectTx)
 def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Raise the current phase's expected transaction bytes."""
-    op: ops.BarrierExpectTx = inst.operation
+    op = cast(ops.BarrierExpectTx, inst.operation)
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
@@ -274,7 +284,7 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @blocking
 def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the token's phase has completed."""
-    op: ops.BarrierWait = inst.operation
+    op = cast(ops.BarrierWait, inst.operation)
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
@@ -286,7 +296,7 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @blocking
 def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the current phase's parity differs from the one waited for."""
-    op: ops.BarrierWaitParity = inst.operation
+    op = cast(ops.BarrierWaitParity, inst.operation)
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
@@ -300,13 +310,15 @@ def _coords(ctx: Chunk, variables: tuple[Variable, ...], lane: int) -> list[int]
     return [int(_per_lane(ctx, var, here)[0]) for var in variables]
 
 
-def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> None:
+def _issue_loads(
+    ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy: Callable[[TensorMapArg, int, int], _Write]
+) -> None:
     """Each issuing unit starts ``copy(tm, lane, cube_shared, dst)``; when it lands it credits the barrier's bytes.
 
     The destination and the box are checked at issue; the coordinates are read at issue too.  The lockstep
     schedule lands each copy at once, the others when they choose (``schedule``).
     """
-    op = inst.operation
+    op = cast("_LoadOp", inst.operation)
     lanes = _active_lanes(mask)
     state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
     run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
@@ -338,7 +350,7 @@ def _issue_loads(ctx: Chunk, inst: Instruction, mask: Mask, mode: str, copy) -> 
         state.settle()
 
 
-def _destinations(ctx: Chunk, inst: Instruction, op, lane: int, cube: int, state: BarrierState) -> list[int]:
+def _destinations(ctx: Chunk, inst: Instruction, op: _LoadOp, lane: int, cube: int, state: BarrierState) -> list[int]:
     """The chunk cubes a load lands in: the issuer's, or those of the cluster ranks of its multicast mask."""
     multicast = getattr(op, "multicast", None)
     if multicast is None:
@@ -352,7 +364,7 @@ def _destinations(ctx: Chunk, inst: Instruction, op, lane: int, cube: int, state
     targets = ctx.topology.peer_cube(np.full(ranks.size, cube, dtype=np.int64), ranks)
     lanes = np.full(targets.size, lane, dtype=np.int64)
     run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), targets))
-    return targets.tolist()
+    return cast("list[int]", targets.tolist())
 
 
 def _load_landing(
@@ -360,13 +372,13 @@ def _load_landing(
     inst: Instruction,
     state: BarrierState,
     barrier: Variable,
-    write,
+    write: _Write,
     lane: int,
     smem: np.ndarray,
     cube: int,
     box: tuple[int, int],
     settle: bool,
-):
+) -> Callable[[], None]:
     """The landing of one load: ``write(smem)`` moves the bytes, the barrier of ``cube`` is credited.
 
     ``box`` is the destination's (first byte, byte count): under the sanitizer they count as written in
@@ -393,7 +405,7 @@ def _load_landing(
 @implements(ops.TmaLoad)
 def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit copies its box into its cube's shared memory and credits the barrier."""
-    op: ops.TmaLoad = inst.operation
+    op = cast(ops.TmaLoad, inst.operation)
     _issue_loads(
         ctx,
         inst,
@@ -406,7 +418,7 @@ def tma_load(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 @implements(ops.TmaLoadIm2col)
 def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit runs the im2col pixel walk into its cube's shared memory and credits the barrier."""
-    op: ops.TmaLoadIm2col = inst.operation
+    op = cast(ops.TmaLoadIm2col, inst.operation)
     _issue_loads(
         ctx,
         inst,
@@ -416,12 +428,14 @@ def tma_load_im2col(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     )
 
 
-def _bind(load, tm, coords: list[int], dst: int):
+def _bind(
+    load: Callable[[Any, Sequence[int], np.ndarray, int], int], tm: TensorMapArg, coords: list[int], dst: int
+) -> _Write:
     """``write(smem)`` running a tiled load of the coordinates read at issue."""
     return lambda smem: load(tm, coords, smem, dst)
 
 
-def _bind_im2col(tm, coords: list[int], offsets: list[int], dst: int):
+def _bind_im2col(tm: TensorMapArg, coords: list[int], offsets: list[int], dst: int) -> _Write:
     """``write(smem)`` running an im2col load of the coordinates and offsets read at issue."""
     return lambda smem: tma.im2col_load(tm, coords, offsets, smem, dst)
 
@@ -429,7 +443,7 @@ def _bind_im2col(tm, coords: list[int], offsets: list[int], dst: int):
 @implements(ops.TmaStore)
 def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Each issuing unit starts a store of its shared box; it reads shared memory and writes global memory when it lands."""
-    op: ops.TmaStore = inst.operation
+    op = cast(ops.TmaStore, inst.operation)
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     lanes = _active_lanes(mask)
@@ -449,7 +463,9 @@ def tma_store(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
             ctx.in_flight.add(lane, True, land)
 
 
-def _store_landing(ctx: Chunk, inst: Instruction, tm, coords: list[int], smem: np.ndarray, src: int, lane: int):
+def _store_landing(
+    ctx: Chunk, inst: Instruction, tm: TensorMapArg, coords: list[int], smem: np.ndarray, src: int, lane: int
+) -> Callable[[], None]:
     """The landing of one store: it reads the shared box then and writes the tensor."""
 
     def land() -> None:

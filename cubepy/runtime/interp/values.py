@@ -9,6 +9,8 @@ modified in place once stored, so one array may back several variables.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from cubepy.ir import Type, Variable, VarKind
@@ -43,7 +45,7 @@ def literal(value: object, ty: Type) -> np.ndarray | np.generic:
         value = bool(value)
     else:
         # Through f64 so that bf16 rounds once, directly from the literal.
-        value = np.float64(value).astype(dtype)
+        value = np.float64(cast(float, value)).astype(dtype)
     scalar = dtype.type(value)
     return scalar if ty.line == 1 else np.full(ty.line, scalar, dtype=dtype)
 
@@ -86,7 +88,7 @@ class Mask:
         if np.ndim(cond) == 0:
             return self if cond else Mask(np.zeros_like(self.bits), False, False)
         bits = cond if self.full else self.bits & cond
-        return Mask(bits)
+        return Mask(cast(np.ndarray, bits))
 
     def without(self, lanes: np.ndarray) -> Mask:
         """This mask less the lanes set in ``lanes``."""
@@ -210,7 +212,7 @@ class Topology:
         cx, cy, _ = self.cluster
         _, leader = self.cluster_position()
         dx, dy, dz = ranks % cx, (ranks // cx) % cy, ranks // (cx * cy)
-        return leader[cubes] + dx + dy * nx + dz * nx * ny
+        return cast(np.ndarray, leader[cubes] + dx + dy * nx + dz * nx * ny)
 
     def get(self, name: str) -> np.ndarray | np.generic:
         """The u32 value of builtin ``name`` for every lane of the chunk."""
@@ -240,7 +242,7 @@ class Topology:
             "cube_cluster_dim_z": self.cluster[2],
         }
         if name in uniform:
-            return np.uint32(uniform[name])
+            return cast(np.generic, np.uint32(uniform[name]))
         if name.startswith("cube_pos_cluster"):
             rank, _ = self.cluster_position()
             cx, cy, _ = self.cluster
@@ -251,14 +253,14 @@ class Topology:
         if name == "unit_pos":
             return np.tile(np.arange(units, dtype=np.uint32), cubes)
         if name == "unit_pos_plane":  # before the unit_pos_<axis> names it shares a prefix with
-            return get("unit_pos") % np.uint32(PLANE_SIZE)
+            return cast(np.ndarray, get("unit_pos") % np.uint32(PLANE_SIZE))
         if name == "plane_pos":
-            return get("unit_pos") // np.uint32(PLANE_SIZE)
+            return cast(np.ndarray, get("unit_pos") // np.uint32(PLANE_SIZE))
         axis = name[-1]
         if name.startswith("unit_pos_"):
             inner, extent = {"x": (1, dx), "y": (dx, dy), "z": (dx * dy, dz)}[axis]
             if extent == 1:
-                return np.uint32(0)
+                return cast(np.generic, np.uint32(0))
             per_cube = np.repeat(np.arange(extent, dtype=np.uint32), inner)
             return np.tile(per_cube, units // (inner * extent) * cubes)
         if name == "cube_pos" or name.startswith("cube_pos_"):
@@ -266,12 +268,15 @@ class Topology:
             if name != "cube_pos":
                 cube = {"x": cube % cx, "y": (cube // cx) % cy, "z": cube // (cx * cy)}[axis]
             if cubes == 1 or {"x": cx, "y": cy, "z": cz}.get(axis) == 1 and name != "cube_pos":
-                return np.uint32(cube[0])
+                return cast(np.generic, np.uint32(cube[0]))
             return np.repeat(cube.astype(np.uint32), units)
         if name.startswith("absolute_pos_"):
             dim = {"x": dx, "y": dy, "z": dz}[axis]
-            return get(f"cube_pos_{axis}") * np.uint32(dim) + get(f"unit_pos_{axis}")
+            return cast(np.ndarray | np.generic, get(f"cube_pos_{axis}") * np.uint32(dim) + get(f"unit_pos_{axis}"))
         if name == "absolute_pos":
             gx, gy = np.uint32(cx * dx), np.uint32(cy * dy)
-            return (get("absolute_pos_z") * gy + get("absolute_pos_y")) * gx + get("absolute_pos_x")
+            return cast(
+                np.ndarray | np.generic,
+                (get("absolute_pos_z") * gy + get("absolute_pos_y")) * gx + get("absolute_pos_x"),
+            )
         raise KeyError(f"unknown builtin {name!r}")

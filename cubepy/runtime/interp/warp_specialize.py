@@ -32,12 +32,12 @@ end is reported by the executor as ``BARRIER_DEADLOCK`` (or ``WRONG_PARITY``: ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from cubepy.errors import SanitizerKind
-from cubepy.ir import Instruction, ops
+from cubepy.ir import Instruction, Variable, ops
 from cubepy.runtime.interp import mbarrier
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
@@ -118,11 +118,11 @@ def named_barriers(ctx: Chunk) -> NamedBarrierTable:
     return table
 
 
-def _per_lane(ctx: Chunk, var, lanes: np.ndarray) -> np.ndarray:
+def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
     value = np.asarray(ctx.read(var))
     if value.ndim == 0:
         return np.full(lanes.size, int(value), dtype=np.int64)
-    return value[lanes].astype(np.int64)
+    return cast(np.ndarray, value[lanes].astype(np.int64))
 
 
 def _check_planes(ctx: Chunk, inst: Instruction, lanes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None:
@@ -240,7 +240,7 @@ class TryWaitYield(Wait):
     def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """The lanes whose cube's barrier changed since their test."""
         changed = (self.state.table != self.rows).any(axis=1)
-        return bits & changed[self.cubes]
+        return cast(np.ndarray, bits & changed[self.cubes])
 
     def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """Everyone is stuck: let the lanes go on with their False once per barrier state (a second

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -40,6 +41,8 @@ from cubepy.runtime.interp.sanitizer import SELF_REPORTING
 from cubepy.runtime.interp.values import Mask, numpy_dtype
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from cubepy.runtime.interp.executor import Chunk
 
 SELF_REPORTING.add(ops.WgmmaDescriptor)  # it only takes an address: no shared byte is read or written
@@ -52,12 +55,16 @@ SWIZZLE_NAME = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
 _FIELD = 0x3FFF
 
 
-def encode_descriptor(address, leading_byte_offset, stride_byte_offset, layout_type: int):
+def encode_descriptor(
+    address: npt.ArrayLike, leading_byte_offset: npt.ArrayLike, stride_byte_offset: npt.ArrayLike, layout_type: int
+) -> np.ndarray:
     """The 64-bit descriptor (uint64, lane-wise) of the PTX ISA's matrix-descriptor format."""
     start = (np.asarray(address, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
     lbo = (np.asarray(leading_byte_offset, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
     sbo = (np.asarray(stride_byte_offset, dtype=np.uint64) >> np.uint64(4)) & np.uint64(_FIELD)
-    return start | (lbo << np.uint64(16)) | (sbo << np.uint64(32)) | (np.uint64(layout_type) << np.uint64(62))
+    return cast(
+        np.ndarray, start | (lbo << np.uint64(16)) | (sbo << np.uint64(32)) | (np.uint64(layout_type) << np.uint64(62))
+    )
 
 
 def decode_descriptor(desc: int) -> tuple[int, int, int, int, int]:
@@ -87,15 +94,17 @@ def tile_addresses(desc: int, rows: int, size: int = 2, mn_major: bool = False) 
         k, byte = b // size, b % size
         logical = mn_major_address(start, lbo, sbo, layout, r, k, size) + byte
     elif layout == 0:
-        return start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
+        return cast(np.ndarray, start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16)
     else:
         logical = start + (r // 8) * sbo + (r % 8) * SWIZZLE_WIDTH[layout] + b
     if layout == 0:
-        return logical
-    return logical ^ (((logical >> 7) & SWIZZLE_MASK[layout]) << 4)
+        return cast(np.ndarray, logical)
+    return cast(np.ndarray, logical ^ (((logical >> 7) & SWIZZLE_MASK[layout]) << 4))
 
 
-def mn_major_address(start: int, lbo: int, sbo: int, layout: int, mn, k, size: int):
+def mn_major_address(
+    start: int, lbo: int, sbo: int, layout: int, mn: np.ndarray, k: np.ndarray, size: int
+) -> np.ndarray:
     """The (unswizzled) byte address of element (mn, k) of an MN-major tile (PTX ISA canonical layouts).
 
     T = 16 // size elements fill 16 bytes.  No swizzle: ``((T, m), (8, k)) : ((1, SBO), (T, LBO))``, i.e.
@@ -106,10 +115,10 @@ def mn_major_address(start: int, lbo: int, sbo: int, layout: int, mn, k, size: i
     """
     if layout == 0:
         per = 16 // size
-        return start + (mn // per) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % per) * size
+        return cast(np.ndarray, start + (mn // per) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % per) * size)
     width = SWIZZLE_WIDTH[layout]
     per = width // size
-    return start + (mn // per) * lbo + (k // 8) * sbo + (k % 8) * width + (mn % per) * size
+    return cast(np.ndarray, start + (mn // per) * lbo + (k // 8) * sbo + (k % 8) * width + (mn % per) * size)
 
 
 # -- warpgroup gathering -----------------------------------------------------------------------------------
@@ -252,7 +261,7 @@ def warpgroup_product(op: ops.WgmmaMmaAsync, a: np.ndarray, b: np.ndarray, previ
         accumulator = np.zeros((64, op.n), dtype=np.float64)
         accumulator[d_rows, d_cols] = previous
         product += accumulator
-    return product.astype(np.float32)[d_rows, d_cols]
+    return cast(np.ndarray, product.astype(np.float32)[d_rows, d_cols])
 
 
 def _read_tile(
@@ -274,7 +283,7 @@ def _read_tile(
 def _as_tf32(values: np.ndarray) -> np.ndarray:
     """f32 values with the 13 low mantissa bits cleared: the tf32 value wgmma uses."""
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
-    return bits.view(np.float32)
+    return cast(np.ndarray, bits.view(np.float32))
 
 
 # -- handlers ---------------------------------------------------------------------------------------------
@@ -370,7 +379,15 @@ def _tile_bytes(
     return tile_addresses(desc, rows, size, mn_major)
 
 
-def _computation(ctx: Chunk, inst: Instruction, op: ops.WgmmaMmaAsync, tiles, a_regs, scale: bool, lane: int):
+def _computation(
+    ctx: Chunk,
+    inst: Instruction,
+    op: ops.WgmmaMmaAsync,
+    tiles: list[tuple[int, int, bool]],
+    a_regs: np.ndarray | None,
+    scale: bool,
+    lane: int,
+) -> Callable[[np.ndarray], np.ndarray]:
     """The delivery of one warpgroup's wgmma: read its tiles now, return its accumulator values."""
 
     def compute(previous: np.ndarray) -> np.ndarray:

@@ -40,6 +40,8 @@ from cubepy.runtime.interp import async_races
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
+    from cubepy.runtime.interp.memory import Value
+    from cubepy.runtime.interp.values import Mask
 
 KEY = "wgmma"
 WRITE_HOOK = "check_shared_write"  # called by the sanitizer for every shared write of a unit, and by TMA loads
@@ -243,7 +245,7 @@ def check_shared_write(ctx: Chunk, inst: Instruction, lanes: np.ndarray, rows: n
         wgmma.retired.check_load(ctx, inst, int(lanes[0]), int(rows[0, 0]), byte[0])
 
 
-def check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index, mask) -> None:
+def check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index: Value, mask: Mask) -> None:
     """Report a read of an accumulator whose wgmma result is still in flight (sanitizer only)."""
     wgmma: WgmmaState = ctx.extensions[KEY]  # type: ignore[assignment]
     for entry in wgmma.started:

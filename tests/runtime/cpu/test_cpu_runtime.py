@@ -254,7 +254,7 @@ def test_debug_print_gives_the_interps_lines(capsys):
 def test_a_plain_unit_loop_is_vectorized_over_the_read_only_parameter_block(cpu):
     import re
 
-    from cubepy.compiler.host import compile_host
+    from cubepy.compiler.emit_host import compile_host
 
     n = 1000
     ha, hb, ho = cpu.create(np.ones(n, np.float32)), cpu.create(np.ones(n, np.float32)), cpu.empty(n, f32)

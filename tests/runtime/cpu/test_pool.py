@@ -149,7 +149,7 @@ def stencil5(grid: Tensor[f32], out: Tensor[f32]):
 
 
 def test_a_2d_plain_cube_runs_its_rows_as_vector_code_with_the_interps_bits():
-    from cubepy.compiler.host import compile_host
+    from cubepy.compiler.emit_host import compile_host
 
     cpu, interp = cp.client("cpu"), cp.client("interp")
     rows, cols = 45, 70  # cubes hanging over both edges

@@ -1,4 +1,4 @@
-"""Warp-specialization building blocks on the CPU runtimes: named barriers, setmaxnreg, try_wait_parity, elect.
+"""Warp-specialization building blocks on the interp and cpu runtimes: named barriers, setmaxnreg, try_wait_parity, elect.
 
 Expected values are written by hand from the PTX ISA's rules (``bar.sync``/``bar.arrive`` count whole
 planes; ``mbarrier.try_wait.parity`` succeeds once the phase of that parity completed); every kernel

@@ -11,8 +11,8 @@ import attrs
 import llvmlite.ir as llir
 import pytest
 
+from cubepy.compiler import emit_ptx, llvm_process, lower
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler import lower, target
 from cubepy.compiler.compiled import compile_definition
 from cubepy.errors import CompileError
 from cubepy.ir import F32, builtin
@@ -28,7 +28,7 @@ from .conftest import compile_checked, needs_ptxas
     [("sm_90a", 90, "+ptx80"), ("sm_80", 80, "+ptx80"), ("sm_100a", 100, "+ptx86"), ("sm_120f", 120, "+ptx88")],
 )
 def test_parse_target(name, sm, ptx):
-    assert target.parse_target(name) == target.Target(name, sm, ptx)
+    assert emit_ptx.parse_target(name) == emit_ptx.Target(name, sm, ptx)
 
 
 @pytest.mark.parametrize("name", ["sm_60", "sm_52", "compute_90", "sm_90b", "", "sm_95", "SM_90", "sm_90a "])
@@ -46,28 +46,30 @@ def test_other_architectures(arch):
 
 def _checked_module(definition):
     lowered = lower.lower_kernel(definition)
-    return target.check_module(str(lowered.module), lowered.entry_name, lowered.libdevice), lowered
+    return emit_ptx.check_module(str(lowered.module), lowered.entry_name, lowered.libdevice), lowered
 
 
 def test_llvm_error_in_the_child_becomes_compile_error():
     """PTX 7.8 cannot target sm_90a: LLVM aborts with "LLVM ERROR" (in the child, not here)."""
     module, lowered = _checked_module(vector_add(F32))
-    bad = target.Target("sm_90a", 90, "+ptx78")
+    bad = emit_ptx.Target("sm_90a", 90, "+ptx78")
     with pytest.raises(CompileError) as info:
-        target.optimize_and_emit(module, bad, lowered.entry_name, lowered.libdevice)
+        emit_ptx.optimize_and_emit(module, bad, lowered.entry_name, lowered.libdevice)
     message = str(info.value)
     assert "LLVM ERROR" in message and "vector_add" in message and "PTX version" in message
     # This process is alive and LLVM still works in it.
     module, lowered = _checked_module(vector_add(F32))
     assert (
         ".entry vector_add"
-        in target.optimize_and_emit(module, target.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice).ptx
+        in emit_ptx.optimize_and_emit(
+            module, emit_ptx.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice
+        ).ptx
     )
 
 
 def test_a_child_killed_by_a_signal_becomes_compile_error():
     with pytest.raises(CompileError, match="SIGSEGV"):
-        target.run_isolated(lambda: os.kill(os.getpid(), signal.SIGSEGV), "crasher")
+        llvm_process.run_isolated(lambda: os.kill(os.getpid(), signal.SIGSEGV), "crasher")
 
 
 def test_an_exception_in_the_child_becomes_compile_error():
@@ -75,7 +77,7 @@ def test_an_exception_in_the_child_becomes_compile_error():
         raise RuntimeError("boom inside LLVM work")
 
     with pytest.raises(CompileError, match="boom inside LLVM work"):
-        target.run_isolated(fail, "raiser")
+        llvm_process.run_isolated(fail, "raiser")
 
 
 @attrs.frozen
@@ -166,8 +168,8 @@ def test_importing_the_compiler_loads_no_llvm():
 
 def test_isolation_can_be_turned_off():
     module, lowered = _checked_module(vector_add(F32))
-    result = target.optimize_and_emit(
-        module, target.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice, isolate=False
+    result = emit_ptx.optimize_and_emit(
+        module, emit_ptx.parse_target("sm_90a"), lowered.entry_name, lowered.libdevice, isolate=False
     )
     assert ".entry vector_add" in result.ptx
 
@@ -176,4 +178,4 @@ def test_a_hanging_child_is_killed():
     import time
 
     with pytest.raises(CompileError, match="did not finish within"):
-        target.run_isolated(lambda: time.sleep(30) or b"", "sleeper", timeout_s=0.5)
+        llvm_process.run_isolated(lambda: time.sleep(30) or b"", "sleeper", timeout_s=0.5)

@@ -1,7 +1,7 @@
 """Compiling a kernel for the host CPU: the one lowering with ``HostTarget``, O3, object code.
 
 As for PTX, everything that can hit an ``LLVM ERROR`` (O3, coroutine splitting, emission) runs in a
-forked child (``target.run_isolated``); the parent only parses and verifies (which raise).  The result,
+forked child (``cubepy.compiler.llvm_process.run_isolated``); the parent only parses and verifies (which raise).  The result,
 ``HostKernel``, holds relocatable object code for this machine's CPU: the cpu runtime loads it into
 MCJIT, and the disk cache keeps it (keyed by ``host_target_name()``, so another CPU never loads it).
 """
@@ -11,13 +11,22 @@ from __future__ import annotations
 import functools
 import json
 import time
+from typing import Any
 
 import attrs
 
+from cubepy.compiler.llvm_process import (
+    LLVM_LOCK,
+    binding,
+    optimize,
+    pack_parts,
+    parse_verified,
+    run_isolated,
+    unpack_parts,
+)
 from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.compiler.passes import run_passes
-from cubepy.compiler.target import _LLVM_LOCK, _pack, _unpack, binding, optimize, run_isolated
 from cubepy.compiler.targets.host import HostTarget
 from cubepy.compiler.targets.host_abi import DRIVER_NAME
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
@@ -46,7 +55,7 @@ class HostKernel:
     shared_bytes: int  # the cube's shared block
     llvm: str
     llvm_opt: str
-    timings: dict
+    timings: dict[str, float]
     host_calls: tuple[HostCall, ...] = ()  # the TMA / mbarrier instructions the runtime emulates, by site
     # how the cube's units run: "plain" (a loop), "unit loops" (loop fission at barriers), "coroutines"
     shape: str = "plain"
@@ -96,7 +105,7 @@ def _has_vector_ldexp() -> bool:
     return triple.startswith("x86_64") and "+avx512f" in features.split(",")
 
 
-def host_machine():
+def host_machine() -> Any:
     """An O3 target machine for this process's CPU (JIT code model)."""
     llvm = binding()
     triple, cpu, features = _host_machine_spec()
@@ -126,13 +135,8 @@ def compile_host(
     text = str(lowered.module)
     timings["lower"] = time.perf_counter() - start
     name = lowered.entry_name
-    with _LLVM_LOCK:
-        llvm = binding()
-        try:
-            module = llvm.parse_assembly(text)
-            module.verify()
-        except RuntimeError as error:
-            raise CompileError(f"kernel {name}: LLVM rejected the lowered host IR: {error}") from error
+    with LLVM_LOCK:
+        module = parse_verified(text, f"kernel {name}: LLVM rejected the lowered host IR")
         for function in module.functions:
             if function.is_declaration and not function.name.startswith("llvm.") and function.name not in HOST_SYMBOLS:
                 raise CompileError(f"kernel {name}: host code calls unknown external function {function.name!r}")
@@ -146,11 +150,11 @@ def compile_host(
         began = time.perf_counter()
         obj = tm.emit_object(module)
         stage["emit"] = time.perf_counter() - began
-        return _pack([json.dumps(stage), optimized, obj.hex()])
+        return pack_parts([json.dumps(stage), optimized, obj.hex()])
 
     start = time.perf_counter()
     payload = run_isolated(work, name, emitting="host object code") if isolate else work()
-    stage_text, optimized, obj_hex = _unpack(payload)
+    stage_text, optimized, obj_hex = unpack_parts(payload)
     timings["llvm_opt+emit"] = time.perf_counter() - start
     timings.update({f"child_{k}": v for k, v in json.loads(stage_text).items()})
     if DRIVER_NAME not in optimized:

@@ -1,0 +1,201 @@
+"""The NVPTX target: architecture validation, libdevice linking, LLVM's O3 pipeline and PTX emission.
+
+The cubepy IR verifier runs before lowering; here ``parse_assembly`` and ``verify`` run in-process (they raise),
+unknown ``llvm.*`` intrinsics and unresolved calls are rejected (LLVM would accept them and ptxas fail later),
+and linking, O3 and emission run in a forked child (``cubepy.compiler.llvm_process.run_isolated``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+import attrs
+
+from cubepy.compiler import libdevice
+from cubepy.compiler.llvm_process import (
+    LLVM_LOCK,
+    binding,
+    optimize,
+    pack_parts,
+    parse_verified,
+    run_isolated,
+    unpack_parts,
+)
+from cubepy.errors import CompileError
+
+TRIPLE = "nvptx64-nvidia-cuda"
+# Exactly str(target_machine.target_data) for this triple with ``--nvptx-short-ptr``: 64-bit generic and
+# global pointers, 32-bit shared (3, and shared::cluster 7), constant (4) and local (5) ones, as nvcc emits.
+DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+DEFAULT_ARCH = "sm_90a"
+MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms
+# Every NVPTX architecture LLVM 22 knows from sm_70 on, with the minimum PTX ISA version it needs (x10).
+ARCH_MIN_PTX = {
+    "sm_70": 60,
+    "sm_72": 61,
+    "sm_75": 63,
+    "sm_80": 70,
+    "sm_86": 71,
+    "sm_87": 74,
+    "sm_88": 90,
+    "sm_89": 78,
+    "sm_90": 78,
+    "sm_90a": 80,
+    "sm_100": 86,
+    "sm_100a": 86,
+    "sm_100f": 88,
+    "sm_101": 86,
+    "sm_101a": 86,
+    "sm_101f": 88,
+    "sm_103": 88,
+    "sm_103a": 88,
+    "sm_103f": 88,
+    "sm_110": 90,
+    "sm_110a": 90,
+    "sm_110f": 90,
+    "sm_120": 87,
+    "sm_120a": 87,
+    "sm_120f": 88,
+    "sm_121": 88,
+    "sm_121a": 88,
+    "sm_121f": 88,
+}
+
+
+@attrs.frozen
+class Target:
+    """A GPU architecture (``sm_90a``), its compute capability number (90) and LLVM feature string."""
+
+    arch: str
+    sm: int
+    features: str
+
+
+def parse_target(name: str) -> Target:
+    """Validate ``sm_XX[a|f]`` (XX >= 70, known to LLVM 22) before LLVM ever sees it."""
+    match = re.fullmatch(r"sm_(\d+)([af]?)", name or "")
+    if match is None or int(match.group(1)) < 70:
+        raise CompileError(
+            f"target {name!r} is not supported: expected sm_XX with XX >= 70 (for example {DEFAULT_ARCH!r})"
+        )
+    if name not in ARCH_MIN_PTX:
+        raise CompileError(f"target {name!r} is unknown to LLVM 22's NVPTX back end; known: {', '.join(ARCH_MIN_PTX)}")
+    ptx = max(MIN_PTX, ARCH_MIN_PTX[name])
+    return Target(name, int(match.group(1)), f"+ptx{ptx}")
+
+
+@attrs.frozen
+class EmitResult:
+    """What the LLVM stage produced: optimized IR text, PTX and the child's own stage timings."""
+
+    llvm_opt: str
+    ptx: str
+    timings: dict[str, float]
+
+
+def check_module(
+    text: str,
+    kernel_name: str,
+    libdevice_calls: frozenset[str] = frozenset(),
+    libdevice_cache: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Parse and verify LLVM IR in-process and reject calls LLVM would pass through to ptxas.
+
+    ``libdevice_cache`` is the folder of libdevice subsets (``cubepy.compiler.libdevice``), or None.
+    """
+    with LLVM_LOCK:
+        return _check_module(text, kernel_name, libdevice_calls, libdevice_cache)
+
+
+# Functions the CUDA driver provides to every module (ptxas leaves them to the linker): debug_print's vprintf.
+DEVICE_RUNTIME_FUNCTIONS = frozenset({"vprintf"})
+
+
+def libdevice_names(module: Any, libdevice_calls: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The libdevice functions a parsed kernel ``module`` declares, with those its lowering recorded."""
+    return frozenset(f.name for f in module.functions if f.is_declaration and f.name.startswith("__nv_")) | set(
+        libdevice_calls
+    )
+
+
+def _libdevice_subset(
+    names: frozenset[str], kernel_name: str, cache: str | os.PathLike[str] | None
+) -> libdevice.Subset | None:
+    """The libdevice subset defining ``names`` (None when there are none); raises when libdevice lacks one."""
+    if not names:
+        return None
+    found = libdevice.subset(names, cache)
+    if found is None:
+        raise CompileError(
+            f"kernel {kernel_name}: needs libdevice ({', '.join(sorted(names))}) but no "
+            "CUDA toolkit with nvvm/libdevice/libdevice.10.bc was found (set CUDA_HOME)"
+        )
+    if found.missing:
+        raise CompileError(f"kernel {kernel_name}: libdevice has no function {min(found.missing)!r}")
+    return found
+
+
+def _check_module(
+    text: str, kernel_name: str, libdevice_calls: frozenset[str], libdevice_cache: str | os.PathLike[str] | None
+) -> Any:
+    module = parse_verified(text, f"kernel {kernel_name}: LLVM rejected the lowered IR")
+    _libdevice_subset(libdevice_names(module, libdevice_calls), kernel_name, libdevice_cache)
+    for function in module.functions:
+        if not function.is_declaration:
+            continue
+        name = function.name
+        if name.startswith("llvm."):
+            # A recognized intrinsic gets attributes when parsed; an unknown name gets none
+            # (an LLVM quirk) and would become a call ptxas cannot parse.
+            if not list(function.attributes):
+                raise CompileError(f"kernel {kernel_name}: unknown LLVM intrinsic {name!r}")
+        elif not name.startswith("__nv_") and name not in DEVICE_RUNTIME_FUNCTIONS:
+            raise CompileError(f"kernel {kernel_name}: call to unresolved external function {name!r}")
+    return module
+
+
+def optimize_and_emit(
+    module: Any,
+    target: Target,
+    kernel_name: str,
+    libdevice_calls: frozenset[str] = frozenset(),
+    *,
+    isolate: bool = True,
+    libdevice_cache: str | os.PathLike[str] | None = None,
+) -> EmitResult:
+    """Link libdevice, run O3 and emit PTX for a checked module; in a forked child unless ``isolate=False``."""
+
+    lib = _libdevice_subset(libdevice_names(module, libdevice_calls), kernel_name, libdevice_cache)
+
+    def work() -> bytes:
+        llvm = binding()
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        if lib is not None:
+            module.link_in(libdevice.parse(lib))
+            for function in module.functions:
+                if not function.is_declaration and function.name != kernel_name:
+                    function.linkage = "internal"
+        timings["link"] = time.perf_counter() - start
+        machine = llvm.Target.from_triple(TRIPLE).create_target_machine(
+            cpu=target.arch, features=target.features, opt=3
+        )
+        start = time.perf_counter()
+        optimized = optimize(machine, module)
+        timings["o3"] = time.perf_counter() - start
+        start = time.perf_counter()
+        ptx = machine.emit_assembly(module)
+        timings["emit"] = time.perf_counter() - start
+        return pack_parts([json.dumps(timings), optimized, ptx])
+
+    if isolate and hasattr(os, "fork"):
+        payload = run_isolated(work, kernel_name)
+    else:
+        with LLVM_LOCK:
+            payload = work()
+    timings_text, optimized, ptx = unpack_parts(payload)
+    return EmitResult(optimized, ptx, json.loads(timings_text))

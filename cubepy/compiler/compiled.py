@@ -111,6 +111,7 @@ def compile_definition(
     ``libdevice_cache`` (a folder that keeps the libdevice subsets kernels link, or None) onto ``CUBEPY_CACHE_DIR``.
     """
     from cubepy.compiler.lower import lower_kernel  # llvmlite.ir is imported only when compiling
+    from cubepy.compiler.targets.nvptx import NvptxTarget
 
     arch = parse_target(target)
     timings: dict[str, float] = {}
@@ -121,7 +122,7 @@ def compile_definition(
     timings["passes"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    lowered = lower_kernel(definition, arch.sm)
+    lowered = lower_kernel(definition, NvptxTarget(arch.sm))
     llvm_text = str(lowered.module)
     timings["lower"] = time.perf_counter() - start
 

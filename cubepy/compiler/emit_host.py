@@ -131,7 +131,7 @@ def compile_host(
     target = HostTarget(
         machine.triple, str(machine.target_data), definition, report_out_of_bounds, vector_ldexp=_has_vector_ldexp()
     )
-    lowered = lower_kernel(definition, 0, target)
+    lowered = lower_kernel(definition, target)
     text = str(lowered.module)
     timings["lower"] = time.perf_counter() - start
     name = lowered.entry_name

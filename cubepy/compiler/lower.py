@@ -18,6 +18,8 @@ align 64 "nvvm.grid_constant"``; then the u32 metadata words by value (per buffe
 
 from __future__ import annotations
 
+import os
+import pkgutil
 import re
 from collections.abc import Callable
 from typing import cast
@@ -29,7 +31,6 @@ import numpy as np
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.debuginfo import DebugInfo, first_location
 from cubepy.compiler.targets import PerUnitStorage, TargetLayer
-from cubepy.compiler.targets.nvptx import NvptxTarget
 from cubepy.errors import CompileError, CubeError
 from cubepy.ir import ConstTable, Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
 from cubepy.ir.ops import OpTable
@@ -45,22 +46,11 @@ Lowering = Callable[["KernelLowering", Instruction], None]
 # with ``@lowers(OpClass, ...)`` and the table imports them on first use.
 LLVM = OpTable(
     "llvm",
+    # every ``lower_<name>`` module of this package (a new family's module is found without being listed)
     modules=tuple(
-        f"cubepy.compiler.lower_{family}"
-        for family in (
-            "arith",
-            "memory",
-            "control",
-            "sync",
-            "plane",
-            "tma",
-            "cluster",
-            "cmma",
-            "mma",
-            "wgmma",
-            "print",
-            "async_copy",
-        )
+        f"cubepy.compiler.{info.name}"
+        for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda info: info.name)
+        if info.name.startswith("lower_")
     ),
 )
 lowers = LLVM.implements
@@ -93,10 +83,10 @@ class Loop:
 class KernelLowering:
     """Lowers one kernel; the op-family modules call back into it for values, memories and intrinsics."""
 
-    def __init__(self, definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> None:
+    def __init__(self, definition: KernelDefinition, target: TargetLayer) -> None:
         self.definition = definition
-        self.sm = sm
-        self.target = target if target is not None else NvptxTarget(sm)
+        self.sm = target.sm
+        self.target = target
         self.name = entry_name(definition.name)
         self.module = ir.Module(name=self.name)
         self.module.triple = self.target.triple
@@ -427,9 +417,9 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
 
 
-def lower_kernel(definition: KernelDefinition, sm: int = 90, target: TargetLayer | None = None) -> LoweredModule:
-    """Lower a verified kernel to an LLVM module for ``sm_<sm>`` (or for ``target``, such as the host)."""
-    return KernelLowering(definition, sm, target).lower()
+def lower_kernel(definition: KernelDefinition, target: TargetLayer) -> LoweredModule:
+    """Lower a verified kernel to an LLVM module for ``target`` (``NvptxTarget(sm)`` or the host's)."""
+    return KernelLowering(definition, target).lower()
 
 
 def unsigned_index(lowering: KernelLowering, value: ir.Value, var: Variable) -> ir.Value:

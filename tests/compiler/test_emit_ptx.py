@@ -14,6 +14,7 @@ import pytest
 from cubepy.compiler import emit_ptx, llvm_process, lower
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.compiled import compile_definition
+from cubepy.compiler.targets.nvptx import NvptxTarget
 from cubepy.errors import CompileError
 from cubepy.ir import F32, builtin
 from cubepy.ir.ops import OpRecord
@@ -45,7 +46,7 @@ def test_other_architectures(arch):
 
 
 def _checked_module(definition):
-    lowered = lower.lower_kernel(definition)
+    lowered = lower.lower_kernel(definition, NvptxTarget(90))
     return emit_ptx.check_module(str(lowered.module), lowered.entry_name, lowered.libdevice), lowered
 
 

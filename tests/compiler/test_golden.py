@@ -1,7 +1,7 @@
 """Golden text of the unoptimized LLVM IR of a few kernels.
 
 Every golden is also parsed and verified by real LLVM and its PTX assembled by ptxas, so a golden can
-never bless invalid output.  Regenerate a golden by printing ``str(lower_kernel(definition).module)``
+never bless invalid output.  Regenerate a golden by printing ``str(lower_kernel(definition, NvptxTarget(90)).module)``
 and reviewing the diff line by line.
 """
 
@@ -15,6 +15,7 @@ from cubepy.compiler import ptxas
 from cubepy.compiler.emit_ptx import check_module, optimize_and_emit, parse_target
 from cubepy.compiler.lower import lower_kernel
 from cubepy.compiler.passes import run_passes
+from cubepy.compiler.targets.nvptx import NvptxTarget
 
 from .conftest import assert_valid_llvm
 from .golden_kernels import KERNELS
@@ -187,7 +188,7 @@ GOLDENS = {"copy_checked": GOLDEN_COPY_CHECKED, "floordiv_i32": GOLDEN_FLOORDIV_
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 def test_golden_llvm(name):
     definition, _ = run_passes(KERNELS[name]())
-    assert str(lower_kernel(definition).module) == GOLDENS[name]
+    assert str(lower_kernel(definition, NvptxTarget(90)).module) == GOLDENS[name]
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))

@@ -34,6 +34,8 @@ class TargetLayer(Protocol):
     """What differs between targets; every method emits at ``lw.builder``'s position."""
 
     name: str
+    # The compute capability the code is for (90 for sm_90a); 0 for the host.
+    sm: int
     triple: str
     data_layout: str
     # Whether a checked access that misses calls ``report_out_of_bounds`` (the cpu runtime's

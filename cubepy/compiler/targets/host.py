@@ -182,6 +182,7 @@ class HostTarget:
         report_out_of_bounds: bool = False,
         vector_ldexp: bool = False,
     ) -> None:
+        self.sm = 0  # no compute capability: the host
         self.reports_out_of_bounds = report_out_of_bounds
         # the branch keeps a miss out of the loop bodies the host vectorizes (and of the sanitizer's reports)
         self.branch_free_global_reads = False

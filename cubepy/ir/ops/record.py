@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -138,7 +139,12 @@ def all_operations() -> tuple[type[Operation], ...]:
     return tuple(_REGISTRY.values())
 
 
-FAMILIES = ("arith", "memory", "sync", "plane", "branch", "tma", "cmma", "mma", "debug", "wgmma", "async_copy")
+# Modules of this package that hold no operations; every other module is the family of its name (an
+# operation's ``RECORD.family``), so a new family module is found without being listed anywhere.
+_SHARED_MODULES = frozenset({"__init__", "base", "lanewise", "record"})
+FAMILIES = tuple(
+    sorted(info.name for info in pkgutil.iter_modules([os.path.dirname(__file__)]) if info.name not in _SHARED_MODULES)
+)
 
 
 def _load_families() -> None:

@@ -7,7 +7,8 @@ For a person with a GPU.  It runs, within a time budget (8 minutes by default):
    outcome of every test case; plus the cuda runtime's own GPU tests (``tests/runtime/cuda -m gpu``);
 2. every ``examples/*.py`` module's ``run(client)`` on both runtimes, comparing the errors they report;
 3. a TMA weight-gradient convolution (``cubepy_layouts.conv.conv2d_wgrad``) against
-   ``torch.nn.grad.conv2d_weight``, checked and timed, when torch and that module exist;
+   ``torch.nn.grad.conv2d_weight``, checked and timed, when torch and that module exist
+   (``cubepy.devcheck_wgrad``);
 4. the warp-specialized wgmma GEMM (``cubepy_layouts.matmul.wgmma_matmul``) against the interp on a
    ragged shape, and against ``torch.matmul`` (cuBLAS) in bf16 at 4096^3 and two ragged shapes, with
    TFLOP/s beside cuBLAS's (``cubepy.devcheck_gemm``).
@@ -37,17 +38,17 @@ import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
+
+from cubepy.devcheck_gemm import gemm_phase
+from cubepy.devcheck_wgrad import WGRAD_PROBLEMS, wgrad_phase
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BUDGET_S = 480
 # An example passes on the GPU when each error it reports is within this of the interp's.
 EXAMPLE_ABS_TOL = 1e-3
 EXAMPLE_REL_FACTOR = 10.0
-# Weight-gradient problems: (N, H, W, C_in, C_out, KH, KW, stride, padding), all f16 inputs.
-WGRAD_PROBLEMS = [(8, 56, 56, 64, 64, 3, 3, 1, 1), (32, 28, 28, 128, 128, 3, 3, 1, 1)]
 _CLIENT_FIXTURE = re.compile(r"def test_\w+\([^)]*\bclient\b", re.S)
 _DETAIL_CHARS = 1500
 
@@ -329,119 +330,6 @@ def judge_example(interp: dict[str, Any] | None, cuda: dict[str, Any] | None, ca
         case["detail"] = "; ".join(problems)
         return "fail"
     return "pass"
-
-
-def wgrad_phase() -> list[dict[str, Any]]:
-    """The TMA weight-gradient convolution against torch: correctness and time for each problem."""
-    try:
-        import torch
-    except ImportError:
-        return [{"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip", "detail": "torch not installed"}]
-    if not torch.cuda.is_available():
-        return [
-            {"suite": "wgrad", "name": "conv2d_wgrad vs torch", "status": "skip", "detail": "torch has no CUDA device"}
-        ]
-    try:
-        conv = importlib.import_module("cubepy_layouts.conv")
-        conv.conv2d_wgrad, conv.ConvolutionProblem  # noqa: B018  (both must exist)
-    except (ImportError, AttributeError) as exc:
-        return [
-            {
-                "suite": "wgrad",
-                "name": "conv2d_wgrad vs torch",
-                "status": "skip",
-                "detail": f"cubepy_layouts.conv.conv2d_wgrad is not available: {exc}",
-            }
-        ]
-    from cubepy.runtime.client import client as get_client
-
-    client = get_client("cuda")
-    cases = []
-    for spec in WGRAD_PROBLEMS:
-        cases += _wgrad_cases(torch, conv, client, spec)
-    return cases
-
-
-def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> list[dict[str, Any]]:
-    """One problem: torch's reference and time, then cubepy with and without TMA."""
-    import numpy as np
-
-    n, h, w, c_in, c_out, kh, kw, stride, pad = spec
-    problem = conv.ConvolutionProblem.conv2d(
-        (n, h, w, c_in), (c_out, kh, kw, c_in), stride=(stride, stride), padding=(pad, pad)
-    )
-    _, oh, ow, _ = problem.out_shape
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, h, w, c_in)).astype(np.float16)
-    dy = rng.standard_normal((n, oh, ow, c_out)).astype(np.float16)
-    flops = 2.0 * n * oh * ow * c_out * c_in * kh * kw
-    xt = torch.from_numpy(x).cuda().permute(0, 3, 1, 2)
-    dyt = torch.from_numpy(dy).cuda().permute(0, 3, 1, 2)
-    weight_shape = (c_out, c_in, kh, kw)
-    ref = (
-        torch.nn.grad.conv2d_weight(xt.float(), weight_shape, dyt.float(), stride=stride, padding=pad)
-        .permute(0, 2, 3, 1)
-        .cpu()
-        .numpy()
-    )
-    torch_ms = _torch_time_ms(
-        torch, lambda: torch.nn.grad.conv2d_weight(xt, weight_shape, dyt, stride=stride, padding=pad)
-    )
-    hx, hdy = client.create(x), client.create(dy)
-    cases = []
-    for tma in (True, False):
-        case: dict[str, Any] = {
-            "suite": "wgrad",
-            "tma": tma,
-            "torch_f16_ms": round(torch_ms, 4),
-            "name": f"conv2d_wgrad tma={tma} x={x.shape} w={weight_shape} s={stride} p={pad}",
-        }
-
-        def work(tma: bool = tma) -> Any:
-            return conv.conv2d_wgrad(client, hx, hdy, problem, tma=tma)
-
-        try:
-            got = client.read(_result_handle(work())).astype(np.float32).reshape(ref.shape)
-            error = float(np.max(np.abs(got - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
-            best = min(client.time_ms(work, repeat=10))
-            case.update(
-                relative_error=error,
-                cubepy_ms=round(best, 4),
-                cubepy_tflops=round(flops / best / 1e9, 2),
-                torch_tflops=round(flops / torch_ms / 1e9, 2),
-                status="pass" if error < 2e-2 else "fail",
-            )
-            if error >= 2e-2:
-                case["detail"] = f"relative error {error:.3g} against torch.nn.grad.conv2d_weight (limit 2e-2)"
-        except Exception as exc:
-            case.update(status="fail", detail=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-800:]}")
-        cases.append(case)
-    return cases
-
-
-def _result_handle(result: Any) -> Any:
-    """The weight-gradient handle, whether the kernel returns it alone or first in a tuple."""
-    return result[0] if isinstance(result, (tuple, list)) else result
-
-
-def _torch_time_ms(torch: Any, work: Callable[[], object], repeat: int = 10) -> float:
-    work()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(repeat):
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    return best
-
-
-def gemm_phase() -> list[dict[str, Any]]:
-    """The wgmma GEMM against the interp and torch.matmul (``cubepy.devcheck_gemm``)."""
-    from cubepy.devcheck_gemm import gemm_phase as run
-
-    return run()
 
 
 PHASES = {"examples": examples_phase, "wgrad": wgrad_phase, "gemm": gemm_phase}

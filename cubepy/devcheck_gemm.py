@@ -11,6 +11,8 @@ import importlib
 import traceback
 from typing import Any
 
+from cubepy.devcheck_timing import torch_time_ms
+
 INTERP_SHAPE = (130, 72, 200)  # M, N, K: ragged blocks, the stage ring wraps
 GEMM_SHAPES = [(4096, 4096, 4096), (4000, 3000, 2056), (1000, 520, 4104)]  # K a multiple of 8 (TMA rows)
 
@@ -63,7 +65,6 @@ def _against_torch(
     np: Any, torch: Any, wgmma_gemm_launch: Any, gpu: Any, shape: tuple[int, int, int]
 ) -> dict[str, Any]:
     import cubepy as cp
-    from cubepy.devcheck import _torch_time_ms
 
     m, n, k = shape
     case = _case(f"wgmma_matmul {m}x{n}x{k} bf16 vs torch.matmul")
@@ -71,7 +72,7 @@ def _against_torch(
         ta = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
         tb = torch.randn((n, k), device="cuda", dtype=torch.bfloat16)
         ref = (ta.float() @ tb.float().T).cpu().numpy()
-        torch_ms = _torch_time_ms(torch, lambda: torch.matmul(ta, tb.T))
+        torch_ms = torch_time_ms(torch, lambda: torch.matmul(ta, tb.T))
         a = gpu.create(ta.float().cpu().numpy().astype(cp.bf16.numpy))
         b_t = gpu.create(tb.float().cpu().numpy().astype(cp.bf16.numpy))
         out = gpu.zeros((m, n), np.float32)

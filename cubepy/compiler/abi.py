@@ -24,6 +24,11 @@ from typing import Any, Protocol
 from cubepy.errors import CompileError, LaunchError
 from cubepy.ir import KernelDefinition, Param, Type, ops, walk
 
+TRIPLE = "nvptx64-nvidia-cuda"
+# Exactly str(target_machine.target_data) for this triple with ``--nvptx-short-ptr``: 64-bit generic and
+# global pointers, 32-bit shared (3, and shared::cluster 7), constant (4) and local (5) ones, as nvcc emits.
+DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
 BLOCK_ALIGN = TENSOR_MAP_ALIGN  # a packed parameter block starts here: the strictest alignment of any parameter

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from cubepy.compiler.builtins import PLANE_SIZE
 from cubepy.compiler.llvm_process import (
     LLVM_LOCK,
     binding,
@@ -25,7 +26,6 @@ from cubepy.compiler.llvm_process import (
     unpack_parts,
 )
 from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
-from cubepy.compiler.lower_sync import PLANE_SIZE
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.targets.host import HostTarget
 from cubepy.compiler.targets.host_abi import DRIVER_NAME

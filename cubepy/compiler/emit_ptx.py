@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from cubepy.compiler import libdevice
+from cubepy.compiler.abi import TRIPLE
 from cubepy.compiler.llvm_process import (
     LLVM_LOCK,
     binding,
@@ -27,10 +28,6 @@ from cubepy.compiler.llvm_process import (
 )
 from cubepy.errors import CompileError
 
-TRIPLE = "nvptx64-nvidia-cuda"
-# Exactly str(target_machine.target_data) for this triple with ``--nvptx-short-ptr``: 64-bit generic and
-# global pointers, 32-bit shared (3, and shared::cluster 7), constant (4) and local (5) ones, as nvcc emits.
-DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 DEFAULT_ARCH = "sm_90a"
 MIN_PTX = 80  # PTX 8.0: fence.proxy.async, elect.sync and the TMA forms
 # Every NVPTX architecture LLVM 22 knows from sm_70 on, with the minimum PTX ISA version it needs (x10).

@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from cubepy.compiler.abi import DATA_LAYOUT, TRIPLE
+from cubepy.compiler.llvm_process import binding
 from cubepy.compiler.toolkit import find_libdevice
 from cubepy.errors import CompileError
 from cubepy.hashing import sha256
@@ -102,9 +104,6 @@ def _digest_of(path: str, size: int, mtime_ns: int) -> str:
 
 
 def _entry_key(digest: str, wanted: frozenset[str]) -> str:
-    from cubepy.compiler.emit_ptx import DATA_LAYOUT, TRIPLE
-    from cubepy.compiler.llvm_process import binding
-
     version = ".".join(map(str, binding().llvm_version_info))
     text = "\0".join((str(FORMAT), digest, version, TRIPLE, DATA_LAYOUT, *sorted(wanted)))
     return sha256(text.encode()).hexdigest()
@@ -112,9 +111,6 @@ def _entry_key(digest: str, wanted: frozenset[str]) -> str:
 
 def _build(path: str, wanted: frozenset[str]) -> Subset:
     """Parse libdevice and link the wanted functions (and their callees) into a stub module."""
-    from cubepy.compiler.emit_ptx import DATA_LAYOUT, TRIPLE
-    from cubepy.compiler.llvm_process import binding
-
     llvm = binding()
     try:
         with open(path, "rb") as file:

@@ -29,6 +29,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.builtins import read_builtin
 from cubepy.compiler.debuginfo import DebugInfo, first_location
 from cubepy.compiler.targets import PerUnitStorage, TargetLayer
 from cubepy.errors import CompileError, CubeError
@@ -222,7 +223,6 @@ class KernelLowering:
             self.params[(VarKind.SCALAR, param.var.id)] = self.from_memory(arg, param.var.type)
 
     def _read_builtins(self) -> None:
-        from cubepy.compiler.lower_sync import read_builtin
 
         used = sorted(
             {

@@ -7,7 +7,7 @@
 * A remote mbarrier arrival is ``mapa`` + ``mbarrier.arrive.release.cluster.shared::cluster.b64`` in inline
   PTX (one instruction with no result, which no NVVM intrinsic of LLVM 22 spells for a remote barrier).
 * The cluster builtins read ``%cluster_ctarank``, ``%cluster_ctaid.*``, ``%cluster_nctarank`` and
-  ``%cluster_nctaid.*`` (``lower_sync.read_builtin``).
+  ``%cluster_nctaid.*`` (``builtins.read_builtin``).
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.builtins import PLANE_SIZE as PLANE_SIZE
+from cubepy.compiler.builtins import sreg
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers
 from cubepy.compiler.lower_arith import binary, map_lanes
-from cubepy.compiler.lower_sync import PLANE_SIZE as PLANE_SIZE
-from cubepy.compiler.lower_sync import sreg
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
 
 FULL_MASK = ir.Constant(lt.I32, -1)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, cast
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.builtins import sreg
 from cubepy.compiler.lower import lowers
-from cubepy.compiler.lower_sync import sreg
 from cubepy.ir import Instruction, Variable, printf
 from cubepy.ir.ops import DebugPrint
 

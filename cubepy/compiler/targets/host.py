@@ -7,7 +7,7 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 * A kernel without ``sync_cube``, ``sync_plane`` or plane operations is a plain function, which also takes
   ``tid.x/y/z``; the driver calls it for every unit in loops over z, y and x, x innermost (inlined, so LLVM
   may vectorize across the units of a row).
-* Otherwise the unit is an LLVM switched-resume coroutine.  ``sync_cube`` suspends with state
+* Otherwise the unit is an LLVM switched-resume coroutine (``host_suspend``).  ``sync_cube`` suspends with state
   ``AT_BARRIER``; each plane primitive (``activemask``, one shuffle, one vote, ``sync_plane``) publishes
   its 32-bit word, records its *site* (a number increasing in program order) and suspends with state
   ``AT_PLANE``.  The driver ``cubepy_run_cubes`` resumes every runnable unit once, then, per plane,
@@ -38,12 +38,8 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower_sync import PLANE_SIZE
+from cubepy.compiler.builtins import PLANE_SIZE, read_builtin
 from cubepy.compiler.targets.host_abi import (  # the cube context's layout and where memories live
-    AT_BARRIER,
-    AT_MBARRIER,
-    AT_PLANE,
-    CTX_EPOCH,
     CTX_FAULT,
     CTX_FRAMES,
     CTX_MASK,
@@ -61,7 +57,14 @@ from cubepy.compiler.targets.host_abi import (  # the cube context's layout and 
     heap_locals,
     shared_layout,
 )
-from cubepy.ir import VarKind, ops, walk
+from cubepy.compiler.targets.host_suspend import (  # where units wait, and the operations that suspend
+    TOKEN,
+    TOKEN_NONE,
+    HostSuspensions,
+    _waits_only_at_split_points,
+    suspension_kinds,
+)
+from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
@@ -108,21 +111,6 @@ class HostOpTable(OpTable):
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))
 
 
-class TokenType(ir.Type):  # type: ignore[misc]  # llvmlite ships no types
-    """LLVM's ``token`` type (llvmlite has none): what ``llvm.coro.id`` returns."""
-
-    def _to_string(self) -> str:
-        return "token"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TokenType)
-
-    def __hash__(self) -> int:
-        return hash("token")
-
-
-TOKEN = TokenType()
-TOKEN_NONE = ir.FormattedConstant(TOKEN, "none")
 I8 = ir.IntType(8)
 I64 = lt.I64
 I32 = lt.I32
@@ -136,40 +124,7 @@ def _invariant(load: ir.Value) -> ir.Value:
     return load
 
 
-_WAITS: dict[str, tuple[type[Operation], ...]] = {
-    # barrier_init syncs the cube; a cluster is one cube; the predicate barriers reduce at the release
-    "barrier": (ops.SyncCube, ops.BarrierInit, ops.SyncCluster, ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr),
-    "plane": (
-        (ops.SyncPlane, ops.PlaneOp)
-        + (ops.MmaSync, ops.Ldmatrix, ops.Stmatrix)  # plane collectives (``host_mma``)
-        + (ops.CmmaFill, ops.CmmaLoad, ops.CmmaStore, ops.CmmaExecute, ops.CmmaCast)
-    ),
-    # named_barrier_sync waits as an mbarrier wait does: test, suspend, test again after a state change
-    "mbarrier": (
-        (ops.BarrierWait, ops.BarrierWaitParity, ops.BarrierTryWaitParity, ops.NamedBarrierSync)
-        + (ops.WgmmaMmaAsync,)  # a warpgroup collective: its units wait until all 128 published
-    ),
-}
-
-
-def suspension_kinds(definition: KernelDefinition) -> frozenset[str]:
-    """Where a unit may have to wait for others: ``barrier``, ``plane`` and/or ``mbarrier`` (empty: never)."""
-    found = {type(inst.operation) for inst in walk(definition.body)}
-    return frozenset(kind for kind, waits in _WAITS.items() if any(issubclass(cls, waits) for cls in found))
-
-
-def _waits_only_at_split_points(definition: KernelDefinition) -> bool:
-    """Whether every operation a unit waits at is a barrier or a plane collective (``host_fission`` decides
-    which of those it can split at): no mbarrier, tensor-core collective or reducing barrier."""
-    waits = tuple(cls for group in _WAITS.values() for cls in group)
-    splittable = (ops.SyncCube, ops.SyncPlane, ops.PlaneOp)
-    return all(
-        isinstance(inst.operation, splittable) or not isinstance(inst.operation, waits)
-        for inst in walk(definition.body)
-    )
-
-
-class HostTarget:
+class HostTarget(HostSuspensions):
     """Lowers for the host CPU (``triple``/``data_layout`` of llvmlite's default target machine)."""
 
     name = "cpu"
@@ -343,7 +298,6 @@ class HostTarget:
     ) -> None:
         """In a loop over units: what follows is unit ``unit`` at ``tid`` (derived from ``unit`` when None); its
         builtins are read again."""
-        from cubepy.compiler.lower_sync import read_builtin
         from cubepy.compiler.targets.host_fission_plan import UNIT_BUILTINS
 
         self._set_unit(lw.builder, unit)
@@ -404,28 +358,11 @@ class HostTarget:
             return ir.Constant(I32, 1 if axis.startswith("ncta") else 0)
         return self._ctx_load(b, CTX_NCTAID + 4 * "xyz".index(axis), I32, name.replace(".", "_"))
 
-    # -- suspension points ---------------------------------------------------------------------------
-    def _suspend(self, lw: KernelLowering, state: int) -> None:
-        b = lw.builder
-        self._site += 1
-        if "plane" in self.suspends:  # only the plane release orders units by site
-            b.store(ir.Constant(I32, self._site), self.site)
-        b.store(ir.Constant(I32, state), self.state)
-        result = lw.call("llvm.coro.suspend", I8, [TOKEN_NONE, ir.Constant(lt.I1, 0)])
-        resume = lw.new_block("resumed")
-        switch = b.switch(result, self._ret_block)
-        switch.add_case(ir.Constant(I8, 0), resume)
-        switch.add_case(ir.Constant(I8, 1), self._cleanup_block)
-        b.position_at_end(resume)
-
+    # -- shared addresses, reports, what the host needs no code for ------------------------------------
     def shared_address(self, lw: KernelLowering, pointer: ir.Value) -> ir.Value:
         """The byte offset of ``pointer`` in the cube's shared block (the interp's shared addresses too)."""
         b = lw.builder
         return b.sub(b.ptrtoint(pointer, I64), b.ptrtoint(self.shared, I64))
-
-    def sync_cube(self, lw: KernelLowering) -> None:
-        """Suspend until every unit of the cube that has not returned waits at a barrier."""
-        self._suspend(lw, AT_BARRIER)
 
     def report_out_of_bounds(
         self, lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
@@ -435,103 +372,11 @@ class HostTarget:
 
         host_async.report_out_of_bounds(lw, inst, memory, index, length, access)
 
-    def sync_plane(self, lw: KernelLowering, mask: ir.Value | None = None) -> None:
-        """Suspend as a plane collective: the plane's units here resume together (``mask`` names them)."""
-        self._suspend(lw, AT_PLANE)
-
-    def suspend_on_mbarrier(self, lw: KernelLowering, call_site: int) -> None:
-        """Suspend at an mbarrier wait that is not done; ``call_site`` (in the published word) names it."""
-        lw.builder.store(ir.Constant(I64, call_site), self.publish)
-        self._suspend(lw, AT_MBARRIER)
-
-    def bump_epoch(self, lw: KernelLowering) -> None:
-        """Count one change of barrier state in the cube context."""
-        b = lw.builder
-        where = b.gep(b.function.args[1], [ir.Constant(I64, CTX_EPOCH)], source_etype=I8)
-        b.store(b.add(b.load(where, typ=I32), ir.Constant(I32, 1)), where)
-
     def fence_proxy_shared(self, lw: KernelLowering) -> None:
         """Nothing: there is no separate TMA proxy on the host."""
 
     def set_max_registers(self, lw: KernelLowering, count: int, increase: bool) -> None:
         """Nothing: a host unit's registers are the CPU's, not a budget shared among planes."""
-
-    def active_mask(self, lw: KernelLowering) -> ir.Value:
-        """Suspend; the driver writes the mask of the plane's units released together."""
-        self._suspend(lw, AT_PLANE)
-        return lw.builder.load(self.mask, typ=I32, name="active_mask")
-
-    def _exchange(self, lw: KernelLowering, word: ir.Value) -> None:
-        lw.builder.store(lw.builder.zext(word, I64), self.publish)
-        self._suspend(lw, AT_PLANE)
-
-    def _partner(self, lw: KernelLowering, lane: ir.Value) -> ir.Value:
-        b = lw.builder
-        index = b.zext(b.add(self.plane_base, lane), I64)
-        return b.trunc(b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64), I32)
-
-    def shuffle_word(self, lw: KernelLowering, mode: str, word: ir.Value, arg: ir.Value, mask: ir.Value) -> ir.Value:
-        """PTX ``shfl.sync`` source-lane rules over the snapshot; a source outside ``mask`` yields the own word."""
-        from cubepy.compiler.lower_plane import source_lane
-
-        b = lw.builder
-        self._exchange(lw, word)
-        lane = self.lane
-        source = source_lane(b, mode, lane, arg)
-        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE_SIZE - 1))), lt.I1)
-        source = b.select(in_mask, source, lane)
-        own = b.load(self.publish, typ=I64)
-        moved = self._partner(lw, source)
-        return b.select(b.icmp_unsigned("==", source, lane), b.trunc(own, I32), moved)
-
-    def vote(self, lw: KernelLowering, kind: str, predicate: ir.Value, mask: ir.Value) -> ir.Value:
-        """The ballot of ``mask``'s published predicates; all/any from it."""
-        from cubepy.compiler.lower_plane import vote_from_ballot
-
-        b = lw.builder
-        self._exchange(lw, b.zext(predicate, I32))
-        ballot = ir.Constant(I32, 0)
-        for lane in range(PLANE_SIZE):
-            bit = b.icmp_unsigned("!=", self._partner(lw, ir.Constant(I32, lane)), ir.Constant(I32, 0))
-            ballot = b.or_(ballot, b.shl(b.zext(bit, I32), ir.Constant(I32, lane)))
-        return vote_from_ballot(b, kind, ballot, mask)
-
-    def match(self, lw: KernelLowering, kind: str, bits: ir.Value, mask: ir.Value) -> ir.Value:
-        """Publish the value's bits; the lanes of ``mask`` holding the same bits (all of them, or 0 for ``all``)."""
-        b = lw.builder
-        wide = b.zext(bits, I64) if bits.type.width < 64 else bits
-        b.store(wide, self.publish)
-        self._suspend(lw, AT_PLANE)
-        same = ir.Constant(I32, 0)
-        for lane in range(PLANE_SIZE):
-            index = b.zext(b.add(self.plane_base, ir.Constant(I32, lane)), I64)
-            partner = b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64)
-            bit = b.zext(b.icmp_unsigned("==", partner, wide), I32)
-            same = b.or_(same, b.shl(bit, ir.Constant(I32, lane)))
-        same = b.and_(same, mask)
-        if kind == "match_any":
-            return same
-        return b.select(b.icmp_unsigned("==", same, mask), mask, ir.Constant(I32, 0))
-
-    def sync_cube_reduce(self, lw: KernelLowering, kind: str, predicate: ir.Value) -> ir.Value:
-        """Publish the predicate and wait at the cube barrier; the driver leaves ``count << 32 | arrived`` of the
-        units it released in each one's snapshot word."""
-        b = lw.builder
-        b.store(b.zext(predicate, I64), self.publish)
-        self._suspend(lw, AT_BARRIER)
-        word = b.load(b.gep(self.snapshot, [b.zext(self.unit, I64)], source_etype=I64), typ=I64)
-        count = b.trunc(b.lshr(word, ir.Constant(I64, 32)), I32)
-        arrived = b.trunc(word, I32)
-        if kind == "popc":
-            return count
-        if kind == "and":
-            return b.zext(b.icmp_unsigned("==", count, arrived), I32)
-        return count
-
-    def elect(self, lw: KernelLowering, mask: ir.Value) -> ir.Value:
-        """The lowest unit of ``mask``."""
-        first = lw.call("llvm.cttz.i32", I32, [mask, ir.Constant(lt.I1, 1)])
-        return lw.builder.icmp_unsigned("==", self.lane, first)
 
     # -- math -----------------------------------------------------------------------------------------
     def math_call(self, lw: KernelLowering, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:

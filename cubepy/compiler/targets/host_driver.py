@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower_sync import PLANE_SIZE
+from cubepy.compiler.builtins import PLANE_SIZE
 from cubepy.compiler.targets.host_abi import (
     AT_BARRIER,
     AT_MBARRIER,
@@ -116,7 +116,7 @@ def emit_driver(
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
-    ``suspends``: where units wait (``host.suspension_kinds``); empty for a plain function.
+    ``suspends``: where units wait (``host_suspend.suspension_kinds``); empty for a plain function.
     ``param_bytes``: the size of the parameter block (``abi.param_layout(definition).total_bytes``).
 
     ``whole_cube``: the unit function runs every unit of the cube itself (``host_fission``): call it once per

@@ -12,7 +12,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.emit_ptx import DATA_LAYOUT, TRIPLE
+from cubepy.compiler.abi import DATA_LAYOUT, TRIPLE
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.kernel import written_slots
 

@@ -10,7 +10,8 @@ from cubepy.ir import KernelDefinition, Param, Scope, Variable, VarKind, ops
 from cubepy.ir.ops import OpRecord
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction
-from cubepy.runtime.interp import InterpreterError, executor
+from cubepy.runtime.interp import InterpreterError
+from cubepy.runtime.interp import launch as interp_launch
 
 from .irb import F32, I32, LOC, U32, Builder, bi, c, launch
 
@@ -226,7 +227,7 @@ def test_uniform_switch_value():
 
 
 def test_many_chunks_give_the_same_result(monkeypatch):
-    monkeypatch.setattr(executor, "MAX_LANES_PER_CHUNK", 128)
+    monkeypatch.setattr(interp_launch, "MAX_LANES_PER_CHUNK", 128)
     n = 5000
     x = np.random.default_rng(0).random(n, dtype=np.float32)
     _, _, out = launch(vector_add_kernel(), 80, [x, x, np.zeros(n, np.float32)])

@@ -10,6 +10,7 @@ from cubepy.ir import ops
 from cubepy.runtime.bindings import Bindings, BufferBinding
 from cubepy.runtime.handle import Handle
 from cubepy.runtime.interp import executor, run
+from cubepy.runtime.interp import launch as interp_launch
 
 from .irb import F32, I32, U32, Builder, bi, c, launch, line
 
@@ -196,7 +197,7 @@ def test_shared_memory_reduction_over_two_cubes():
 
 
 def test_shared_memory_is_per_cube_across_chunks(monkeypatch):
-    monkeypatch.setattr(executor, "MAX_LANES_PER_CHUNK", 96)  # 3 cubes of 32 per chunk, 10 cubes
+    monkeypatch.setattr(interp_launch, "MAX_LANES_PER_CHUNK", 96)  # 3 cubes of 32 per chunk, 10 cubes
     data = np.random.default_rng(1).integers(0, 100, 320).astype(np.float32)
     _, result = launch(shared_sum_kernel(32), 10, [data, np.zeros(10, np.float32)])
     np.testing.assert_array_equal(result, data.reshape(10, 32).sum(axis=1))

@@ -169,6 +169,4 @@ def _write_entry(entry: Path, bitcode: bytes) -> None:
 
 def parse(found: Subset) -> Any:
     """A fresh llvmlite module of ``found``'s bitcode, to link (linking consumes it)."""
-    from cubepy.compiler.llvm_process import binding
-
     return binding().parse_bitcode(found.bitcode)

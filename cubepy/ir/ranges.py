@@ -419,14 +419,8 @@ class RangeAnalysis:
             found = self.defs.get((found.lhs.kind, found.lhs.id))
         elif memory.type.line != 1:
             return False
-        return (
-            isinstance(found, ops.Shape)
-            and found.memory.kind is VarKind.GLOBAL
-            and found.memory.id == extent[0]
-            and found.dim is not None
-            and found.dim.is_constant
-            and int(found.dim.value) == extent[1]  # type: ignore[call-overload]
-        )
+        shape = self._shape_read(found)
+        return shape is not None and shape[0].kind is VarKind.GLOBAL and (shape[0].id, shape[1]) == extent
 
     def _len_word(self, memory: Variable) -> int | None:
         """The slot whose ``len`` word a buffer's ``len`` reads (its own, or the equal-length buffer's)."""
@@ -439,14 +433,14 @@ class RangeAnalysis:
         return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
 
     def _is_shape_key(self, key: _Key, memory: Variable, dim: int) -> bool:
-        found = self.defs.get(key)
-        return (
-            isinstance(found, ops.Shape)
-            and found.memory == memory
-            and found.dim is not None
-            and found.dim.is_constant
-            and int(found.dim.value) == dim  # type: ignore[call-overload]
-        )
+        return self._shape_read(self.defs.get(key)) == (memory, dim)
+
+    @staticmethod
+    def _shape_read(found: object) -> tuple[Variable, int] | None:
+        """``(memory, dim)`` when ``found`` is ``memory.shape(dim)`` with a constant ``dim``, else None."""
+        if isinstance(found, ops.Shape) and found.dim is not None and found.dim.is_constant:
+            return found.memory, int(found.dim.value)  # type: ignore[call-overload]
+        return None
 
     def _below(self, var: Variable, memory: Variable, dim: int, env: Env) -> bool:
         """Whether a branch established ``var < memory.shape(dim)``."""

@@ -62,9 +62,9 @@ def tutorial_modules(directory: Path = TUTORIAL_DIR) -> dict[str, str]:
 
 
 def load_triton() -> tuple[Any, str | None]:
-    """``(benchmarks.triton_tutorial_kernels, None)``, or ``(None, why)`` when Triton cannot be imported."""
+    """``(benchmarks.triton_specs, None)``, or ``(None, why)`` when Triton cannot be imported."""
     try:
-        return importlib.import_module("benchmarks.triton_tutorial_kernels"), None
+        return importlib.import_module("benchmarks.triton_specs"), None
     except ImportError as error:
         return None, f"triton cannot be imported ({error}); pip install triton==3.9.0"
 
@@ -97,7 +97,7 @@ def _matches(only: tuple[str, ...], *names: str) -> bool:
     return not only or any(o.lower() in n.lower() for o in only for n in names)
 
 
-def compare(only: tuple[str, ...] = (), triton_kernels: Any = None) -> list[dict]:
+def compare(only: tuple[str, ...] = (), triton_specs: Any = None) -> list[dict]:
     """One row per case (and one per tutorial not ported): cubepy checked and unchecked, and Triton's kernel."""
     cuobjdump = find_cuda_tool("cuobjdump")
     modules = tutorial_modules()
@@ -116,11 +116,11 @@ def compare(only: tuple[str, ...] = (), triton_kernels: Any = None) -> list[dict
         for case in cases:
             if not _matches(only, case.tutorial, case.label, case.triton):
                 continue
-            rows.append(_row(case, cuobjdump, triton_kernels))
+            rows.append(_row(case, cuobjdump, triton_specs))
     return rows
 
 
-def _row(case: Any, cuobjdump: str, triton_kernels: Any) -> dict:
+def _row(case: Any, cuobjdump: str, triton_specs: Any) -> dict:
     row: dict[str, Any] = {
         "tutorial": case.tutorial,
         "part": case.label,
@@ -137,10 +137,10 @@ def _row(case: Any, cuobjdump: str, triton_kernels: Any) -> dict:
         row["status"] = f"cubepy failed: {error!r}"
         traceback.print_exc(file=sys.stderr)
         return row
-    if triton_kernels is None:
+    if triton_specs is None:
         return row
     try:
-        cubin, entry, spec = triton_kernels.compile_triton(case.triton, case.target)
+        cubin, entry, spec = triton_specs.compile_triton(case.triton, case.target)
         row["triton"] = _sass(cubin, entry, cuobjdump)
         row["triton_config"] = spec.note
     except Exception as error:
@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"benchmarks.triton_tutorials skipped: {reason}")
         return 0
-    triton_kernels, triton_note = load_triton()
-    rows = compare(tuple(args.only), triton_kernels)
+    triton_specs, triton_note = load_triton()
+    rows = compare(tuple(args.only), triton_specs)
     print(format_table(rows, triton_note))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -329,7 +329,7 @@ def _build(which: str, lanes: int = 1):
     return build
 
 
-# f16, the tutorial's test and what benchmarks.triton_tutorial_kernels compiles Triton's kernels for.  Lines of
+# f16, the tutorial's test and what benchmarks.triton_specs compiles Triton's kernels for.  Lines of
 # 8 (16 bytes) are what Triton gets for N = 8192; lines of 1 are the kernels a ragged N runs.
 _FWD = "_layer_norm_fwd_fused"
 SASS_CASES: list[SassCase] = [

@@ -80,6 +80,7 @@ def test_the_geometric_mean_of_unequal_ratios():
 def test_without_triton_the_column_is_skipped_and_cubepy_rows_remain(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # import triton now raises ImportError
     monkeypatch.delitem(sys.modules, "benchmarks.triton_tutorial_kernels", raising=False)
+    monkeypatch.delitem(sys.modules, "benchmarks.triton_specs", raising=False)
     module, reason = tt.load_triton()
     assert module is None and "triton cannot be imported" in reason
     row = _row("01 vector add", "kernel", _sass(80, []), _sass(60, []), _sass(40, []))
@@ -103,9 +104,9 @@ def test_tutorial_modules_are_found_by_file_name(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 @pytest.mark.skipif(tt.missing_tools() is not None, reason=str(tt.missing_tools()))
 def test_one_real_row_against_triton():
-    triton_kernels, reason = tt.load_triton()
+    triton_specs, reason = tt.load_triton()
     assert reason is None
-    rows = tt.compare(("07",), triton_kernels)
+    rows = tt.compare(("07",), triton_specs)
     row = next(r for r in rows if r.get("triton_kernel") == "asin_kernel")
     assert row["status"] == "ok"
     # Triton's asin kernel calls libdevice's __nv_asinf: a polynomial, well over 50 instructions

@@ -7,8 +7,10 @@ integer or float type.  They are the hand-written two-level tree:
 1. each plane reduces its units' values (``plane_sum``/``plane_max``/``plane_min``);
 2. lane 0 of each plane writes its plane's result to a 32-slot shared array (a cube has at most 1024
    units, so at most 32 planes), then ``sync_cube``;
-3. every plane reads the slots (lane ``i`` reads plane ``i``'s result) and reduces them again with one
-   plane collective, so every unit holds the total without a second shared-memory round trip;
+3. every plane reads the slots and reduces them again with plane shuffles, so every unit holds the total
+   without a second shared-memory round trip: when the planes are whole and a power of two of them, lane ``i`` reads
+   slot ``i % planes`` and ``log2(planes)`` butterfly steps finish (a cube of 4 planes: 2 shuffles, as
+   Triton's reductions); otherwise lane ``i`` reads plane ``i``'s result and one whole-plane reduction does;
 4. a closing ``sync_cube``, so a following reduction (or the next iteration of a loop) may reuse the slots.
 
 Any cube shape works, including unit counts that are not a multiple of the plane width: the last plane
@@ -60,12 +62,32 @@ def _cube_reduce(x, op):
         slots[PLANE_POS] = partial
     cp.sync_cube()
     planes = (CUBE_DIM + (PLANE_WIDTH - 1)) // PLANE_WIDTH
-    value = slots[cp.min(UNIT_POS_PLANE, planes - 1)]
-    if op == "sum":
-        value = cp.select(UNIT_POS_PLANE < planes, value, 0)
-    total = _plane_reduce(value, op)
+    total = partial
+    if planes & (planes - 1) == 0 and CUBE_DIM % PLANE_WIDTH == 0:
+        # Whole planes, a power of two of them (the cube shape is compiled in, so this test and the ones below
+        # fold away): lane i reads slot i % planes, so every aligned group of ``planes`` lanes holds each slot
+        # once, and a butterfly over offsets below ``planes`` gives every lane the total in log2(planes)
+        # steps.  (A partial plane lacks the lanes some butterflies read.)
+        total = slots[UNIT_POS_PLANE & (planes - 1)]
+        for bit in cp.unroll(range(5)):
+            if (1 << bit) < planes:
+                total = _combine(total, cp.plane_shuffle_xor(total, 1 << bit), op)
+    else:
+        value = slots[cp.min(UNIT_POS_PLANE, planes - 1)]
+        if op == "sum":
+            value = cp.select(UNIT_POS_PLANE < planes, value, 0)
+        total = _plane_reduce(value, op)
     cp.sync_cube()
     return total
+
+
+@cube
+def _combine(a, b, op):
+    if op == "sum":
+        return a + b
+    if op == "max":
+        return cp.max(a, b)
+    return cp.min(a, b)
 
 
 @cube

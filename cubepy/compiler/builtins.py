@@ -15,11 +15,12 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.errors import CompileError
+from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
 
-PLANE_SIZE = 32
+PLANE_SIZE = PLANE_WIDTH
 
 
 def sreg(lw: KernelLowering, name: str) -> ir.Value:

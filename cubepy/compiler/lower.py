@@ -390,15 +390,12 @@ class KernelLowering:
         """Lower one instruction, attaching its source line; errors name the instruction."""
         if self.debug is not None:
             self.builder.debug_metadata = self.debug.location(inst.loc)
-        # A target may replace some lowerings (the host's TMA and mbarriers): its ``op_table``, else LLVM's.
-        lowering = getattr(self.target, "op_table", LLVM).get(type(inst.operation))
+        # A target may replace some lowerings (the host's TMA and mbarriers) in its ``op_table``.
+        lowering = self.target.op_table.get(type(inst.operation))
         where = f"{inst.loc.file}:{inst.loc.line}: " if inst.loc is not None else ""
-        reason = self.target.unsupported_reason(inst.operation)
-        if reason is not None:
-            raise CompileError(f"{where}op {inst.op} is not supported by back end {self.target.name}: {reason}")
         if lowering is None:
             raise CompileError(
-                f"{where}kernel {self.definition.name}: {LLVM.missing_message(type(inst.operation))}"
+                f"{where}kernel {self.definition.name}: {self.target.op_table.missing_message(type(inst.operation))}"
                 f"\n  in instruction: {inst}"
             )
         try:

@@ -45,7 +45,9 @@ SPECULATE_STORE = 5  # a body with a store and this many instructions
 
 def speculates(lw: KernelLowering, body: Scope) -> bool:
     """Whether ``body`` (an ``if``'s) is lowered guard-free by ``lower_guarded``."""
-    if not SPECULATE or lw.target.name != "cuda" or lw.target.reports_out_of_bounds or lw.per_unit is not None:
+    # The targets whose checked reads are branch-free are those whose scheduler overlaps straight-line code.
+    target = lw.target
+    if not SPECULATE or not target.branch_free_global_reads or target.reports_out_of_bounds or lw.per_unit is not None:
         return False
     count = _speculable(body, SPECULATE_LIMIT)
     if count is None or count == 0:
@@ -240,10 +242,21 @@ def _guarded_read(lw: KernelLowering, op: ops.Index, guard: ir.Value) -> ir.Valu
     if memory.kind is VarKind.GLOBAL:
         # Unchecked, the value where the guard is false is never used: no zeroing move.
         return lm.zero_fill_read(lw, memory, index, ok, zero=op.checked)
-    loaded = lm.load_item(lw, memory, b.select(ok, index, ir.Constant(lt.I64, 0)))  # item 0 is always there
+    if not _constant_in_range(op.index, memory):  # item 0 is always there
+        index = b.select(ok, index, ir.Constant(lt.I64, 0))
+    loaded = lm.load_item(lw, memory, index)
     if in_bounds is None:
         return loaded
     return b.select(in_bounds, loaded, lt.constant(memory.type, 0))
+
+
+def _constant_in_range(index: Variable, memory: Variable) -> bool:
+    """Whether ``index`` is a literal inside ``memory``'s static length: a read there is harmless unguarded (an
+    accumulator fragment's element in an unrolled epilogue), so it needs no select."""
+    if not index.is_constant or memory.length is None:
+        return False
+    value = index.value
+    return isinstance(value, int) and 0 <= value < memory.length
 
 
 def lower_if(lw: KernelLowering, inst: Instruction) -> None:
@@ -402,9 +415,8 @@ def emit_loop(lw: KernelLowering, body: Callable[[], None], name: str = "loop") 
     lw.loops.append(Loop(entry, exit_))
     body()
     lw.loops.pop()
-    poll = getattr(lw.target, "poll_cancel", None)  # the host target: a runaway loop stops on Ctrl-C
-    if poll is not None and lw.builder.block.terminator is None:
-        poll(lw)
+    if lw.builder.block.terminator is None:
+        lw.target.poll_cancel(lw)  # the host target: a runaway loop stops on Ctrl-C
     lw.branch_if_open(entry)
     lw.builder.position_at_end(exit_)
 

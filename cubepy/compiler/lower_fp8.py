@@ -7,7 +7,7 @@ uses the low byte (or half) of each pair, by inline assembly, since LLVM has no 
 * f16 -> fp8: ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.f16x2 d, a`` (the low half lands in the low byte);
 * fp8 -> f16: ``cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a`` (exact); fp8 -> f32 is that, then f16 -> f32 (exact).
 
-The cpu runtime has no such instruction: ``lower_fp8_host`` computes the same bits with integer arithmetic.
+The cpu runtime has no such instruction: ``targets/host_fp8.py`` computes the same bits with integer arithmetic.
 
 ``.satfinite``: a magnitude past the largest finite value (448 for e4m3, 57344 for e5m2), infinities
 included, becomes that value with its sign; NaN stays NaN.  Other types go through f32 (a value of
@@ -16,8 +16,7 @@ f64 is rounded to f32 first, as the interp does).
 
 from __future__ import annotations
 
-import struct
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
@@ -38,10 +37,6 @@ _FLOAT = ir.FloatType()
 def _asm(lw: KernelLowering, ret: ir.Type, text: str, constraint: str, args: list[ir.Value]) -> ir.Value:
     ftype = ir.FunctionType(ret, [a.type for a in args])
     return lw.builder.asm(ftype, text, constraint, args, side_effect=False)
-
-
-def _on_host(lw: KernelLowering) -> bool:
-    return getattr(getattr(lw, "target", None), "name", None) == "cpu"
 
 
 def _check_arch(lw: KernelLowering) -> None:
@@ -75,9 +70,7 @@ def convert_scalar(
     dst: ElemType,
     other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
 ) -> ir.Value:
-    """Convert one scalar where ``src`` or ``dst`` is fp8; ``other`` converts between non-fp8 types."""
-    if _on_host(lw):
-        return _convert_scalar_host(lw, value, src, dst, other)
+    """Convert one scalar where ``src`` or ``dst`` is fp8 by PTX's ``cvt`` (the NVPTX target's ``convert_fp8``)."""
     _check_arch(lw)
     b = lw.builder
     if src.is_fp8:
@@ -91,89 +84,6 @@ def convert_scalar(
     return _to_fp8(lw, value, src, dst)
 
 
-# -- the host (cpu runtime): the same bits as cvt.rn.satfinite, by integer arithmetic on the f32 bits ----------
-# (exponent bits, mantissa bits, bias, largest finite code, NaN code) of each OCP FP8 format.
-_HOST_FORMATS = {"e4m3": (4, 3, 7, 0x7E, 0x7F), "e5m2": (5, 2, 15, 0x7B, 0x7E)}
-
-
-def _f32_bits(number: float) -> int:
-    return cast(int, struct.unpack("<I", struct.pack("<f", number))[0])
-
-
-def _i32(value: int) -> ir.Constant:
-    return ir.Constant(lt.I32, value)
-
-
-def _to_fp8_host(lw: KernelLowering, value: ir.Value, dst: ElemType) -> ir.Value:
-    """f32 -> fp8 (an ``i8``): round to nearest even; past the largest finite value (infinities included) that
-    value with its sign; NaN the format's NaN with its sign (numpy's ml_dtypes after clipping, as the interp)."""
-    b = lw.builder
-    ebits, mbits, bias, max_code, nan_code = _HOST_FORMATS[dst.name]
-    bits = b.bitcast(value, lt.I32)
-    sign = b.and_(b.lshr(bits, _i32(24)), _i32(0x80))
-    magnitude = b.and_(bits, _i32(0x7FFFFFFF))
-    # Normal fp8: drop 23 - mbits mantissa bits rounding to nearest even (a carry bumps the exponent), rebias.
-    shift = 23 - mbits
-    odd = b.and_(b.lshr(magnitude, _i32(shift)), _i32(1))
-    rounded = b.add(magnitude, b.add(_i32((1 << (shift - 1)) - 1), odd))
-    normal = b.sub(b.lshr(rounded, _i32(shift)), _i32((127 - bias) << mbits))
-    # Subnormal fp8: the value in units of the smallest subnormal (an exact power-of-two scaling), rounded to
-    # nearest even; 1 << mbits, the smallest normal's code, comes out of it as well.
-    units = b.fmul(b.bitcast(magnitude, _FLOAT), ir.Constant(_FLOAT, 2.0 ** (bias - 1 + mbits)))
-    rint = lw.module.declare_intrinsic("llvm.roundeven", [_FLOAT])
-    subnormal = b.fptoui(b.call(rint, [units]), lt.I32)
-    min_normal = _f32_bits(2.0 ** (1 - bias))
-    code = b.select(b.icmp_unsigned("<", magnitude, _i32(min_normal)), subnormal, normal)
-    largest = _f32_bits(_largest(ebits, mbits, bias, max_code))
-    code = b.select(b.icmp_unsigned(">=", magnitude, _i32(largest)), _i32(max_code), code)
-    code = b.select(b.icmp_unsigned(">", magnitude, _i32(0x7F800000)), _i32(nan_code), code)
-    return b.trunc(b.or_(code, sign), lt.I8)
-
-
-def _largest(ebits: int, mbits: int, bias: int, code: int) -> float:
-    exponent, mantissa = code >> mbits, code & ((1 << mbits) - 1)
-    return (1 + mantissa / (1 << mbits)) * 2.0 ** (exponent - bias)
-
-
-def _from_fp8_host(lw: KernelLowering, value: ir.Value, src: ElemType) -> ir.Value:
-    """fp8 (an ``i8``) -> f32, exactly; NaN becomes the quiet f32 NaN with its sign, e5m2's infinity infinity."""
-    b = lw.builder
-    ebits, mbits, bias, _, nan_code = _HOST_FORMATS[src.name]
-    code = b.zext(value, lt.I32)
-    sign = b.shl(b.and_(code, _i32(0x80)), _i32(24))
-    magnitude = b.and_(code, _i32(0x7F))
-    exponent = b.lshr(magnitude, _i32(mbits))
-    mantissa = b.and_(magnitude, _i32((1 << mbits) - 1))
-    normal = b.add(b.shl(magnitude, _i32(23 - mbits)), _i32((127 - bias) << 23))
-    tiny = b.fmul(b.uitofp(mantissa, _FLOAT), ir.Constant(_FLOAT, 2.0 ** (1 - bias - mbits)))
-    bits = b.select(b.icmp_unsigned("==", exponent, _i32(0)), b.bitcast(tiny, lt.I32), normal)
-    if src.name == "e5m2":  # IEEE-like: the top exponent is infinity (mantissa 0) or NaN
-        top = b.icmp_unsigned("==", exponent, _i32((1 << ebits) - 1))
-        special = b.select(b.icmp_unsigned("==", mantissa, _i32(0)), _i32(0x7F800000), _i32(0x7FC00000))
-        bits = b.select(top, special, bits)
-    else:  # e4m3 has no infinity: S.1111.111 is its only NaN
-        bits = b.select(b.icmp_unsigned("==", magnitude, _i32(nan_code)), _i32(0x7FC00000), bits)
-    return b.bitcast(b.or_(bits, sign), _FLOAT)
-
-
-def _convert_scalar_host(
-    lw: KernelLowering,
-    value: ir.Value,
-    src: ElemType,
-    dst: ElemType,
-    other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
-) -> ir.Value:
-    b = lw.builder
-    if src.is_fp8:
-        wide = _from_fp8_host(lw, value, src)
-        if dst == F32:
-            return wide
-        return _to_fp8_host(lw, wide, dst) if dst.is_fp8 else other(wide, F32, dst)
-    if src != F32:  # f16 widens exactly; f64 and integers round to f32 once, as the interp does
-        value = b.fpext(value, _FLOAT) if src == F16 else other(value, src, F32)
-    return _to_fp8_host(lw, value, dst)
-
-
 def convert(
     lw: KernelLowering,
     value: ir.Value,
@@ -184,11 +94,11 @@ def convert(
 ) -> ir.Value:
     """Convert ``value`` (a scalar or a line of ``line`` lanes) where ``src`` or ``dst`` is fp8."""
     if line == 1:
-        return convert_scalar(lw, value, src, dst, other)
+        return lw.target.convert_fp8(lw, value, src, dst, other)
     b = lw.builder
     result: ir.Value = ir.Constant(lt.item_type(Type(dst, line)), None)
     for lane in range(line):
         index = ir.Constant(lt.I32, lane)
-        one = convert_scalar(lw, b.extract_element(value, index), src, dst, other)
+        one = lw.target.convert_fp8(lw, b.extract_element(value, index), src, dst, other)
         result = b.insert_element(result, one, index)
     return result

@@ -35,8 +35,6 @@ _FIELD = 0x3FFF
 
 
 def _require_sm90a(lw: KernelLowering) -> None:
-    if lw.target.name == "cpu":  # the host emulates wgmma (host_mma); only the descriptor is lowered here
-        return
     if lw.sm != WGMMA_SM:
         raise CompileError(f"wgmma needs sm_90a (the arch-specific Hopper target), got sm_{lw.sm}")
 
@@ -77,9 +75,14 @@ def _fence_accumulators(lw: KernelLowering) -> None:
 
 
 def lower_descriptor(lw: KernelLowering, inst: Instruction) -> None:
-    """The 64-bit matrix descriptor of ``smem[offset..]``."""
-    op = cast(ops.WgmmaDescriptor, inst.operation)
+    """The 64-bit matrix descriptor of ``smem[offset..]`` (for sm_90a)."""
     _require_sm90a(lw)
+    lower_descriptor_bits(lw, inst)
+
+
+def lower_descriptor_bits(lw: KernelLowering, inst: Instruction) -> None:
+    """The descriptor's bits, on any target (the host's wgmma emulation reads the same descriptors)."""
+    op = cast(ops.WgmmaDescriptor, inst.operation)
     b = lw.builder
     index = unsigned_index(lw, lw.value(op.offset), op.offset)
     pointer = b.gep(lw.shared_memory(op.smem), [index], source_etype=lt.item_type(op.smem.type, memory=True))

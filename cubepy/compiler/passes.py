@@ -3,11 +3,12 @@
 * ``checked_io``: in a checked kernel, every ``index``/``index_assign`` is bounds-checked.  The
   frontend normally marks them already (then this is a no-op); this is the documented place where
   the launch mode becomes per-access flags.
-* ``fold_constants``: every operation whose record is ``foldable`` (exact ones: integer and bit operations,
+* ``fold_constants``: the cube shape (``cube_dim*``, compiled in) and ``plane_dim`` are literals; every operation whose record is ``foldable`` (exact ones: integer and bit operations,
   comparisons, casts, ``+ - * /``, ``sqrt``, rounding, ``fma``, ``clamp``; and ``assign``) of literal operands
   becomes a literal, evaluated by the record's semantics through ``cubepy.ir.semantics.evaluate``, the
   interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int casts,
-  f32 rounding).  f16/bf16 and transcendental operations are left alone.
+  f32 rounding).  f16/bf16 and transcendental operations are left alone.  An ``if`` whose condition became a
+  literal is replaced by the body that runs.
 * ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
   becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are
@@ -47,7 +48,9 @@ from cubepy.ir.bounds import bounds_pass
 from cubepy.ir.contract import contract_pass
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import map_child_scopes
+from cubepy.ir.types import U32, Type
 from cubepy.ir.uniformity import plane_uniform_pass
+from cubepy.ir.variable import BUILTINS, PLANE_WIDTH
 
 Pass = Callable[[KernelDefinition], KernelDefinition]
 _Key = tuple[VarKind, int]
@@ -169,9 +172,18 @@ def _fold(inst: Instruction) -> Variable | None:
     return constant(float(value) if out.elem.is_float else value, out.type)
 
 
+def _static_builtins(definition: KernelDefinition) -> dict[_Key, Variable]:
+    """The builtins every unit of every launch reads the same literal for: the compiled-in cube shape and the
+    plane width."""
+    x, y, z = definition.cube_dim
+    values = {"cube_dim": x * y * z, "cube_dim_x": x, "cube_dim_y": y, "cube_dim_z": z, "plane_dim": PLANE_WIDTH}
+    return {(VarKind.BUILTIN, BUILTINS.index(name)): constant(value, Type(U32)) for name, value in values.items()}
+
+
 def fold_constants(definition: KernelDefinition) -> KernelDefinition:
-    """Replace foldable operations and assigns of literals by literals and substitute them into their readers."""
-    mapping: dict[_Key, Variable] = {}
+    """Replace foldable operations and assigns of literals by literals and substitute them into their readers;
+    the cube shape and plane width are literals; an ``if`` on a literal keeps only the body that runs."""
+    mapping: dict[_Key, Variable] = _static_builtins(definition)
 
     def rewrite(inst: Instruction) -> Iterable[Instruction]:
         operation = _substitute(inst.operation, mapping) if mapping else inst.operation
@@ -198,11 +210,24 @@ def _fold_scope(
         operation = inst.operation
         if isinstance(operation, branch.BRANCH_OPS):
             operation = _substitute(operation, mapping)
+            taken = _taken_body(operation)
+            if taken is not None:  # the body runs in place of the branch (its variables stay unique)
+                out.extend(_fold_scope(taken, rewrite, mapping).instructions)
+                continue
             operation = map_child_scopes(operation, lambda child: _fold_scope(child, rewrite, mapping))
             out.append(attrs.evolve(inst, operation=operation))
         else:
             out.extend(rewrite(inst))
     return Scope(tuple(out))
+
+
+def _taken_body(operation: ops.Operation) -> Scope | None:
+    """The body an ``if``/``if-else`` on a literal condition runs (an empty scope when none), else None."""
+    if isinstance(operation, branch.If) and operation.cond.is_constant:
+        return operation.body if operation.cond.value else Scope(())
+    if isinstance(operation, branch.IfElse) and operation.cond.is_constant:
+        return operation.then_body if operation.cond.value else operation.else_body
+    return None
 
 
 # -- the pipeline ---------------------------------------------------------------------------------------------

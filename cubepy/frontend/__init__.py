@@ -28,6 +28,7 @@ from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.async_copy import Pipeline, async_commit_group, async_wait_group, memcpy_async
 from cubepy.frontend.atomics import Atomic, AtomicRef
 from cubepy.frontend.barrier import Barrier, BarrierExpand
+from cubepy.frontend.buffer_launch import Array, BufferCompilationArg, Tensor
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
     ABSOLUTE_POS_X,
@@ -100,16 +101,8 @@ from cubepy.frontend.builtins import (
     sync_plane,
 )
 from cubepy.frontend.const_table import ConstArrayExpand, const_array
-from cubepy.frontend.containers import (
-    Array,
-    BufferCompilationArg,
-    LocalArray,
-    MemoryExpand,
-    SharedMemory,
-    SliceExpand,
-    Tensor,
-    TensorExpand,
-)
+from cubepy.frontend.containers import LocalArray, MemoryExpand, SharedMemory, SliceExpand, TensorExpand
+from cubepy.frontend.decorator import cube
 from cubepy.frontend.derive import CubeLaunch, CubeType, LaunchArg, derive
 from cubepy.frontend.elem import (
     Comptime,
@@ -132,7 +125,7 @@ from cubepy.frontend.elem import (
     u64,
     usize,
 )
-from cubepy.frontend.function import CubeFunction, cube
+from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.generics import Float, Int, Numeric, TypeVar, UInt
 from cubepy.frontend.intrinsics import *  # noqa: F403  (RECORD_FUNCTIONS: exp, log, ... one per float unary op)
 from cubepy.frontend.intrinsics import (

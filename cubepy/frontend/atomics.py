@@ -45,7 +45,7 @@ class Atomic:
     def __class_getitem__(cls, item: Any) -> AtomicType | generics.GenericItem:
         var = generics.unbound_var(item)
         if var is not None:  # Atomic[F] in a generic kernel's annotation
-            return generics.GenericItem("atomic", var)
+            return generics.GenericItem(cls, var)
         return AtomicType(item if isinstance(item, ScalarType) else scalar_type(to_elem(item)))
 
 

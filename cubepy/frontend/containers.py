@@ -1,40 +1,32 @@
-"""Memories inside kernels: ``Array``, ``Tensor``, ``SharedMemory``, ``LocalArray``, slices and atomics.
+"""Memories inside kernels: buffers, ``SharedMemory``, ``LocalArray``, slices and atomic memories.
 
-Annotations (``Array[f32]``, ``Tensor[Line[f16]]``, ``Array[Atomic[u32]]``) are ``BufferType``
-objects that also implement the launch protocol (``compilation_arg``, ``register``, ``expand``).
-Inside kernels a memory is a ``MemoryExpand``: indexing gives u32-indexed ``Index`` instructions,
-marked checked here on global buffers when the kernel was launched with ``launch`` (the ``checked_io``
-pass then checks shared and local memories of such a kernel too); atomic memories index to an ``AtomicRef``.  ``a.slice(start, end)`` is a view (base,
-offset, length) that adds its offset to every index.
+A memory is a ``MemoryExpand`` (a tensor parameter a ``TensorExpand``): indexing gives u32-indexed ``Index``
+instructions, marked checked here on global buffers when the kernel was launched with ``launch`` (the
+``checked_io`` pass then checks shared and local memories of such a kernel too); atomic memories index to an
+``AtomicRef``.  ``a.slice(start, end)`` is a view (base, offset, length) that adds its offset to every index.
+How a host array becomes a buffer parameter (``Array[T]``, ``Tensor[T]``) is ``cubepy.frontend.buffer_launch``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-import attrs
-
 from cubepy import ir
-from cubepy.errors import LaunchError
-from cubepy.frontend import generics, operations, source
+from cubepy.frontend import operations, source
 from cubepy.frontend.atomics import AtomicRef, AtomicType
-from cubepy.frontend.elem import LineType, ScalarType, elem_of_dtype, scalar_type, to_elem
-from cubepy.frontend.mutability import fail_needs_comptime
+from cubepy.frontend.elem import LineType, ScalarType, scalar_type, to_elem
 from cubepy.frontend.state import current_scope, require_state
-from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.frontend.values import ExpandBase, ExpandElement, fail_needs_comptime
 from cubepy.ir import Type, VarKind
+from cubepy.ir import ops as irops
 
 if TYPE_CHECKING:
     from cubepy.frontend.peer import PeerMemory
-    from cubepy.frontend.state import KernelBuilder
-    from cubepy.runtime.bindings import Bindings
-from cubepy.ir import ops as irops
 
 MAX_LOCAL_BYTES = 512 * 1024  # local arrays per unit
 
 
-def _item(item: object) -> tuple[ScalarType, int | None, bool]:
+def item_spec(item: object) -> tuple[ScalarType, int | None, bool]:
     """(element type, fixed line size or None for "set at launch", atomic) of a memory's item spec."""
     if isinstance(item, AtomicType):
         return item.elem, 1, True
@@ -43,185 +35,6 @@ def _item(item: object) -> tuple[ScalarType, int | None, bool]:
     if isinstance(item, ScalarType):
         return item, 1, False
     return scalar_type(to_elem(item)), 1, False
-
-
-@attrs.frozen(cache_hash=True)  # hashed on every warm launch (the cache key)
-class BufferCompilationArg:
-    """The compile-relevant part of a buffer argument: element type, line size, and whether ``len() == buffer_len()``.
-
-    ``len_is_buffer_len`` holds for every ``ArrayArg``, every ``TensorArg`` of a whole handle or handle view;
-    only a ``TensorArg.from_raw_parts`` whose shape does not cover its allocation differs.  Checked mode
-    then compares against the word ``len()`` reads (the same value), so LLVM can merge the check with
-    the kernel's own ``i < a.len()`` guard.
-    """
-
-    elem: str
-    line_size: int
-    len_is_buffer_len: bool = True  # what an ArrayArg gives; a launch always computes it from its argument
-    # no other buffer or tensor-map argument of the launch overlaps this one's memory (``Kernel.compilation_args``)
-    exclusive: bool = True
-    # a tensor's number of dimensions (fixed by the launch, so its shape and strides are by-value parameters
-    # at fixed places); None for an array (always 1) and for a tensor compiled without a launch
-    rank: int | None = None
-    # the argument index of the first earlier buffer argument whose ``len()`` equals this one's (the launch
-    # compared them, ``Kernel.compilation_args``); checked accesses of both then compare against one word
-    same_len_as: int | None = None
-    # ``(argument index, dim)`` of the first earlier tensor argument whose ``shape(dim)`` equals this array's item
-    # count (``Kernel.compilation_args``): a guard on that extent proves this array's checked accesses
-    len_as_shape: tuple[int, int] | None = None
-    # ``DIVISIBILITY`` when the launch found ``len()`` a multiple of it, else 1: a copy of 16-byte chunks
-    # against the buffer's end then copies all of a chunk or none of it (``cubepy.ir.ranges``)
-    len_multiple_of: int = 1
-    # a tensor's shape and strides alike, per dimension (empty for an array): ``t[r * t.shape(1) + c]`` with
-    # ``c = k0 + UNIT_POS_X``, ``k0`` a multiple of 16 below a shape that is one, stays inside the row
-    shape_multiple_of: tuple[int, ...] = ()
-    stride_multiple_of: tuple[int, ...] = ()
-
-
-DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
-_NO_DIMS: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # an array's shape and stride multiples
-
-
-def _multiples(values: Iterable[int]) -> tuple[int, ...]:
-    """``DIVISIBILITY`` or 1 for each of a tensor's shape or stride values."""
-    return tuple([DIVISIBILITY if v % DIVISIBILITY == 0 else 1 for v in values])
-
-
-def _logical_len(arg: Any, line: int) -> int:
-    """The argument's ``len()``: its shape's items, in lines of ``line``."""
-    count = 1
-    for extent in arg.shape:
-        count *= extent
-    return count // line
-
-
-class BufferType:
-    """``Array[T]`` / ``Tensor[T]`` as a parameter annotation; implements the launch protocol."""
-
-    role = "array"
-    kind_name = "Array"
-
-    def __init__(self, item: Any) -> None:
-        self.item = item
-        self.elem, self.fixed_line, self.atomic = _item(item)
-        self.lined = isinstance(item, LineType)
-        # (dtype, line size, covering, rank, len multiple, shape and stride multiples) -> argument, for warm launches
-        self._accepted: dict[tuple[object, ...], BufferCompilationArg] = {}
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.item == self.item
-
-    def __hash__(self) -> int:
-        return hash((self.kind_name, self.item))
-
-    def __repr__(self) -> str:
-        return f"{self.kind_name}[{self.item!r}]"
-
-    # -- launch protocol ------------------------------------------------------------------------
-    def compilation_arg(self, arg: Any) -> BufferCompilationArg:
-        """Validate a runtime buffer argument; its element type and line size."""
-        handle = getattr(arg, "handle", None)
-        line = getattr(arg, "line_size", None)
-        if handle is None or line is None:
-            raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
-        if line != 1:
-            _check_divides(arg, handle, line)
-        length = _logical_len(arg, line)
-        covering = length == handle.size // line  # the shape's items are the allocation's
-        rank = len(arg.shape) if self.role == "tensor" else None
-        multiple = DIVISIBILITY if length % DIVISIBILITY == 0 else 1
-        dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
-        key = (handle.dtype, line, covering, rank, multiple, dims)
-        cached = self._accepted.get(key)
-        if cached is not None:
-            return cached
-        dtype_elem = elem_of_dtype(handle.dtype)
-        if dtype_elem != self.elem.ir and not (self.elem.ir is ir.USIZE and dtype_elem is ir.U64):
-            raise LaunchError(f"expected {self.elem!r} elements for {self!r}, got a buffer of dtype {handle.dtype}")
-        if self.fixed_line is not None and line != self.fixed_line:
-            if self.lined:
-                raise LaunchError(f"{self!r} needs line_size={self.fixed_line}, got line_size={line}")
-            raise LaunchError(
-                f"{self!r} takes line_size=1, got line_size={line}; annotate "
-                f"{self.kind_name}[Line[{self.elem!r}]] to read lines"
-            )
-        comp_arg = BufferCompilationArg(
-            self.elem.name,
-            line,
-            covering,
-            rank=rank,
-            len_multiple_of=multiple,
-            shape_multiple_of=dims[0],
-            stride_multiple_of=dims[1],
-        )
-        self._accepted[key] = comp_arg
-        return comp_arg
-
-    def register(self, arg: Any, bindings: Bindings) -> None:
-        """Bind the buffer for one launch."""
-        bindings.add_buffer(arg)
-
-    def expand(self, comp_arg: BufferCompilationArg, builder: KernelBuilder) -> MemoryExpand:
-        """Declare the buffer parameter; the value the kernel body receives."""
-        ty = Type(self.elem.ir, comp_arg.line_size)
-        var = builder.register(
-            self.role,
-            ty,
-            comp_arg.len_is_buffer_len,
-            comp_arg.exclusive,
-            comp_arg.rank,
-            comp_arg.same_len_as,
-            len_as_shape=comp_arg.len_as_shape,
-            multiple_of=comp_arg.len_multiple_of,
-            shape_multiple_of=comp_arg.shape_multiple_of,
-            stride_multiple_of=comp_arg.stride_multiple_of,
-        )
-        if self.role == "tensor":
-            return TensorExpand(var, self.atomic, comp_arg.rank)
-        return self.expand_type(var, self.atomic)
-
-    expand_output = expand
-
-    def default_compilation_arg(self) -> BufferCompilationArg:
-        """The compilation argument used when inspecting without a launch (line size 1 unless fixed)."""
-        return BufferCompilationArg(self.elem.name, self.fixed_line or 1)
-
-    def is_compilation_arg(self, value: object) -> bool:
-        """Whether ``value`` is already this parameter's compilation argument."""
-        return isinstance(value, BufferCompilationArg)
-
-    @property
-    def expand_type(self) -> type[MemoryExpand]:
-        return MemoryExpand
-
-
-class TensorType(BufferType):
-    """``Tensor[T]``: a buffer with shape and strides (runtime metadata)."""
-
-    role = "tensor"
-    kind_name = "Tensor"
-
-    @property
-    def expand_type(self) -> type[MemoryExpand]:
-        return TensorExpand
-
-
-class Array:
-    """``Array[T]`` / ``Array[Line[T]]`` / ``Array[Atomic[T]]``: a global buffer parameter."""
-
-    def __class_getitem__(cls, item: Any) -> BufferType | generics.GenericBuffer:
-        if generics.unbound_var(item) is not None:
-            return generics.GenericBuffer(cls, item)
-        return BufferType(generics.resolve_item(item))
-
-
-class Tensor:
-    """``Tensor[T]``: a global buffer with shape and strides."""
-
-    def __class_getitem__(cls, item: Any) -> TensorType | generics.GenericBuffer:
-        if generics.unbound_var(item) is not None:
-            return generics.GenericBuffer(cls, item)
-        return TensorType(generics.resolve_item(item))
 
 
 def _add_offset(offset: Any, index: Any) -> Any:
@@ -490,7 +303,7 @@ class SliceExpand:
 
 
 def _declare(kind: VarKind, item: object, length: Any, line_size: Any, alignment: int | None) -> MemoryExpand:
-    elem, fixed, atomic = _item(item)
+    elem, fixed, atomic = item_spec(item)
     if isinstance(item, LineType) and fixed is None:
         if line_size is None:
             source.fail(
@@ -525,23 +338,6 @@ def _declare(kind: VarKind, item: object, length: Any, line_size: Any, alignment
             f"use shared or global memory for larger data"
         )
     return MemoryExpand(var, atomic, shape)
-
-
-def _check_divides(arg: Any, handle: Any, line: int) -> None:
-    """A line size must divide the elements a buffer argument covers, or its last elements are out of reach."""
-    counts = [("buffer", handle.size)]
-    if len(getattr(arg, "shape", ())) > 1 or tuple(getattr(arg, "shape", ())) != (handle.size,):
-        view = 1
-        for dim in arg.shape:
-            view *= dim
-        counts.append(("view (shape " + "x".join(map(str, arg.shape)) + ")", view))
-    for what, count in counts:
-        if count % line:
-            raise LaunchError(
-                f"a {what} of {count} elements is passed with line_size={line}, which does not "
-                f"divide it: the last {count % line} element(s) would never be read or written; "
-                f"use a line size that divides {count}, or pad the buffer to a multiple of {line}"
-            )
 
 
 class _MemoryFactory:

@@ -243,7 +243,7 @@ class Line:
         elem, size = item if isinstance(item, tuple) else (item, None)
         var = generics.unbound_var(elem)
         if var is not None:  # Line[F] in a generic kernel's annotation: substituted when it is bound
-            return generics.GenericItem("line", var, None if size is None else int(size))
+            return generics.GenericItem(cls, var, None if size is None else int(size))
         elem = generics.resolve_item(elem)
         return LineType(_as_scalar_type(elem)) if size is None else LineType(_as_scalar_type(elem), int(size))
 

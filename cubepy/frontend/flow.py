@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 from cubepy import ir
 from cubepy.errors import ArmExit
 from cubepy.frontend import mutability, operations, source
-from cubepy.frontend.mutability import Unbound
 from cubepy.frontend.state import ControlEntry, ScopeBuilder, require_state
-from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.frontend.values import ExpandBase, ExpandElement, Unbound
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch

@@ -2,7 +2,8 @@
 
 A kernel whose annotations name a ``TypeVar`` (``Array[F]``, ``Tensor[Line[F]]``, ``Array[Atomic[F]]``
 or a scalar ``x: F``) is generic.  Each launch binds every type parameter from its arguments (the
-dtype of a buffer, the element type of a ``cp.ScalarArg`` or numpy scalar); ``kernel.compile`` and
+dtype of a buffer, the element type of a ``cp.ScalarArg`` or numpy scalar; ``launch.bind_type_params``
+reads them next to the launch protocol); ``kernel.compile`` and
 ``cp.testing.expand`` also take element types (``cp.Array[cp.f32]``, ``cp.f32``) in those places.
 All uses of one parameter must agree.  The bound kernel is an ordinary kernel whose identity (the
 cache key) names the binding, so each element type compiles once.  While it expands, ``F`` stands
@@ -12,18 +13,17 @@ for its bound type: ``F(x)`` casts, ``cp.SharedMemory[F](n)`` and ``cp.Line[F]``
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from cubepy import ir
-from cubepy.errors import CubeError, LaunchError
+from cubepy.errors import CubeError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from cubepy.frontend.elem import ScalarType
-    from cubepy.frontend.kernel import ParamSpec
 
 _ELEM_NAMES = {
     "float": ("f16", "bf16", "f32", "f64"),
@@ -154,26 +154,23 @@ class TypeVar:
 
 
 class GenericItem:
-    """``Line[F]`` / ``Line[F, N]`` / ``Atomic[F]`` with ``F`` unbound: substituted when the kernel is bound."""
+    """``Line[F]`` / ``Line[F, N]`` / ``Atomic[F]`` with ``F`` unbound: substituted when the kernel is bound.
 
-    __slots__ = ("kind", "var", "size")
+    ``factory`` is the class subscripted (``Line`` or ``Atomic``), as ``GenericBuffer`` keeps ``Array``/``Tensor``.
+    """
 
-    def __init__(self, kind: str, var: TypeVar, size: int | None = None) -> None:
-        self.kind, self.var, self.size = kind, var, size
+    __slots__ = ("factory", "var", "size")
+
+    def __init__(self, factory: Any, var: TypeVar, size: int | None = None) -> None:
+        self.factory, self.var, self.size = factory, var, size
 
     def __repr__(self) -> str:
-        name = "Line" if self.kind == "line" else "Atomic"
-        return f"{name}[{self.var.name}{'' if self.size is None else f', {self.size}'}]"
+        return f"{self.factory.__name__}[{self.var.name}{'' if self.size is None else f', {self.size}'}]"
 
     def substitute(self) -> Any:
         """The concrete item for the current binding."""
-        from cubepy.frontend.atomics import Atomic
-        from cubepy.frontend.elem import Line
-
         elem = self.var.bound_type()
-        if self.kind == "atomic":
-            return cast(Any, Atomic)[elem]
-        return cast(Any, Line)[elem] if self.size is None else cast(Any, Line)[elem, self.size]
+        return self.factory[elem] if self.size is None else self.factory[elem, self.size]
 
 
 class GenericBuffer:
@@ -224,71 +221,6 @@ def type_var_of(annotation: object) -> TypeVar | None:
     if isinstance(annotation, GenericBuffer):
         return annotation.var
     return None
-
-
-def elem_of_arg(annotation: object, arg: Any, param: str) -> ir.ElemType | None:
-    """The element type ``arg`` gives the type parameter of ``annotation`` (None when it says nothing)."""
-    from cubepy.frontend.containers import BufferCompilationArg, BufferType
-    from cubepy.frontend.elem import ScalarType, elem_of_dtype, to_elem
-
-    if isinstance(annotation, GenericBuffer):
-        if isinstance(arg, BufferType):
-            return arg.elem.ir
-        if isinstance(arg, BufferCompilationArg):
-            return ir.ELEM_BY_NAME[arg.elem]
-        handle = getattr(arg, "handle", None)
-        if handle is None:
-            raise LaunchError(
-                f"parameter {param!r} ({annotation!r}) expects cp.ArrayArg/cp.TensorArg(handle) or "
-                f"an element type such as cp.Array[cp.f32], got {type(arg).__name__}"
-            )
-        found = elem_of_dtype(handle.dtype)
-        if found is None:
-            raise LaunchError(f"parameter {param!r} ({annotation!r}): dtype {handle.dtype} is not an element type")
-        return found
-    if isinstance(arg, (ScalarType, ir.ElemType)):
-        return to_elem(arg)
-    scalar_elem = getattr(arg, "elem", None)
-    if scalar_elem is not None and hasattr(arg, "value"):
-        return to_elem(scalar_elem)
-    dtype = getattr(arg, "dtype", None)
-    if dtype is not None:
-        return elem_of_dtype(dtype)
-    return None  # a plain Python number: another parameter must bind the type
-
-
-def bind(kernel_name: str, params: Sequence[ParamSpec], args: Sequence[Any]) -> dict[TypeVar, ScalarType]:
-    """The binding {TypeVar: ScalarType} the arguments give; LaunchError on a conflict or an unbound parameter."""
-    from cubepy.frontend.elem import scalar_type
-
-    found: dict[TypeVar, tuple[ir.ElemType, str]] = {}
-    for param, arg in zip(params, args):
-        var = type_var_of(param.annotation)
-        if var is None:
-            continue
-        elem = elem_of_arg(param.annotation, arg, param.name)
-        if elem is None:
-            continue
-        if elem not in var.allowed:
-            raise LaunchError(
-                f"kernel {kernel_name!r}: parameter {param.name!r} binds {var.name} to {elem.name}, "
-                f"but {var!r} allows {', '.join(e.name for e in var.allowed)}"
-            )
-        previous = found.get(var)
-        if previous is not None and previous[0] is not elem:
-            raise LaunchError(
-                f"kernel {kernel_name!r}: type parameter {var.name} is {previous[0].name} from "
-                f"parameter {previous[1]!r} but {elem.name} from parameter {param.name!r}"
-            )
-        found[var] = (elem, param.name)
-    for param in params:
-        var = type_var_of(param.annotation)
-        if var is not None and var not in found:
-            raise LaunchError(
-                f"kernel {kernel_name!r}: cannot tell the type of {var.name} (parameter "
-                f"{param.name!r}); pass an array of it, a cp.ScalarArg(value, type), or a numpy scalar"
-            )
-    return {var: scalar_type(elem) for var, (elem, _) in found.items()}
 
 
 def binding_text(binding: dict[TypeVar, ScalarType]) -> str:

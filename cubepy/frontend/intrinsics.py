@@ -16,9 +16,9 @@ from typing import Any
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
 from cubepy.frontend.flow import RangeHint, Unroll
-from cubepy.frontend.mutability import check_bound, fail_needs_comptime
+from cubepy.frontend.mutability import check_bound
 from cubepy.frontend.state import active_state
-from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.frontend.values import ExpandBase, ExpandElement, fail_needs_comptime
 from cubepy.ir import ops as irops
 
 

@@ -30,10 +30,10 @@ import attrs
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
-from cubepy.frontend.containers import BufferCompilationArg, BufferType
+from cubepy.frontend.buffer_launch import BufferCompilationArg, BufferType
 from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
-from cubepy.frontend.launch import expand_param, is_comptime_launch, launch_arg_of
+from cubepy.frontend.launch import bind_type_params, expand_param, is_comptime_launch, launch_arg_of
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class Kernel(CubeFunction):
             return self
         if len(args) != len(self.params):
             raise LaunchError(f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}")
-        binding = generics.bind(self.name, self.params, args)
+        binding = bind_type_params(self.name, self.params, args)
         key = generics.binding_text(binding)
         bound_kernels: dict[str, BoundKernel] = self.__dict__.setdefault("_bound_kernels", {})
         found = bound_kernels.get(key)

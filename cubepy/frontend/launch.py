@@ -4,12 +4,14 @@ A *launch argument* (CubeCL's ``LaunchArg``) splits a parameter in two:
 ``compilation_arg(runtime_arg)`` validates the argument and returns its hashable compile-relevant
 part; ``register(runtime_arg, bindings)`` binds its runtime part for one launch; ``expand(comp_arg,
 builder)`` declares the parameter while a kernel is expanded and returns what the body receives.
-Buffers (``containers``), tensor maps (``tma``), scalars and comptime values implement it here;
-``@derive(CubeType, CubeLaunch)`` classes implement it by recursing over their fields.
+Buffers (``buffer_launch``), tensor maps (``tma``), scalars and comptime values implement it here;
+``@derive(CubeType, CubeLaunch)`` classes implement it by recursing over their fields.  A generic kernel's
+arguments also bind its type parameters (``bind_type_params``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
@@ -18,7 +20,8 @@ import numpy as np
 from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
 from cubepy.frontend import elem as elems
-from cubepy.frontend.containers import DIVISIBILITY, BufferType
+from cubepy.frontend import generics
+from cubepy.frontend.buffer_launch import DIVISIBILITY, BufferCompilationArg, BufferType
 from cubepy.frontend.elem import ComptimeType, ScalarType
 from cubepy.frontend.state import require_state
 from cubepy.frontend.tma import TensorMapType
@@ -26,6 +29,7 @@ from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type
 
 if TYPE_CHECKING:
+    from cubepy.frontend.kernel import ParamSpec
     from cubepy.frontend.state import KernelBuilder
     from cubepy.runtime.bindings import Bindings
 
@@ -192,3 +196,66 @@ def expand_param(launch: Any, comp_arg: Any, builder: KernelBuilder, name: str) 
     require_state()
     with builder.naming(name):
         return launch.expand(comp_arg, builder)
+
+
+# -- generic kernels: the element types a launch's arguments give its type parameters ---------------
+def elem_of_arg(annotation: object, arg: Any, param: str) -> ir.ElemType | None:
+    """The element type ``arg`` gives the type parameter of ``annotation`` (None when it says nothing)."""
+    if isinstance(annotation, generics.GenericBuffer):
+        if isinstance(arg, BufferType):
+            return arg.elem.ir
+        if isinstance(arg, BufferCompilationArg):
+            return ir.ELEM_BY_NAME[arg.elem]
+        handle = getattr(arg, "handle", None)
+        if handle is None:
+            raise LaunchError(
+                f"parameter {param!r} ({annotation!r}) expects cp.ArrayArg/cp.TensorArg(handle) or "
+                f"an element type such as cp.Array[cp.f32], got {type(arg).__name__}"
+            )
+        found = elems.elem_of_dtype(handle.dtype)
+        if found is None:
+            raise LaunchError(f"parameter {param!r} ({annotation!r}): dtype {handle.dtype} is not an element type")
+        return found
+    if isinstance(arg, (ScalarType, ir.ElemType)):
+        return elems.to_elem(arg)
+    scalar_elem = getattr(arg, "elem", None)
+    if scalar_elem is not None and hasattr(arg, "value"):
+        return elems.to_elem(scalar_elem)
+    dtype = getattr(arg, "dtype", None)
+    if dtype is not None:
+        return elems.elem_of_dtype(dtype)
+    return None  # a plain Python number: another parameter must bind the type
+
+
+def bind_type_params(
+    kernel_name: str, params: Sequence[ParamSpec], args: Sequence[Any]
+) -> dict[generics.TypeVar, ScalarType]:
+    """The {TypeVar: ScalarType} binding a generic kernel's arguments give; LaunchError on a conflict or a gap."""
+    found: dict[generics.TypeVar, tuple[ir.ElemType, str]] = {}
+    for param, arg in zip(params, args):
+        var = generics.type_var_of(param.annotation)
+        if var is None:
+            continue
+        elem = elem_of_arg(param.annotation, arg, param.name)
+        if elem is None:
+            continue
+        if elem not in var.allowed:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: parameter {param.name!r} binds {var.name} to {elem.name}, "
+                f"but {var!r} allows {', '.join(e.name for e in var.allowed)}"
+            )
+        previous = found.get(var)
+        if previous is not None and previous[0] is not elem:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: type parameter {var.name} is {previous[0].name} from "
+                f"parameter {previous[1]!r} but {elem.name} from parameter {param.name!r}"
+            )
+        found[var] = (elem, param.name)
+    for param in params:
+        var = generics.type_var_of(param.annotation)
+        if var is not None and var not in found:
+            raise LaunchError(
+                f"kernel {kernel_name!r}: cannot tell the type of {var.name} (parameter "
+                f"{param.name!r}); pass an array of it, a cp.ScalarArg(value, type), or a numpy scalar"
+            )
+    return {var: elems.scalar_type(elem) for var, (elem, _) in found.items()}

@@ -8,120 +8,27 @@ variable, and binding a name to an owned mutable takes a snapshot (value semanti
 
 Python numbers promoted to mutables are *weakly typed*: they start as i32/f32/bool and a later
 use (an assignment of another type, an index, an integer of another type) records a hint; the
-expansion then runs again with the hinted type.  ``Unbound`` marks a name that has no usable value
-(read before assignment, or bound only inside a runtime branch); any use raises an ExpandError.
+expansion then runs again with the hinted type.  ``Unbound`` (``values``) marks a name that has no usable
+value (read before assignment, or bound only inside a runtime branch); any use raises an ExpandError.
 """
 
 from __future__ import annotations
 
-import linecache
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import operations, source
-from cubepy.frontend.state import current_scope, require_state
-from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.frontend.state import Promotion, current_scope, require_state
+from cubepy.frontend.values import ExpandBase, ExpandElement, Unbound
 from cubepy.ir import VarKind
 from cubepy.ir import ops as irops
 
 if TYPE_CHECKING:
     from cubepy.frontend.state import ScopeBuilder
     from cubepy.ir import Variable
-
-
-class Unbound:
-    """A name without a usable value; every use raises an ExpandError explaining why."""
-
-    __slots__ = ("name", "reason")
-
-    def __init__(self, name: str, reason: str = "is used before it is assigned") -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "reason", reason)
-
-    def fail(self) -> NoReturn:
-        """Raise the ExpandError for a use of this name at the current user line."""
-        source.fail(f"'{self.name}' {self.reason}")
-
-    def __getattr__(self, attribute: str) -> Any:
-        self.fail()
-
-    def __repr__(self) -> str:
-        return f"<unbound {self.name}>"
-
-
-def _poisoned(self: Unbound, *args: Any, **kwargs: Any) -> NoReturn:
-    self.fail()
-
-
-for _dunder in (
-    "add",
-    "radd",
-    "sub",
-    "rsub",
-    "mul",
-    "rmul",
-    "truediv",
-    "rtruediv",
-    "floordiv",
-    "rfloordiv",
-    "mod",
-    "rmod",
-    "pow",
-    "rpow",
-    "and",
-    "rand",
-    "or",
-    "ror",
-    "xor",
-    "rxor",
-    "lshift",
-    "rlshift",
-    "rshift",
-    "rrshift",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "eq",
-    "ne",
-    "neg",
-    "pos",
-    "invert",
-    "abs",
-    "bool",
-    "index",
-    "int",
-    "float",
-    "iter",
-    "len",
-    "getitem",
-    "setitem",
-    "call",
-    "contains",
-    "setattr",
-    "round",
-    "floor",
-    "ceil",
-    "trunc",
-):
-    setattr(Unbound, f"__{_dunder}__", _poisoned)
-Unbound.__hash__ = object.__hash__  # type: ignore[method-assign]
-
-
-class Promotion:
-    """How a comptime value became a mutable runtime local, so a later comptime-only use can say where."""
-
-    __slots__ = ("name", "value", "construct", "construct_loc", "assigned_loc")
-
-    def __init__(self, name: str, value: object, construct: str, construct_loc: ir.SourceLoc | None) -> None:
-        self.name = name
-        self.value = value  # the comptime value it held before the construct
-        self.construct = construct  # "if" or "loop"
-        self.construct_loc = construct_loc
-        self.assigned_loc: ir.SourceLoc | None = None  # its first assignment inside the construct
 
 
 def is_comptime_number(value: object) -> bool:
@@ -136,37 +43,6 @@ def record_promotion(name: str, before: object, after: object, construct: str, l
     if isinstance(after, ExpandElement) and after.var.kind is VarKind.MUT and is_comptime_number(before):
         shown = before.expand_element().var.value if isinstance(before, ExpandBase) else before
         require_state().promotions[after.var.id] = Promotion(name, shown, construct, loc)
-
-
-def fail_needs_comptime(value: object, message: str) -> NoReturn:
-    """Raise ``message`` (a comptime value was needed); for a promoted comptime value, at the line that made it runtime."""
-    state = require_state()
-    promotion = None
-    if isinstance(value, ExpandBase):
-        promotion = state.promotions.get(value.expand_element().var.id)
-    if promotion is None:
-        source.fail(message)
-    use = state.location()
-    used_at = ""
-    if use is not None:
-        text = linecache.getline(use.file, use.line).strip()
-        used_at = f" (used at {use.file}:{use.line}" + (f": `{text}`)" if text else ")")
-    runtime = (
-        f"the runtime {promotion.construct} at line {promotion.construct_loc.line}"
-        if promotion.construct_loc is not None
-        else f"a runtime {promotion.construct}"
-    )
-    loc: ir.SourceLoc | None
-    if promotion.assigned_loc is not None:
-        how, loc = f"this assignment under {runtime}", promotion.assigned_loc
-    else:
-        how, loc = f"{runtime}, which assigns it,", promotion.construct_loc
-    source.fail(
-        f"{message}{used_at}. '{promotion.name}' held the comptime value {promotion.value!r} until {how} "
-        "made it a mutable runtime variable; keep a value that must stay comptime out of runtime control "
-        "flow, or give the runtime value another name",
-        loc,
-    )
 
 
 def check_bound(value: object) -> None:

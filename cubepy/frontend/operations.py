@@ -24,7 +24,7 @@ from cubepy import ir
 from cubepy.frontend import elem as elems
 from cubepy.frontend import source
 from cubepy.frontend.state import current_scope, require_state
-from cubepy.frontend.values import ExpandBase, ExpandElement
+from cubepy.frontend.values import ExpandBase, ExpandElement, Unbound, fail_needs_comptime
 from cubepy.ir import Type, Variable, VarKind, semantics
 from cubepy.ir import ops as irops
 
@@ -102,8 +102,6 @@ def comptime_value(value: Any) -> Any:
         element = value.expand_element()
         if element.var.kind is VarKind.CONSTANT:
             return element.var.value
-        from cubepy.frontend.mutability import fail_needs_comptime
-
         fail_needs_comptime(element, "expected a comptime value, got a runtime value")
     return value
 
@@ -130,8 +128,6 @@ def emit(operation: irops.Operation, out_type: Type | None = None) -> ExpandElem
 
 
 def _check_poison(value: object) -> None:
-    from cubepy.frontend.mutability import Unbound
-
     if isinstance(value, Unbound):
         value.fail()
 

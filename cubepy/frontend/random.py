@@ -20,8 +20,8 @@ from typing import Any, cast
 import numpy as np
 
 from cubepy.frontend import operations, source
+from cubepy.frontend.decorator import cube
 from cubepy.frontend.elem import f32, i32, u32, u64
-from cubepy.frontend.function import cube
 from cubepy.frontend.intrinsics import bitcast, mul_hi, unroll
 from cubepy.frontend.intrinsics import max as _max
 from cubepy.frontend.values import ExpandBase

@@ -14,15 +14,12 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 from cubepy import ir
 from cubepy.errors import CubeError
 from cubepy.frontend import source
 from cubepy.ir import Instruction, SourceLoc, Type, Variable, VarKind
-
-if TYPE_CHECKING:
-    from cubepy.frontend.mutability import Promotion
 
 PROGRESS_EVERY = 50_000  # expansion runs about 10,000 instructions a second: a line every ~5 s
 
@@ -83,6 +80,19 @@ class ControlEntry:
         self.kind = kind
         self.name = name
         self.loc = loc
+
+
+class Promotion:
+    """How a comptime value became a mutable runtime local, so a later comptime-only use can say where."""
+
+    __slots__ = ("name", "value", "construct", "construct_loc", "assigned_loc")
+
+    def __init__(self, name: str, value: object, construct: str, construct_loc: ir.SourceLoc | None) -> None:
+        self.name = name
+        self.value = value  # the comptime value it held before the construct
+        self.construct = construct  # "if" or "loop"
+        self.construct_loc = construct_loc
+        self.assigned_loc: ir.SourceLoc | None = None  # its first assignment inside the construct
 
 
 class ExpansionState:

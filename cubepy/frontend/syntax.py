@@ -16,10 +16,10 @@ from cubepy.frontend import mutability, operations, source
 from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.expressions import and_, compare_chain, ifexp, not_, or_  # noqa: F401  (for generated code)
 from cubepy.frontend.flow import brk, cont, for_, for_range, if_, ret, while_  # noqa: F401
-from cubepy.frontend.mutability import FrameVars, Unbound, assign, check_bound, let  # noqa: F401
+from cubepy.frontend.mutability import FrameVars, assign, check_bound, let  # noqa: F401
 from cubepy.frontend.printing import kernel_print  # noqa: F401
 from cubepy.frontend.state import require_state
-from cubepy.frontend.values import ExpandBase
+from cubepy.frontend.values import ExpandBase, Unbound
 
 
 def frame() -> FrameVars:

@@ -15,7 +15,7 @@ import attrs
 from cubepy import ir
 from cubepy.errors import CubeError
 from cubepy.frontend import generics, mutability, source
-from cubepy.frontend.containers import BufferType
+from cubepy.frontend.buffer_launch import BufferType
 from cubepy.frontend.elem import LineType, ScalarType
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.kernel import MAX_TYPE_RERUNS, Kernel, expand_kernel_body, resolve_contract, resolve_fastmath

@@ -3,16 +3,20 @@
 ``ExpandElement`` wraps one IR ``Variable`` (a local, constant, parameter or builtin).  Every Python
 operator on it appends an instruction to the current scope through ``operations``; comparisons give
 bools (lines of bools for lines); Python's own truth tests, ``int()`` and iteration raise an
-``ExpandError`` because a runtime value has no Python value at expansion time.
+``ExpandError`` because a runtime value has no Python value at expansion time (``fail_needs_comptime``
+names the runtime construct that made a comptime number runtime).  ``Unbound`` stands for a name
+without a usable value: every use of it raises.
 """
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from cubepy import ir
 from cubepy.frontend import source
+from cubepy.frontend.state import require_state
 from cubepy.ir import Type, Variable, VarKind
 
 if TYPE_CHECKING:
@@ -117,8 +121,6 @@ class ExpandBase:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT and element.elem.is_int:
             return int(cast(int, element.var.value))
-        from cubepy.frontend.mutability import fail_needs_comptime
-
         fail_needs_comptime(
             element,
             "a runtime value is used where Python needs a plain int (for example a bound "
@@ -132,8 +134,6 @@ class ExpandBase:
         element = self.expand_element()
         if element.var.kind is VarKind.CONSTANT:
             return float(cast(float, element.var.value))
-        from cubepy.frontend.mutability import fail_needs_comptime
-
         fail_needs_comptime(element, "a runtime value is used where Python needs a plain float; it must be comptime")
 
     def __iter__(self) -> NoReturn:
@@ -242,3 +242,113 @@ class ExpandElement(ExpandBase):
 
     def __repr__(self) -> str:
         return f"<{self.var!r}: {self.var.type!r}>"
+
+
+def fail_needs_comptime(value: object, message: str) -> NoReturn:
+    """Raise ``message`` (a comptime value was needed); for a promoted comptime value, at the line that made it runtime."""
+    state = require_state()
+    promotion = None
+    if isinstance(value, ExpandBase):
+        promotion = state.promotions.get(value.expand_element().var.id)
+    if promotion is None:
+        source.fail(message)
+    use = state.location()
+    used_at = ""
+    if use is not None:
+        text = linecache.getline(use.file, use.line).strip()
+        used_at = f" (used at {use.file}:{use.line}" + (f": `{text}`)" if text else ")")
+    runtime = (
+        f"the runtime {promotion.construct} at line {promotion.construct_loc.line}"
+        if promotion.construct_loc is not None
+        else f"a runtime {promotion.construct}"
+    )
+    loc: ir.SourceLoc | None
+    if promotion.assigned_loc is not None:
+        how, loc = f"this assignment under {runtime}", promotion.assigned_loc
+    else:
+        how, loc = f"{runtime}, which assigns it,", promotion.construct_loc
+    source.fail(
+        f"{message}{used_at}. '{promotion.name}' held the comptime value {promotion.value!r} until {how} "
+        "made it a mutable runtime variable; keep a value that must stay comptime out of runtime control "
+        "flow, or give the runtime value another name",
+        loc,
+    )
+
+
+class Unbound:
+    """A name without a usable value; every use raises an ExpandError explaining why."""
+
+    __slots__ = ("name", "reason")
+
+    def __init__(self, name: str, reason: str = "is used before it is assigned") -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "reason", reason)
+
+    def fail(self) -> NoReturn:
+        """Raise the ExpandError for a use of this name at the current user line."""
+        source.fail(f"'{self.name}' {self.reason}")
+
+    def __getattr__(self, attribute: str) -> Any:
+        self.fail()
+
+    def __repr__(self) -> str:
+        return f"<unbound {self.name}>"
+
+
+def _poisoned(self: Unbound, *args: Any, **kwargs: Any) -> NoReturn:
+    self.fail()
+
+
+for _dunder in (
+    "add",
+    "radd",
+    "sub",
+    "rsub",
+    "mul",
+    "rmul",
+    "truediv",
+    "rtruediv",
+    "floordiv",
+    "rfloordiv",
+    "mod",
+    "rmod",
+    "pow",
+    "rpow",
+    "and",
+    "rand",
+    "or",
+    "ror",
+    "xor",
+    "rxor",
+    "lshift",
+    "rlshift",
+    "rshift",
+    "rrshift",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "neg",
+    "pos",
+    "invert",
+    "abs",
+    "bool",
+    "index",
+    "int",
+    "float",
+    "iter",
+    "len",
+    "getitem",
+    "setitem",
+    "call",
+    "contains",
+    "setattr",
+    "round",
+    "floor",
+    "ceil",
+    "trunc",
+):
+    setattr(Unbound, f"__{_dunder}__", _poisoned)
+Unbound.__hash__ = object.__hash__  # type: ignore[method-assign]

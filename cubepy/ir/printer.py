@@ -3,38 +3,21 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, cast
 
-from cubepy.ir.kernel import ConstTable, KernelDefinition
-from cubepy.ir.ops.base import Operation
-from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.variable import VarKind
+from cubepy.ir.variable import format_variable as format_variable  # a variable's text is its repr
 
-_PREFIX = {
-    VarKind.GLOBAL: "global",
-    VarKind.SCALAR: "scalar",
-    VarKind.TENSOR_MAP: "tmap",
-    VarKind.SHARED: "shared",
-    VarKind.LOCAL_ARRAY: "local",
-    VarKind.CONST_TABLE: "const",
-    VarKind.BARRIER: "barrier",
-}
+# ``Instruction.__str__`` prints through this module, so it knows the other IR modules by their annotations
+# only: branch operations are told apart by their record's name, the name the back ends dispatch on too.
+if TYPE_CHECKING:
+    from cubepy.ir.kernel import ConstTable, KernelDefinition
+    from cubepy.ir.ops.base import Operation
+    from cubepy.ir.ops.branch import If, IfElse, Loop, RangeLoop, Switch
+    from cubepy.ir.scope import Instruction, Scope
+    from cubepy.ir.variable import Variable
 
-
-def format_variable(var: Variable) -> str:
-    """``%3``, ``%m4`` (mutable), ``global[0]``, ``@absolute_pos``, ``1.5f32``, ``true``."""
-    kind = var.kind
-    if kind is VarKind.CONST:
-        return f"%{var.id}"
-    if kind is VarKind.MUT:
-        return f"%m{var.id}"
-    if kind is VarKind.BUILTIN:
-        return f"@{var.name}"
-    if kind is VarKind.CONSTANT:
-        if var.type.elem.is_bool:
-            text = "true" if var.value else "false"
-            return text if var.type.line == 1 else f"{text}x{var.type.line}"
-        return f"{var.value!r}{var.type!r}"
-    return f"{_PREFIX[kind]}[{var.id}]"
+_ONE_BODY = frozenset({"if", "loop", "range_loop"})  # branch operations that own a single ``body``
 
 
 def _format_operation(operation: Operation) -> str:
@@ -54,15 +37,13 @@ def _loc_suffix(inst: Instruction) -> str:
 
 def format_instruction(inst: Instruction) -> str:
     """One instruction on one line (branch bodies are not included)."""
-    from cubepy.ir.ops import branch
-
     operation = inst.operation
-    if isinstance(operation, branch.RangeLoop):
+    if operation.name == "range_loop":
+        loop = cast("RangeLoop", operation)
         head = (
-            f"range_loop {format_variable(operation.index)} in {format_variable(operation.start)}"
-            f"..{'=' if operation.inclusive else ''}{format_variable(operation.end)}"
-            f" step {format_variable(operation.step)}"
-            + (f" unroll {operation.unroll}" if operation.unroll is not None else "")
+            f"range_loop {format_variable(loop.index)} in {format_variable(loop.start)}"
+            f"..{'=' if loop.inclusive else ''}{format_variable(loop.end)}"
+            f" step {format_variable(loop.step)}" + (f" unroll {loop.unroll}" if loop.unroll is not None else "")
         )
     else:
         head = _format_operation(operation)
@@ -72,30 +53,30 @@ def format_instruction(inst: Instruction) -> str:
 
 
 def _emit_scope(scope: Scope, depth: int, lines: list[str]) -> None:
-    from cubepy.ir.ops import branch
-
     pad = "  " * depth
     for inst in scope.instructions:
         operation = inst.operation
         head = format_instruction(inst)
-        if isinstance(operation, (branch.If, branch.Loop, branch.RangeLoop)):
+        if operation.name in _ONE_BODY:
             lines.append(f"{pad}{head.split('  ;')[0]} {{" + _loc_suffix(inst))
-            _emit_scope(operation.body, depth + 1, lines)
+            _emit_scope(cast("If | Loop | RangeLoop", operation).body, depth + 1, lines)
             lines.append(f"{pad}}}")
-        elif isinstance(operation, branch.IfElse):
+        elif operation.name == "if_else":
+            if_else = cast("IfElse", operation)
             lines.append(f"{pad}{head.split('  ;')[0]} {{" + _loc_suffix(inst))
-            _emit_scope(operation.then_body, depth + 1, lines)
+            _emit_scope(if_else.then_body, depth + 1, lines)
             lines.append(f"{pad}}} else {{")
-            _emit_scope(operation.else_body, depth + 1, lines)
+            _emit_scope(if_else.else_body, depth + 1, lines)
             lines.append(f"{pad}}}")
-        elif isinstance(operation, branch.Switch):
-            lines.append(f"{pad}switch {format_variable(operation.value)} {{" + _loc_suffix(inst))
-            for value, body in operation.cases:
+        elif operation.name == "switch":
+            switch = cast("Switch", operation)
+            lines.append(f"{pad}switch {format_variable(switch.value)} {{" + _loc_suffix(inst))
+            for value, body in switch.cases:
                 lines.append(f"{pad}case {value} {{")
                 _emit_scope(body, depth + 1, lines)
                 lines.append(f"{pad}}}")
             lines.append(f"{pad}default {{")
-            _emit_scope(operation.default, depth + 1, lines)
+            _emit_scope(switch.default, depth + 1, lines)
             lines.append(f"{pad}}}")
             lines.append(f"{pad}}}")
         else:

@@ -54,9 +54,8 @@ from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, walk
 from cubepy.ir.types import ElemType
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.variable import PLANE_WIDTH, Variable, VarKind
 
-PLANE_WIDTH = 32
 Interval = tuple[int, int]  # inclusive (lo, hi)
 _Key = tuple[VarKind, int]
 # Intervals by variable key; a strict order ``a < b`` that a branch established is the key ("lt", a, b).

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from cubepy.ir.ops.base import Operation, field_names
+from cubepy.ir.printer import format_instruction
 from cubepy.ir.variable import SourceLoc, Variable
 
 
@@ -29,8 +30,6 @@ class Instruction:
         return () if self.out is None else (self.out,)
 
     def __str__(self) -> str:
-        from cubepy.ir.printer import format_instruction
-
         return format_instruction(self)
 
 

@@ -32,9 +32,8 @@ from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.variable import BUILTINS, Variable, VarKind
+from cubepy.ir.variable import BUILTINS, PLANE_WIDTH, Variable, VarKind
 
-PLANE_WIDTH = 32
 # The builtins every unit of a plane reads the same: all but the unit's own positions.
 _UNIFORM_BUILTINS = frozenset(name for name in BUILTINS if not name.startswith(("absolute_pos", "unit_pos")))
 # Collectives whose result is the same on every unit that takes part.

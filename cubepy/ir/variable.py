@@ -30,6 +30,9 @@ class VarKind(enum.Enum):
 
 
 # Builtin names and their element type (all u32), in CubeCL's vocabulary.
+# Units per plane on every runtime: what ``plane_dim`` reads (a CUDA warp).
+PLANE_WIDTH = 32
+
 BUILTINS: tuple[str, ...] = (
     "absolute_pos",
     "absolute_pos_x",
@@ -101,9 +104,35 @@ class Variable:
         return self.kind is VarKind.CONSTANT
 
     def __repr__(self) -> str:
-        from cubepy.ir.printer import format_variable
-
         return format_variable(self)
+
+
+_PREFIX = {
+    VarKind.GLOBAL: "global",
+    VarKind.SCALAR: "scalar",
+    VarKind.TENSOR_MAP: "tmap",
+    VarKind.SHARED: "shared",
+    VarKind.LOCAL_ARRAY: "local",
+    VarKind.CONST_TABLE: "const",
+    VarKind.BARRIER: "barrier",
+}
+
+
+def format_variable(var: Variable) -> str:
+    """``%3``, ``%m4`` (mutable), ``global[0]``, ``@absolute_pos``, ``1.5f32``, ``true``: a variable in the IR's text form."""
+    kind = var.kind
+    if kind is VarKind.CONST:
+        return f"%{var.id}"
+    if kind is VarKind.MUT:
+        return f"%m{var.id}"
+    if kind is VarKind.BUILTIN:
+        return f"@{var.name}"
+    if kind is VarKind.CONSTANT:
+        if var.type.elem.is_bool:
+            text = "true" if var.value else "false"
+            return text if var.type.line == 1 else f"{text}x{var.type.line}"
+        return f"{var.value!r}{var.type!r}"
+    return f"{_PREFIX[kind]}[{var.id}]"
 
 
 def constant(value: object, ty: Type) -> Variable:

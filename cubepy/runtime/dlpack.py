@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from cubepy.errors import LaunchError
-from cubepy.runtime.handle import contiguous_strides
+from cubepy.runtime.strides import contiguous_strides
 
 DLPACK_CPU = 1
 DLPACK_CUDA = 2

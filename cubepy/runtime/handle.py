@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 
+from cubepy.runtime.strides import contiguous_strides as contiguous_strides  # re-exported: its users import it here
+
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
@@ -94,7 +96,7 @@ class Handle:
 
         A device handle finishes the client's queued work first, so the consumer's stream sees the kernel's writes.
         """
-        from cubepy.runtime import dlpack
+        from cubepy.runtime import dlpack  # on first export: it loads ml_dtypes (``import cubepy`` stays light)
 
         if isinstance(self.storage, np.ndarray):
             return dlpack.export(self._host_view(), stream, max_version, dl_device, copy)
@@ -127,16 +129,6 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"Handle(dtype={self.dtype}, shape={self.shape}, strides={self.strides})"
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides, in elements, of a dense array of ``shape``."""
-    strides = []
-    acc = 1
-    for dim in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(dim), 1)
-    return tuple(reversed(strides))
 
 
 def check_storage(handle: Handle, storage: Any) -> Any:

@@ -222,3 +222,40 @@ def test_a_short_body_of_plain_arithmetic_keeps_its_branch():
     ptx = _ptx(masked_add, (np.float32, 1), (np.float32, 1), (np.float32, 1))
     assert _count(r"@%p\d+ st\.global", ptx) == 0
     assert _count(r"@%p\d+ bra", ptx) == 2
+
+
+@cp.cube(launch=True, launch_unchecked=True)
+def masked_fragment_epilogue(out: Array[f32], m: u32, n: u32):
+    """An mma epilogue's shape: elements of a local array at literal indices stored under row/column guards."""
+    values = cp.LocalArray[f32](4)
+    for i in cp.unroll(range(4)):
+        values[i] = f32(UNIT_POS + i)
+    for i in cp.unroll(range(4)):
+        row = UNIT_POS // 4 + (i // 2) * 8
+        col = (UNIT_POS % 4) * 2 + i % 2
+        if row < m and col < n:
+            out[row * n + col] = values[i] * 3.0 + 1.0
+
+
+def test_a_literal_index_inside_a_local_array_reads_without_a_select():
+    """Where the guard fails the read is never used, and an index below the array's static length cannot leave
+    it: no select of the index (it became a select between elements once the array was in registers)."""
+    ptx = _ptx(masked_fragment_epilogue, (np.float32, 1), scalars=(cp.ScalarArg(16, u32), cp.ScalarArg(8, u32)))
+    assert _count(r"@%p\d+ st\.global\.b32", ptx) == 4
+    assert _count(r"\bselp", ptx) == 0
+
+
+def test_the_fragment_epilogue_matches_numpy():
+    for name in ("interp", "cpu"):
+        client = cp.client(name)
+        for m, n in ((16, 8), (5, 3)):
+            out = client.zeros((m * n + 64,), np.float32)
+            args = (cp.ArrayArg(out), cp.ScalarArg(m, u32), cp.ScalarArg(n, u32))
+            masked_fragment_epilogue.launch(client, 1, UNITS, *args)
+            want = np.zeros(m * n + 64, np.float32)
+            for unit in range(UNITS):
+                for i in range(4):
+                    row, col = unit // 4 + (i // 2) * 8, (unit % 4) * 2 + i % 2
+                    if row < m and col < n:
+                        want[row * n + col] = (unit + i) * 3.0 + 1.0
+            np.testing.assert_array_equal(client.read(out), want, err_msg=f"{name} {m}x{n}")

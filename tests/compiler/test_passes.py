@@ -110,11 +110,33 @@ def test_fold_constants_folds_chains_and_substitutes_readers():
     with kb.if_(big):
         kb.store(data, pos, kb.binary("add", pos, nine))
     result = _run(fold_constants, kb.build())
-    assert _ops(result) == ["if", "add", "index_assign"]
-    condition = result.body.instructions[0].operation.cond
-    assert condition.is_constant and condition.value is True
-    add = result.body.instructions[0].operation.body.instructions[0].operation
+    # 9.0 > 8.5 folds to true, so the ``if`` gives way to its body
+    assert _ops(result) == ["add", "index_assign"]
+    add = result.body.instructions[0].operation
     assert add.rhs == constant(9, T(U32))
+
+
+@pytest.mark.parametrize(("cond", "expected"), [(True, ["add", "index_assign"]), (False, [])])
+def test_fold_constants_keeps_only_the_body_an_if_on_a_literal_runs(cond, expected):
+    kb = KernelBuilder()
+    data = kb.array(T(U32), "data")
+    pos = builtin("absolute_pos")
+    with kb.if_(constant(cond, T(BOOL))):
+        kb.store(data, pos, kb.binary("add", pos, lit(1, U32)))
+    assert _ops(_run(fold_constants, kb.build())) == expected
+
+
+def test_fold_constants_reads_the_compiled_in_cube_shape_and_plane_width():
+    """``cube_dim`` is the product of the compiled-in shape, ``plane_dim`` 32: both become literals, and an ``if``
+    on them folds (a cube of 64 units has whole planes)."""
+    kb = KernelBuilder(cube_dim=(16, 4, 1))
+    data = kb.array(T(U32), "data")
+    whole_planes = kb.compare("eq", kb.binary("mod", builtin("cube_dim"), builtin("plane_dim")), lit(0, U32))
+    with kb.if_(whole_planes):
+        kb.store(data, builtin("unit_pos"), builtin("cube_dim_y"))
+    result = _run(fold_constants, kb.build())
+    assert _ops(result) == ["index_assign"]
+    assert result.body.instructions[0].operation.value == constant(4, T(U32))
 
 
 @pytest.mark.parametrize(

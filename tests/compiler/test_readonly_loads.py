@@ -12,7 +12,7 @@ import numpy as np
 
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, Array, f32
-from cubepy.frontend.containers import BufferCompilationArg
+from cubepy.frontend.buffer_launch import BufferCompilationArg
 from cubepy.frontend.kernel import mark_overlaps
 
 

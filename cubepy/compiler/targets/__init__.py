@@ -6,6 +6,11 @@ barrier, a plane shuffle, the math library, where shared memory lives, how a uni
 ``TargetLayer`` of the ``KernelLowering``.  ``nvptx.NvptxTarget`` emits PTX special registers, ``bar.sync``,
 ``shfl.sync`` and libdevice calls; ``host.HostTarget`` emits the same operations for the cpu runtime
 (units as LLVM coroutines that suspend at barriers and plane collectives, the C math library).
+
+The protocol is the one way a target changes the lowering: its methods (what only a target provides), its
+flags (what code shape suits it), and its ``op_table`` (the operations it lowers in its own way, such as the
+host's emulated TMA copies and mbarriers; every other entry is the shared lowering's).  Lowering code never
+tests which target it runs for.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import llvmlite.ir as ir
 
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Instruction, Scope, Variable
-    from cubepy.ir.ops import Operation
+    from cubepy.ir import ElemType, Instruction, Scope, Variable
+    from cubepy.ir.ops.record import OpTable
 
 
 class PerUnitStorage(Protocol):
@@ -45,6 +52,10 @@ class TargetLayer(Protocol):
     # constant there) instead of branching around the load (``lower_memory.zero_fill_read``): straight-line
     # code the GPU's scheduler can overlap.
     branch_free_global_reads: bool
+
+    @property
+    def op_table(self) -> OpTable:
+        """The lowering of each operation for this target: the shared LLVM table, or one replacing some entries."""
 
     def report_out_of_bounds(
         self, lw: KernelLowering, inst: Instruction, memory: Variable, index: ir.Value, length: ir.Value, access: str
@@ -108,5 +119,15 @@ class TargetLayer(Protocol):
     def finish(self, lw: KernelLowering) -> None:
         """Complete the function once the body is lowered."""
 
-    def unsupported_reason(self, operation: Operation) -> str | None:
-        """Why this target cannot run ``operation`` (None: it can)."""
+    def poll_cancel(self, lw: KernelLowering) -> None:
+        """At a ``loop`` back-edge: leave the unit if the runtime asked the launch to stop (or emit nothing)."""
+
+    def convert_fp8(
+        self,
+        lw: KernelLowering,
+        value: ir.Value,
+        src: ElemType,
+        dst: ElemType,
+        other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+    ) -> ir.Value:
+        """Convert one scalar where ``src`` or ``dst`` is fp8; ``other`` converts between non-fp8 types."""

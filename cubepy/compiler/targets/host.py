@@ -40,6 +40,7 @@ from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.builtins import PLANE_SIZE, read_builtin
 from cubepy.compiler.targets.host_abi import (  # the cube context's layout and where memories live
+    CTX_AXIS_BYTES,
     CTX_FAULT,
     CTX_FRAMES,
     CTX_MASK,
@@ -57,6 +58,7 @@ from cubepy.compiler.targets.host_abi import (  # the cube context's layout and 
     heap_locals,
     shared_layout,
 )
+from cubepy.compiler.targets.host_fp8 import convert_scalar_host
 from cubepy.compiler.targets.host_suspend import (  # where units wait, and the operations that suspend
     TOKEN,
     TOKEN_NONE,
@@ -64,14 +66,15 @@ from cubepy.compiler.targets.host_suspend import (  # where units wait, and the 
     _waits_only_at_split_points,
     suspension_kinds,
 )
-from cubepy.ir import VarKind, ops
+from cubepy.ir import ElemType, VarKind, ops
 from cubepy.ir.ops import OpTable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cubepy.compiler.lower import KernelLowering
     from cubepy.compiler.targets.host_fission import CubeLoops
     from cubepy.ir import Instruction, KernelDefinition, Scope, Variable
-    from cubepy.ir.ops import Operation
 
 UNSUPPORTED: dict[type, str] = {
     # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
@@ -356,7 +359,7 @@ class HostTarget(HostSuspensions):
             return lw.function.args[3 + "xyz".index(axis)]
         if base == "cluster":  # the cpu runtime runs no clusters: every cube is a cluster of one
             return ir.Constant(I32, 1 if axis.startswith("ncta") else 0)
-        return self._ctx_load(b, CTX_NCTAID + 4 * "xyz".index(axis), I32, name.replace(".", "_"))
+        return self._ctx_load(b, CTX_NCTAID + CTX_AXIS_BYTES * "xyz".index(axis), I32, name.replace(".", "_"))
 
     # -- shared addresses, reports, what the host needs no code for ------------------------------------
     def shared_address(self, lw: KernelLowering, pointer: ir.Value) -> ir.Value:
@@ -398,6 +401,17 @@ class HostTarget(HostSuspensions):
         with b.if_then(b.icmp_signed("!=", fault, ir.Constant(I32, 0)), likely=False):
             self.emit_return(lw)
 
+    def convert_fp8(
+        self,
+        lw: KernelLowering,
+        value: ir.Value,
+        src: ElemType,
+        dst: ElemType,
+        other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+    ) -> ir.Value:
+        """The same bits as PTX's ``cvt`` by integer arithmetic (``host_fp8``)."""
+        return convert_scalar_host(lw, value, src, dst, other)
+
     def emit_return(self, lw: KernelLowering) -> None:
         """Plain: ``ret``; coroutine: go to the final suspend; in a loop over units: end that unit's stretch."""
         if self.cube_loops is not None and self.cube_loops.next_unit is not None:
@@ -438,8 +452,3 @@ class HostTarget(HostSuspensions):
             whole_cube,
             plain_buffers=plain,
         )
-
-    def unsupported_reason(self, operation: Operation) -> str | None:
-        """Why the host cannot compile ``operation`` (peer accesses of clusters), or None."""
-        cls = type(operation)
-        return None if CPU.get(cls) is not None else CPU.unsupported_reasons.get(cls, "no implementation")

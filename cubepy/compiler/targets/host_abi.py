@@ -8,6 +8,7 @@ beyond ``STACK_LOCAL_BYTES`` per unit live in a per-unit heap scratch (``heap_lo
 
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
@@ -22,16 +23,49 @@ if TYPE_CHECKING:
 PTR = lt.GENERIC_PTR
 I64 = lt.I64
 
-# The cube context, written by the runtime (pointers to per-unit arrays padded to a multiple of 32 units).
-CTX_SHARED, CTX_STATE, CTX_SITE, CTX_MASK, CTX_PUBLISH, CTX_SNAPSHOT, CTX_HANDLES = 0, 8, 16, 24, 32, 40, 48
-CTX_CTAID, CTX_NCTAID = 56, 68
-# Barrier-state changes so far (i32, the driver re-tests waiting units after one); the cube's fault: 0, or
-# 1 + the unit found deadlocked at an mbarrier wait, or -1 when an emulated operation raised (i32).
-CTX_EPOCH, CTX_FAULT = 80, 84
-# The per-unit coroutine frames (ptr per unit, null until the unit's first cube allocates it): a worker reuses
-# them cube after cube instead of an aligned_alloc/free pair per unit per cube; the runtime frees them.
-CTX_FRAMES = 88
-CTX_BYTES = 96
+CubeAxis = ctypes.c_uint32  # one axis of a cube position or count
+
+
+class CubeContext(ctypes.Structure):
+    """The per-cube context: written by the runtime, read by the compiled code; its layout is declared only here.
+
+    The per-unit arrays it points to are padded to a multiple of 32 units."""
+
+    _fields_ = [
+        ("shared", ctypes.c_void_p),  # the cube's shared block: shared memories, then mbarrier and named rows
+        ("state", ctypes.c_void_p),  # i32 per unit: runnable, or where it waits (RUNNABLE, AT_BARRIER, ...)
+        ("site", ctypes.c_void_p),  # i32 per unit: the plane primitive it waits at (increasing in program order)
+        ("mask", ctypes.c_void_p),  # i32 per unit: the active mask its plane was released with
+        ("publish", ctypes.c_void_p),  # i64 per unit: its published word (plane operand, vote, host call waited in)
+        ("snapshot", ctypes.c_void_p),  # i64 per unit: the words its released plane reads partners from
+        ("handles", ctypes.c_void_p),  # ptr per unit: its coroutine handle
+        ("ctaid", CubeAxis * 3),  # the running cube's position (x, y, z), written by the driver per cube
+        ("nctaid", CubeAxis * 3),  # the launch's cube count (x, y, z)
+        ("epoch", ctypes.c_int32),  # barrier-state changes so far: the driver re-tests waiting units after one
+        # The cube's fault: 0, or 1 + the unit found deadlocked at an mbarrier wait, or -1 when an emulated
+        # operation raised; a context whose fault is set runs no more cubes.
+        ("fault", ctypes.c_int32),
+        # The per-unit coroutine frames (ptr per unit, null until the unit's first cube allocates it): a worker
+        # reuses them cube after cube instead of an aligned_alloc/free pair per unit per cube; the runtime frees them.
+        ("frames", ctypes.c_void_p),
+    ]
+
+
+# The fields' byte offsets, for the lowering's GEPs and the runtime's reads and writes of raw context bytes.
+CTX_SHARED = CubeContext.shared.offset
+CTX_STATE = CubeContext.state.offset
+CTX_SITE = CubeContext.site.offset
+CTX_MASK = CubeContext.mask.offset
+CTX_PUBLISH = CubeContext.publish.offset
+CTX_SNAPSHOT = CubeContext.snapshot.offset
+CTX_HANDLES = CubeContext.handles.offset
+CTX_CTAID = CubeContext.ctaid.offset
+CTX_NCTAID = CubeContext.nctaid.offset
+CTX_EPOCH = CubeContext.epoch.offset
+CTX_FAULT = CubeContext.fault.offset
+CTX_FRAMES = CubeContext.frames.offset
+CTX_BYTES = ctypes.sizeof(CubeContext)
+CTX_AXIS_BYTES = ctypes.sizeof(CubeAxis)  # axis a of ctaid (nctaid) is at CTX_CTAID (CTX_NCTAID) + a * this
 RUNNABLE, AT_BARRIER, AT_PLANE, DONE, AT_MBARRIER = 0, 1, 2, 3, 4
 BARRIER_ROW_BYTES = 40  # an mbarrier's emulated state (cubepy.runtime.interp.mbarrier.ROW_BYTES)
 NAMED_ROW_BYTES = 24  # a named barrier's state: units arrived, units expected, generation (i64 each)

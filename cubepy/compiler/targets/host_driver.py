@@ -21,6 +21,7 @@ from cubepy.compiler.targets.host_abi import (
     AT_BARRIER,
     AT_MBARRIER,
     AT_PLANE,
+    CTX_AXIS_BYTES,
     CTX_CTAID,
     CTX_EPOCH,
     CTX_FAULT,
@@ -173,7 +174,7 @@ def emit_driver(
     def ctx(offset: int) -> ir.Value:
         return b.gep(cube, [_const(offset, I64)], source_etype=I8)
 
-    nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + 4), typ=I32)
+    nx, ny = b.load(ctx(CTX_NCTAID), typ=I32), b.load(ctx(CTX_NCTAID + CTX_AXIS_BYTES), typ=I32)
     coroutine = bool(suspends)
     reduces = any(isinstance(i.operation, _REDUCING) for i in walk(definition.body))
     arrays = {}
@@ -207,7 +208,7 @@ def emit_driver(
     def run_cube(linear: ir.Value) -> None:
         ctaid = [e.load(slot) for slot in position]
         for axis, value in enumerate(ctaid):
-            b.store(value, ctx(CTX_CTAID + 4 * axis))
+            b.store(value, ctx(CTX_CTAID + CTX_AXIS_BYTES * axis))
         if barrier_rows[1]:
             shared = b.load(ctx(CTX_SHARED), typ=PTR)
             rows = b.gep(shared, [_const(barrier_rows[0], I64)], source_etype=I8)

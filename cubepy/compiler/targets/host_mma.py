@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_cmma import lower_cast, lower_fill
 from cubepy.compiler.lower_memory import memory_length
+from cubepy.compiler.lower_wgmma import lower_descriptor_bits
 from cubepy.compiler.targets.host_async import _call, _wide, bump_epoch, wait_until_done
 from cubepy.errors import CompileError
 from cubepy.ir import VarKind, ops
@@ -137,6 +138,7 @@ def _nothing(lw: KernelLowering, inst: Instruction) -> None:
 
 
 HOST_MMA_LOWERINGS = {
+    ops.WgmmaDescriptor: lower_descriptor_bits,
     ops.WgmmaMmaAsync: lower_wgmma_mma_async,
     ops.WgmmaFence: _nothing,
     ops.WgmmaCommitGroup: _nothing,

@@ -13,13 +13,16 @@ import llvmlite.ir as ir
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.abi import DATA_LAYOUT, TRIPLE
+from cubepy.compiler.lower import LLVM
+from cubepy.compiler.lower_fp8 import convert_scalar
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.kernel import written_slots
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cubepy.compiler.lower import KernelLowering
-    from cubepy.ir import Instruction, Scope, Variable
-    from cubepy.ir.ops import Operation
+    from cubepy.ir import ElemType, Instruction, Scope, Variable
 
 _SHUFFLE_CLAMP = {"idx": 31, "bfly": 31, "down": 31, "up": 0}
 
@@ -32,6 +35,7 @@ class NvptxTarget:
     data_layout = DATA_LAYOUT
     reports_out_of_bounds = False
     branch_free_global_reads = True
+    op_table = LLVM  # every operation as the shared lowering emits it
 
     def __init__(self, sm: int = 90) -> None:
         self.sm = sm
@@ -192,6 +196,16 @@ class NvptxTarget:
     def finish(self, lw: KernelLowering) -> None:
         """Nothing to add."""
 
-    def unsupported_reason(self, operation: Operation) -> str | None:
-        """Every operation has a PTX lowering."""
-        return None
+    def poll_cancel(self, lw: KernelLowering) -> None:
+        """Nothing: a GPU launch is not cancelled from inside."""
+
+    def convert_fp8(
+        self,
+        lw: KernelLowering,
+        value: ir.Value,
+        src: ElemType,
+        dst: ElemType,
+        other: Callable[[ir.Value, ElemType, ElemType], ir.Value],
+    ) -> ir.Value:
+        """PTX's ``cvt`` (sm_89 and later)."""
+        return convert_scalar(lw, value, src, dst, other)

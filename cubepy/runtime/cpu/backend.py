@@ -14,25 +14,12 @@ import numpy as np
 from cubepy import config
 from cubepy.compiler import abi
 from cubepy.compiler.emit_host import HostKernel, compile_host, host_target_name
-from cubepy.compiler.targets.host_abi import (
-    CTX_BYTES,
-    CTX_EPOCH,
-    CTX_FAULT,
-    CTX_FRAMES,
-    CTX_HANDLES,
-    CTX_MASK,
-    CTX_NCTAID,
-    CTX_PUBLISH,
-    CTX_SHARED,
-    CTX_SITE,
-    CTX_SNAPSHOT,
-    CTX_STATE,
-    SHARED_ALIGN,
-)
+from cubepy.compiler.targets.host_abi import CTX_EPOCH, CTX_FAULT, CTX_NCTAID, SHARED_ALIGN, CubeContext
 from cubepy.errors import CubeError, LaunchError
 from cubepy.ir.kernel import KernelDefinition, written_slots
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
+from cubepy.runtime.rollback import restore_on_failure
 
 NO_OUT_OF_BOUNDS_REPORTS = (
     "this cpu client was made without sanitize=True; its kernels were compiled without out-of-bounds reports"
@@ -42,6 +29,9 @@ MAX_CUBES = 2**31 - 1
 ADDRESSES_KEPT = 256  # buffer addresses remembered between launches (all forgotten when full)
 CANCELLED = -2  # the fault word of a cube context stopped by Ctrl-C
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
+# Indices of the cube context's 32-bit words a launch rewrites (``_Workspace._words``).
+_WORD_BYTES = np.dtype(np.int32).itemsize
+_NCTAID_WORD, _EPOCH_WORD, _FAULT_WORD = CTX_NCTAID // _WORD_BYTES, CTX_EPOCH // _WORD_BYTES, CTX_FAULT // _WORD_BYTES
 
 
 _LIBC_FREE = ctypes.CDLL(None).free  # frees the frames the compiled code took from the C library's aligned_alloc
@@ -62,41 +52,32 @@ class _Workspace:
         self.snapshot = np.zeros(padded, np.int64)
         self.handles = np.zeros(padded, np.uint64)
         self.frames = np.zeros(padded, np.uint64)  # each unit's coroutine frame, allocated by the compiled code
-        self.ctx = np.zeros(CTX_BYTES, np.uint8)
-        words = self.ctx.view(np.uint64)
-        for offset, array in (
-            (CTX_SHARED, self.shared),
-            (CTX_STATE, self.state),
-            (CTX_SITE, self.site),
-            (CTX_MASK, self.mask),
-            (CTX_PUBLISH, self.publish),
-            (CTX_SNAPSHOT, self.snapshot),
-            (CTX_HANDLES, self.handles),
-            (CTX_FRAMES, self.frames),
-        ):
-            words[offset // 8] = array.ctypes.data
-        self.ctx[CTX_NCTAID : CTX_NCTAID + 12].view(np.uint32)[:] = counts
+        self.ctx = np.zeros(ctypes.sizeof(CubeContext), np.uint8)
         self._words = self.ctx.view(np.int32)  # kept: a view and ``.ctypes.data`` cost microseconds per launch
         self.address = int(self.ctx.ctypes.data)  # the ``cube`` argument of ``cubepy_run_cubes``
+        context = CubeContext.from_address(self.address)  # writes into ``self.ctx``
+        for name in ("shared", "state", "site", "mask", "publish", "snapshot", "handles", "frames"):
+            setattr(context, name, getattr(self, name).ctypes.data)
+        context.nctaid[:] = counts
         self._counts = tuple(counts)
 
     def start_launch(self, counts: tuple[int, int, int]) -> None:
         """Ready a reused context for a new launch: its cube counts, no barrier changes and no fault yet."""
         words = self._words
         if counts != self._counts:
-            words[CTX_NCTAID // 4 : CTX_NCTAID // 4 + 3] = counts
+            words[_NCTAID_WORD : _NCTAID_WORD + 3] = counts
             self._counts = tuple(counts)
-        words[CTX_EPOCH // 4] = 0
-        words[CTX_FAULT // 4] = 0
+        words[_EPOCH_WORD] = 0
+        words[_FAULT_WORD] = 0
 
     def cancel(self) -> None:
         """Stop the cube running on this context and the ones after it (Ctrl-C; from another thread)."""
-        self._words[CTX_FAULT // 4] = CANCELLED
+        self._words[_FAULT_WORD] = CANCELLED
 
     @property
     def fault(self) -> int:
         """The cube context's fault word (0: none)."""
-        return int(self._words[CTX_FAULT // 4])
+        return int(self._words[_FAULT_WORD])
 
     def __del__(self, _free: Callable[[int], object] = _LIBC_FREE) -> None:
         # ``_free`` is bound at definition: contexts kept by a backend die at interpreter exit, after the
@@ -199,30 +180,22 @@ class CpuBackend:
             return
         # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
         # kernel may write, so a failed launch writes nothing (as on the interp).
-        buffers, tensor_maps = written_slots(kernel.definition)
-        storages = {id(bindings.buffers[s].handle.storage): bindings.buffers[s].handle.storage for s in buffers}
-        for s in tensor_maps:
-            storage = bindings.tensor_maps[s].handle.storage
-            storages[id(storage)] = storage
-        snapshots = [(storage, storage.copy()) for storage in storages.values()]
-        try:
-            with emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record:
-                spaces = self._run_cubes(kernel, cube_count, params)
-                try:
-                    if record.error is not None:
-                        raise record.error
-                    for space in spaces:
-                        fault = space.fault
-                        if fault > 0:
-                            unit = fault - 1
-                            call = kernel.host_calls[int(space.publish[unit])]
-                            raise record.deadlock(space.address, unit, call)
-                finally:
-                    self._release_spaces(kernel, spaces)
-        except BaseException:
-            for storage, saved in snapshots:
-                storage[...] = saved
-            raise
+        with (
+            restore_on_failure(bindings, written_slots(kernel.definition)),
+            emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record,
+        ):
+            spaces = self._run_cubes(kernel, cube_count, params)
+            try:
+                if record.error is not None:
+                    raise record.error
+                for space in spaces:
+                    fault = space.fault
+                    if fault > 0:
+                        unit = fault - 1
+                        call = kernel.host_calls[int(space.publish[unit])]
+                        raise record.deadlock(space.address, unit, call)
+            finally:
+                self._release_spaces(kernel, spaces)
 
     def _take_spaces(self, kernel: HostKernel, count: int, cube_count: tuple[int, int, int]) -> list[_Workspace]:
         """``count`` cube contexts for a launch of ``kernel``: idle ones from earlier launches first."""

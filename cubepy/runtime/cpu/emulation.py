@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cubepy.compiler.emit_host import HostKernel
-from cubepy.compiler.targets.host_abi import BARRIER_ROW_BYTES, CTX_CTAID, CTX_FAULT, CTX_SHARED, NAMED_ROW_BYTES
+from cubepy.compiler.targets.host_abi import BARRIER_ROW_BYTES, NAMED_ROW_BYTES, CubeContext
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import SanitizerError, SanitizerKind, TensorMapError, TmaMisuseError
 from cubepy.ir import ops, printf
@@ -76,7 +76,7 @@ class LaunchRecord:
 
     def shared(self, cube: int) -> np.ndarray:
         """The shared block of the cube context at ``cube`` as uint8."""
-        address = ctypes.c_uint64.from_address(cube + CTX_SHARED).value
+        address = CubeContext.from_address(cube).shared
         view = self._views.get(address)
         if view is None:
             size = max(self.kernel.shared_bytes, 1)
@@ -86,7 +86,8 @@ class LaunchRecord:
 
     def cube_index(self, cube: int) -> tuple[int, int, int]:
         """The ``ctaid`` of the cube the context at ``cube`` runs now."""
-        return tuple(ctypes.c_uint32.from_address(cube + CTX_CTAID + 4 * axis).value for axis in range(3))  # type: ignore[return-value]
+        x, y, z = CubeContext.from_address(cube).ctaid
+        return x, y, z
 
     def write_prints(self) -> None:
         """Write the launch's ``debug_print`` lines: by each unit's n-th print, then cube, then unit (the
@@ -123,7 +124,7 @@ class LaunchRecord:
         with self._lock:
             if self.error is None:
                 self.error = error
-        ctypes.c_int32.from_address(cube + CTX_FAULT).value = -1
+        CubeContext.from_address(cube).fault = -1
 
     def barrier_state(self, cube: int, call: HostCall) -> mbarrier.BarrierState:
         """The state row of ``call``'s barrier in the cube's shared block."""

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
 
+OP_FAMILIES = ("arith",)  # the IR op families handled here
+
+
 @implements(*ops.UNARY_OPS)
 def unary(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """out = op(input)."""

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
 
-STATE_KEY = "async_copy.state"
-RACES_KEY = "async_copy.races"  # read by the shared sanitizer's access hook
+OP_FAMILIES = ("async_copy",)  # the IR op families handled here
 NOBODY = -1
 
 SELF_REPORTING.add(ops.AsyncCopy)  # its handler tells the sanitizer exactly which bytes it writes
@@ -69,19 +68,19 @@ class CopyGroups:
 
 
 def _groups(ctx: Chunk) -> CopyGroups:
-    found = ctx.extensions.get(STATE_KEY)
+    found = ctx.state.copy_groups
     if found is None:
-        found = ctx.extensions[STATE_KEY] = CopyGroups()
-    return found  # type: ignore[return-value]
+        found = ctx.state.copy_groups = CopyGroups()
+    return found
 
 
 def _races(ctx: Chunk) -> AsyncCopyRaces | None:
     if ctx.sanitizer is None:
         return None
-    found = ctx.extensions.get(RACES_KEY)
+    found = ctx.state.async_copy_races  # the shared sanitizer's access hook reads it too
     if found is None:
-        found = ctx.extensions[RACES_KEY] = AsyncCopyRaces(ctx)
-    return found  # type: ignore[return-value]
+        found = ctx.state.async_copy_races = AsyncCopyRaces(ctx)
+    return found
 
 
 def _where(inst: Instruction) -> str:

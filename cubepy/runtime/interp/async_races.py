@@ -27,17 +27,16 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
 NOBODY = -1
-KEY = "tma.races"
 
 
 def tracker(ctx: Chunk) -> AsyncRaces | None:
     """The chunk's tracker, made on first use; None when the sanitizer is off or there is no shared memory."""
     if ctx.sanitizer is None:
         return None
-    found = ctx.extensions.get(KEY)
+    found = ctx.state.async_races
     if found is None:
-        found = ctx.extensions[KEY] = AsyncRaces(ctx)
-    return found  # type: ignore[return-value]
+        found = ctx.state.async_races = AsyncRaces(ctx)
+    return found
 
 
 class AsyncRaces:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
     from cubepy.runtime.interp.memory import Value
 
+OP_FAMILIES = ("memory",)  # the IR op families handled here
 ROUNDS_BEFORE_SCAN = 16
 
 _INT_UFUNCS: dict[str, np.ufunc] = {

@@ -9,6 +9,7 @@ from cubepy.errors import LaunchError
 from cubepy.ir.kernel import written_slots
 from cubepy.runtime.backend import MAX_SHARED_BYTES
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.rollback import restore_on_failure
 
 if TYPE_CHECKING:
     from cubepy.ir import KernelDefinition
@@ -89,20 +90,7 @@ class InterpBackend:
         """Execute; on any error restore every buffer the kernel may write, so a failed launch writes nothing."""
         from cubepy.runtime import interp
 
-        written_buffers, written_maps = self._written_slots(definition)
-        storages = {}
-        for slot in written_buffers:
-            storage = bindings.buffers[slot].handle.storage
-            storages[id(storage)] = storage
-        for slot in written_maps:
-            storage = bindings.tensor_maps[slot].handle.storage
-            storages[id(storage)] = storage
-        snapshots = [(storage, storage.copy()) for storage in storages.values()]
-        try:
+        with restore_on_failure(bindings, self._written_slots(definition)):
             interp.run(
                 definition, cube_count, bindings, sanitize=sanitize, schedule=self.current_schedule(), cluster=cluster
             )
-        except BaseException:
-            for storage, saved in snapshots:
-                storage[...] = saved
-            raise

@@ -34,14 +34,11 @@ from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
 
-_KEY = "cluster.barrier"
-_EXITS_KEY = "cluster.peer_exits"
-END_CHECKS = "end_checks"  # ctx.extensions key: callables the executor runs when a chunk ends
+
+OP_FAMILIES = ("cluster",)  # the IR op families handled here
 
 
 class ClusterBarrier:
@@ -73,17 +70,17 @@ class ClusterBarrier:
         self.generation[complete] += 1
         self.arrived[complete[self.cluster_of_lane]] = False
         sync.release_for_sanitizer(ctx, complete[self.cluster_of_cube])
-        exits = ctx.extensions.get(_EXITS_KEY)
+        exits = ctx.state.peer_exits
         if exits is not None:  # the live cubes of a released cluster exit after every earlier peer access
             live_cube = live.reshape(-1, ctx.topology.units).any(axis=1)
-            cast(PeerExits, exits).ordered(complete[self.cluster_of_cube] & live_cube)
+            exits.ordered(complete[self.cluster_of_cube] & live_cube)
 
 
 def _state(ctx: Chunk) -> ClusterBarrier:
-    state = ctx.extensions.get(_KEY)
+    state = ctx.state.cluster_barrier
     if state is None:
-        state = ctx.extensions[_KEY] = ClusterBarrier(ctx)
-    return cast(ClusterBarrier, state)
+        state = ctx.state.cluster_barrier = ClusterBarrier(ctx)
+    return state
 
 
 class ClusterBarrierWait(Wait):
@@ -201,6 +198,13 @@ class PeerExits:
         for cube in np.flatnonzero(cubes).tolist():
             self.pending.pop(cube, None)
 
+    def waited(self, ctx: Chunk, lanes: np.ndarray) -> None:
+        """Units of ``lanes`` completed an mbarrier wait: their cubes exit after every peer access so far."""
+        if lanes.size:
+            cubes = np.zeros(ctx.topology.cubes, dtype=bool)
+            cubes[lanes // ctx.topology.units] = True
+            self.ordered(cubes)
+
     def check(self, ctx: Chunk) -> None:
         """At the end of the chunk: report a peer access that nothing ordered before its target's exit."""
         if not self.pending:
@@ -217,25 +221,17 @@ class PeerExits:
 
 
 def peer_exits(ctx: Chunk) -> PeerExits | None:
-    """The chunk's pending peer accesses, made on first use; None when the sanitizer is off."""
+    """The chunk's pending peer accesses, made on first use; None when the sanitizer is off.
+
+    ``tma_exec`` finds them as ``ctx.state.peer_exits`` too: a completed mbarrier wait orders them.
+    """
     if ctx.sanitizer is None:
         return None
-    found = ctx.extensions.get(_EXITS_KEY)
-    if found is None:
-        exits = PeerExits()
-        ctx.extensions[_EXITS_KEY] = exits
-        cast("list[Callable[[Chunk], None]]", ctx.extensions.setdefault(END_CHECKS, [])).append(exits.check)
-        return exits
-    return cast(PeerExits, found)
-
-
-def note_waited(ctx: Chunk, lanes: np.ndarray) -> None:
-    """Units of ``lanes`` completed an mbarrier wait: their cubes exit after every peer access so far."""
-    exits = ctx.extensions.get(_EXITS_KEY)
-    if exits is not None and lanes.size:
-        cubes = np.zeros(ctx.topology.cubes, dtype=bool)
-        cubes[lanes // ctx.topology.units] = True
-        cast(PeerExits, exits).ordered(cubes)
+    exits = ctx.state.peer_exits
+    if exits is None:
+        exits = ctx.state.peer_exits = PeerExits()
+        ctx.state.end_checks.append(exits.check)
+    return exits
 
 
 @implements(ops.ClusterLoad)

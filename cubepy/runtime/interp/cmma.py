@@ -16,7 +16,6 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, ops
-from cubepy.runtime.interp import async_races
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
 
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
     from cubepy.runtime.interp.memory import MemoryRef
 
+OP_FAMILIES = ("cmma",)  # the IR op families handled here
 SIDE = 16
 SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emulation
 
@@ -139,7 +139,7 @@ def _check_async_races(
     cmma ops are otherwise *foreign* to the race checker (``interp.sanitizer``); the TMA rules
     (``interp.async_races``: uncovered access, stage reuse) see their reads and writes here.
     """
-    races = ctx.extensions.get(async_races.KEY) if ctx.sanitizer is not None and owner is not None else None
+    races = ctx.state.async_races if ctx.sanitizer is not None and owner is not None else None
     if races is None:
         return
     assert owner is not None  # races is None without an owner
@@ -149,7 +149,7 @@ def _check_async_races(
         byte = first[:, None] + np.arange(item_bytes)
         rows = np.full(byte.shape, owner[plane], dtype=np.int64)
         lanes = np.full(byte.shape[0], plane * PLANE_SIZE, dtype=np.int64)  # the plane's first unit speaks for it
-        races.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
+        races.accessed(ctx, inst, kind, lanes, rows, byte)
 
 
 @implements(ops.CmmaLoad)

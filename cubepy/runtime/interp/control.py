@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
 
+OP_FAMILIES = ("branch",)  # the IR op families handled here
+
+
 @implements(branch.If)
 @blocking
 def run_if(ctx: Chunk, inst: Instruction, mask: Mask) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.interp.chunk_state import ChunkState
 from cubepy.runtime.interp.control import SpinWait, check_progress, idle_spin_check
 from cubepy.runtime.interp.groups import Frame, Group, LoopControl, LoopState, Wait
 from cubepy.runtime.interp.launch import Launch
@@ -95,7 +96,7 @@ class Chunk:
         self.spun = False  # the group run now ended by yielding at a spin loop's back-edge
         self.spin_marks: dict[object, bytes] = {}  # livelock checks: the last state digest, per loop or idle
         self.idle_rounds = (0, 0)  # (activity, rounds): idle rounds of spinning since the last activity
-        self.extensions: dict[str, object] = {}  # per-chunk state of op families defined elsewhere
+        self.state = ChunkState()  # per-chunk state of the op families (barriers, race trackers, hooks)
         self._memories: dict[tuple[VarKind, int], MemoryRef] = {}
         self._shared_arena: np.ndarray | None = None
         self._plane_layout: PlaneLayout | None = None
@@ -397,7 +398,7 @@ class Chunk:
             if not group.frames:
                 groups.remove(group)
         self.in_flight.land_all()
-        for check in self.extensions.get("end_checks", ()):  # type: ignore[attr-defined]
+        for check in self.state.end_checks:
             check(self)  # whole-run checks of op families (interp.cluster: peer accesses vs. exits)
 
     def _runnable(self, idle: bool = False) -> list[Group]:

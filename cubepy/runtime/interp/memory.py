@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from cubepy.runtime.bindings import BufferBinding
     from cubepy.runtime.interp.executor import Chunk
 
+OP_FAMILIES = ("memory",)  # the IR op families handled here
+
 Value = np.ndarray | np.generic
 Valid = np.ndarray | bool  # per lane in bounds, or True when every lane is (``locate``)
 SHARED_ARENA_ALIGN = 1024  # a row per cube, so 128-byte swizzle phases start at 0 in every cube
@@ -258,10 +260,9 @@ def index(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = cast(ops.Index, inst.operation)
     ref = ctx.memory(op.memory)
     idx, valid = locate(ctx, inst, ref, ctx.read(op.index), mask, op.checked, "read", op.speculative)
-    if ctx.extensions and op.memory.kind is VarKind.LOCAL_ARRAY:
-        check_local_read = ctx.extensions.get("check_local_read")  # set by op families with async registers
-        if check_local_read is not None:
-            check_local_read(ctx, inst, op.memory, idx, mask)  # type: ignore[operator]
+    check_local_read = ctx.state.check_local_read  # set by op families with async registers
+    if check_local_read is not None and op.memory.kind is VarKind.LOCAL_ARRAY:
+        check_local_read(ctx, inst, op.memory, idx, mask)
     if ctx.sanitizer is not None and ref.shared_offset is not None:
         sanitize_shared(ctx, inst, ref, idx, valid, mask, "read")
     if ctx.coverage is not None and op.memory.kind is VarKind.GLOBAL:

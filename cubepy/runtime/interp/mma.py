@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
     from cubepy.runtime.interp.memory import MemoryRef
 
+OP_FAMILIES = ("mma",)  # the IR op families handled here
 ROWS = 8  # an ldmatrix matrix is 8 x 8 items
 TF32_DROPPED_BITS = np.uint32(0xFFFFE000)
 

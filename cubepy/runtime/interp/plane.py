@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
 
+OP_FAMILIES = ("plane",)  # the IR op families handled here
+
+
 class PlaneLayout:
     """The lanes of a chunk arranged as (planes, 32), padded where a cube ends in a partial plane."""
 

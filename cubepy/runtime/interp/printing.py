@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
 
+OP_FAMILIES = ("debug",)  # the IR op families handled here
+
+
 def c_value(value: np.generic, conversion: printf.Conversion, bits: int) -> int | float | str:
     """What C's printf reads for ``conversion`` from an argument of ``bits`` bits holding ``value``."""
     if conversion.conv in printf.FLOAT_CONVERSIONS:

@@ -3,14 +3,17 @@
 A handler is ``handler(ctx, inst, mask) -> None``: ``ctx`` is the executing chunk
 (:class:`cubepy.runtime.interp.executor.Chunk`), ``inst`` the instruction and ``mask`` the
 :class:`cubepy.runtime.interp.values.Mask` of lanes that execute it.  Handlers read operands with
-``ctx.read(var)`` and write their result with ``ctx.write(var, value, mask)``.  The family modules
-listed in ``INTERP`` register with ``@implements(OpClass, ...)``; the table imports them on first use.
+``ctx.read(var)`` and write their result with ``ctx.write(var, value, mask)``.  A handler module
+declares the op families it implements (``OP_FAMILIES``) and registers with ``@implements(OpClass, ...)``;
+the table imports it on the first lookup of one of its families.
 A handler that may suspend lanes until another group acts (a barrier wait) or that enters nested
 regions is also decorated with ``@blocking`` and calls ``ctx.block(lanes, wait)`` / ``ctx.enter``.
 """
 
 from __future__ import annotations
 
+import ast
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -23,28 +26,39 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Chunk", "Instruction", "Mask"], None]
 
-# op family -> the modules that implement it: a lookup imports its family's modules first (a vector add's
-# first launch need not import the TMA, mma or cluster handlers); tests check every handler is listed here.
-_BY_FAMILY = {
-    "arith": ("arith",),
-    "memory": ("memory", "atomic"),
-    "branch": ("control",),
-    "sync": ("sync", "warp_specialize"),
-    "plane": ("plane",),
-    "tma": ("tma_exec", "warp_specialize"),
-    "cluster": ("cluster",),
-    "cmma": ("cmma",),
-    "mma": ("mma",),
-    "wgmma": ("wgmma",),
-    "debug": ("printing",),
-    "async_copy": ("async_copy",),
-}
-_PACKAGE = "cubepy.runtime.interp"
+# A handler module declares the IR op families it implements on one line of its own, e.g.
+# ``OP_FAMILIES = ("sync", "tma")``; tests check it names exactly the families of its handlers.
+_DECLARATION = "\nOP_FAMILIES = "
 
+
+def declared_families(folder: str, package: str) -> dict[str, tuple[str, ...]]:
+    """Op family -> the modules of ``package`` (in ``folder``) that declare it, read from their source.
+
+    Read, not imported: a lookup imports its family's modules first (a vector add's first launch need not
+    import the TMA, mma or cluster handlers), and a new handler module is found without being listed.
+    """
+    by_family: dict[str, tuple[str, ...]] = {}
+    for file_name in sorted(os.listdir(folder)):
+        if not file_name.endswith(".py"):
+            continue
+        with open(os.path.join(folder, file_name), encoding="utf-8") as source:
+            text = "\n" + source.read()  # a declaration on the first line starts a line too
+        start = text.find(_DECLARATION)
+        if start < 0:
+            continue
+        end = text.find("\n", start + 1)
+        line = text[start + len(_DECLARATION) : end if end >= 0 else None]
+        module = f"{package}.{file_name[:-3]}"
+        for family in ast.literal_eval(line.partition("#")[0].strip()):
+            by_family[family] = (*by_family.get(family, ()), module)
+    return by_family
+
+
+_BY_FAMILY = declared_families(os.path.dirname(__file__), __name__.rpartition(".")[0])
 INTERP = OpTable(
     "interp",
-    modules=tuple(dict.fromkeys(f"{_PACKAGE}.{name}" for names in _BY_FAMILY.values() for name in names)),
-    by_family={family: tuple(f"{_PACKAGE}.{name}" for name in names) for family, names in _BY_FAMILY.items()},
+    modules=tuple(dict.fromkeys(module for modules in _BY_FAMILY.values() for module in modules)),
+    by_family=_BY_FAMILY,
 )
 implements = INTERP.implements
 

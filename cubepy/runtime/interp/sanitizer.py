@@ -52,7 +52,7 @@ except ``report`` which works either way:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
@@ -186,17 +186,17 @@ class SharedSanitizer:
         epoch = self.plane_epoch[rows, planes]
         me = self._inst_id(inst)
         # the async_races tracker, once a barrier or TMA load ran
-        races = cast("AsyncRaces | None", ctx.extensions.get("tma.races"))
+        races = ctx.state.async_races
         if races is not None:
             races.accessed(ctx, inst, kind, lanes, rows, byte)
             races.seq += 1  # orders this access against later arrivals
         seq = races.seq if races is not None else 0
-        overwrite = ctx.extensions.get("check_shared_write") if kind != "read" else None  # wgmma_async
+        overwrite = ctx.state.check_shared_write if kind != "read" else None  # wgmma_async
         if overwrite is not None:
-            overwrite(ctx, inst, lanes, rows, byte)  # type: ignore[operator]
-        copies = ctx.extensions.get("async_copy.races")  # cp.async copies not yet waited for
+            overwrite(ctx, inst, lanes, rows, byte)
+        copies = ctx.state.async_copy_races  # cp.async copies not yet waited for
         if copies is not None:
-            copies.accessed(ctx, inst, kind, lanes, rows, byte)  # type: ignore[attr-defined]
+            copies.accessed(ctx, inst, kind, lanes, rows, byte)
         if kind == "read" and not self.written[rows, byte].all():
             bad = int(np.argmax(~self.written[rows, byte].all(axis=1)))
             report(

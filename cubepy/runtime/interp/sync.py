@@ -21,7 +21,6 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
-from cubepy.runtime.interp import async_races
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.values import PLANE_SIZE, Mask
@@ -29,6 +28,9 @@ from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 if TYPE_CHECKING:
     from cubepy.ir import Variable
     from cubepy.runtime.interp.executor import Chunk
+
+
+OP_FAMILIES = ("sync",)  # the IR op families handled here
 
 
 def _first_missing(here: np.ndarray, live: np.ndarray) -> tuple[int, int] | None:
@@ -53,10 +55,10 @@ class CubeBarrier:
 
 
 def _barrier(ctx: Chunk) -> CubeBarrier:
-    state = ctx.extensions.get("sync.cube")
+    state = ctx.state.cube_barrier
     if state is None:
-        state = ctx.extensions["sync.cube"] = CubeBarrier(ctx)
-    return state  # type: ignore[return-value]
+        state = ctx.state.cube_barrier = CubeBarrier(ctx)
+    return state
 
 
 def _release(ctx: Chunk, inst: Instruction, state: CubeBarrier, reduce: str | None) -> None:
@@ -97,12 +99,12 @@ def release_for_sanitizer(ctx: Chunk, cubes: np.ndarray) -> None:
     """The barrier ends the race-tracking interval of the released ``cubes`` (bool per chunk cube)."""
     if ctx.sanitizer is not None:
         ctx.sanitizer.sync_cube(cubes)
-        races = ctx.extensions.get(async_races.KEY)
+        races = ctx.state.async_races
         if races is not None:
-            races.cube_released(cubes, ctx.topology.units)  # type: ignore[attr-defined]
-        on_release = ctx.extensions.get("on_cube_release")  # wgmma_async: retired wgmma reads are ordered
+            races.cube_released(cubes, ctx.topology.units)
+        on_release = ctx.state.on_cube_release  # wgmma_async: retired wgmma reads are ordered
         if on_release is not None:
-            on_release(cubes)  # type: ignore[operator]
+            on_release(cubes)
 
 
 class CubeBarrierWait(Wait):

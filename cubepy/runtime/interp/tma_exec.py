@@ -56,9 +56,9 @@ if TYPE_CHECKING:
     _CopyOp = ops.TmaLoad | ops.TmaLoadIm2col | ops.TmaStore
     _Write = Callable[[np.ndarray], int]  # ``write(smem)``: a load's byte move, returning the bytes delivered
 
-_T = TypeVar("_T")
+OP_FAMILIES = ("tma",)  # the IR op families handled here
 
-_EXTENSION_KEY = "tma.barriers"
+_T = TypeVar("_T")
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
 
 
 def _state(ctx: Chunk, var: Variable) -> BarrierState:
-    states = cast("dict[int, BarrierState]", ctx.extensions.setdefault(_EXTENSION_KEY, {}))
+    states = ctx.state.mbarriers
     state = states.get(var.id)
     if state is None:
         state = states[var.id] = BarrierState.fresh(ctx.topology.cubes)
@@ -258,9 +258,9 @@ def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarr
     races = async_races.tracker(ctx)
     if races is not None and lanes.size:
         races.waited(var.id, lanes, state.phase[_cube_of(ctx, lanes)])
-        from cubepy.runtime.interp import cluster  # cluster imports this module
-
-        cluster.note_waited(ctx, lanes)
+        exits = ctx.state.peer_exits  # interp.cluster's peer accesses: the waiting cubes exit after them
+        if exits is not None:
+            exits.waited(ctx, lanes)
 
 
 def _write_tokens(ctx: Chunk, inst: Instruction, mask: Mask, lanes: np.ndarray, tokens: np.ndarray) -> None:
@@ -334,10 +334,10 @@ def _issue_loads(
         for cube in _destinations(ctx, inst, op, lane, issuer, state):
             if races is not None:
                 races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
-            overwrite = ctx.extensions.get("check_shared_write")  # a started wgmma may still read the bytes
+            overwrite = ctx.state.check_shared_write  # a started wgmma may still read the bytes
             if overwrite is not None:
                 span = np.arange(dst, dst + nbytes)[None, :]
-                overwrite(ctx, inst, np.array([lane]), np.full(span.shape, cube), span)  # type: ignore[operator]
+                overwrite(ctx, inst, np.array([lane]), np.full(span.shape, cube), span)
             write = copy(tm, lane, dst)
             land = _load_landing(ctx, inst, state, op.barrier, write, lane, arena[cube], cube, (dst, nbytes), not eager)
             if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence

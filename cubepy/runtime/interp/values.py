@@ -15,8 +15,9 @@ import numpy as np
 
 from cubepy.ir import Type, Variable, VarKind
 from cubepy.ir.types import ElemType
+from cubepy.ir.variable import PLANE_WIDTH
 
-PLANE_SIZE = 32
+PLANE_SIZE = PLANE_WIDTH
 
 U32 = np.dtype(np.uint32)
 

@@ -47,8 +47,8 @@ from cubepy.runtime.interp.values import PLANE_SIZE, Mask
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
 
-_NAMED_KEY = "warp.named_barriers"
-_IDLE_KEY = "warp.try_wait_idle"
+
+OP_FAMILIES = ("sync", "tma")  # the IR op families handled here
 
 
 class NamedBarrierTable:
@@ -111,10 +111,9 @@ class NamedBarrierWait(Wait):
 
 def named_barriers(ctx: Chunk) -> NamedBarrierTable:
     """The chunk's named-barrier table."""
-    table = ctx.extensions.get(_NAMED_KEY)
+    table = ctx.state.named_barriers
     if table is None:
-        table = ctx.extensions[_NAMED_KEY] = NamedBarrierTable(ctx.topology.cubes)
-    assert isinstance(table, NamedBarrierTable)
+        table = ctx.state.named_barriers = NamedBarrierTable(ctx.topology.cubes)
     return table
 
 
@@ -245,8 +244,7 @@ class TryWaitYield(Wait):
     def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """Everyone is stuck: let the lanes go on with their False once per barrier state (a second
         false test of this instruction with nothing changed in between is a spin nobody can end)."""
-        seen = ctx.extensions.setdefault(_IDLE_KEY, {})
-        assert isinstance(seen, dict)
+        seen = ctx.state.try_wait_idle
         ready = np.zeros_like(bits)
         for cube in np.unique(self.cubes[bits]).tolist():
             row = self.state.table[cube]

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
     from cubepy.runtime.interp.executor import Chunk
 
+OP_FAMILIES = ("wgmma",)  # the IR op families handled here
+
 SELF_REPORTING.add(ops.WgmmaDescriptor)  # it only takes an address: no shared byte is read or written
 SELF_REPORTING.add(ops.WgmmaMmaAsync)  # its reads are checked here (uninitialized bytes)
 
@@ -122,7 +124,7 @@ def mn_major_address(
 
 
 # -- warpgroup gathering -----------------------------------------------------------------------------------
-class _Arrivals:
+class WarpgroupArrivals:
     """Units of each warpgroup that reached a ``wgmma`` instruction and wait for the rest of it."""
 
     def __init__(self, ctx: Chunk) -> None:
@@ -134,7 +136,7 @@ class _Arrivals:
 class _WarpgroupWait(Wait):
     """Lanes waiting at a ``wgmma`` instruction until the last unit of their warpgroup arrives."""
 
-    def __init__(self, inst: Instruction, state: _Arrivals, body: Handler) -> None:
+    def __init__(self, inst: Instruction, state: WarpgroupArrivals, body: Handler) -> None:
         self.inst = inst
         self.state = state
         self.body = body
@@ -153,7 +155,7 @@ class _WarpgroupWait(Wait):
         return f"wgmma can never complete: {arrived} of the warpgroup's {WARPGROUP} units arrived, the others wait elsewhere"
 
 
-def _run_complete(ctx: Chunk, inst: Instruction, state: _Arrivals, body: Handler) -> np.ndarray:
+def _run_complete(ctx: Chunk, inst: Instruction, state: WarpgroupArrivals, body: Handler) -> np.ndarray:
     """Run ``inst`` for every warpgroup whose live units have all arrived; their lanes."""
     live = ~(ctx.returned | ctx.finished)
     arrived = state.arrived.reshape(-1, WARPGROUP)
@@ -181,10 +183,9 @@ def _gathered(body: Handler) -> Handler:
         if ctx.frees:  # one group holds every lane: the mask is the whole story
             body(ctx, inst, mask)
             return
-        state = ctx.extensions.get("wgmma.arrivals")
+        state = ctx.state.wgmma_arrivals
         if state is None:
-            state = ctx.extensions["wgmma.arrivals"] = _Arrivals(ctx)
-        assert isinstance(state, _Arrivals)
+            state = ctx.state.wgmma_arrivals = WarpgroupArrivals(ctx)
         if ctx.topology.units % WARPGROUP:
             _warpgroups(ctx, inst, mask)  # reports the cube shape
         state.arrived |= mask.bits

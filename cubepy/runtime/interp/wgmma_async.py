@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from cubepy.runtime.interp.memory import Value
     from cubepy.runtime.interp.values import Mask
 
-KEY = "wgmma"
-WRITE_HOOK = "check_shared_write"  # called by the sanitizer for every shared write of a unit, and by TMA loads
-RELEASE_HOOK = "on_cube_release"  # called at each sync_cube release (interp.sync)
 WARPGROUP = 128
 NOBODY = -1
 
@@ -95,16 +92,16 @@ class WgmmaState:
 
 def state(ctx: Chunk) -> WgmmaState:
     """The chunk's wgmma state, made on first use (with the sanitizer's hooks when it is on)."""
-    found = ctx.extensions.get(KEY)
+    found = ctx.state.wgmma
     if found is None:
-        found = ctx.extensions[KEY] = WgmmaState(ctx.lanes)
+        found = ctx.state.wgmma = WgmmaState(ctx.lanes)
         if ctx.launch.sanitize:
-            ctx.extensions["check_local_read"] = check_pending_read
-            ctx.extensions[WRITE_HOOK] = check_shared_write
+            ctx.state.check_local_read = check_pending_read
+            ctx.state.check_shared_write = check_shared_write  # the sanitizer's writes and TMA loads call it
             if int(np.prod(ctx.topology.cluster)) == 1:
                 found.retired = Retired(ctx)
-                ctx.extensions[RELEASE_HOOK] = found.retired.released
-    return found  # type: ignore[return-value]
+                ctx.state.on_cube_release = found.retired.released  # each sync_cube release (interp.sync)
+    return found
 
 
 def deliver(ctx: Chunk, entry: Started) -> None:
@@ -182,7 +179,7 @@ class Retired:
 
     def check_load(self, ctx: Chunk, inst: Instruction, lane: int, cube: int, byte: np.ndarray) -> None:
         """Report a TMA load by ``lane`` into ``byte`` of ``cube`` a retired wgmma read with no ordering; then forget."""
-        races = ctx.extensions.get(async_races.KEY)
+        races = ctx.state.async_races
         same_cube = lane // self.units == cube
         for group in range(self.seq.shape[1]):
             if same_cube and group == lane % self.units // WARPGROUP:
@@ -190,7 +187,7 @@ class Retired:
             read = self.seq[cube, group, byte]
             first = cube * self.units + group * WARPGROUP
             for seq in np.unique(read[read > 0]).tolist():  # one check per wait that retired a read here
-                if races is not None and _released(races, first, seq, lane):  # type: ignore[arg-type]
+                if races is not None and _released(races, first, seq, lane):
                     continue
                 at = int(byte[int(np.argmax(read == seq))])
                 wgmma, wait_inst = self.lines[int(self.which[cube, group, at])]
@@ -223,7 +220,7 @@ def _where(inst: Instruction | None) -> str:
 
 def check_shared_write(ctx: Chunk, inst: Instruction, lanes: np.ndarray, rows: np.ndarray, byte: np.ndarray) -> None:
     """Report a write of shared bytes ``(rows, byte)`` (one row per lane of ``lanes``) a started wgmma still reads."""
-    wgmma: WgmmaState | None = ctx.extensions.get(KEY)  # type: ignore[assignment]
+    wgmma = ctx.state.wgmma
     if wgmma is None:
         return
     is_load = inst.operation.__class__.__name__.startswith("Tma")
@@ -247,7 +244,8 @@ def check_shared_write(ctx: Chunk, inst: Instruction, lanes: np.ndarray, rows: n
 
 def check_pending_read(ctx: Chunk, inst: Instruction, var: Variable, index: Value, mask: Mask) -> None:
     """Report a read of an accumulator whose wgmma result is still in flight (sanitizer only)."""
-    wgmma: WgmmaState = ctx.extensions[KEY]  # type: ignore[assignment]
+    wgmma = ctx.state.wgmma
+    assert wgmma is not None  # the hook is set with the state
     for entry in wgmma.started:
         if entry.var.id != var.id:
             continue

@@ -12,6 +12,7 @@ from cubepy import testing
 from cubepy.autotune import autotune
 from cubepy.errors import CompileError, CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError, VerifyError
 from cubepy.frontend import *  # noqa: F403  (the kernel language: cube, f32, Array, builtins, math...)
+from cubepy.frontend.intrinsics import runtime as _intrinsics_runtime
 from cubepy.runtime.args import ArrayArg, ClusterDim, CubeCount, CubeDim, ScalarArg, TensorArg
 from cubepy.runtime.client import ComputeClient, client, runtimes
 from cubepy.runtime.client import client as _client_factory
@@ -88,7 +89,7 @@ def coverage(client: _typing.Any) -> "Coverage":
 
 # `import cubepy.runtime...` above bound the subpackage to the name `runtime`; the public `cp.runtime(x)`
 # (make a Python value a runtime variable) owns that name.  Submodules stay importable by path.
-runtime = _frontend.runtime
+runtime = _intrinsics_runtime
 
 __all__: list[str] = []
 __all__ += _frontend.__all__

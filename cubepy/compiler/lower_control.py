@@ -69,17 +69,14 @@ def _checked(body: Scope) -> bool:
     )
 
 
-# The operations whose lowering is a libdevice call or a long instruction sequence.
-_HEAVY = frozenset(
-    "exp log log1p sqrt rsqrt cbrt sin cos tan tanh erf asin acos atan sinh cosh asinh acosh atanh expm1 exp2 "
-    "exp10 log2 log10 erfc lgamma tgamma div powf atan2 hypot rhypot fmod remainder powi recip".split()
-)
+# Besides every operation whose record names a libdevice function: the IEEE-rounded sequences PTX expands.
+_LONG_SEQUENCES = frozenset({"div", "sqrt", "rsqrt", "recip"})
 
 
 def _heavy(body: Scope) -> bool:
+    """Whether ``body`` calls the math library or a long instruction sequence (worth predicating)."""
     return any(
-        getattr(inst.operation, "RECORD", None) is not None and inst.operation.RECORD.name in _HEAVY
-        for inst in walk(body)
+        bool(inst.operation.RECORD.libdevice) or inst.operation.RECORD.name in _LONG_SEQUENCES for inst in walk(body)
     )
 
 

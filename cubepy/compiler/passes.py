@@ -76,7 +76,7 @@ def _substitute(operation: ops.Operation, mapping: dict[_Key, Variable]) -> ops.
         if isinstance(value, Variable) and (value.kind, value.id) in mapping:
             if not (isinstance(operation, branch.RangeLoop) and field.name == "index"):
                 changes[field.name] = mapping[(value.kind, value.id)]
-        elif isinstance(value, tuple) and any(isinstance(v, Variable) for v in value):
+        elif isinstance(value, tuple) and any(isinstance(v, Variable) and (v.kind, v.id) in mapping for v in value):
             changes[field.name] = tuple(mapping.get((v.kind, v.id), v) if isinstance(v, Variable) else v for v in value)
     return attrs.evolve(operation, **changes) if changes else operation
 

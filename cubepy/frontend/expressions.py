@@ -26,30 +26,20 @@ from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 from cubepy.ir.ops import branch
 
-_PURE = (
-    irops.Unary,
-    irops.Binary,
-    irops.Compare,
-    irops.Cast,
-    irops.Bitcast,
-    irops.Select,
-    irops.Fma,
-    irops.Clamp,
-    irops.ExtractLane,
-    irops.Metadata,
-)
-
 
 def _is_pure(scope: ScopeBuilder) -> bool:
+    """Whether every instruction of ``scope`` may run where its branch is not taken: its record says it is pure
+    (an assign only of an immutable local; a read only a checked global one, which cannot fault)."""
     for inst in scope.instructions:
         operation = inst.operation
-        if isinstance(operation, _PURE):
-            continue
-        if isinstance(operation, irops.Assign) and inst.out is not None and inst.out.kind is VarKind.CONST:
-            continue
-        if isinstance(operation, irops.Index) and operation.checked and operation.memory.kind is VarKind.GLOBAL:
-            continue
-        return False
+        if isinstance(operation, irops.Assign):
+            if inst.out is None or inst.out.kind is not VarKind.CONST:
+                return False
+        elif isinstance(operation, irops.Index):
+            if not operation.checked or operation.memory.kind is not VarKind.GLOBAL:
+                return False
+        elif not operation.RECORD.pure:
+            return False
     return True
 
 

@@ -41,7 +41,6 @@ RECORD_FUNCTIONS: tuple[str, ...] = tuple(
 )
 for _name in RECORD_FUNCTIONS:
     globals()[_name] = _unary(_name, irops.lookup(_name).RECORD.doc)
-__all__ = list(RECORD_FUNCTIONS)
 
 
 def _int_unary(op: str, doc: str) -> Callable[[Any], Any]:
@@ -272,3 +271,18 @@ def bitcast(value: Any, elem: Any) -> ExpandElement:
     if target.size != x.type.size:
         source.fail(f"bitcast from {x.type!r} to {target!r} changes the size")
     return operations.emit(irops.Bitcast(x.var), target)
+
+
+# Every public function of this module is part of the kernel language (``cubepy`` re-exports ``__all__``): an
+# intrinsic is exported by being defined here.
+__all__ = [
+    *RECORD_FUNCTIONS,
+    *(
+        name
+        for name, value in list(globals().items())
+        if not name.startswith("_")
+        and name not in RECORD_FUNCTIONS
+        and callable(value)
+        and getattr(value, "__module__", None) == __name__
+    ),
+]

@@ -60,22 +60,11 @@ _Key = tuple[VarKind, int]
 # A lane-local loop body past this many instructions is not split: its copy costs more code than its checks
 # (one compare folded into each access's predicate on the GPU).  A tile loop with ``sync_cube`` always is.
 LANE_SPLIT_LIMIT = 32
-# Operations a split loop body may hold: lane-local, nothing another unit can see the split through.
-_LANE_LOCAL = (
-    ops.Unary,
-    ops.Binary,
-    ops.Compare,
-    ops.Fma,
-    ops.Clamp,
-    ops.Select,
-    ops.Cast,
-    ops.Bitcast,
-    ops.Assign,
-    ops.Index,
+# Operations a split loop body may hold besides the pure ones (their records say so): lane-local writes and
+# control flow, nothing another unit can see the split through.
+_LANE_LOCAL_EFFECTS = (
     ops.IndexAssign,
-    ops.ExtractLane,
     ops.InsertLane,
-    ops.Metadata,
     branch.If,
     branch.IfElse,
     branch.Switch,
@@ -85,6 +74,11 @@ _LANE_LOCAL = (
     branch.Continue,
     branch.Return,
 )
+
+
+def _lane_local(operation: ops.Operation) -> bool:
+    """Whether ``operation`` touches only its own unit's values and memory accesses."""
+    return operation.RECORD.pure or isinstance(operation, _LANE_LOCAL_EFFECTS)
 
 
 def version_loops(definition: KernelDefinition) -> KernelDefinition:
@@ -191,9 +185,9 @@ def _eligible(loop: branch.RangeLoop, inside: set[_Key]) -> str | None:
     nested = (branch.RangeLoop, branch.Loop, branch.Break)
     if any(isinstance(op, nested) for op in body):
         return None
-    if all(isinstance(op, _LANE_LOCAL) for op in body):
+    if all(_lane_local(op) for op in body):
         return "lane"
-    if all(isinstance(op, (*_LANE_LOCAL, ops.SyncCube)) for op in body):
+    if all(_lane_local(op) or isinstance(op, ops.SyncCube) for op in body):
         return "cube"
     return None
 

@@ -54,7 +54,9 @@ def job(i):
         barrier.wait()
         launch(client, i)
     except BaseException as e:
-        errors.append(f"thread {i}: {type(e).__name__}: {e}")
+        import traceback
+
+        errors.append(f"thread {i}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
 
 
 threads = [threading.Thread(target=job, args=(i,)) for i in range(8)]

@@ -32,6 +32,9 @@ cube.  ``params`` is the parameter block the cuda runtime packs (``cubepy.compil
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
@@ -72,9 +75,10 @@ from cubepy.ir.ops import OpTable
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from cubepy.compiler.lower import KernelLowering
+    from cubepy.compiler.lower import KernelLowering, Lowering
     from cubepy.compiler.targets.host_fission import CubeLoops
     from cubepy.ir import Instruction, KernelDefinition, Scope, Variable
+    from cubepy.ir.ops import Operation
 
 UNSUPPORTED: dict[type, str] = {
     # Peers exist only in a cluster launch, which the cpu runtime refuses (CpuBackend.run).
@@ -95,11 +99,8 @@ class HostOpTable(OpTable):
     def _fill(self) -> None:
         """Copy the LLVM lowering's implementations and declare the host's unsupported operations."""
         from cubepy.compiler.lower import LLVM
-        from cubepy.compiler.targets.host_async import HOST_LOWERINGS
-        from cubepy.compiler.targets.host_async_copy import HOST_ASYNC_COPY_LOWERINGS
-        from cubepy.compiler.targets.host_mma import HOST_MMA_LOWERINGS
 
-        host_lowerings = {**HOST_LOWERINGS, **HOST_MMA_LOWERINGS, **HOST_ASYNC_COPY_LOWERINGS}
+        host_lowerings = _host_lowerings()
         for cls, implementation in LLVM.load().implementations.items():
             if cls in host_lowerings:
                 self.implementations[cls] = host_lowerings[cls]
@@ -109,6 +110,17 @@ class HostOpTable(OpTable):
                 self.implementations[cls] = implementation
         for cls, reason in LLVM.unsupported_reasons.items():
             self.unsupported_reasons.setdefault(cls, reason)
+
+
+def _host_lowerings() -> dict[type[Operation], Lowering]:
+    """The operations the host lowers its own way: the ``HOST_LOWERINGS`` table of every ``host_*`` module of
+    this package (a new one is found without being listed)."""
+    found: dict[type[Operation], Lowering] = {}
+    for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda info: info.name):
+        if info.name.startswith("host_"):
+            module = importlib.import_module(f"{__package__}.{info.name}")
+            found.update(getattr(module, "HOST_LOWERINGS", {}))
+    return found
 
 
 CPU = HostOpTable("cpu", modules=("cubepy.compiler.lower",))

@@ -44,7 +44,7 @@ def lower_group_noop(lw: KernelLowering, inst: Instruction) -> None:
     """Copies completed at issue: nothing to commit or wait for."""
 
 
-HOST_ASYNC_COPY_LOWERINGS = {
+HOST_LOWERINGS = {
     ops.AsyncCopy: lower_async_copy,
     ops.AsyncCommitGroup: lower_group_noop,
     ops.AsyncWaitGroup: lower_group_noop,

@@ -137,7 +137,7 @@ def _nothing(lw: KernelLowering, inst: Instruction) -> None:
     """wgmma fence, commit and wait: results are visible when computed, so there is nothing to order."""
 
 
-HOST_MMA_LOWERINGS = {
+HOST_LOWERINGS = {
     ops.WgmmaDescriptor: lower_descriptor_bits,
     ops.WgmmaMmaAsync: lower_wgmma_mma_async,
     ops.WgmmaFence: _nothing,

@@ -56,7 +56,7 @@ def job(i):
     except BaseException as e:
         import traceback
 
-        errors.append(f"thread {i}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        errors.append(f"thread {i}: {type(e).__name__}: {e}\\n{traceback.format_exc()}")
 
 
 threads = [threading.Thread(target=job, args=(i,)) for i in range(8)]

@@ -4,11 +4,11 @@
 in groups, one numpy operation per instruction over a group (``executor``, ``groups``, ``control``); the
 schedule (``schedule``: lockstep by default, random or adversarial) decides how groups interleave and
 when TMA copies land.  Each IR op family has its handler module (``arith``, ``memory``, ``atomic``,
-``plane``, ``sync``, ``tma_exec``, ``printing``...) registered in ``registry``.
+``plane``, ``sync``, ``tma_exec``, ``printing``...), found by ``registry`` (each declares its ``OP_FAMILIES``)
+and imported on the first lookup of one of its families.
 """
 
 from cubepy.errors import InterpreterError
-from cubepy.runtime.interp import arith, atomic, cmma, memory, plane, sync, tma_exec  # noqa: F401  (register handlers)
 from cubepy.runtime.interp.executor import LaneCounter, counting, run
 
 __all__ = ["InterpreterError", "LaneCounter", "counting", "run"]

@@ -118,7 +118,7 @@ def compile_definition(
     start = time.perf_counter()
     input_text = format_kernel(definition)
     verify(definition)
-    definition, dumps = run_passes(definition)
+    definition, dumps = run_passes(definition, dumps=True)
     timings["passes"] = time.perf_counter() - start
 
     start = time.perf_counter()

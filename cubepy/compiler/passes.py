@@ -16,7 +16,7 @@
 * ``plane_uniform``: plane collectives the whole plane always reaches together get ``uniform=True``
   (``cubepy.ir.uniformity``); the GPU lowering then drops their active-mask test.
 
-``run_passes`` runs them in order and returns the text after each, for numbered dumps.
+``run_passes`` runs them in order and, when asked, returns the text after each, for numbered dumps.
 """
 
 from __future__ import annotations
@@ -241,15 +241,22 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
 )
 
 
-def run_passes(definition: KernelDefinition, *, check: bool = True) -> tuple[KernelDefinition, list[tuple[str, str]]]:
-    """Run the pipeline; returns the final definition and ``(pass_name, IR text after it)`` per pass.
+def run_passes(
+    definition: KernelDefinition, *, check: bool = True, dumps: bool = False
+) -> tuple[KernelDefinition, list[tuple[str, str]]]:
+    """Run the pipeline; returns the final definition and, with ``dumps``, ``(pass_name, IR text after it)`` per
+    pass (an empty list otherwise: printing a large kernel six times costs more than the passes).
 
-    With ``check`` the verifier runs after every pass, so a broken pass is named at once.
+    With ``check`` the verifier runs on the result; with ``dumps`` too after every pass, so a broken pass is
+    named at once (the PTX path, which keeps the dumps, does).
     """
-    dumps: list[tuple[str, str]] = []
+    texts: list[tuple[str, str]] = []
     for name, run in PIPELINE:
         definition = run(definition)
-        if check:
-            verify(definition)
-        dumps.append((name, format_kernel(definition)))
-    return definition, dumps
+        if dumps:
+            if check:
+                verify(definition)
+            texts.append((name, format_kernel(definition)))
+    if check and not dumps:
+        verify(definition)
+    return definition, texts

@@ -237,7 +237,7 @@ def test_fold_constants_substitutes_branch_operands():
 
 # -- the pipeline ------------------------------------------------------------------------------------------
 def test_run_passes_dumps_after_each_pass_in_order():
-    definition, dumps = run_passes(vector_add(F32, 4, checked=True))
+    definition, dumps = run_passes(vector_add(F32, 4, checked=True), dumps=True)
     assert (
         [name for name, _ in dumps]
         == [name for name, _ in PIPELINE]
@@ -246,3 +246,4 @@ def test_run_passes_dumps_after_each_pass_in_order():
     assert dumps[-1][1] == format_kernel(definition)
     assert "checked=True" in dumps[0][1]
     assert USER_FILE.rsplit("/", 1)[-1] in dumps[-1][1]
+    assert run_passes(vector_add(F32, 4, checked=True))[1] == []  # no text unless asked for

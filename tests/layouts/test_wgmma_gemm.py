@@ -49,7 +49,7 @@ def test_half_precision_outputs(client, out_dtype, key):
     [
         {"schedule": "random", "seed": 1},
         pytest.param({"schedule": "random", "seed": 2}, marks=pytest.mark.slow),  # a second seed: the slow tier
-        {"schedule": "adversarial"},
+        pytest.param({"schedule": "adversarial"}, marks=pytest.mark.slow),  # the random one covers the default suite
     ],
     ids=["random:1", "random:2", "adversarial"],
 )

@@ -223,6 +223,7 @@ def _nodes(node: fz.Node):
         yield from _nodes(arg)
 
 
+@pytest.mark.slow  # a check of the generator itself, 1000 draws (CI's fuzzer step runs it too)
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_sin_and_cos_are_never_drawn_of_an_inexact_argument(data):

@@ -92,10 +92,20 @@ def cpu():
         ((1, 2, 70), 90, 64, np.float16, False, AttentionConfig(block_m=64, block_n=64)),
         # a 2-stage ring of 32-key blocks: the producer waits on `empty` in its second round
         ((1, 2, 70), 90, 64, ml_dtypes.bfloat16, True, AttentionConfig(block_m=64, block_n=32, stages=2)),
-        # two consumer warpgroups (block_m 128), 64-key blocks, more queries than keys
-        ((1, 1, 130), 100, 64, np.float16, True, AttentionConfig(block_m=128, block_n=64)),
-        # head_dim 128: two TMA boxes per tile
-        ((1, 1, 70), 100, 128, ml_dtypes.bfloat16, False, AttentionConfig(block_m=64, block_n=32)),
+        # two consumer warpgroups (block_m 128), 64-key blocks, more queries than keys (seconds: the slow tier)
+        pytest.param(
+            (1, 1, 130), 100, 64, np.float16, True, AttentionConfig(block_m=128, block_n=64), marks=pytest.mark.slow
+        ),
+        # head_dim 128: two TMA boxes per tile (seconds: the slow tier)
+        pytest.param(
+            (1, 1, 70),
+            100,
+            128,
+            ml_dtypes.bfloat16,
+            False,
+            AttentionConfig(block_m=64, block_n=32),
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_ragged_on_interp_and_cpu(interp, cpu, shape_q, seq_k, head_dim, dtype, causal, config):

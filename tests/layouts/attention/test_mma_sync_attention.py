@@ -54,8 +54,9 @@ def interp():
         (64, np.float16, False),
         (64, np.float16, True),
         (64, ml_dtypes.bfloat16, True),
-        (128, ml_dtypes.bfloat16, False),
-        (128, np.float16, True),
+        # head_dim 128 doubles every tile: seconds each on the interp, so the slow tier runs them
+        pytest.param(128, ml_dtypes.bfloat16, False, marks=pytest.mark.slow),
+        pytest.param(128, np.float16, True, marks=pytest.mark.slow),
     ],
 )
 def test_interp_ragged_against_the_oracle(interp, head_dim, dtype, causal):

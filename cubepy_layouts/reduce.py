@@ -62,14 +62,13 @@ def _cube_reduce(x, op):
         slots[PLANE_POS] = partial
     cp.sync_cube()
     planes = (CUBE_DIM + (PLANE_WIDTH - 1)) // PLANE_WIDTH
-    total = partial
     if planes & (planes - 1) == 0 and CUBE_DIM % PLANE_WIDTH == 0:
         # Whole planes, a power of two of them (the cube shape is compiled in, so this test and the ones below
         # fold away): lane i reads slot i % planes, so every aligned group of ``planes`` lanes holds each slot
         # once, and a butterfly over offsets below ``planes`` gives every lane the total in log2(planes)
         # steps.  (A partial plane lacks the lanes some butterflies read.)
         total = slots[UNIT_POS_PLANE & (planes - 1)]
-        for bit in cp.unroll(range(5)):
+        for bit in cp.unroll(range(PLANE_WIDTH.bit_length() - 1)):  # offsets 1, 2, 4, 8, 16 at most
             if (1 << bit) < planes:
                 total = _combine(total, cp.plane_shuffle_xor(total, 1 << bit), op)
     else:

@@ -20,8 +20,6 @@ from cubepy.ir.variable import PLANE_WIDTH
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
 
-PLANE_SIZE = PLANE_WIDTH
-
 
 def sreg(lw: KernelLowering, name: str) -> ir.Value:
     """Read the PTX special register ``%name`` (``tid.x``, ``laneid``) as i32 (the target provides it)."""
@@ -80,10 +78,10 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
         grid_y = mul(sreg(lw, "nctaid.y"), const(dims["y"]))
         return flat(absolute("x"), absolute("y"), absolute("z"), grid_x, grid_y)
     if name == "plane_dim":
-        return const(PLANE_SIZE)
+        return const(PLANE_WIDTH)
     if name == "unit_pos_plane":
         return sreg(lw, "laneid")
     if name == "plane_pos":
         unit_pos = flat(*(sreg(lw, f"tid.{a}") for a in "xyz"), const(dims["x"]), const(dims["y"]))  # type: ignore[call-arg]  # x, y, z
-        return b.udiv(unit_pos, const(PLANE_SIZE))
+        return b.udiv(unit_pos, const(PLANE_WIDTH))
     raise CompileError(f"unknown builtin {name!r}")

@@ -15,7 +15,6 @@ from typing import Any
 
 import attrs
 
-from cubepy.compiler.builtins import PLANE_SIZE
 from cubepy.compiler.llvm_process import (
     LLVM_LOCK,
     binding,
@@ -32,6 +31,7 @@ from cubepy.compiler.targets.host_abi import DRIVER_NAME
 from cubepy.compiler.targets.host_async import HOST_OP_SYMBOL, HostCall
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, verify
+from cubepy.ir.variable import PLANE_WIDTH
 
 # C symbols compiled host code may call; MCJIT resolves them in this process (libc/libm are loaded).
 # Every libdevice function the lowering calls has a C library twin (rhypot is composed from hypot).
@@ -168,7 +168,7 @@ def compile_host(
         object_code=bytes.fromhex(obj_hex),
         coroutine=target.coroutine,
         units=units,
-        padded_units=-(-units // PLANE_SIZE) * PLANE_SIZE,
+        padded_units=-(-units // PLANE_WIDTH) * PLANE_WIDTH,
         shared_bytes=target.shared_bytes,
         llvm=text,
         llvm_opt=optimized,

@@ -223,7 +223,6 @@ class KernelLowering:
             self.params[(VarKind.SCALAR, param.var.id)] = self.from_memory(arg, param.var.type)
 
     def _read_builtins(self) -> None:
-
         used = sorted(
             {
                 cast(str, var.name)  # builtins are named

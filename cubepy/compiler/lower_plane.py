@@ -23,11 +23,11 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.builtins import PLANE_SIZE as PLANE_SIZE
 from cubepy.compiler.builtins import sreg
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers
 from cubepy.compiler.lower_arith import binary, map_lanes
 from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
+from cubepy.ir.variable import PLANE_WIDTH
 
 FULL_MASK = ir.Constant(lt.I32, -1)
 
@@ -119,12 +119,12 @@ def full_plane_lanes(
     acc = list(values)
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
-            acc = [_combine(lw, kind, acc[lane], acc[lane ^ offset], elem) for lane in range(PLANE_SIZE)]
+            acc = [_combine(lw, kind, acc[lane], acc[lane ^ offset], elem) for lane in range(PLANE_WIDTH)]
         return acc
     for offset in (1, 2, 4, 8, 16):
         acc = [
             _combine(lw, kind, acc[lane], acc[lane - offset], elem) if lane >= offset else acc[lane]
-            for lane in range(PLANE_SIZE)
+            for lane in range(PLANE_WIDTH)
         ]
     if scan == "exclusive":
         acc = [_identity(kind, elem, values[0].type), *acc[:-1]]
@@ -275,9 +275,9 @@ def source_lane(b: ir.IRBuilder, mode: str, lane: ir.Value, arg: ir.Value) -> ir
     """The lane ``shfl.sync.<mode>`` reads for ``lane`` (i32) with source or offset ``arg`` (u32): ``idx`` reads
     ``arg & 31``; ``up``/``down``/``bfly`` read ``lane - arg``/``lane + arg``/``lane ^ arg``, or ``lane``
     itself when that falls outside the plane (the interp's rule, and PTX's with the whole plane one segment)."""
-    plane = ir.Constant(lt.I32, PLANE_SIZE)
+    plane = ir.Constant(lt.I32, PLANE_WIDTH)
     if mode == "idx":
-        return b.and_(arg, ir.Constant(lt.I32, PLANE_SIZE - 1))
+        return b.and_(arg, ir.Constant(lt.I32, PLANE_WIDTH - 1))
     if mode == "up":
         source, valid = b.sub(lane, arg), b.icmp_unsigned(">=", lane, arg)
     elif mode == "down":
@@ -327,9 +327,9 @@ def exchange_lanes(
         result = vote_from_ballot(b, kind, ballot, FULL_MASK)
         if kind == "ballot" and inst.out is not None and inst.out.type.is_line:  # CubeCL's four words: ballot, zeros
             result = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), result, ir.Constant(lt.I32, 0))
-        return [result] * PLANE_SIZE
+        return [result] * PLANE_WIDTH
     assert args is not None
-    array_t = ir.ArrayType(values[0].type, PLANE_SIZE)
+    array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
     scratch = lw.alloca(array_t, "plane_values")
     zero = ir.Constant(lt.I32, 0)
     for lane, value in enumerate(values):

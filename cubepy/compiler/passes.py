@@ -3,12 +3,13 @@
 * ``checked_io``: in a checked kernel, every ``index``/``index_assign`` is bounds-checked.  The
   frontend normally marks them already (then this is a no-op); this is the documented place where
   the launch mode becomes per-access flags.
-* ``fold_constants``: the cube shape (``cube_dim*``, compiled in) and ``plane_dim`` are literals; every operation whose record is ``foldable`` (exact ones: integer and bit operations,
-  comparisons, casts, ``+ - * /``, ``sqrt``, rounding, ``fma``, ``clamp``; and ``assign``) of literal operands
-  becomes a literal, evaluated by the record's semantics through ``cubepy.ir.semantics.evaluate``, the
-  interp's own implementation (wrapping integers, CUDA's division by zero, saturating float -> int casts,
-  f32 rounding).  f16/bf16 and transcendental operations are left alone.  An ``if`` whose condition became a
-  literal is replaced by the body that runs.
+* ``fold_constants``: the cube shape (``cube_dim*``, compiled in) and ``plane_dim`` are literals; every
+  operation whose record is ``foldable`` (exact ones: integer and bit operations, comparisons, casts,
+  ``+ - * /``, ``sqrt``, rounding, ``fma``, ``clamp``; and ``assign``) of literal operands becomes a literal,
+  evaluated by the record's semantics through ``cubepy.ir.semantics.evaluate``, the interp's own
+  implementation (wrapping integers, CUDA's division by zero, saturating float -> int casts, f32 rounding).
+  f16/bf16 and transcendental operations are left alone.  An ``if`` whose condition became a literal is
+  replaced by the body that runs.
 * ``contract``: when the kernel asks for it (the default), one-use ``a * b`` feeding an ``add``/``sub``
   becomes one ``fma`` (``cubepy.ir.contract``).
 * ``dead_code``: instructions whose record is ``pure`` and whose immutable result is never read are

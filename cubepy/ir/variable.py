@@ -29,10 +29,10 @@ class VarKind(enum.Enum):
     BARRIER = "barrier"  # an mbarrier in shared memory
 
 
-# Builtin names and their element type (all u32), in CubeCL's vocabulary.
 # Units per plane on every runtime: what ``plane_dim`` reads (a CUDA warp).
 PLANE_WIDTH = 32
 
+# Builtin names and their element type (all u32), in CubeCL's vocabulary.
 BUILTINS: tuple[str, ...] = (
     "absolute_pos",
     "absolute_pos_x",

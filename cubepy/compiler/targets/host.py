@@ -41,7 +41,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.builtins import PLANE_SIZE, read_builtin
+from cubepy.compiler.builtins import read_builtin
 from cubepy.compiler.targets.host_abi import (  # the cube context's layout and where memories live
     CTX_AXIS_BYTES,
     CTX_FAULT,
@@ -66,11 +66,12 @@ from cubepy.compiler.targets.host_suspend import (  # where units wait, and the 
     TOKEN,
     TOKEN_NONE,
     HostSuspensions,
-    _waits_only_at_split_points,
     suspension_kinds,
+    waits_only_at_split_points,
 )
 from cubepy.ir import ElemType, VarKind, ops
 from cubepy.ir.ops import OpTable
+from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -164,7 +165,7 @@ class HostTarget(HostSuspensions):
         from cubepy.compiler.targets.host_fission_plan import plan_fission
 
         # A kernel whose barriers all sit in cube-uniform control runs its units in loops between them.
-        self.fission = plan_fission(definition) if _waits_only_at_split_points(definition) else None
+        self.fission = plan_fission(definition) if waits_only_at_split_points(definition) else None
         if self.fission is not None:
             self.suspends = frozenset()
         self.coroutine = bool(self.suspends)
@@ -324,8 +325,8 @@ class HostTarget(HostSuspensions):
     def _set_unit(self, b: ir.IRBuilder, unit: ir.Value) -> None:
         """What follows runs as unit ``unit``: its lane and its plane's first unit."""
         self.unit = unit
-        self.lane = b.and_(unit, ir.Constant(I32, PLANE_SIZE - 1), name="lane")
-        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE_SIZE - 1)), name="plane_base")
+        self.lane = b.and_(unit, ir.Constant(I32, PLANE_WIDTH - 1), name="lane")
+        self.plane_base = b.and_(unit, ir.Constant(I32, ~(PLANE_WIDTH - 1)), name="plane_base")
 
     def frame(self, lw: KernelLowering) -> ir.Value:
         """The per-unit frame of a whole cube's function (its ``noalias`` argument)."""

@@ -16,7 +16,6 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.builtins import PLANE_SIZE
 from cubepy.compiler.targets.host_abi import (
     AT_BARRIER,
     AT_MBARRIER,
@@ -40,6 +39,7 @@ from cubepy.compiler.targets.host_abi import (
     frame_allocator,
 )
 from cubepy.ir import KernelDefinition, ops, walk
+from cubepy.ir.variable import PLANE_WIDTH
 
 _REDUCING = (ops.SyncCubeCount, ops.SyncCubeAnd, ops.SyncCubeOr)  # barriers whose units get a reduction
 
@@ -406,7 +406,7 @@ def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
 
     e.loop(_const(0), _const(units), resume)
     progress = e.var(I1, _const(0, I1), "progress")
-    planes = -(-units // PLANE_SIZE)
+    planes = -(-units // PLANE_WIDTH)
     # A plane with units waiting at an mbarrier (or a wgmma) is released only when polling the waiters frees
     # nothing: those units may be on the same path as the ones at the plane operation, only behind them (the
     # last unit to arrive at a barrier, or the warpgroup's last unit at a wgmma, which runs the product, goes on
@@ -415,10 +415,10 @@ def _schedule(run: _CubeRun, suspends: frozenset[str]) -> None:
     defer = "mbarrier" in suspends
 
     def release_plane(plane: ir.Value, deferring: bool) -> None:
-        base = b.mul(plane, _const(PLANE_SIZE))
+        base = b.mul(plane, _const(PLANE_WIDTH))
         end = b.select(
-            b.icmp_signed("<", b.add(base, _const(PLANE_SIZE)), _const(units)),
-            b.add(base, _const(PLANE_SIZE)),
+            b.icmp_signed("<", b.add(base, _const(PLANE_WIDTH)), _const(units)),
+            b.add(base, _const(PLANE_WIDTH)),
             _const(units),
         )
         if deferring:

@@ -53,11 +53,12 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import as_u32
 from cubepy.compiler.lower_control import _loop_test, hint_vectorize
-from cubepy.compiler.lower_plane import EXCHANGES, PLANE_SIZE, exchange_lanes, plane_reduction_lanes
+from cubepy.compiler.lower_plane import EXCHANGES, exchange_lanes, plane_reduction_lanes
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Scope
+from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -182,8 +183,8 @@ class CubeLoops:
         def plane(index: ir.Value) -> None:
             b = lw.builder
             values, args, units = [], [], []
-            for lane in range(PLANE_SIZE):
-                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_SIZE)), ir.Constant(I32, lane))
+            for lane in range(PLANE_WIDTH):
+                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
                 self.unit = unit
                 self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
                 if operand is not None:
@@ -192,7 +193,7 @@ class CubeLoops:
                     args.append(as_u32(lw, lw.value(offset), offset))
                 units.append(unit)
             if isinstance(op, ops.PlaneElect):  # the whole plane is there: its lowest lane is elected
-                results = [ir.Constant(lt.I1, lane == 0) for lane in range(PLANE_SIZE)]
+                results = [ir.Constant(lt.I1, lane == 0) for lane in range(PLANE_WIDTH)]
             elif isinstance(op, EXCHANGES):
                 results = exchange_lanes(lw, inst, values, args if offset is not None else None)
             else:
@@ -203,7 +204,7 @@ class CubeLoops:
 
         if lw.debug is not None:
             lw.builder.debug_metadata = lw.debug.location(inst.loc)
-        self._counted(self.units // PLANE_SIZE, "plane", plane)
+        self._counted(self.units // PLANE_WIDTH, "plane", plane)
 
     def _each_unit(self, stretch: list[Instruction]) -> None:
         """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.builtins import PLANE_SIZE
 from cubepy.compiler.targets.host_abi import AT_BARRIER, AT_MBARRIER, AT_PLANE, CTX_EPOCH
 from cubepy.ir import ops, walk
+from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -69,7 +69,7 @@ def suspension_kinds(definition: KernelDefinition) -> frozenset[str]:
     return frozenset(kind for kind, waits in _WAITS.items() if any(issubclass(cls, waits) for cls in found))
 
 
-def _waits_only_at_split_points(definition: KernelDefinition) -> bool:
+def waits_only_at_split_points(definition: KernelDefinition) -> bool:
     """Whether every operation a unit waits at is a barrier or a plane collective (``host_fission`` decides
     which of those it can split at): no mbarrier, tensor-core collective or reducing barrier."""
     waits = tuple(cls for group in _WAITS.values() for cls in group)
@@ -152,7 +152,7 @@ class HostSuspensions:
         self._exchange(lw, word)
         lane = self.lane
         source = source_lane(b, mode, lane, arg)
-        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE_SIZE - 1))), lt.I1)
+        in_mask = b.trunc(b.lshr(mask, b.and_(source, ir.Constant(I32, PLANE_WIDTH - 1))), lt.I1)
         source = b.select(in_mask, source, lane)
         own = b.load(self.publish, typ=I64)
         moved = self._partner(lw, source)
@@ -165,7 +165,7 @@ class HostSuspensions:
         b = lw.builder
         self._exchange(lw, b.zext(predicate, I32))
         ballot = ir.Constant(I32, 0)
-        for lane in range(PLANE_SIZE):
+        for lane in range(PLANE_WIDTH):
             bit = b.icmp_unsigned("!=", self._partner(lw, ir.Constant(I32, lane)), ir.Constant(I32, 0))
             ballot = b.or_(ballot, b.shl(b.zext(bit, I32), ir.Constant(I32, lane)))
         return vote_from_ballot(b, kind, ballot, mask)
@@ -177,7 +177,7 @@ class HostSuspensions:
         b.store(wide, self.publish)
         self._suspend(lw, AT_PLANE)
         same = ir.Constant(I32, 0)
-        for lane in range(PLANE_SIZE):
+        for lane in range(PLANE_WIDTH):
             index = b.zext(b.add(self.plane_base, ir.Constant(I32, lane)), I64)
             partner = b.load(b.gep(self.snapshot, [index], source_etype=I64), typ=I64)
             bit = b.zext(b.icmp_unsigned("==", partner, wide), I32)

@@ -24,9 +24,10 @@ import numpy as np
 from cubepy.errors import SanitizerKind
 from cubepy.ir import VarKind, ops, walk
 from cubepy.ir.ops.wgmma import WARPGROUP
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp import cmma, wgmma
 from cubepy.runtime.interp.mma import ROWS, lane_elements, mma_result
-from cubepy.runtime.interp.values import PLANE_SIZE, numpy_dtype
+from cubepy.runtime.interp.values import numpy_dtype
 
 if TYPE_CHECKING:
     from cubepy.compiler.targets.host_async import HostCall
@@ -92,7 +93,7 @@ def operation_of(record: LaunchRecord, call: HostCall) -> Any:  # the operation 
 
 
 def _plane_fragments(
-    operands: dict[int, list[int]], position: int, var: Variable, units: int = PLANE_SIZE
+    operands: dict[int, list[int]], position: int, var: Variable, units: int = PLANE_WIDTH
 ) -> np.ndarray:
     """The ``units`` fragments of ``var`` (published at ``position``) of a plane or warpgroup, ``(units, slots)``."""
     return np.stack([_fragment(operands[lane][position], var) for lane in range(units)])
@@ -108,8 +109,8 @@ def _run_cmma_execute(operation: ops.CmmaExecute, operands: dict[int, list[int]]
 
 def _store_matrix(operands: dict[int, list[int]], position: int, var: Variable, matrix: np.ndarray) -> None:
     """Write a plane's 16x16 ``matrix`` into its 32 fragments of ``var``, in the emulation's element order."""
-    slots = matrix.reshape(PLANE_SIZE, cmma.SLOTS).astype(numpy_dtype(var.elem))
-    for lane in range(PLANE_SIZE):
+    slots = matrix.reshape(PLANE_WIDTH, cmma.SLOTS).astype(numpy_dtype(var.elem))
+    for lane in range(PLANE_WIDTH):
         _fragment(operands[lane][position], var)[: cmma.SLOTS] = slots[lane]
 
 
@@ -125,7 +126,7 @@ def _run_cmma_tile(
     base, length, offset, stride, _ = operands[0]
     index = cmma.tile_index(np.array([offset], np.int64), np.array([stride], np.int64), call.mode)[0]
     if ((index < 0) | (index >= length)).any():
-        first = unit - unit % PLANE_SIZE  # the plane's first unit speaks for it, as on the interp
+        first = unit - unit % PLANE_WIDTH  # the plane's first unit speaks for it, as on the interp
         _error(
             record,
             cube,
@@ -147,7 +148,7 @@ def _run_cmma_tile(
 
 def _run_mma(operation: ops.MmaSync, operands: dict[int, list[int]]) -> None:
     shape = ops.mma_shape(operation.shape)
-    lanes = range(PLANE_SIZE)
+    lanes = range(PLANE_WIDTH)
     a, b, c = (_plane_fragments(operands, i, var) for i, var in enumerate((operation.a, operation.b, operation.c)))
     d = mma_result(shape, a, b, c)
     for lane in lanes:
@@ -163,7 +164,7 @@ def _run_matrix_move(
     operands: dict[int, list[int]],
 ) -> bool:
     count, trans = call.rank, call.mode == "trans"
-    offsets = np.array([operands[lane][0] for lane in range(PLANE_SIZE)], dtype=np.int64)
+    offsets = np.array([operands[lane][0] for lane in range(PLANE_WIDTH)], dtype=np.int64)
     used = offsets[: ROWS * count]
     start = call.smem_offset
     if ((used < 0) | (used + ROWS > call.smem_capacity)).any():
@@ -181,7 +182,7 @@ def _run_matrix_move(
     items = _shared_items(record, cube, call, dtype)
     matrix, row, col = lane_elements(count, trans)
     index = offsets[matrix * ROWS + row] + col  # (32, 2 count)
-    for lane in range(PLANE_SIZE):
+    for lane in range(PLANE_WIDTH):
         fragment = _fragment(operands[lane][1], fragment_var)
         if call.kind == "ldmatrix":
             fragment[:] = items[index[lane]]
@@ -251,7 +252,7 @@ def host_plane_op(record: LaunchRecord, cube: int, unit: int, call: HostCall, op
     batches: PlaneBatches = record.plane_batches
     if call.kind == "wgmma_wait":
         return int(operands[0] in batches.finished)
-    size = WARPGROUP if call.kind == "wgmma" else PLANE_SIZE
+    size = WARPGROUP if call.kind == "wgmma" else PLANE_WIDTH
     key = (cube, unit // size, id(call))  # one batch per call site: a diverged plane never mixes two
     if call.kind == "plane_done":
         if batches.unit_batch.get((cube, unit)) not in batches.finished:

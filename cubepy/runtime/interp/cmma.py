@@ -16,8 +16,9 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, ops
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp.registry import implements
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask, numpy_dtype
+from cubepy.runtime.interp.values import Mask, numpy_dtype
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 OP_FAMILIES = ("cmma",)  # the IR op families handled here
 SIDE = 16
-SLOTS = SIDE * SIDE // PLANE_SIZE  # matrix elements each unit keeps in this emulation
+SLOTS = SIDE * SIDE // PLANE_WIDTH  # matrix elements each unit keeps in this emulation
 
 
 def whole_groups(ctx: Chunk, inst: Instruction, mask: Mask, size: int, group: str, kind: SanitizerKind) -> np.ndarray:
@@ -54,7 +55,7 @@ def whole_groups(ctx: Chunk, inst: Instruction, mask: Mask, size: int, group: st
 
 def _planes(ctx: Chunk, inst: Instruction, mask: Mask) -> np.ndarray:
     """The planes that execute ``inst`` (a bool per plane); a partial plane is a ``PARTIAL_PLANE`` bug."""
-    return whole_groups(ctx, inst, mask, PLANE_SIZE, "plane", SanitizerKind.PARTIAL_PLANE)
+    return whole_groups(ctx, inst, mask, PLANE_WIDTH, "plane", SanitizerKind.PARTIAL_PLANE)
 
 
 def plane_matrices(slots: np.ndarray) -> np.ndarray:
@@ -93,7 +94,7 @@ def _write_fragment(ctx: Chunk, var: Variable, matrices: np.ndarray, active: np.
 def _per_plane(ctx: Chunk, var: Variable) -> np.ndarray:
     """The value of ``var`` on the first unit of every plane (int64)."""
     value = np.broadcast_to(np.asarray(ctx.read(var)), (ctx.lanes,))
-    return value[::PLANE_SIZE].astype(np.int64)
+    return value[::PLANE_WIDTH].astype(np.int64)
 
 
 def _addresses(
@@ -108,10 +109,10 @@ def _addresses(
         ctx.fail(
             inst,
             out_of_bounds_text(ref.label, int(start[plane]), int(step[plane]), ref.length),
-            plane * PLANE_SIZE,
+            plane * PLANE_WIDTH,
             kind=SanitizerKind.OUT_OF_BOUNDS,
         )
-    owner = None if ref.owner is None else ref.owner[::PLANE_SIZE]
+    owner = None if ref.owner is None else ref.owner[::PLANE_WIDTH]
     return np.where(active[:, None, None], index, 0), owner
 
 
@@ -120,7 +121,7 @@ def cmma_fill(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Every element of the fragment := value (the plane's first unit's)."""
     op = cast(ops.CmmaFill, inst.operation)
     active = _planes(ctx, inst, mask)
-    value = np.broadcast_to(np.asarray(ctx.read(op.value)), (ctx.lanes,))[::PLANE_SIZE]
+    value = np.broadcast_to(np.asarray(ctx.read(op.value)), (ctx.lanes,))[::PLANE_WIDTH]
     matrices = np.broadcast_to(value[:, None, None], (len(value), SIDE, SIDE))
     _write_fragment(ctx, op.fragment, matrices, active)
 
@@ -148,7 +149,7 @@ def _check_async_races(
         first = ref.shared_offset + index[plane].reshape(-1).astype(np.int64) * item_bytes
         byte = first[:, None] + np.arange(item_bytes)
         rows = np.full(byte.shape, owner[plane], dtype=np.int64)
-        lanes = np.full(byte.shape[0], plane * PLANE_SIZE, dtype=np.int64)  # the plane's first unit speaks for it
+        lanes = np.full(byte.shape[0], plane * PLANE_WIDTH, dtype=np.int64)  # the plane's first unit speaks for it
         races.accessed(ctx, inst, kind, lanes, rows, byte)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from cubepy.errors import CubeError, InterpreterError, LaunchError, SanitizerError, SanitizerKind
 from cubepy.ir import Instruction, KernelDefinition, Scope, Variable, VarKind
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.interp.chunk_state import ChunkState
 from cubepy.runtime.interp.control import SpinWait, check_progress, idle_spin_check
@@ -32,7 +33,7 @@ from cubepy.runtime.interp.plane import PlaneLayout
 from cubepy.runtime.interp.program import prepare, source_prefix
 from cubepy.runtime.interp.sanitizer import SharedSanitizer
 from cubepy.runtime.interp.schedule import InFlight, Picker, Schedule
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask, Topology, ValueStore, literal
+from cubepy.runtime.interp.values import Mask, Topology, ValueStore, literal
 
 
 class LaneCounter:
@@ -368,7 +369,7 @@ class Chunk:
             self.share_values()
             lane = np.arange(self.lanes)
             units = self.topology.units
-            homes = (lane // units) * -(-units // PLANE_SIZE) + (lane % units) // PLANE_SIZE
+            homes = (lane // units) * -(-units // PLANE_WIDTH) + (lane % units) // PLANE_WIDTH
             self.groups = []
             for home in range(int(homes.max()) + 1 if homes.size else 0):
                 bits = homes == home

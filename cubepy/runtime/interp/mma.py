@@ -21,10 +21,11 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp.cmma import _planes
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.sanitizer import SELF_REPORTING
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask
+from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
     from cubepy.ir.ops.mma import FragmentMap
@@ -39,15 +40,15 @@ TF32_DROPPED_BITS = np.uint32(0xFFFFE000)
 @cache
 def fragment_coordinates(table: FragmentMap) -> tuple[np.ndarray, np.ndarray]:
     """``(rows, cols)``, each ``(32, length)``: where element ``i`` of lane ``l`` sits in the matrix."""
-    rows = np.array([[table.row(lane, i) for i in range(table.length)] for lane in range(PLANE_SIZE)])
-    cols = np.array([[table.col(lane, i) for i in range(table.length)] for lane in range(PLANE_SIZE)])
+    rows = np.array([[table.row(lane, i) for i in range(table.length)] for lane in range(PLANE_WIDTH)])
+    cols = np.array([[table.col(lane, i) for i in range(table.length)] for lane in range(PLANE_WIDTH)])
     return rows, cols
 
 
 def gather(fragments: np.ndarray, table: FragmentMap, shape: tuple[int, int]) -> np.ndarray:
     """The plane matrices ``(planes, *shape)`` that per-unit ``fragments`` ``(lanes, length)`` hold."""
     rows, cols = fragment_coordinates(table)
-    per_plane = fragments.reshape(-1, PLANE_SIZE, table.length)
+    per_plane = fragments.reshape(-1, PLANE_WIDTH, table.length)
     matrices = np.zeros((per_plane.shape[0], *shape), dtype=per_plane.dtype)
     matrices[:, rows, cols] = per_plane
     return matrices
@@ -85,7 +86,7 @@ def mma_sync(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     shape = ops.mma_shape(op.shape)
     a, b, c = (ctx.memory(v).items for v in (op.a, op.b, op.c))
     d_ref = ctx.memory(op.d)
-    units = np.repeat(active, PLANE_SIZE)
+    units = np.repeat(active, PLANE_WIDTH)
     d_ref.items[units] = mma_result(shape, a, b, c).astype(d_ref.items.dtype)[units]
 
 
@@ -94,8 +95,8 @@ def _row_offsets(
 ) -> np.ndarray:
     """Each active plane's row offsets ``(planes, count, 8)`` (lane ``8j + r`` gives row ``r`` of matrix ``j``)."""
     offsets = np.broadcast_to(np.asarray(ctx.read(op.offset), dtype=np.int64), (ctx.lanes,))
-    per_plane = offsets.reshape(-1, PLANE_SIZE)[:, : ROWS * op.count].reshape(-1, op.count, ROWS)
-    used = np.zeros((len(active), PLANE_SIZE), dtype=bool)
+    per_plane = offsets.reshape(-1, PLANE_WIDTH)[:, : ROWS * op.count].reshape(-1, op.count, ROWS)
+    used = np.zeros((len(active), PLANE_WIDTH), dtype=bool)
     used[:, : ROWS * op.count] = active[:, None]
     lanes_used = used.reshape(-1)
     bad_range = lanes_used & ((offsets < 0) | (offsets + ROWS > ref.length))
@@ -124,14 +125,14 @@ def _row_offsets(
 def _owners(ref: MemoryRef) -> np.ndarray:
     """Each plane's lanes' rows of the shared ``ref`` (the cube each lane belongs to), ``(planes, 32)``."""
     assert ref.owner is not None, "ldmatrix/stmatrix memory is shared memory, one row per cube"
-    return ref.owner.reshape(-1, PLANE_SIZE)
+    return ref.owner.reshape(-1, PLANE_WIDTH)
 
 
 def lane_elements(count: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(matrix, row, col)`` ``(32, 2 count)``: which item of which matrix each lane's element is."""
-    lane = np.arange(PLANE_SIZE)[:, None]
+    lane = np.arange(PLANE_WIDTH)[:, None]
     element = np.arange(2 * count)[None, :]
-    matrix = np.broadcast_to(element // 2, (PLANE_SIZE, 2 * count))
+    matrix = np.broadcast_to(element // 2, (PLANE_WIDTH, 2 * count))
     outer = np.broadcast_to(lane // 4, matrix.shape)  # the ISA: row l / 4
     inner = 2 * (lane % 4) + element % 2  # columns 2 (l % 4) and 2 (l % 4) + 1
     return (matrix, inner, outer) if trans else (matrix, outer, inner)
@@ -150,7 +151,7 @@ def _sanitize_rows(
     assert ctx.sanitizer is not None
     count = rows.shape[1]
     planes = np.flatnonzero(active)
-    lanes = (planes[:, None] * PLANE_SIZE + np.arange(ROWS * count)[None, :]).ravel()
+    lanes = (planes[:, None] * PLANE_WIDTH + np.arange(ROWS * count)[None, :]).ravel()
     starts = rows[planes].reshape(-1)
     for column in range(ROWS):
         value = None if matrices is None else matrices[planes][:, :, :, column].reshape(-1)
@@ -174,7 +175,7 @@ def ldmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if ctx.sanitizer is not None:
         _sanitize_rows(ctx, inst, ref, rows, active, "read")
     fragment = ctx.memory(op.fragment).items
-    units = np.repeat(active, PLANE_SIZE)
+    units = np.repeat(active, PLANE_WIDTH)
     fragment[units] = values.reshape(-1, 2 * op.count)[units]
 
 
@@ -186,7 +187,7 @@ def stmatrix(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     ref = ctx.memory(op.memory)
     rows = _row_offsets(ctx, inst, op, ref, active)
     matrix, row, col = lane_elements(op.count, op.trans)
-    values = ctx.memory(op.fragment).items.reshape(-1, PLANE_SIZE, 2 * op.count)
+    values = ctx.memory(op.fragment).items.reshape(-1, PLANE_WIDTH, 2 * op.count)
     if ctx.sanitizer is not None:
         matrices = np.zeros((len(active), op.count, ROWS, ROWS), dtype=values.dtype)
         matrices[:, matrix, row, col] = values  # what each row's 8 items become

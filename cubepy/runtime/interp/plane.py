@@ -19,8 +19,9 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp.registry import implements
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask, full_lanes, numpy_dtype
+from cubepy.runtime.interp.values import Mask, full_lanes, numpy_dtype
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
@@ -33,24 +34,24 @@ class PlaneLayout:
     """The lanes of a chunk arranged as (planes, 32), padded where a cube ends in a partial plane."""
 
     def __init__(self, cubes: int, units: int) -> None:
-        per_cube = -(-units // PLANE_SIZE)
+        per_cube = -(-units // PLANE_WIDTH)
         self.planes = cubes * per_cube
         self.lanes = cubes * units
-        if units % PLANE_SIZE == 0:
+        if units % PLANE_WIDTH == 0:
             self.gather_index = self.exists = self.scatter_index = None
             return
-        slot = np.arange(per_cube * PLANE_SIZE)
+        slot = np.arange(per_cube * PLANE_WIDTH)
         cube_base = np.arange(cubes)[:, None] * units
-        self.gather_index = (cube_base + np.minimum(slot, units - 1)).reshape(self.planes, PLANE_SIZE)
-        exists = np.broadcast_to(slot < units, (cubes, per_cube * PLANE_SIZE))
-        self.exists = exists.reshape(self.planes, PLANE_SIZE)
+        self.gather_index = (cube_base + np.minimum(slot, units - 1)).reshape(self.planes, PLANE_WIDTH)
+        exists = np.broadcast_to(slot < units, (cubes, per_cube * PLANE_WIDTH))
+        self.exists = exists.reshape(self.planes, PLANE_WIDTH)
         unit = np.arange(units)
-        self.scatter_index = (np.arange(cubes)[:, None] * (per_cube * PLANE_SIZE) + unit).reshape(-1)
+        self.scatter_index = (np.arange(cubes)[:, None] * (per_cube * PLANE_WIDTH) + unit).reshape(-1)
 
     def gather(self, values: np.ndarray) -> np.ndarray:
         """Lane values ``(lanes, ...)`` as ``(planes, 32, ...)``; missing units hold 0."""
         if self.gather_index is None:
-            return values.reshape((self.planes, PLANE_SIZE) + values.shape[1:])
+            return values.reshape((self.planes, PLANE_WIDTH) + values.shape[1:])
         padded = values[self.gather_index]
         assert self.exists is not None  # set together with gather_index
         exists = self.exists if values.ndim == 1 else self.exists[..., None]
@@ -58,7 +59,7 @@ class PlaneLayout:
 
     def scatter(self, padded: np.ndarray) -> np.ndarray:
         """``(planes, 32, ...)`` back to lane order ``(lanes, ...)``."""
-        flat = padded.reshape((self.planes * PLANE_SIZE,) + padded.shape[2:])
+        flat = padded.reshape((self.planes * PLANE_WIDTH,) + padded.shape[2:])
         return flat if self.scatter_index is None else flat[self.scatter_index]
 
     def active(self, bits: np.ndarray) -> np.ndarray:
@@ -157,7 +158,7 @@ def _reduce(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
 def _match(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
     """match.any/all.sync per (plane, lane): masks of active lanes holding the same bits (floats by their bits)."""
     bits = values.view(np.dtype(f"u{values.dtype.itemsize}"))
-    weights = np.left_shift(np.uint64(1), np.arange(PLANE_SIZE, dtype=np.uint64))
+    weights = np.left_shift(np.uint64(1), np.arange(PLANE_WIDTH, dtype=np.uint64))
     same = (bits[:, :, None] == bits[:, None, :]) & active[:, None, :]  # [plane, lane, other lane]
     masks = (same.astype(np.uint64) * weights).sum(axis=2).astype(np.uint32)
     if name == "match_any":
@@ -170,17 +171,17 @@ def _match(name: str, values: np.ndarray, active: np.ndarray) -> np.ndarray:
 
 def _source_lane(name: str, arg: np.ndarray) -> np.ndarray:
     """The lane each unit reads for a move, per (plane, lane)."""
-    lane = np.arange(PLANE_SIZE, dtype=np.int64)
+    lane = np.arange(PLANE_WIDTH, dtype=np.int64)
     arg = arg.astype(np.int64)
     if name in ("broadcast", "shuffle"):
-        return arg % PLANE_SIZE
+        return arg % PLANE_WIDTH
     if name == "shuffle_xor":
         source = lane ^ arg
     elif name == "shuffle_up":
         source = lane - arg
     else:  # shuffle_down
         source = lane + arg
-    return np.where((source < 0) | (source >= PLANE_SIZE), lane, source)
+    return np.where((source < 0) | (source >= PLANE_WIDTH), lane, source)
 
 
 @implements(*ops.PLANE_OPS)
@@ -194,7 +195,7 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     out_ty = inst.out.type
     if name == "elect":
         first = np.argmax(active, axis=1)
-        result = (np.arange(PLANE_SIZE) == first[:, None]) & active
+        result = (np.arange(PLANE_WIDTH) == first[:, None]) & active
         ctx.write(inst.out, layout.scatter(result), mask)
         return
     assert op.value is not None  # the verifier requires it of every op but elect
@@ -204,7 +205,7 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
         hit = np.all(values | ~line_active, axis=1) if name == "all" else np.any(values & line_active, axis=1)
         result = np.broadcast_to(hit[:, None], values.shape)
     elif name == "ballot":
-        weights = np.left_shift(np.uint64(1), np.arange(PLANE_SIZE, dtype=np.uint64))
+        weights = np.left_shift(np.uint64(1), np.arange(PLANE_WIDTH, dtype=np.uint64))
         bits = ((values & active).astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
         result = np.broadcast_to(bits[:, None], active.shape)
         if out_ty.line > 1:
@@ -228,7 +229,7 @@ def plane_op(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 def _check_sources(ctx: Chunk, inst: Instruction, layout: PlaneLayout, active: np.ndarray, source: np.ndarray) -> None:
     """Report an active unit reading an inactive or missing unit of its plane."""
-    own = source == np.arange(PLANE_SIZE)
+    own = source == np.arange(PLANE_WIDTH)
     source_active = np.take_along_axis(active, source, axis=1)
     bad = active & ~own & ~source_active
     if bad.any():

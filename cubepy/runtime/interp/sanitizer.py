@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, NoReturn
 import numpy as np
 
 from cubepy.errors import SanitizerKind
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp.async_proxy import ProxyFenceTracker
-from cubepy.runtime.interp.values import PLANE_SIZE
 
 if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
@@ -113,7 +113,7 @@ class SharedSanitizer:
         self.reader_plane = np.full(shape, NOBODY, dtype=np.int32)  # NOBODY when readers span planes
         self.reader_epoch = np.zeros(shape, dtype=np.int32)
         self.reader_seq = np.zeros(shape, dtype=np.int64)
-        planes = -(-units // PLANE_SIZE)
+        planes = -(-units // PLANE_WIDTH)
         self.plane_epoch = np.zeros((cubes, planes), dtype=np.int32)
         self.instructions: list[Instruction | None] = [None]  # index 0: no instruction
         self._inst_ids: dict[int, int] = {}
@@ -152,7 +152,7 @@ class SharedSanitizer:
 
         Recorded as their plain write at this point, so another unit's access needs a ``sync_cube`` after it.
         """
-        planes = units // PLANE_SIZE
+        planes = units // PLANE_WIDTH
         epoch = self.plane_epoch[rows, planes]
         self._record("write", rows, byte, units, planes, epoch, self._inst_id(inst))
 
@@ -177,7 +177,7 @@ class SharedSanitizer:
         assert ref.owner is not None and ref.shared_offset is not None  # a shared memory
         cube = ref.owner[lanes]
         unit = (lanes % self.units).astype(np.int32)
-        plane = unit // PLANE_SIZE
+        plane = unit // PLANE_WIDTH
         first = ref.shared_offset + idx.astype(np.int64) * item_bytes
         byte = first[:, None] + np.arange(item_bytes)  # (n, item_bytes)
         rows = np.broadcast_to(cube[:, None], byte.shape)
@@ -210,7 +210,7 @@ class SharedSanitizer:
         # Against the last writer: reads and writes conflict with a plain write of another unit,
         # plain accesses with atomics of another unit.
         writer = self.writer[rows, byte]
-        ordered = ((writer // PLANE_SIZE) == planes) & (epoch > self.writer_epoch[rows, byte])
+        ordered = ((writer // PLANE_WIDTH) == planes) & (epoch > self.writer_epoch[rows, byte])
         other = (writer == SEVERAL) | ((writer >= 0) & (writer != units) & ~ordered)
         if kind == "atomic":
             other &= ~self.atomic[rows, byte]

@@ -21,9 +21,10 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, ops
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask
+from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
     from cubepy.ir import Variable
@@ -234,7 +235,7 @@ def _check_plane_mask(ctx: Chunk, inst: Instruction, mask_var: Variable, mask: M
     values = layout.gather(np.broadcast_to(np.asarray(ctx.read(mask_var), dtype=np.uint32), (ctx.lanes,)))
     first = np.argmax(here, axis=1)
     plane_mask = values[np.arange(len(values)), first]  # the mask the plane's first unit here passes
-    lanes = np.arange(PLANE_SIZE, dtype=np.uint32)
+    lanes = np.arange(PLANE_WIDTH, dtype=np.uint32)
     in_mask = ((plane_mask[:, None] >> lanes) & np.uint32(1)).astype(bool)
 
     def report(plane: int, lane: int, why: str) -> None:

@@ -17,8 +17,6 @@ from cubepy.ir import Type, Variable, VarKind
 from cubepy.ir.types import ElemType
 from cubepy.ir.variable import PLANE_WIDTH
 
-PLANE_SIZE = PLANE_WIDTH
-
 U32 = np.dtype(np.uint32)
 
 
@@ -236,7 +234,7 @@ class Topology:
             "cube_count_x": cx,
             "cube_count_y": cy,
             "cube_count_z": cz,
-            "plane_dim": PLANE_SIZE,
+            "plane_dim": PLANE_WIDTH,
             "cube_cluster_dim": self.cluster[0] * self.cluster[1] * self.cluster[2],
             "cube_cluster_dim_x": self.cluster[0],
             "cube_cluster_dim_y": self.cluster[1],
@@ -254,9 +252,9 @@ class Topology:
         if name == "unit_pos":
             return np.tile(np.arange(units, dtype=np.uint32), cubes)
         if name == "unit_pos_plane":  # before the unit_pos_<axis> names it shares a prefix with
-            return cast(np.ndarray, get("unit_pos") % np.uint32(PLANE_SIZE))
+            return cast(np.ndarray, get("unit_pos") % np.uint32(PLANE_WIDTH))
         if name == "plane_pos":
-            return cast(np.ndarray, get("unit_pos") // np.uint32(PLANE_SIZE))
+            return cast(np.ndarray, get("unit_pos") // np.uint32(PLANE_WIDTH))
         axis = name[-1]
         if name.startswith("unit_pos_"):
             inner, extent = {"x": (1, dx), "y": (dx, dy), "z": (dx * dy, dz)}[axis]

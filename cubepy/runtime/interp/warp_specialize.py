@@ -38,11 +38,12 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import Instruction, Variable, ops
+from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp import mbarrier
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
 from cubepy.runtime.interp.tma_exec import _note_waited, barrier_state
-from cubepy.runtime.interp.values import PLANE_SIZE, Mask
+from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
     from cubepy.runtime.interp.executor import Chunk
@@ -127,7 +128,7 @@ def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
 def _check_planes(ctx: Chunk, inst: Instruction, lanes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None:
     """The whole plane reaches the barrier (sanitizer), with one id and one count."""
     units = ctx.topology.units
-    plane_key = lanes // units * units + (lanes % units) // PLANE_SIZE * PLANE_SIZE  # first lane of the plane
+    plane_key = lanes // units * units + (lanes % units) // PLANE_WIDTH * PLANE_WIDTH  # first lane of the plane
     first = np.unique(plane_key, return_index=True)[1]
     lead = np.repeat(np.arange(first.size), np.diff(np.append(first, lanes.size)))
     differs = (ids != ids[first][lead]) | (counts != counts[first][lead])
@@ -146,7 +147,7 @@ def _check_planes(ctx: Chunk, inst: Instruction, lanes: np.ndarray, ids: np.ndar
     here[lanes] = True
     for start in plane_key[first].tolist():
         cube_end = (start // units + 1) * units
-        stop = min(start + PLANE_SIZE, cube_end)
+        stop = min(start + PLANE_WIDTH, cube_end)
         missing = ~here[start:stop] & ~ctx.returned[start:stop]
         if missing.any():
             ctx.fail(
@@ -167,15 +168,15 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, waits: bool) -> None:
     units = ctx.topology.units
     ids = _per_lane(ctx, op.barrier_id, lanes)
     counts = _per_lane(ctx, op.units, lanes)
-    cube_planes = -(-units // PLANE_SIZE)
+    cube_planes = -(-units // PLANE_WIDTH)
     for k in range(lanes.size):  # per lane: the first bad one names itself (cheap: planes are few)
-        problem = ops.named_barrier_problem(int(ids[k]), int(counts[k]), cube_planes * PLANE_SIZE)
+        problem = ops.named_barrier_problem(int(ids[k]), int(counts[k]), cube_planes * PLANE_WIDTH)
         if problem is not None:
             ctx.fail(inst, problem, int(lanes[k]), kind=SanitizerKind.NAMED_BARRIER_MISUSE)
     _check_planes(ctx, inst, lanes, ids, counts)
     table = named_barriers(ctx)
     cubes = lanes // units
-    plane_of = cubes * cube_planes + (lanes % units) // PLANE_SIZE
+    plane_of = cubes * cube_planes + (lanes % units) // PLANE_WIDTH
     _, one_per_plane = np.unique(plane_of, return_index=True)
     counted = np.zeros(lanes.size, dtype=bool)  # one arrival of 32 per plane here (PTX counts warps)
     counted[one_per_plane] = True
@@ -187,7 +188,7 @@ def _arrive(ctx: Chunk, inst: Instruction, mask: Mask, waits: bool) -> None:
         group = (cubes == cube) & (ids == barrier_id)
         expected = int(counts[group][0])
         open_count = int(table.expected[cube, barrier_id])
-        arrived = int(table.arrived[cube, barrier_id]) + PLANE_SIZE * int((group & counted).sum())
+        arrived = int(table.arrived[cube, barrier_id]) + PLANE_WIDTH * int((group & counted).sum())
         problem = arrival_problem(barrier_id, expected, open_count, arrived)
         if problem is not None:
             ctx.fail(inst, problem, int(lanes[np.argmax(group)]), kind=SanitizerKind.NAMED_BARRIER_MISUSE)

@@ -1,7 +1,16 @@
 """Convolution layouts (cubek-convolution's) and the NHWC conv2d kernels built on them."""
 
 from cubepy_layouts.conv.im2col import Im2colLayout
-from cubepy_layouts.conv.kernels import GemmTiling, conv2d_fprop, conv2d_wgrad, fprop_launch, wgrad_launch
+from cubepy_layouts.conv.kernels import (
+    CONV_TILINGS,
+    GemmTiling,
+    conv2d_fprop,
+    conv2d_wgrad,
+    fprop_launch,
+    tuned_conv2d_fprop,
+    tuned_conv2d_wgrad,
+    wgrad_launch,
+)
 from cubepy_layouts.conv.nhwc import NhwcCoords, NhwcLayout
 from cubepy_layouts.conv.out import OutLayout
 from cubepy_layouts.conv.problem import ConvolutionProblem, ConvParams
@@ -32,6 +41,9 @@ __all__ = [
     "fprop_tma_launch",
     "tma_unsupported",
     "GemmTiling",
+    "CONV_TILINGS",
+    "tuned_conv2d_fprop",
+    "tuned_conv2d_wgrad",
     "TmaGemmConfig",
     "TmaWeightLayout",
     "TmaWsConfig",

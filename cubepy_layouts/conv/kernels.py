@@ -30,12 +30,34 @@ INPUT_DTYPES = {"float16": cp.f16, "bfloat16": cp.bf16, "float32": cp.f32}
 
 @attrs.frozen
 class GemmTiling:
-    """The blocking of the plain path: a ``tile_m x tile_n`` output block per cube, ``tile_k`` per stage."""
+    """The blocking of the plain path: a ``tile_m x tile_n`` output block per cube, ``tile_k`` per stage.
+
+    The kernel is square (one unit per output element, each loading one element of both staged tiles), so
+    the three sizes must be equal, at most 32 (a cube of ``tile * tile`` units), and ``stages`` is 1.
+    """
 
     tile_m: int = 16
     tile_n: int = 16
     tile_k: int = 16
     stages: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        if not self.tile_m == self.tile_n == self.tile_k:
+            raise cp.CubeError(
+                f"GemmTiling: the plain conv kernel needs tile_m == tile_n == tile_k, got "
+                f"{self.tile_m}, {self.tile_n}, {self.tile_k} (use GemmTiling.square(tile))"
+            )
+        if not 1 <= self.tile_m <= 32:
+            raise cp.CubeError(f"GemmTiling: tile {self.tile_m} is outside 1..32 (a cube holds tile * tile units)")
+        if self.stages != 1:
+            raise cp.CubeError(
+                f"GemmTiling: the plain conv kernel stages through shared memory once, got {self.stages}"
+            )
+
+    @classmethod
+    def square(cls, tile: int) -> "GemmTiling":
+        """A ``tile x tile`` output block per cube, staging ``tile`` of the reduction at a time."""
+        return cls(tile, tile, tile)
 
     def cube_count(self, m: int, n: int) -> cp.CubeCount:
         """One cube per output block."""
@@ -158,32 +180,66 @@ def use_tma(tma, problem: ConvolutionProblem, x) -> bool:
     return reason is None if tma is None else bool(tma)
 
 
-def conv2d_fprop(client, x, w, problem: ConvolutionProblem, *, tma=None):
+def _plain_path(tma, tiling: GemmTiling | None, problem: ConvolutionProblem, x) -> bool:
+    """Whether a pass runs the plain kernel: a ``tiling`` asks for it (and refuses ``tma=True``)."""
+    if tiling is None:
+        return not use_tma(tma, problem, x)
+    if tma:
+        raise cp.LaunchError("a GemmTiling blocks the plain path; it cannot be combined with tma=True")
+    return True
+
+
+def conv2d_fprop(client, x, w, problem: ConvolutionProblem, *, tma=None, tiling: GemmTiling | None = None):
     """``y = conv2d(x, w)`` (NHWC, weights (C_out, KH, KW, C_in)); returns an f32 handle of ``problem.out_shape``.
 
-    ``tma`` chooses the path as for ``conv2d_wgrad``.
+    ``tma`` and ``tiling`` choose the path and blocking as for ``conv2d_wgrad``.
     """
     if input_elem(x) != input_elem(w):
         raise cp.LaunchError(f"x and w differ in dtype: {x.dtype} and {w.dtype}")
     out = client.zeros(problem.out_shape, np.float32)
-    if use_tma(tma, problem, x):
-        fprop_tma_launch(x, w, out, problem).launch(client)
+    if _plain_path(tma, tiling, problem, x):
+        fprop_launch(x, w, out, problem, tiling or DEFAULT_TILING).launch(client)
     else:
-        fprop_launch(x, w, out, problem).launch(client)
+        fprop_tma_launch(x, w, out, problem).launch(client)
     return out
 
 
-def conv2d_wgrad(client, x, dy, problem: ConvolutionProblem, *, tma=None):
+def conv2d_wgrad(client, x, dy, problem: ConvolutionProblem, *, tma=None, tiling: GemmTiling | None = None):
     """``dw`` of ``conv2d`` for input ``x`` and out-gradient ``dy``; an f32 handle of ``problem.w_shape``.
 
     ``tma=None`` takes the TMA + tensor-core path when the inputs are f16/bf16 and the problem fits TMA's
-    limits (``tma_unsupported``), else the plain path; ``True``/``False`` force one.
+    limits (``tma_unsupported``), else the plain path; ``True``/``False`` force one. A ``tiling`` runs the
+    plain path with that blocking (``DEFAULT_TILING`` otherwise).
     """
     if input_elem(x) != input_elem(dy):
         raise cp.LaunchError(f"x and dy differ in dtype: {x.dtype} and {dy.dtype}")
     dw = client.zeros(problem.w_shape, np.float32)
-    if use_tma(tma, problem, x):
-        wgrad_tma_launch(x, dy, dw, problem).launch(client)
+    if _plain_path(tma, tiling, problem, x):
+        wgrad_launch(x, dy, dw, problem, tiling or DEFAULT_TILING).launch(client)
     else:
-        wgrad_launch(x, dy, dw, problem).launch(client)
+        wgrad_tma_launch(x, dy, dw, problem).launch(client)
     return dw
+
+
+# The cube shapes the tuned launchers time: square blocks of tile x tile units (plain ints, stored as JSON).
+# The default blocking comes first, so CUBEPY_AUTOTUNE=0 runs what conv2d_fprop/conv2d_wgrad run.
+CONV_TILINGS = ({"tile": DEFAULT_TILING.tile_m}, {"tile": 8}, {"tile": 32})
+
+
+def _conv_key(x, other, problem: ConvolutionProblem) -> tuple:
+    """What decides the blocking: the problem's sizes and the input element type."""
+    return (attrs.astuple(problem), np.dtype(x.dtype).name)
+
+
+@cp.autotune(configs=list(CONV_TILINGS), key=_conv_key)
+def tuned_conv2d_fprop(client, x, w, problem: ConvolutionProblem, *, tile: int):
+    """``conv2d_fprop`` on the plain path with the cube shape chosen by timing ``CONV_TILINGS`` once per problem,
+    dtype and client (``tuned_conv2d_fprop.best(client, x, w, problem)`` says which)."""
+    return conv2d_fprop(client, x, w, problem, tiling=GemmTiling.square(tile))
+
+
+@cp.autotune(configs=list(CONV_TILINGS), key=_conv_key)
+def tuned_conv2d_wgrad(client, x, dy, problem: ConvolutionProblem, *, tile: int):
+    """``conv2d_wgrad`` on the plain path with the cube shape chosen by timing ``CONV_TILINGS`` once per problem,
+    dtype and client (``tuned_conv2d_wgrad.best(client, x, dy, problem)`` says which)."""
+    return conv2d_wgrad(client, x, dy, problem, tiling=GemmTiling.square(tile))

@@ -5,13 +5,17 @@ import pytest
 
 import cubepy as cp
 from cubepy_layouts.conv import (
+    CONV_TILINGS,
     ConvolutionProblem,
+    GemmTiling,
     TmaGemmConfig,
     conv2d_fprop,
     conv2d_wgrad,
     fprop_launch,
     fprop_tma_launch,
     tma_unsupported,
+    tuned_conv2d_fprop,
+    tuned_conv2d_wgrad,
     wgrad_launch,
     wgrad_tma_launch,
 )
@@ -77,6 +81,75 @@ def test_half_inputs_accumulate_in_f32(client, dtype):
     np.testing.assert_allclose(
         y, conv2d_fprop_ref(x.astype(np.float32), w.astype(np.float32), problem), atol=1e-3, rtol=1e-3
     )
+
+
+@pytest.mark.parametrize("tile", [1, 8, 32])
+def test_plain_path_at_other_cube_shapes(client, tile):
+    # tile 1: one unit per cube; 8 and 32 cut the 24 x 5 / 5 x 27 GEMMs into ragged blocks.
+    problem = problem_of(SHAPES[1])
+    x, w = inputs(problem.x_shape, np.float32, 11), inputs(problem.w_shape, np.float32, 12)
+    dy = inputs(problem.out_shape, np.float32, 13)
+    hx = client.create(x)
+    y = client.read(conv2d_fprop(client, hx, client.create(w), problem, tiling=GemmTiling.square(tile)))
+    np.testing.assert_allclose(y, conv2d_fprop_ref(x, w, problem), atol=1e-4, rtol=1e-4)
+    dw = client.read(conv2d_wgrad(client, hx, client.create(dy), problem, tiling=GemmTiling.square(tile)))
+    np.testing.assert_allclose(dw, conv2d_wgrad_ref(x, dy, problem), atol=1e-4, rtol=1e-4)
+
+
+def test_tilings_the_square_kernel_cannot_run_are_refused(client):
+    with pytest.raises(cp.CubeError, match="tile_m == tile_n == tile_k, got 32, 16, 16"):
+        GemmTiling(tile_m=32)
+    with pytest.raises(cp.CubeError, match="tile 33 is outside 1..32"):
+        GemmTiling.square(33)
+    with pytest.raises(cp.CubeError, match="got 2"):
+        GemmTiling(stages=2)
+    problem = problem_of(TMA_SHAPES[0])
+    x = client.create(inputs(problem.x_shape, np.float16, 0))
+    w = client.create(inputs(problem.w_shape, np.float16, 1))
+    with pytest.raises(cp.LaunchError, match="cannot be combined with tma=True"):
+        conv2d_fprop(client, x, w, problem, tma=True, tiling=GemmTiling.square(8))
+
+
+@pytest.mark.parametrize("which", ["fprop", "wgrad"])
+def test_tuned_launchers_time_every_cube_shape_once_then_reuse_the_choice(tmp_path, monkeypatch, which):
+    tuned = tuned_conv2d_fprop if which == "fprop" else tuned_conv2d_wgrad
+    reference = conv2d_fprop_ref if which == "fprop" else conv2d_wgrad_ref
+    calls: list[dict] = []
+    original = tuned.fn  # the launcher the autotuner wraps
+
+    def counting(client, x, other, problem, **config):
+        calls.append(config)
+        return original(client, x, other, problem, **config)
+
+    monkeypatch.setattr(tuned, "fn", counting)
+    tuned.reset()
+    problem = problem_of(SHAPES[1])
+    x = inputs(problem.x_shape, np.float32, 14)
+    other = inputs(problem.w_shape if which == "fprop" else problem.out_shape, np.float32, 15)
+    with cp.config.override(CUBEPY_CACHE_DIR=str(tmp_path)):
+        client = cp.client("cpu")
+        hx, hother = client.create(x), client.create(other)
+        result = client.read(tuned(client, hx, hother, problem))
+        np.testing.assert_allclose(result, reference(x, other, problem), atol=1e-4, rtol=1e-4)
+        per_config = tuned.warmup + tuned.repeat
+        timed = sorted(c["tile"] for c in calls[:-1])
+        assert timed == sorted(c["tile"] for c in CONV_TILINGS for _ in range(per_config))  # each timed
+        best = tuned.best(client, hx, hother, problem)
+        assert best in CONV_TILINGS and calls[-1] == best  # then the chosen one ran
+        before = len(calls)
+        again = client.read(tuned(client, hx, hother, problem))
+        assert calls[before:] == [best]  # no timing: the chosen cube shape, once
+        np.testing.assert_allclose(again, result, atol=1e-4, rtol=1e-4)
+        # another problem is another key: every shape is timed again
+        wider = problem_of(SHAPES[0])
+        x2 = client.create(inputs(wider.x_shape, np.float32, 16))
+        other2 = client.create(inputs(wider.w_shape if which == "fprop" else wider.out_shape, np.float32, 17))
+        tuned(client, x2, other2, wider)
+        assert len(calls) == before + 1 + len(CONV_TILINGS) * per_config + 1
+        with cp.config.override(CUBEPY_AUTOTUNE=False):
+            tuned(client, hx, hother, problem)
+        assert calls[-1] == CONV_TILINGS[0] == {"tile": 16}  # off: the default blocking, untimed
+    tuned.reset()
 
 
 def test_problem_sizes():

@@ -58,6 +58,9 @@ class BufferCompilationArg:
     # ``c = k0 + UNIT_POS_X``, ``k0`` a multiple of 16 below a shape that is one, stays inside the row
     shape_multiple_of: tuple[int, ...] = ()
     stride_multiple_of: tuple[int, ...] = ()
+    # per dimension of a tensor, whether its stride is 1 (Triton specializes integer arguments equal to 1 the
+    # same way): ``t[i, j]`` then indexes ``i * stride(0) + j``, which the back ends see as contiguous
+    unit_strides: tuple[bool, ...] = ()
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -113,7 +116,8 @@ class BufferType:
         rank = len(arg.shape) if self.role == "tensor" else None
         multiple = DIVISIBILITY if length % DIVISIBILITY == 0 else 1
         dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
-        key = (handle.dtype, line, covering, rank, multiple, dims)
+        unit_strides = tuple([s == 1 for s in arg.strides]) if rank is not None else ()
+        key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides)
         cached = self._accepted.get(key)
         if cached is not None:
             return cached
@@ -135,6 +139,7 @@ class BufferType:
             len_multiple_of=multiple,
             shape_multiple_of=dims[0],
             stride_multiple_of=dims[1],
+            unit_strides=unit_strides,
         )
         self._accepted[key] = comp_arg
         return comp_arg
@@ -157,9 +162,10 @@ class BufferType:
             multiple_of=comp_arg.len_multiple_of,
             shape_multiple_of=comp_arg.shape_multiple_of,
             stride_multiple_of=comp_arg.stride_multiple_of,
+            unit_strides=comp_arg.unit_strides,
         )
         if self.role == "tensor":
-            return TensorExpand(var, self.atomic, comp_arg.rank)
+            return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

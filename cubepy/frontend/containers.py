@@ -214,11 +214,14 @@ def _length(start: Any, end: Any) -> Any:
 class TensorExpand(MemoryExpand):
     """A tensor parameter: a buffer plus ``shape(d)``, ``stride(d)`` and ``rank()`` (all u32)."""
 
-    __slots__ = ("known_rank",)
+    __slots__ = ("known_rank", "unit_strides")
 
-    def __init__(self, var: ir.Variable, atomic: bool = False, rank: int | None = None) -> None:
+    def __init__(
+        self, var: ir.Variable, atomic: bool = False, rank: int | None = None, unit_strides: tuple[bool, ...] = ()
+    ) -> None:
         super().__init__(var, atomic)
         self.known_rank = rank  # the launch argument's rank (None when compiled without one)
+        self.unit_strides = unit_strides  # per dimension: the launch found its stride 1 (part of the cache key)
 
     def shape(self, dim: Any) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
@@ -244,7 +247,8 @@ class TensorExpand(MemoryExpand):
                 f"{self.describe()} has rank {self.known_rank}: expected {self.known_rank} indices, got "
                 f"{len(index)} (or one flat item index)"
             )
-        return _weighted_sum(index, [self.stride(k) for k in range(len(index))])
+        unit = self.unit_strides
+        return _weighted_sum(index, [1 if k < len(unit) and unit[k] else self.stride(k) for k in range(len(index))])
 
 
 class SliceExpand:

@@ -60,7 +60,9 @@ class Param:
     when nothing is known).  ``len_as_shape``: ``(slot, dim)`` of an earlier rank-known tensor whose
     ``shape(dim)`` the launch found equal to this array's item count (part of the cache key): a guard
     ``i < t.shape(dim) // line_size`` then proves this array's checked accesses (a layer norm's ``w[col]``
-    under ``col < x.shape(1)``).
+    under ``col < x.shape(1)``).  ``unit_strides``: per dimension of a tensor of known rank, whether the launch
+    found its stride to be 1 (part of the cache key); the frontend then indexes ``t[i, j]`` as
+    ``i * stride(0) + j``, and ``stride(d)`` of such a dimension is 1 at run time.
     """
 
     var: Variable
@@ -74,6 +76,7 @@ class Param:
     shape_multiple_of: tuple[int, ...] = ()
     stride_multiple_of: tuple[int, ...] = ()
     len_as_shape: tuple[int, int] | None = None
+    unit_strides: tuple[bool, ...] = ()
 
     @property
     def slot(self) -> int:

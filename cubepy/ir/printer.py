@@ -119,6 +119,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
         for what, multiples in (("shape", param.shape_multiple_of), ("strides", param.stride_multiple_of)):
             if any(m > 1 for m in multiples):
                 role += f", {what} multiples of {'x'.join(map(str, multiples))}"
+        if any(param.unit_strides):  # indexing multiplies nothing by these strides
+            role += ", unit stride in dim " + ", ".join(str(d) for d, unit in enumerate(param.unit_strides) if unit)
         if param.len_as_shape is not None:  # the launch found its item count equal to a tensor's extent
             slot, dim = param.len_as_shape
             role += f", items = shape global[{slot}], {dim}"

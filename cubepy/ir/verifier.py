@@ -291,6 +291,13 @@ def verify(kernel: KernelDefinition) -> None:
                     f"parameter {param.name!r} has {what}_multiple_of {multiples}: expected one power of two per "
                     f"dimension of a tensor of known rank (rank {param.rank})",
                 )
+        if param.unit_strides and (param.role != "tensor" or len(param.unit_strides) != param.rank):
+            checker.fail(
+                "bad-param",
+                None,
+                f"parameter {param.name!r} has unit_strides {param.unit_strides}: expected one flag per dimension "
+                f"of a tensor of known rank (rank {param.rank})",
+            )
     for var in kernel.shared_memories + kernel.local_arrays:
         if not var.length or var.length < 0:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")

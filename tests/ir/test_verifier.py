@@ -321,6 +321,17 @@ def test_shape_and_stride_multiples_are_one_power_of_two_per_dimension_of_a_tens
         assert "_multiple_of" in str(_expect("bad-param", kernel([], [bad])))
 
 
+def test_unit_strides_are_one_flag_per_dimension_of_a_tensor_of_known_rank():
+    tensor = Variable(VarKind.GLOBAL, 0, F32)
+    verify(kernel([], [ir.Param(tensor, "t", "tensor", rank=2, unit_strides=(False, True))]))
+    for bad in (
+        ir.Param(tensor, "t", "tensor", rank=2, unit_strides=(True,)),  # one per dimension
+        ir.Param(tensor, "t", "tensor", unit_strides=(True,)),  # rank unknown
+        ir.Param(tensor, "a", "array", unit_strides=(True,)),  # an array has no stride words
+    ):
+        assert "unit_strides" in str(_expect("bad-param", kernel([], [bad])))
+
+
 def test_len_as_shape_names_a_dimension_of_an_earlier_tensor_of_known_rank():
     tensor = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
     weights = Variable(VarKind.GLOBAL, 1, F32)

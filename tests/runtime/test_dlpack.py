@@ -28,6 +28,13 @@ def doubled(x: cp.Array[cp.f32]):
 
 
 @cp.cube(launch=True)
+def twice(x: cp.Array[cp.f32], out: cp.Array[cp.f32]):
+    i = cp.ABSOLUTE_POS
+    if i < x.len():
+        out[i] = x[i] * cp.f32(2.0)
+
+
+@cp.cube(launch=True)
 def copied(x: cp.Array[cp.bf16], out: cp.Array[cp.bf16]):
     i = cp.ABSOLUTE_POS
     if i < x.len():
@@ -171,6 +178,23 @@ class _Relabel:
 
     def __dlpack_device__(self):
         return self.handle.__dlpack_device__()
+
+
+# -- JAX (skipped without it) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_kernel_reads_a_jax_array_and_jax_reads_its_output_without_copies(runtime):
+    jax = pytest.importorskip("jax")
+    client = cp.client(runtime)
+    x = jax.numpy.arange(24, dtype=jax.numpy.float32)
+    borrowed = cp.from_dlpack(x, client)
+    assert np.from_dlpack(borrowed).ctypes.data == x.unsafe_buffer_pointer()  # the kernel reads JAX's buffer
+    out = client.zeros((24,), np.float32)
+    twice.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(borrowed), cp.ArrayArg(out))
+    result = jax.dlpack.from_dlpack(out)
+    assert result.unsafe_buffer_pointer() == np.from_dlpack(out).ctypes.data  # JAX reads the handle's memory
+    np.testing.assert_array_equal(np.asarray(result), np.arange(24, dtype=np.float32) * 2)
 
 
 # -- PyTorch (skipped without it) ------------------------------------------------------------------

@@ -19,6 +19,7 @@ Triton (the ``bench`` extra) for Triton's rows; without Triton only cubepy's row
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import subprocess
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = measure(tuple(args.only))
     print(format_table(rows))
-    if not any(row["kernel"].startswith("Triton") for row in rows):
+    if importlib.util.find_spec("triton") is None:
         print("\n(Triton is not installed: pip install triton (the bench extra) for its rows)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

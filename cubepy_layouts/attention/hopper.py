@@ -24,10 +24,11 @@ blocks wholly above the diagonal are never loaded.  Every row's first key block 
 removes, so the running max is finite after the first block and ``exp2(m_old - m_new)`` never sees
 ``-inf - -inf``.
 
-Epilogue: O / l written by direct (checked-by-hand) stores from the accumulator registers, the natural-log
-``lse = (m + log2 l) ln 2`` by the first unit of each quad.  Not done: ping-pong of the two consumer
-warpgroups with named barriers, overlapping one block's softmax with the next block's S (intra-warpgroup
-pipelining), a TMA-store epilogue.
+Epilogue: each consumer warpgroup writes O / l into its own 64 rows of the query tile (free once its last wgmma
+has completed) in the 128-byte swizzled layout, and one of its units stores them with TMA (a 3-D map of O, boxes
+``(1, 64, 64)``, so rows past ``seq_q`` are dropped); the natural-log ``lse = (m + log2 l) ln 2`` is stored by
+the first unit of each quad.  Not done: ping-pong of the two consumer warpgroups with named barriers,
+overlapping one block's softmax with the next block's S (intra-warpgroup pipelining).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
         q_map: TensorMap[elem],
         k_map: TensorMap[elem],
         v_map: TensorMap[elem],
-        o: Array[elem],
+        o_map: TensorMap[elem],
         lse: Array[lse_elem],
         seq_q: u32,
         seq_k: u32,
@@ -278,10 +279,22 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
             for h in cp.unroll(range(2)):
                 whole = total[h] + cp.plane_shuffle_xor(total[h], 1)
                 total[h] = whole + cp.plane_shuffle_xor(whole, 2)
+            # The epilogue through shared memory: this warpgroup's 64 rows of the query tile are free (its last
+            # wgmma has completed), so O / l goes there in the 128-byte swizzled layout the query was loaded in,
+            # and one TMA store per 64-column box writes it; TMA drops the rows past seq_q.
             for i in cp.unroll(range(head_dim // 2)):
                 row, col = cp.wgmma_accumulator_position(unit, i)
-                if row0 + row < seq_q:
-                    o[(bh * seq_q + row0 + row) * head_dim + col] = elem(o_acc[i] / total[(i // 2) % 2])
+                within = col % BOX_D  # 16-byte chunk col // 8 of a row lands at chunk (col // 8) ^ (row % 8)
+                at = (col // BOX_D) * block_m * BOX_D + (group * WGMMA_M + row) * BOX_D
+                q_tile[at + ((within // 8) ^ (row % 8)) * 8 + within % 8] = elem(o_acc[i] / total[(i // 2) % 2])
+            cp.fence_proxy_async()  # the stores above are visible to the TMA unit
+            cp.named_barrier_sync(1 + group, WARPGROUP)
+            if unit == 0:
+                for b in cp.unroll(range(boxes)):
+                    at = b * block_m * BOX_D + group * WGMMA_M * BOX_D
+                    cp.tma_store_3d(q_tile.slice(at, at + WGMMA_M * BOX_D), o_map, bh, row0, b * BOX_D)
+                cp.tma_group_commit()
+                cp.tma_group_wait(0)  # the shared memory stays valid until TMA has read it
             if write_lse:
                 if unit % 4 == 0:
                     for h in cp.unroll(range(2)):
@@ -331,7 +344,7 @@ def attention_launch(problem: AttentionProblem, config: AttentionConfig, q, k, v
         _head_map(q, tiles.block_m),
         _head_map(k, tiles.block_n),
         _head_map(v, tiles.block_n),
-        cp.ArrayArg(o),
+        _head_map(o, WGMMA_M),
         cp.ArrayArg(lse if write_lse else o),
         cp.ScalarArg(problem.seq_q, u32),
         cp.ScalarArg(problem.seq_k, u32),

@@ -31,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sass import find_cuda_tool, loop_bodies, sass_of  # noqa: E402
+from benchmarks.triton_tutorials import missing_tools  # noqa: E402  (cuobjdump and ptxas: what cubepy's rows need)
 
 # Tensor-core instructions and the multiply volume (m x n x k) of one: HGMMA.64x64x16.F32.BF16, HMMA.16816.F32
 _HGMMA = re.compile(r"^[HQ]GMMA\.(\d+)x(\d+)x(\d+)")
@@ -139,17 +140,6 @@ def triton_attention(cuobjdump: str, target: str, head_dim: int, causal: bool, w
     result["target"] = target
     result["version"] = triton.__version__
     return result
-
-
-def missing_tools() -> str | None:
-    """Why cubepy's rows cannot be measured here, or None (Triton's rows need Triton besides)."""
-    if find_cuda_tool("cuobjdump") is None:
-        return "cuobjdump not found: pip install nvidia-cuda-cuobjdump (the bench extra)"
-    from cubepy.compiler import ptxas
-
-    if not ptxas.available():
-        return ptxas.unavailable_reason()
-    return None
 
 
 def cases() -> list[tuple[str, str, dict]]:

@@ -11,7 +11,11 @@ For a person with a GPU.  It runs, within a time budget (8 minutes by default):
    (``cubepy.devcheck_wgrad``);
 4. the warp-specialized wgmma GEMM (``cubepy_layouts.matmul.wgmma_matmul``) against the interp on a
    ragged shape, and against ``torch.matmul`` (cuBLAS) in bf16 at 4096^3 and two ragged shapes, with
-   TFLOP/s beside cuBLAS's (``cubepy.devcheck_gemm``).
+   TFLOP/s beside cuBLAS's (``cubepy.devcheck_gemm``);
+5. both FlashAttention kernels (``cubepy_layouts.attention``, wgmma and mma_sync) against the float64 oracle
+   at ragged shapes, f16 and bf16, causal and not, and the Hopper kernel against torch's
+   ``scaled_dot_product_attention`` at training sizes, with TFLOP/s beside torch's
+   (``cubepy.devcheck_attention``).
 
 Each phase runs in its own process, so a kernel fault that poisons the CUDA context (or a crash) costs
 one phase, not the run.  The JSON report (``devcheck_report.json``, ``--report PATH``) holds the device,
@@ -41,6 +45,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any, cast
 
+from cubepy.devcheck_attention import attention_phase
 from cubepy.devcheck_gemm import gemm_phase
 from cubepy.devcheck_wgrad import WGRAD_PROBLEMS, wgrad_phase
 
@@ -332,7 +337,7 @@ def judge_example(interp: dict[str, Any] | None, cuda: dict[str, Any] | None, ca
     return "pass"
 
 
-PHASES = {"examples": examples_phase, "wgrad": wgrad_phase, "gemm": gemm_phase}
+PHASES = {"examples": examples_phase, "wgrad": wgrad_phase, "gemm": gemm_phase, "attention": attention_phase}
 
 
 def run_phase_subprocess(name: str, deadline: float, workdir: Path) -> list[dict[str, Any]]:
@@ -396,6 +401,11 @@ def print_summary(report: dict[str, Any]) -> None:
                 f"  gemm {case['name']}: cubepy {case['cubepy_tflops']} TFLOP/s, cuBLAS {case['torch_tflops']} "
                 f"TFLOP/s ({case['ratio_to_cublas']}x)"
             )
+        if case.get("suite") == "attention" and "cubepy_tflops" in case:
+            print(
+                f"  attention {case['name']}: cubepy {case['cubepy_tflops']} TFLOP/s, torch SDPA "
+                f"{case['torch_tflops']} TFLOP/s ({case['ratio_to_torch']}x)"
+            )
         if case.get("suite") == "wgrad" and "cubepy_ms" in case:
             print(
                 f"  wgrad {case['name']}: cubepy {case['cubepy_ms']} ms ({case['cubepy_tflops']} TFLOP/s), "
@@ -410,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="devcheck_report.json", help="where to write the JSON report")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole check")
     parser.add_argument("--jobs", type=int, default=4, help="pytest-xdist workers per pytest run (1: none)")
-    parser.add_argument("--skip", default="", help="comma-separated phases to leave out: pytest,examples,wgrad,gemm")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated phases to leave out: pytest,examples,wgrad,gemm,attention"
+    )
     parser.add_argument("--list", action="store_true", help="print what would run and exit")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--phase-output", help=argparse.SUPPRESS)
@@ -453,15 +465,17 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(scratch)
         if "pytest" not in skip:
             # pytest first, with most of the budget; the GPU is quiet again before wgrad times anything.
-            cases, notes = run_pytest_phase(discover_suites(), started + 0.7 * args.budget, args.jobs, workdir)
+            cases, notes = run_pytest_phase(discover_suites(), started + 0.55 * args.budget, args.jobs, workdir)
             report["cases"] += cases
             report["pytest_runs"] = notes
         if "examples" not in skip:
-            report["cases"] += run_phase_subprocess("examples", started + 0.85 * args.budget, workdir)
+            report["cases"] += run_phase_subprocess("examples", started + 0.7 * args.budget, workdir)
         if "wgrad" not in skip:
-            report["cases"] += run_phase_subprocess("wgrad", started + 0.93 * args.budget, workdir)
+            report["cases"] += run_phase_subprocess("wgrad", started + 0.8 * args.budget, workdir)
         if "gemm" not in skip:
-            report["cases"] += run_phase_subprocess("gemm", deadline, workdir)
+            report["cases"] += run_phase_subprocess("gemm", started + 0.88 * args.budget, workdir)
+        if "attention" not in skip:
+            report["cases"] += run_phase_subprocess("attention", deadline, workdir)
     report["summary"] = summarize(report["cases"])
     failed = any(case["status"] in ("fail", "fail_both", "error") for case in report["cases"])
     report["status"] = "failed" if failed else "passed"

@@ -130,3 +130,38 @@ def test_the_gemm_phase_compares_a_runtime_with_the_interp():
     case = _against_interp(np, wgmma_matmul, interp, interp)
     assert case["status"] == "pass" and case["max_excess_over_bound"] <= 0, case
     assert "gemm" in devcheck.PHASES
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", pytest.param("mma_sync", marks=pytest.mark.slow)])  # 4 s, 13 s on cpu
+def test_the_attention_phase_judges_a_runtime_against_the_oracle(kernel):
+    # Without a GPU the cpu runtime stands in for it: the harness's bounds are under test, on a real kernel run.
+    import types
+
+    import ml_dtypes
+    import numpy as np
+
+    import cubepy as cp
+    import cubepy_layouts.attention as attention
+    from cubepy.devcheck_attention import _against_oracle
+
+    cpu = cp.client("cpu")
+    shape, dtype = (1, 1, 70, 90, 64), np.dtype(ml_dtypes.bfloat16)
+    case = _against_oracle(np, attention, cpu, kernel, shape, dtype, True)
+    assert case["status"] == "pass", case
+    assert case["o_excess_over_bound"] <= 0 and case["lse_max_error"] <= 1e-4
+
+    def one_output_off(client, q, *args):
+        """The real kernel, then one output element moved by more than the bound allows."""
+        o, lse = attention.flash_attention(client, q, *args)
+        wrong = client.read(o).astype(np.float64)
+        wrong[0, 0, 5, 7] += 0.05
+        return client.create(wrong.astype(dtype)), lse
+
+    sabotaged = types.SimpleNamespace(
+        flash_attention=one_output_off,
+        AttentionConfig=attention.AttentionConfig,
+        attention_reference=attention.attention_reference,
+    )
+    case = _against_oracle(np, sabotaged, cpu, kernel, shape, dtype, True)
+    assert case["status"] == "fail" and case["o_excess_over_bound"] > 0, case
+    assert "attention" in devcheck.PHASES

@@ -156,6 +156,7 @@ from cubepy.frontend.wgmma import (
     wgmma_descriptor,
     wgmma_fence,
     wgmma_mma_async,
+    wgmma_store_accumulator,
     wgmma_wait_group,
 )
 
@@ -322,6 +323,7 @@ __all__ = [
     "wgmma_descriptor",
     "wgmma_fence",
     "wgmma_mma_async",
+    "wgmma_store_accumulator",
     "wgmma_wait_group",
     # expansion internals users may need (intrinsic authors, tests)
     "ExpandElement",

@@ -9,7 +9,8 @@ ordinary writes of the accumulator or of A's registers and the ``wgmma`` that re
 The layouts (descriptor bits, canonical K-major tiles, swizzles, per-unit fragments) are in
 docs/guide/wgmma.md; ``wgmma_accumulator_position`` and ``wgmma_a_position`` give the fragment maps.
 ``major_a="MN"`` / ``major_b="MN"`` read 16-bit tiles stored MN-major (the ISA's transpose bits), and
-``wgmma_a_from_accumulator`` re-packs an f32 accumulator into an f16/bf16 A fragment (P of attention).
+``wgmma_a_from_accumulator`` re-packs an f32 accumulator into an f16/bf16 A fragment (P of attention), and
+``wgmma_store_accumulator`` writes an accumulator to shared memory with ``stmatrix`` (an epilogue's TMA store).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 from cubepy import ir
 from cubepy.frontend import operations, source
+from cubepy.frontend.builtins import UNIT_POS
 from cubepy.frontend.containers import LocalArray, MemoryExpand, SliceExpand
 from cubepy.frontend.elem import to_elem
+from cubepy.frontend.mma import stmatrix
 from cubepy.frontend.state import current_scope
 from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type, VarKind
@@ -33,8 +36,11 @@ __all__ = [
     "wgmma_descriptor",
     "wgmma_fence",
     "wgmma_mma_async",
+    "wgmma_store_accumulator",
     "wgmma_wait_group",
 ]
+STORE_LAYOUTS = ("row_major", "128B")
+SWIZZLE_128B_COLUMNS = 64  # 16-bit items in one 128-byte swizzle row
 
 SWIZZLES = tuple(irops.WGMMA_SWIZZLES)
 MAJORS = ("K", "MN")
@@ -216,3 +222,58 @@ def wgmma_a_from_accumulator(acc: Any, step: Any, elem: Any) -> MemoryExpand:
     for i in range(8):
         fragment[i] = operations.cast(acc[8 * index + i], input_elem)
     return fragment
+
+
+def wgmma_store_accumulator(
+    acc: Any, tile: Any, elem: Any, row_items: int = 0, layout: str = "row_major", box_items: int = 0
+) -> None:
+    """Write the warpgroup's 64 x N f32 accumulator ``acc`` into shared memory ``tile`` as ``elem`` (f16/bf16),
+    16 columns per ``stmatrix.x4``: the layout a TMA store of the tile reads.
+
+    ``layout="row_major"``: item (row, col) at ``row * row_items + col``.  ``layout="128B"``: TMA's 128-byte
+    swizzle in boxes of 64 columns: box ``col // 64`` starts ``box_items`` items after the previous one and
+    holds rows of 64 items whose 16-byte chunk ``c`` lies at chunk ``c ^ (row % 8)`` (``tile`` must start on
+    a 1024-byte boundary, as TMA's swizzle needs).  Every unit of the warpgroup calls it together; with
+    ``stmatrix``, unit ``8j + r`` of a plane addresses row ``r`` of its plane's ``j``-th 8 x 8 matrix.
+    """
+    input_elem = _input_elem(elem)
+    if input_elem not in irops.TRANSPOSABLE:
+        source.fail(
+            f"wgmma_store_accumulator: elem must be cp.f16 or cp.bf16 (stmatrix moves 16-bit items), got {input_elem.name}"
+        )
+    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
+        source.fail(f"wgmma_store_accumulator: acc must be a LocalArray[f32] accumulator, got {type(acc).__name__}")
+    columns = 2 * (acc.var.length or 0)
+    if columns % 16:
+        source.fail(f"wgmma_store_accumulator: a {columns}-column accumulator; stmatrix stores 16 columns at a time")
+    if layout not in STORE_LAYOUTS:
+        source.fail(f"wgmma_store_accumulator: layout {layout!r}; expected one of {', '.join(STORE_LAYOUTS)}")
+    if layout == "row_major" and (row_items < columns or row_items % 8):
+        source.fail(
+            f"wgmma_store_accumulator: row_items must be a multiple of 8 of at least the {columns} columns "
+            f"(stmatrix rows are 16-byte aligned), got {row_items}"
+        )
+    if (
+        layout == "128B"
+        and columns > SWIZZLE_128B_COLUMNS
+        and (box_items < 64 * SWIZZLE_128B_COLUMNS or box_items % 512)
+    ):
+        source.fail(
+            f"wgmma_store_accumulator: box_items must be a multiple of 512 (1024 bytes) holding 64 rows of "
+            f"{SWIZZLE_128B_COLUMNS} items, got {box_items}"
+        )
+    unit = UNIT_POS % 128
+    lane = unit % 32
+    # lane 8j + r gives row r of matrix j; matrices 0..3 are (rows 0-7, cols 0-7), (rows 8-15, cols 0-7),
+    # (rows 0-7, cols 8-15), (rows 8-15, cols 8-15) of this plane's 16 rows: the order of the fragment below.
+    row = (unit // 32) * 16 + lane % 8 + (lane // 8) % 2 * 8
+    column_half = (lane // 16) * 8
+    for step in range(columns // 16):
+        fragment = wgmma_a_from_accumulator(acc, step, input_elem)
+        if layout == "row_major":
+            at = row * row_items + (16 * step + column_half)
+        else:
+            box, within = divmod(16 * step, SWIZZLE_128B_COLUMNS)
+            chunk = (within + column_half) // 8
+            at = box * box_items + row * SWIZZLE_128B_COLUMNS + (chunk ^ row % 8) * 8
+        stmatrix(tile, at, fragment, 4)

@@ -25,7 +25,8 @@ removes, so the running max is finite after the first block and ``exp2(m_old - m
 ``-inf - -inf``.
 
 Epilogue: each consumer warpgroup writes O / l into its own 64 rows of the query tile (free once its last wgmma
-has completed) in the 128-byte swizzled layout, and one of its units stores them with TMA (a 3-D map of O, boxes
+has completed) in the 128-byte swizzled layout (``wgmma_store_accumulator``: one ``stmatrix.x4`` per 16
+columns), and one of its units stores them with TMA (a 3-D map of O, boxes
 ``(1, 64, 64)``, so rows past ``seq_q`` are dropped); the natural-log ``lse = (m + log2 l) ln 2`` is stored by
 the first unit of each quad.  Not done: ping-pong of the two consumer warpgroups with named barriers,
 overlapping one block's softmax with the next block's S (intra-warpgroup pipelining).
@@ -283,10 +284,9 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
             # wgmma has completed), so O / l goes there in the 128-byte swizzled layout the query was loaded in,
             # and one TMA store per 64-column box writes it; TMA drops the rows past seq_q.
             for i in cp.unroll(range(head_dim // 2)):
-                row, col = cp.wgmma_accumulator_position(unit, i)
-                within = col % BOX_D  # 16-byte chunk col // 8 of a row lands at chunk (col // 8) ^ (row % 8)
-                at = (col // BOX_D) * block_m * BOX_D + (group * WGMMA_M + row) * BOX_D
-                q_tile[at + ((within // 8) ^ (row % 8)) * 8 + within % 8] = elem(o_acc[i] / total[(i // 2) % 2])
+                o_acc[i] = o_acc[i] / total[(i // 2) % 2]
+            own_rows = q_tile.slice(group * WGMMA_M * BOX_D, q_items)  # box b of them is block_m rows further
+            cp.wgmma_store_accumulator(o_acc, own_rows, elem, layout="128B", box_items=block_m * BOX_D)
             cp.fence_proxy_async()  # the stores above are visible to the TMA unit
             cp.named_barrier_sync(1 + group, WARPGROUP)
             if unit == 0:

@@ -85,6 +85,8 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType, tma_store: 
     bias_type = Array[f32] if has_bias else Comptime[int]
     tile_k = tile_k_of(elem)
     k_step = 32 // elem.size  # every wgmma reads 32 bytes of K per row
+    # a 16-bit output goes to shared memory 16 columns per stmatrix (tile_n is 64, 128 or 256)
+    packed_store = tma_store and out_elem.size == 2
 
     @cube(launch=True)
     def wgmma_gemm(
@@ -261,10 +263,15 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType, tma_store: 
                         value = cp.max(value, f32(0.0))
                     elif activation == "gelu":
                         value = f32(0.5) * value * (f32(1.0) + cp.erf(value * f32(GELU_SCALE)))
-                    if tma_store:
+                    if packed_store:
+                        acc[i] = value  # stored 16 columns at a time below
+                    elif tma_store:
                         c_tile[(group * WGMMA_M + row) * tile_n + col] = out_elem(value)
                     else:
                         View(out, out_layout).write_checked((m0 + group * WGMMA_M + row, n0 + col), out_elem(value))
+                if packed_store:
+                    own_rows = c_tile.slice(group * WGMMA_M * tile_n, (group + 1) * WGMMA_M * tile_n)
+                    cp.wgmma_store_accumulator(acc, own_rows, out_elem, tile_n)
                 if tma_store:
                     cp.fence_proxy_async()  # this unit's stores are visible to the TMA unit
                     cp.named_barrier_sync(1 + group, WARPGROUP)

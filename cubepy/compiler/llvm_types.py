@@ -15,6 +15,23 @@ import llvmlite.ir as ir
 from cubepy.ir import ElemType, Type
 
 
+def _fill_llvmlite_escape_table() -> None:
+    """Fill llvmlite's string-escape table now, while this module is imported under Python's import lock.
+
+    llvmlite fills it on the first string it escapes, without a lock: a second thread printing a module
+    meanwhile sees a half-filled table and fails with ``KeyError`` (seen with eight threads launching their
+    first kernels at once).  Escaping an empty string fills all 256 entries.
+    """
+    from llvmlite.ir import values
+
+    escape = getattr(values, "_escape_string", None)
+    if escape is not None:  # a private name: a later llvmlite may not have it
+        escape(b"")
+
+
+_fill_llvmlite_escape_table()
+
+
 class BFloatType(ir.types._BaseFloatType):  # type: ignore[misc]  # llvmlite ships no types
     """LLVM's ``bfloat`` (llvmlite 0.50 has no such type); constants print as ``0xRXXXX``."""
 

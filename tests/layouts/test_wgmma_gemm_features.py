@@ -40,9 +40,18 @@ def assert_close(got, a, b_t):
 
 # -- B as K x N -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "shape", [(70, 40, 48), (100, 72, 200), (66, 37, 45)], ids=["70x40x48", "100x72x200", "ragged-N-and-K"]
+    ("name", "shape"),
+    [
+        ("f16", (100, 72, 200)),
+        ("bf16", (66, 37, 45)),
+        # the other pairs of type and shape repeat the same paths at 3-4 s each: the slow tier runs them
+        pytest.param("f16", (70, 40, 48), marks=pytest.mark.slow),
+        pytest.param("bf16", (70, 40, 48), marks=pytest.mark.slow),
+        pytest.param("bf16", (100, 72, 200), marks=pytest.mark.slow),
+        pytest.param("f16", (66, 37, 45), marks=pytest.mark.slow),
+    ],
+    ids=["f16-100x72x200", "bf16-ragged-N-and-K", "f16-70x40x48", "bf16-70x40x48", "bf16-100x72x200", "f16-ragged"],
 )
-@pytest.mark.parametrize("name", ["f16", "bf16"])
 def test_b_given_k_by_n(client, shape, name):
     a, b_t = operands(*shape, {"f16": np.float16, "bf16": cp.bf16.numpy}[name], seed=1)
     b = np.ascontiguousarray(b_t.T)  # numpy's form: K x N
@@ -62,8 +71,17 @@ def test_b_major_keyword_keeps_the_positional_meaning():
         wgmma_matmul(client, client.create(a), client.create(b_t), b=client.create(b_t))
 
 
-@pytest.mark.parametrize("options", SANITIZED, ids=SANITIZED_IDS)
-@pytest.mark.parametrize("cluster_m", [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    ("options", "cluster_m"),
+    [
+        (SANITIZED[0], 2),
+        # the adversarial schedule and the 4-cube cluster take seconds each: the slow tier runs them
+        pytest.param(SANITIZED[1], 2, marks=pytest.mark.slow),
+        pytest.param(SANITIZED[0], 4, marks=pytest.mark.slow),
+        pytest.param(SANITIZED[1], 4, marks=pytest.mark.slow),
+    ],
+    ids=[f"{cluster}-{name}" for cluster in (2, 4) for name in SANITIZED_IDS],
+)
 def test_k_by_n_b_multicast_splits_k_rows_across_the_cluster(options, cluster_m):
     client = cp.client("interp", **options)
     # cluster 2: two 64-column blocks of B per stage; cluster 4: 16 k rows per cube and a spare cube along M
@@ -95,7 +113,7 @@ def gelu(x):
 @pytest.mark.parametrize(
     ("activation", "n"),
     [
-        (None, 40),
+        pytest.param(None, 40, marks=pytest.mark.slow),  # tma-store-gelu takes the same path with more to check
         ("gelu", 40),
         ("relu", 37),  # 37 f32: rows of 148 bytes, which TMA cannot store: the direct store
         pytest.param("relu", 40, marks=pytest.mark.slow),

@@ -99,10 +99,19 @@ def test_dropout_run(runtime):
     }
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
+LAYER_NORM_SHAPES = [(30, 1000, np.float32, 1e-5), (23, 777, np.float16, 1e-2), (19, 2048 + 64, np.float16, 1e-2)]
+
+
 @pytest.mark.parametrize(
-    ("m", "n", "dtype", "tol"),
-    [(30, 1000, np.float32, 1e-5), (23, 777, np.float16, 1e-2), (19, 2048 + 64, np.float16, 1e-2)],
+    ("m", "n", "dtype", "tol", "runtime"),
+    [
+        # every shape on cpu and the f16 one on the interp; the interp's other two (4-7 s each) in the slow tier
+        pytest.param(
+            *shape, runtime, marks=[pytest.mark.slow] if runtime == "interp" and shape != LAYER_NORM_SHAPES[1] else []
+        )
+        for shape in LAYER_NORM_SHAPES
+        for runtime in RUNTIMES
+    ],
 )
 def test_layer_norm_forward_and_backward(runtime, m, n, dtype, tol):
     # 1000 f32 in lines of 4, 777 f16 (ragged) in lines of 1, 2112 f16 (a 4096 block, 128 units) in lines of 8

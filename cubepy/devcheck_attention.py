@@ -13,7 +13,7 @@ import importlib
 import traceback
 from typing import Any
 
-from cubepy.devcheck_timing import torch_time_ms
+from cubepy.devcheck_timing import speed_fields, torch_time_ms
 
 # (batch, heads, seq_q, seq_k, head_dim), dtype, causal: sequences ragged against every block size, the stage
 # ring wraps, both head dims; the four (dtype, causal) pairs are spread over them, since every case compiles
@@ -119,10 +119,8 @@ def _against_torch(
         flops = 4.0 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
         case.update(
             max_abs_error=error,
-            cubepy_ms=round(best, 4),
+            **speed_fields(best, torch_ms, flops),
             torch_ms=round(torch_ms, 4),
-            cubepy_tflops=round(flops / best / 1e9, 2),
-            torch_tflops=round(flops / torch_ms / 1e9, 2),
             ratio_to_torch=round(torch_ms / best, 3),
             status="pass" if error < 1e-2 else "fail",
         )

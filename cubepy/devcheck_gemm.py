@@ -11,7 +11,7 @@ import importlib
 import traceback
 from typing import Any
 
-from cubepy.devcheck_timing import torch_time_ms
+from cubepy.devcheck_timing import speed_fields, torch_time_ms
 
 INTERP_SHAPE = (130, 72, 200)  # M, N, K: ragged blocks, the stage ring wraps
 GEMM_SHAPES = [(4096, 4096, 4096), (4000, 3000, 2056), (1000, 520, 4104)]  # K a multiple of 8 (TMA rows)
@@ -88,10 +88,8 @@ def _against_torch(
         flops = 2.0 * m * n * k
         case.update(
             relative_error=error,
-            cubepy_ms=round(best, 4),
+            **speed_fields(best, torch_ms, flops),
             torch_ms=round(torch_ms, 4),
-            cubepy_tflops=round(flops / best / 1e9, 2),
-            torch_tflops=round(flops / torch_ms / 1e9, 2),
             ratio_to_cublas=round(torch_ms / best, 3),
             status="pass" if error < 1e-2 else "fail",
         )

@@ -11,7 +11,7 @@ import importlib
 import traceback
 from typing import Any
 
-from cubepy.devcheck_timing import torch_time_ms
+from cubepy.devcheck_timing import speed_fields, torch_time_ms
 
 # Weight-gradient problems: (N, H, W, C_in, C_out, KH, KW, stride, padding), all f16 inputs.
 WGRAD_PROBLEMS = [(8, 56, 56, 64, 64, 3, 3, 1, 1), (32, 28, 28, 128, 128, 3, 3, 1, 1)]
@@ -92,9 +92,7 @@ def _wgrad_cases(torch: Any, conv: Any, client: Any, spec: tuple[int, ...]) -> l
             best = min(client.time_ms(work, repeat=10))
             case.update(
                 relative_error=error,
-                cubepy_ms=round(best, 4),
-                cubepy_tflops=round(flops / best / 1e9, 2),
-                torch_tflops=round(flops / torch_ms / 1e9, 2),
+                **speed_fields(best, torch_ms, flops),
                 status="pass" if error < 2e-2 else "fail",
             )
             if error >= 2e-2:

@@ -27,6 +27,8 @@ from cubepy.frontend.state import current_scope
 from cubepy.frontend.values import ExpandElement
 from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
+from cubepy.ir.ops.wgmma import WARPGROUP
+from cubepy.ir.ops.wgmma import M as WGMMA_M
 
 __all__ = [
     "wgmma_a_from_accumulator",
@@ -199,6 +201,16 @@ def wgmma_a_position(elem: Any, unit: Any, i: Any) -> tuple[Any, Any]:
     return irops.a_position(_input_elem(elem).size, unit, i)
 
 
+def _accumulator_to_16_bits(acc: Any, elem: Any, what: str, why: str = "") -> tuple[ir.ElemType, int]:
+    """``(elem, length)`` of an f32 accumulator ``acc`` to be converted to ``elem``, refusing what cannot be."""
+    input_elem = _input_elem(elem)
+    if input_elem not in irops.TRANSPOSABLE:
+        source.fail(f"{what}: elem must be cp.f16 or cp.bf16{why}, got {input_elem.name}")
+    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
+        source.fail(f"{what}: acc must be a LocalArray[f32] accumulator, got {type(acc).__name__}")
+    return input_elem, acc.var.length or 0
+
+
 def wgmma_a_from_accumulator(acc: Any, step: Any, elem: Any) -> MemoryExpand:
     """A new ``LocalArray[elem](8)``: columns ``16 step .. 16 step + 15`` of the 64 x N f32 accumulator ``acc``
     as an A fragment of f16/bf16 (``elem``), for a ``wgmma`` whose A is that slice (P @ V in attention).
@@ -206,12 +218,7 @@ def wgmma_a_from_accumulator(acc: Any, step: Any, elem: Any) -> MemoryExpand:
     The accumulator's elements ``8 step .. 8 step + 7`` sit in the A fragment's places (same rows, k = column
     - 16 step), so each unit converts its own registers; no data moves between units.
     """
-    input_elem = _input_elem(elem)
-    if input_elem not in irops.TRANSPOSABLE:
-        source.fail(f"wgmma_a_from_accumulator: elem must be cp.f16 or cp.bf16, got {input_elem.name}")
-    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
-        source.fail(f"wgmma_a_from_accumulator: acc must be a LocalArray[f32] accumulator, got {type(acc).__name__}")
-    length = acc.var.length or 0
+    input_elem, length = _accumulator_to_16_bits(acc, elem, "wgmma_a_from_accumulator")
     index = operations.comptime_value(step) if operations.is_comptime(step) else step
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= 8 * index < length:
         source.fail(
@@ -236,33 +243,28 @@ def wgmma_store_accumulator(
     a 1024-byte boundary, as TMA's swizzle needs).  Every unit of the warpgroup calls it together; with
     ``stmatrix``, unit ``8j + r`` of a plane addresses row ``r`` of its plane's ``j``-th 8 x 8 matrix.
     """
-    input_elem = _input_elem(elem)
-    if input_elem not in irops.TRANSPOSABLE:
-        source.fail(
-            f"wgmma_store_accumulator: elem must be cp.f16 or cp.bf16 (stmatrix moves 16-bit items), got {input_elem.name}"
-        )
-    if not isinstance(acc, MemoryExpand) or acc.var.kind is not VarKind.LOCAL_ARRAY or acc.var.type != Type(ir.F32):
-        source.fail(f"wgmma_store_accumulator: acc must be a LocalArray[f32] accumulator, got {type(acc).__name__}")
-    columns = 2 * (acc.var.length or 0)
+    what = "wgmma_store_accumulator"
+    input_elem, length = _accumulator_to_16_bits(acc, elem, what, " (stmatrix moves 16-bit items)")
+    columns = 2 * length
     if columns % 16:
-        source.fail(f"wgmma_store_accumulator: a {columns}-column accumulator; stmatrix stores 16 columns at a time")
+        source.fail(f"{what}: a {columns}-column accumulator; stmatrix stores 16 columns at a time")
     if layout not in STORE_LAYOUTS:
-        source.fail(f"wgmma_store_accumulator: layout {layout!r}; expected one of {', '.join(STORE_LAYOUTS)}")
+        source.fail(f"{what}: layout {layout!r}; expected one of {', '.join(STORE_LAYOUTS)}")
     if layout == "row_major" and (row_items < columns or row_items % 8):
         source.fail(
-            f"wgmma_store_accumulator: row_items must be a multiple of 8 of at least the {columns} columns "
+            f"{what}: row_items must be a multiple of 8 of at least the {columns} columns "
             f"(stmatrix rows are 16-byte aligned), got {row_items}"
         )
     if (
         layout == "128B"
         and columns > SWIZZLE_128B_COLUMNS
-        and (box_items < 64 * SWIZZLE_128B_COLUMNS or box_items % 512)
+        and (box_items < WGMMA_M * SWIZZLE_128B_COLUMNS or box_items % 512)
     ):
         source.fail(
-            f"wgmma_store_accumulator: box_items must be a multiple of 512 (1024 bytes) holding 64 rows of "
+            f"{what}: box_items must be a multiple of 512 (1024 bytes) holding {WGMMA_M} rows of "
             f"{SWIZZLE_128B_COLUMNS} items, got {box_items}"
         )
-    unit = UNIT_POS % 128
+    unit = UNIT_POS % WARPGROUP
     lane = unit % 32
     # lane 8j + r gives row r of matrix j; matrices 0..3 are (rows 0-7, cols 0-7), (rows 8-15, cols 0-7),
     # (rows 0-7, cols 8-15), (rows 8-15, cols 8-15) of this plane's 16 rows: the order of the fragment below.

@@ -165,3 +165,10 @@ def test_the_attention_phase_judges_a_runtime_against_the_oracle(kernel):
     case = _against_oracle(np, sabotaged, cpu, kernel, shape, dtype, True)
     assert case["status"] == "fail" and case["o_excess_over_bound"] > 0, case
     assert "attention" in devcheck.PHASES
+
+
+def test_speed_fields_give_milliseconds_and_tflops_of_both():
+    from cubepy.devcheck_timing import speed_fields
+
+    # 2e12 flops in 10 ms is 200 TFLOP/s, in 8 ms 250; times keep 4 places, rates 2
+    assert speed_fields(10.000049, 8.0, 2e12) == {"cubepy_ms": 10.0, "cubepy_tflops": 200.0, "torch_tflops": 250.0}

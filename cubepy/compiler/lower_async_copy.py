@@ -2,7 +2,10 @@
 
 * ``async_copy`` is ``llvm.nvvm.cp.async.{ca,cg}.shared.global.{4,8,16}`` (``cp.async.ca.shared.global
   [dst], [src], 16;``); when the source byte count is not the constant ``size`` it is the ``.s`` form with a
-  ``src-size`` operand, which zero-fills the destination bytes past it;
+  ``src-size`` operand, which zero-fills the destination bytes past it, or, when the ``bounds`` pass proved
+  the count 0 or ``size`` (``all_or_nothing``: a checked or masked chunk), the ``ignore-src`` form
+  ``cp.async.cg.shared.global [dst], [src], 16, p;`` (inline PTX: LLVM has no intrinsic for it), whose
+  predicate ptxas puts on the copy;
 * ``async_commit_group`` is ``cp.async.commit_group``; ``async_wait_group n`` is ``cp.async.wait_group n``.
 
 The host target (cpu runtime) replaces ``async_copy`` with a plain copy at issue
@@ -46,8 +49,18 @@ def lower_async_copy(lw: KernelLowering, inst: Instruction) -> None:
     whole = op.src_bytes.is_constant and op.src_bytes.value == op.size
     if whole:
         lw.call(name, lt.VOID, [dst, src])
-    else:
-        lw.call(name + ".s", lt.VOID, [dst, src, as_u32(lw, lw.value(op.src_bytes), op.src_bytes)])
+        return
+    count = as_u32(lw, lw.value(op.src_bytes), op.src_bytes)
+    if not op.all_or_nothing:
+        lw.call(name + ".s", lt.VOID, [dst, src, count])
+        return
+    # The count is 0 or the whole chunk (the bounds pass proved it): cp.async's ``ignore-src`` form, whose
+    # predicate ptxas puts on the copy, in place of a byte count it would compare with 0 again.
+    b = lw.builder
+    empty = b.icmp_unsigned("==", count, ir.Constant(lt.I32, 0))
+    text = f"cp.async.{op.cache}.shared.global [$0], [$1], {op.size}, $2;"
+    asm = ir.InlineAsm(ir.FunctionType(lt.VOID, [lt.I32, lt.I64, lt.I1]), text, "r,l,b,~{memory}", side_effect=True)
+    b.call(asm, [b.ptrtoint(dst, lt.I32), b.ptrtoint(src, lt.I64), empty])
 
 
 @lowers(ops.AsyncCommitGroup)

@@ -50,11 +50,22 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: Env) -> Scope:
             proven = proven_in_bounds(op.memory, analysis.of(op.index, env))
             if proven or analysis.in_len_bounds(op, env) or analysis.in_tensor_bounds(op, env):
                 inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
+        elif isinstance(op, ops.AsyncCopy) and not op.all_or_nothing and _all_or_nothing(op, analysis, env):
+            inst = attrs.evolve(inst, operation=attrs.evolve(op, all_or_nothing=True))
         elif isinstance(op, branch.BRANCH_OPS):
             inst = attrs.evolve(inst, operation=_branch(op, analysis, env))
         analysis.define(inst, env)
         out.extend(_simplified(inst, analysis, env))
     return Scope(tuple(out))
+
+
+def _all_or_nothing(op: ops.AsyncCopy, analysis: RangeAnalysis, env: Env) -> bool:
+    """Whether the copy's source byte count is 0 or its whole size for every unit: in ``[0, size]`` and a
+    multiple of ``size`` (a chunk cut at an edge that is a multiple of the chunk)."""
+    found = analysis.of(op.src_bytes, env)
+    if found is None or found[0] < 0 or found[1] > op.size:
+        return False
+    return found[1] == 0 or analysis.trailing_zeros(op.src_bytes) >= op.size.bit_length() - 1
 
 
 _FOLDABLE = (ops.Binary, ops.Select, ops.Clamp, ops.Cast)

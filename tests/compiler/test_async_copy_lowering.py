@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import cubepy as cp
@@ -69,3 +70,27 @@ def test_a_16_byte_line_is_one_cp_async_and_no_shared_store():
 def test_before_sm_80_is_a_compile_error():
     with pytest.raises(CompileError, match="needs sm_80 or later"):
         line_copy.compile((32, 1, 1), LINES, LINES, target="sm_75", unchecked=True)
+
+
+@cp.cube(launch=True)
+def checked_chunks(a: Array[f32], out: Array[f32]):
+    smem = cp.SharedMemory[f32](128)
+    cp.memcpy_async(a[UNIT_POS * 4 : UNIT_POS * 4 + 4], smem[UNIT_POS * 4 : UNIT_POS * 4 + 4])
+    cp.async_commit_group()
+    cp.async_wait_group(0)
+    cp.sync_cube()
+    out[UNIT_POS] = smem[UNIT_POS]
+
+
+@pytest.mark.ptxas
+def test_a_checked_chunk_is_the_ignore_src_form_and_a_ragged_one_keeps_its_byte_count():
+    # checked, with the launch's length a multiple of 16 items, a chunk of 4 items at a multiple of 4 lies all
+    # inside the buffer or all past its end: all or nothing, so one predicate instead of a byte count
+    client = cp.client("interp")
+    whole = [cp.ArrayArg(client.zeros((128,), np.float32)) for _ in range(2)]
+    ptx = checked_chunks.compile((32, 1, 1), *whole).ptx
+    assert re.findall(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %p\d+;", ptx), ptx
+    assert not re.search(r"cp\.async\.cg\.shared\.global [^;]*, 16, %r\d+;", ptx)
+    # a count that may be anything from 0 to 16 keeps the src-size operand (beside the predicated form)
+    ragged = every_form.compile((32, 1, 1), A32, A16, A32, cp.ScalarArg(4, u32), unchecked=True).ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global [^;]*, 16, %r\d+;", ragged)

@@ -3,6 +3,8 @@ trailing zeros and a branch's order pin to one value becomes that value (``cubep
 
 from __future__ import annotations
 
+import re
+
 import hypothesis
 import hypothesis.strategies as st
 import numpy as np
@@ -144,6 +146,21 @@ def test_a_checked_chunk_copy_of_a_buffer_of_16_multiple_len_is_all_or_nothing()
     to 4, so one stays."""
     assert _mins(_chunk_copy(48).definition) == 0
     assert _mins(_chunk_copy(60).definition) >= 1
+
+
+def _copies(definition) -> list:
+    return [inst.operation for inst in walk(definition.body) if isinstance(inst.operation, ops.AsyncCopy)]
+
+
+@pytest.mark.ptxas
+def test_an_all_or_nothing_chunk_is_marked_and_copies_under_a_predicate():
+    """The bounds pass marks the copy whose byte count is 0 or 16 (``all_or_nothing``) and the GPU copy is the
+    ``ignore-src`` form; the chunk that may be cut to 4 items keeps its byte count (``src-size``)."""
+    whole, ragged = _chunk_copy(48), _chunk_copy(60)
+    assert [op.all_or_nothing for op in _copies(whole.definition)] == [True]
+    assert [op.all_or_nothing for op in _copies(ragged.definition)] == [False]
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %p\d+;", whole.ptx)
+    assert re.search(r"cp\.async\.cg\.shared\.global [^;]*, 16, %r\d+;", ragged.ptx)
 
 
 @pytest.mark.parametrize("runtime", ["interp", "cpu"])

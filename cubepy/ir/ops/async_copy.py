@@ -40,6 +40,8 @@ class AsyncCopy(Operation):
     """Copy ``size`` bytes from ``src[src_offset..]`` to ``dst[dst_offset..]`` (element offsets) asynchronously.
 
     Only the first ``src_bytes`` bytes are read; the rest of the destination bytes become zero.
+    ``all_or_nothing``: ``src_bytes`` is proven to be 0 or ``size`` (set by the ``bounds`` pass), so the
+    GPU copy takes a predicate instead of a byte count.
     """
 
     src: Variable
@@ -49,6 +51,7 @@ class AsyncCopy(Operation):
     src_bytes: Variable
     size: int = 16
     cache: str = "ca"
+    all_or_nothing: bool = False
 
 
 @attrs.frozen(repr=False)

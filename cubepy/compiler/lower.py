@@ -254,6 +254,8 @@ class KernelLowering:
         if kind is VarKind.CONST:
             if self.per_unit is not None and self.per_unit.holds(var):
                 return self.builder.load(self.per_unit.pointer(var), typ=lt.item_type(var.type))
+            if self.per_unit is not None and self.per_unit.recomputes(var):
+                return self.per_unit.recompute(var)
             try:
                 return self.consts[var.id]
             except KeyError:

@@ -36,6 +36,12 @@ class PerUnitStorage(Protocol):
     def pointer(self, var: Variable) -> ir.Value:
         """The address of ``var`` for the unit being lowered."""
 
+    def recomputes(self, var: Variable) -> bool:
+        """Whether ``var`` is computed again where it is read instead of being kept per unit."""
+
+    def recompute(self, var: Variable) -> ir.Value:
+        """``var`` computed again at the builder's position, for the unit being lowered."""
+
 
 class TargetLayer(Protocol):
     """What differs between targets; every method emits at ``lw.builder``'s position."""

@@ -25,6 +25,10 @@ Inside a stretch, two more things make the loops over units vector code:
 * *Cube-uniform values* (``CubeUniformity.values``: pure computations of values every unit has alike, such as
   a row's base offset from ``CUBE_POS`` and a stride) are computed once for the cube before the stretch's
   loop, so addresses built from them stay affine in the unit's position.
+* *Recomputed unit values* (``FissionPlan.recomputed``): an integer a few cheap operations compute from the
+  unit's position, scalars and cube-uniform values (the matmul's ``row = CUBE_POS_Y * tile + UNIT_POS_Y``)
+  is computed again in each stretch that reads it instead of living in the frame, so an address built
+  from it stays affine in the unit's position (a vector load, not a gather of frame-loaded indices).
 * *Lockstep loops.*  A ``range_loop`` at the top of a stretch whose bounds no assignment changes, with no
   ``break``/``continue`` of its own and no ``return`` inside, runs round by round: round ``j`` runs
   iteration ``j`` of every unit (index ``start + j * step``, wrapping as ``j`` steps would), then round
@@ -105,6 +109,19 @@ class CubeLoops:
     def holds(self, var: Variable) -> bool:
         """Whether ``var`` lives in the per-unit frame."""
         return (var.kind, var.id) in self.offsets
+
+    def recomputes(self, var: Variable) -> bool:
+        """Whether ``var`` is computed again where it is read (``FissionPlan.recomputed``), not kept."""
+        return (var.kind, var.id) in self.plan.recomputed
+
+    def recompute(self, var: Variable) -> ir.Value:
+        """``var`` computed again here for the unit being lowered: its defining instruction lowered anew (LLVM
+        merges the copies a stretch repeats)."""
+        lw = self.lw
+        location = lw.builder.debug_metadata
+        lw.lower_instruction(self.plan.recomputed[(var.kind, var.id)])
+        lw.builder.debug_metadata = location
+        return lw.consts[var.id]
 
     def pointer(self, var: Variable) -> ir.Value:
         """Where the unit being lowered keeps ``var`` (a local's item, or a local array's first item)."""

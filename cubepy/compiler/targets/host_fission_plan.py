@@ -2,8 +2,8 @@
 
 ``plan_fission(definition)`` finds the split points (``sync_cube``, ``sync_plane``, whole-plane reductions and
 scans) and checks that each sits in cube-uniform control; it names the instructions lowered once per cube
-(split loops and branches, hoisted cube-uniform values), the loops run in lockstep and the locals each unit
-keeps in its frame.  ``host_fission.CubeLoops`` emits what the plan says.
+(split loops and branches, hoisted cube-uniform values), the loops run in lockstep, the unit values computed
+again where they are read and the locals each unit keeps in its frame.  ``host_fission.CubeLoops`` emits what the plan says.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class FissionPlan:
     returns: bool  # the kernel has a ``return``: the frame holds a running flag per unit
     lockstep: frozenset[int] = frozenset()  # id() of the stretches' own range loops run in lockstep
     hoisted: frozenset[int] = frozenset()  # id() of the stretches' cube-uniform computations, done once per cube
+    # Unit values computed again where a later stretch reads them, not kept in the frame: their defining
+    # instruction, by the value's key (``_Stretches.rematerialized``).
+    recomputed: dict[VarKey, Instruction] = attrs.field(factory=dict, eq=False)
 
 
 def is_split_point(inst: Instruction) -> bool:
@@ -121,7 +124,7 @@ def plan_fission(definition: KernelDefinition) -> FissionPlan | None:
     arrays = tuple(definition.local_arrays)
     returns = any(isinstance(i.operation, branch.Return) for i in instructions)
     lockstep, hoisted = frozenset(stretches.lockstep), frozenset(stretches.hoisted)
-    return FissionPlan(frozen, per_unit + arrays, returns, lockstep, hoisted)
+    return FissionPlan(frozen, per_unit + arrays, returns, lockstep, hoisted, stretches.recomputed)
 
 
 def _hoistable(inst: Instruction, uniform_values: frozenset[VarKey], cube_values: set[VarKey]) -> bool:
@@ -136,6 +139,17 @@ def _hoistable(inst: Instruction, uniform_values: frozenset[VarKey], cube_values
     if child_scopes(op) or not op.RECORD.pure or op.RECORD.reads:
         return False
     return all(var.kind not in LOCAL_KINDS or (var.kind, var.id) in cube_values for var in op.operands())
+
+
+# Integer operations cheap enough to compute again in every stretch that reads their result: a unit's row
+# or column from its position (``CUBE_POS_Y * tile + UNIT_POS_Y``).  Read from the frame, such a value is
+# a load per unit that LLVM cannot see through, so an address built from it is a gather; computed again,
+# the address is affine in the unit's position and the loop over units loads whole vectors.
+_RECOMPUTABLE: tuple[type[ops.Operation], ...] = (
+    *(ops.Add, ops.Sub, ops.Mul, ops.Shl, ops.Shr, ops.Bitand, ops.Bitor, ops.Bitxor, ops.Min, ops.Max),
+    *(ops.Cast, ops.Select, ops.Assign),
+)
+RECOMPUTE_LIMIT = 12  # operations in a value's tree, counted with repeats, past which it stays in the frame
 
 
 def _runs_in_lockstep(inst: Instruction) -> bool:
@@ -166,6 +180,10 @@ class _Stretches:
         self.in_loops: set[int] = set()  # stretches inside a loop that holds a barrier
         self.uniform_indices: set[VarKey] = set()  # indices of split loops: one value for the whole cube
         self.lockstep: set[int] = set()  # id() of the loops run in lockstep
+        self.cube_level: set[int] = set()  # stretches read outside a loop over units (control, collectives)
+        # Unit values that may be computed again where they are read: defining instruction and tree size.
+        self.candidates: dict[VarKey, tuple[Instruction, int]] = {}
+        self.recomputed: dict[VarKey, Instruction] = {}
 
     def new(self, in_loop: bool) -> int:
         self.count += 1
@@ -187,7 +205,9 @@ class _Stretches:
                 stretch = self.new(in_loop)
             elif isinstance(op, ops.PlaneOp):  # reads and writes the units' frames between two stretches
                 for var in (*op.operands(), *inst.outputs):
-                    self.touch(var, self.new(in_loop))
+                    collective = self.new(in_loop)
+                    self.cube_level.add(collective)
+                    self.touch(var, collective)
                 stretch = self.new(in_loop)
             elif _hoistable(inst, self.uniform_values, self.hoisted_values | self.uniform_indices):
                 self.hoisted.add(id(inst))
@@ -200,6 +220,7 @@ class _Stretches:
                 stretch = self.new(in_loop)
             elif id(inst) in self.split:
                 header = self.new(in_loop)  # the cube-wide control reads its operands from a unit's frame
+                self.cube_level.add(header)
                 for var in op.operands():
                     self.touch(var, header)
                 if isinstance(op, branch.RangeLoop):
@@ -208,7 +229,45 @@ class _Stretches:
                     self.scope(child, in_loop or isinstance(op, (branch.RangeLoop, branch.Loop)))
                 stretch = self.new(in_loop)
             else:
+                self._note_recomputable(inst)
                 self.touch_all(inst, stretch)
+
+    def _note_recomputable(self, inst: Instruction) -> None:
+        """Record ``inst`` as a candidate when it computes an integer from literals, parameters, builtins,
+        cube values and other candidates with a cheap operation (``_RECOMPUTABLE``), in a small tree."""
+        out, op = inst.out, inst.operation
+        if out is None or out.kind is not VarKind.CONST or not isinstance(op, _RECOMPUTABLE) or out.type.is_line:
+            return
+        if out.elem.kind not in ("int", "uint") or child_scopes(op):
+            return
+        size = 1
+        for var in op.operands():
+            key = (var.kind, var.id)
+            if var.kind in (VarKind.CONSTANT, VarKind.BUILTIN, VarKind.SCALAR):
+                continue
+            if key in self.hoisted_values or key in self.uniform_indices:
+                continue
+            if key not in self.candidates:
+                return
+            size += self.candidates[key][1]
+        if size <= RECOMPUTE_LIMIT:
+            self.candidates[(out.kind, out.id)] = (inst, size)
+
+    def _settle_recomputed(self) -> None:
+        """The candidates that are never read at cube level and whose own operands are recomputed too."""
+        kept = {key for key in self.candidates if not self.touched.get(key, set()) & self.cube_level}
+        changed = True
+        while changed:
+            changed = False
+            for key in sorted(kept):
+                inst = self.candidates[key][0]
+                operands = [(v.kind, v.id) for v in inst.operation.operands() if v.kind is VarKind.CONST]
+                if any(
+                    k not in kept and k not in self.hoisted_values and k not in self.uniform_indices for k in operands
+                ):
+                    kept.discard(key)
+                    changed = True
+        self.recomputed = {key: self.candidates[key][0] for key in sorted(kept)}
 
     def touch_all(self, inst: Instruction, stretch: int) -> None:
         """Every local ``inst`` and the instructions in its bodies read or define, in ``stretch``."""
@@ -222,9 +281,10 @@ class _Stretches:
         """The locals kept per unit: touched by two stretches, or mutable inside a loop that holds a barrier
         (its value may come from the previous iteration's stretch)."""
         self.scope(definition.body, False)
+        self._settle_recomputed()
         kept = []
         for key, stretches in self.touched.items():
-            if key in self.uniform_indices or key in self.hoisted_values:
+            if key in self.uniform_indices or key in self.hoisted_values or key in self.recomputed:
                 continue
             carried = key[0] is VarKind.MUT and bool(stretches & self.in_loops)
             if len(stretches) > 1 or carried:

@@ -2,7 +2,8 @@
 
 Builtins follow CubeCL's formulas on the PTX special registers; ``cube_dim`` is the kernel's static
 cube_dim (the entry carries ``.reqntid``, so a launch with another block shape fails).
-``absolute_pos = abs_z*GX*GY + abs_y*GX + abs_x`` with ``GX = cube_count_x * cube_dim_x``; planes are 32
+``absolute_pos = abs_z*GX*GY + abs_y*GX + abs_x`` with ``GX = cube_count_x * cube_dim_x`` (for a cube of one
+row of units the same value written ``cube_pos * cube_dim_x + unit_pos_x``); planes are 32
 units; ``unit_pos_plane`` is ``%laneid`` and ``plane_pos = unit_pos / 32``.  The entry block reads each
 builtin a kernel uses once (``KernelLowering``); a target supplies the registers (``special_register``).
 """
@@ -74,6 +75,11 @@ def read_builtin(lw: KernelLowering, name: str) -> ir.Value:
     if name == "cube_count":
         return mul(mul(sreg(lw, "nctaid.x"), sreg(lw, "nctaid.y")), sreg(lw, "nctaid.z"))
     if name == "absolute_pos":
+        if dims["y"] == dims["z"] == 1:
+            # The same value (mod 2**32) as the general formula below, written ``cube_pos * cube_dim_x +
+            # unit_pos_x``: a sum whose low bits are the unit's own, so a target that runs the units in a loop
+            # (the host's loop fission) sees consecutive units address consecutive items.
+            return b.add(mul(read_builtin(lw, "cube_pos"), const(dims["x"])), sreg(lw, "tid.x"))
         grid_x = mul(sreg(lw, "nctaid.x"), const(dims["x"]))
         grid_y = mul(sreg(lw, "nctaid.y"), const(dims["y"]))
         return flat(absolute("x"), absolute("y"), absolute("z"), grid_x, grid_y)

@@ -28,70 +28,60 @@ GOLDEN_COPY_CHECKED = textwrap.dedent("""\
     define ptx_kernel void @"copy_checked"(ptr addrspace(1) %"src", ptr addrspace(1) %"dst", i32 %"src.buffer_len", i32 %"src.len", i32 %"dst.buffer_len", i32 %"dst.len") "nvvm.reqntid"="32,1,1"
     {
     entry:
-      %"nctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.x"()
-      %".8" = mul i32 %"nctaid_x", 32
-      %"nctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.y"()
       %"ctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.x"()
-      %".9" = mul i32 %"ctaid_x", 32
-      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
-      %".10" = add i32 %".9", %"tid_x"
       %"ctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.y"()
-      %"tid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.y"(), !range !1
-      %".11" = add i32 %"ctaid_y", %"tid_y"
       %"ctaid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.ctaid.z"()
-      %"tid_z" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.z"(), !range !1
-      %".12" = add i32 %"ctaid_z", %"tid_z"
-      %".13" = mul i32 %".8", %"nctaid_y"
-      %".14" = mul i32 %".12", %".13"
-      %".15" = mul i32 %".11", %".8"
-      %".16" = add i32 %".14", %".15"
-      %"absolute_pos" = add i32 %".16", %".10"
+      %"nctaid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.x"()
+      %"nctaid_y" = call i32 @"llvm.nvvm.read.ptx.sreg.nctaid.y"()
+      %".8" = mul i32 %"nctaid_x", %"nctaid_y"
+      %".9" = mul i32 %"ctaid_z", %".8"
+      %".10" = mul i32 %"ctaid_y", %"nctaid_x"
+      %".11" = add i32 %".9", %".10"
+      %".12" = add i32 %".11", %"ctaid_x"
+      %".13" = mul i32 %".12", 32
+      %"tid_x" = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"(), !range !0
+      %"absolute_pos" = add i32 %".13", %"tid_x"
       br label %"body"
     body:
-      %".18" = zext i32 %"absolute_pos" to i64
-      %".19" = zext i32 %"src.buffer_len" to i64
-      %"in_bounds" = icmp ult i64 %".18", %".19"
-      %".20" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".18"
-      %".21" = call {i32, i32, i32, i32} asm sideeffect "mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; mov.b32 $3, 0; @$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,b"(ptr addrspace(1) %".20", i1 %"in_bounds")
-      %".22" = extractvalue {i32, i32, i32, i32} %".21", 0
-      %".23" = insertelement <4 x i32> <i32 0, i32 0, i32 0, i32 0>, i32 %".22", i32 0
-      %".24" = extractvalue {i32, i32, i32, i32} %".21", 1
-      %".25" = insertelement <4 x i32> %".23", i32 %".24", i32 1
-      %".26" = extractvalue {i32, i32, i32, i32} %".21", 2
-      %".27" = insertelement <4 x i32> %".25", i32 %".26", i32 2
-      %".28" = extractvalue {i32, i32, i32, i32} %".21", 3
-      %".29" = insertelement <4 x i32> %".27", i32 %".28", i32 3
-      %"v0" = bitcast <4 x i32> %".29" to <4 x float>
-      %".31" = zext i32 %"absolute_pos" to i64
-      %".32" = zext i32 %"dst.buffer_len" to i64
-      %"in_bounds.1" = icmp ult i64 %".31", %".32"
+      %".15" = zext i32 %"absolute_pos" to i64
+      %".16" = zext i32 %"src.buffer_len" to i64
+      %"in_bounds" = icmp ult i64 %".15", %".16"
+      %".17" = getelementptr <4 x float>, ptr addrspace(1) %"src", i64 %".15"
+      %".18" = call {i32, i32, i32, i32} asm sideeffect "mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; mov.b32 $3, 0; @$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,b"(ptr addrspace(1) %".17", i1 %"in_bounds")
+      %".19" = extractvalue {i32, i32, i32, i32} %".18", 0
+      %".20" = insertelement <4 x i32> <i32 0, i32 0, i32 0, i32 0>, i32 %".19", i32 0
+      %".21" = extractvalue {i32, i32, i32, i32} %".18", 1
+      %".22" = insertelement <4 x i32> %".20", i32 %".21", i32 1
+      %".23" = extractvalue {i32, i32, i32, i32} %".18", 2
+      %".24" = insertelement <4 x i32> %".22", i32 %".23", i32 2
+      %".25" = extractvalue {i32, i32, i32, i32} %".18", 3
+      %".26" = insertelement <4 x i32> %".24", i32 %".25", i32 3
+      %"v0" = bitcast <4 x i32> %".26" to <4 x float>
+      %".28" = zext i32 %"absolute_pos" to i64
+      %".29" = zext i32 %"dst.buffer_len" to i64
+      %"in_bounds.1" = icmp ult i64 %".28", %".29"
       br i1 %"in_bounds.1", label %"store.in_bounds1", label %"store.join2"
     store.in_bounds1:
-      %".34" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".31"
-      store <4 x float> %"v0", ptr addrspace(1) %".34", align 16
+      %".31" = getelementptr <4 x float>, ptr addrspace(1) %"dst", i64 %".28"
+      store <4 x float> %"v0", ptr addrspace(1) %".31", align 16
       br label %"store.join2"
     store.join2:
       ret void
     }
 
+    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.x"()
+
+    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.y"()
+
+    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.z"()
+
     declare i32 @"llvm.nvvm.read.ptx.sreg.nctaid.x"()
 
     declare i32 @"llvm.nvvm.read.ptx.sreg.nctaid.y"()
 
-    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.x"()
-
     declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
 
-    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.y"()
-
-    declare i32 @"llvm.nvvm.read.ptx.sreg.tid.y"()
-
-    declare i32 @"llvm.nvvm.read.ptx.sreg.ctaid.z"()
-
-    declare i32 @"llvm.nvvm.read.ptx.sreg.tid.z"()
-
-    !0 = !{ i32 0, i32 32 }
-    !1 = !{ i32 0, i32 1 }""")
+    !0 = !{ i32 0, i32 32 }""")
 
 
 GOLDEN_FLOORDIV_I32 = textwrap.dedent("""\

@@ -373,11 +373,12 @@ def hint_unroll(lw: KernelLowering, back_edge: ir.Instruction, unroll: int) -> N
     back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 
-def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction) -> None:
+def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction, enable: bool = True) -> None:
     """Attach the loop ID asking LLVM to vectorize the loop of ``back_edge`` (it is then not unrolled whole
-    before the vectorizer sees it)."""
+    before the vectorizer sees it), or, ``enable=False``, not to: its body's own vector code is better."""
     module = lw.module
-    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1)])
+    flag = ir.Constant(lt.I1, int(enable))
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), flag])
     back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 

@@ -115,7 +115,10 @@ def full_plane_lanes(
 ) -> list[ir.Value]:
     """``_full_plane`` for all 32 lanes of a plane at once, given each lane's value: the same combines in the
     same order, so each lane's result is bit-equal to its shuffled one (for a target that lowers a plane's
-    lanes side by side: the host's loop fission)."""
+    lanes side by side: the host's loop fission).  Scalar lanes are combined as one 32-lane vector, a
+    ``shufflevector`` standing for each shuffle: the same operations lane by lane, in vector registers."""
+    if not isinstance(values[0].type, ir.VectorType):
+        return _full_plane_vector(lw, kind, scan, values, elem)
     acc = list(values)
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
@@ -129,6 +132,37 @@ def full_plane_lanes(
     if scan == "exclusive":
         acc = [_identity(kind, elem, values[0].type), *acc[:-1]]
     return acc
+
+
+def _full_plane_vector(
+    lw: KernelLowering, kind: str, scan: str | None, values: list[ir.Value], elem: ElemType
+) -> list[ir.Value]:
+    """``full_plane_lanes`` of scalar lanes: lane ``i`` of a 32-lane vector is lane ``i``'s value, and each step
+    combines it with the lane its shuffle would read (``acc[i] op acc[i ^ offset]``; a scan's
+    ``acc[i] op acc[i - offset]`` where ``i >= offset``), in the scalar form's operand order."""
+    b = lw.builder
+    lanes = range(PLANE_WIDTH)
+
+    def index_vector(items: list[int]) -> ir.Constant:
+        return ir.Constant(ir.VectorType(lt.I32, PLANE_WIDTH), items)
+
+    acc = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
+    for lane, value in enumerate(values):
+        acc = b.insert_element(acc, value, ir.Constant(lt.I32, lane))
+    if scan is None:
+        for offset in (16, 8, 4, 2, 1):
+            partner = b.shuffle_vector(acc, acc, index_vector([lane ^ offset for lane in lanes]))
+            acc = _combine(lw, kind, acc, partner, elem)
+    else:
+        for offset in (1, 2, 4, 8, 16):
+            earlier = b.shuffle_vector(acc, acc, index_vector([max(lane - offset, 0) for lane in lanes]))
+            combined = _combine(lw, kind, acc, earlier, elem)
+            reaches = ir.Constant(ir.VectorType(lt.I1, PLANE_WIDTH), [lane >= offset for lane in lanes])
+            acc = b.select(reaches, combined, acc)
+    results = [b.extract_element(acc, ir.Constant(lt.I32, lane)) for lane in lanes]
+    if scan == "exclusive":
+        results = [_identity(kind, elem, values[0].type), *results[:-1]]
+    return results
 
 
 def plane_collective(
@@ -289,6 +323,17 @@ def source_lane(b: ir.IRBuilder, mode: str, lane: ir.Value, arg: ir.Value) -> ir
     return b.select(valid, source, lane)
 
 
+def _literal_source(mode: str, lane: int, arg: int) -> int:
+    """``source_lane`` for a literal lane and source or offset (``arg`` as the u32 it is)."""
+    arg &= 0xFFFFFFFF
+    if mode == "idx":
+        return arg & (PLANE_WIDTH - 1)
+    if mode == "up":
+        return lane - arg if lane >= arg else lane
+    source = lane + arg if mode == "down" else lane ^ arg
+    return source if source < PLANE_WIDTH else lane
+
+
 def vote_from_ballot(b: ir.IRBuilder, kind: str, ballot: ir.Value, mask: ir.Value) -> ir.Value:
     """``vote.sync.<kind>`` over ``mask`` from the lanes' predicate bits: the ballot (of ``mask``'s lanes), or
     whether every lane of ``mask`` (``all``) or any (``any``) holds."""
@@ -329,6 +374,18 @@ def exchange_lanes(
             result = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), result, ir.Constant(lt.I32, 0))
         return [result] * PLANE_WIDTH
     assert args is not None
+    offsets = {arg.constant for arg in args if isinstance(arg, ir.Constant)}
+    scalar = not isinstance(values[0].type, ir.VectorType)  # a line's lanes cannot be vector elements
+    if scalar and len(offsets) == 1 and len(args) == PLANE_WIDTH and isinstance(args[0], ir.Constant):
+        # One literal source or offset for the whole plane: the moves are a fixed permutation of the lanes,
+        # one ``shufflevector`` of a 32-lane vector (``source_lane``'s rule, on literals).
+        (arg,) = offsets
+        sources = [_literal_source(_MOVE_MODE[kind], lane, int(arg)) for lane in range(PLANE_WIDTH)]
+        vector = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
+        for lane, value in enumerate(values):
+            vector = b.insert_element(vector, value, ir.Constant(lt.I32, lane))
+        moved = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(lt.I32, PLANE_WIDTH), sources))
+        return [b.extract_element(moved, ir.Constant(lt.I32, lane)) for lane in range(PLANE_WIDTH)]
     array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
     scratch = lw.alloca(array_t, "plane_values")
     zero = ir.Constant(lt.I32, 0)

@@ -163,11 +163,13 @@ class CubeLoops:
                 self._split(inst)
         self._each_unit(pending)
 
-    def _counted(self, count: int, name: str, body: Callable[[ir.Value], None], *, vector: bool = False) -> None:
+    def _counted(self, count: int, name: str, body: Callable[[ir.Value], None], *, vector: bool | None = None) -> None:
         """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1.
 
-        ``vector``: the loop LLVM should vectorize (a loop over 16 or 32 units is otherwise unrolled whole
-        before the vectorizer sees it, leaving strided scatters to the SLP vectorizer).
+        ``vector``: True, the loop LLVM should vectorize (a loop over 16 or 32 units is otherwise unrolled
+        whole before the vectorizer sees it, leaving strided scatters to the SLP vectorizer); False, a loop
+        it should not (a plane's 32 lanes are one vector already: across planes they would be gathers);
+        None, LLVM's choice.
         """
         lw = self.lw
         b = lw.builder
@@ -185,8 +187,8 @@ class CubeLoops:
         body(index)
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1), flags=["nuw"]), counter)
         back_edge = b.branch(head)
-        if vector:
-            hint_vectorize(lw, back_edge)
+        if vector is not None:
+            hint_vectorize(lw, back_edge, vector)
         b.position_at_end(done)
 
     def _plane_collective(self, inst: Instruction) -> None:
@@ -221,7 +223,7 @@ class CubeLoops:
 
         if lw.debug is not None:
             lw.builder.debug_metadata = lw.debug.location(inst.loc)
-        self._counted(self.units // PLANE_WIDTH, "plane", plane)
+        self._counted(self.units // PLANE_WIDTH, "plane", plane, vector=False)
 
     def _each_unit(self, stretch: list[Instruction]) -> None:
         """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cubepy as cp  # noqa: E402
-from cubepy import ABSOLUTE_POS, Array, Tensor, cube, f32  # noqa: E402
+from cubepy import Array, Tensor, cube, f32  # noqa: E402
 from cubepy_layouts.reduce import cube_sum  # noqa: E402
 from examples.matmul_tiled import matmul  # noqa: E402
 from examples.softmax import softmax_rows  # noqa: E402
@@ -42,17 +42,18 @@ WORKLOADS = ("vector add 2^20", "row softmax 1024^2", "tiled matmul 256^3", "sum
 NOT_PEERS = {"tiled matmul 256^3": ("numpy", "jax")}  # a library GEMM is not a user kernel
 
 
-SUM_PER_UNIT = 16  # each unit adds 16 consecutive values, then the cube adds its 256 units' sums
+SUM_PER_UNIT = 16  # each unit adds 16 values 256 apart, then the cube adds its 256 units' sums
 
 
 @cube(launch=True)
 def block_sums(data: Array[f32], partial: Array[f32], per_unit: cp.Comptime[int]):
-    """One partial sum per cube: each unit sums its own run of values, then ``cube_sum`` adds the units'."""
-    base = ABSOLUTE_POS * per_unit
+    """One partial sum per cube of ``256 * per_unit`` consecutive values: unit ``u`` adds values ``u, u + 256,
+    ...`` of its cube's block (the coalesced order a GPU kernel reads in), then ``cube_sum`` adds the units'."""
+    base = cp.CUBE_POS * (cp.CUBE_DIM * per_unit) + cp.UNIT_POS
     acc = f32(0.0)
     for k in range(per_unit):
-        if base + k < data.len():
-            acc += data[base + k]
+        if base + k * cp.CUBE_DIM < data.len():
+            acc += data[base + k * cp.CUBE_DIM]
     total = cube_sum(acc)
     if cp.UNIT_POS == 0:
         partial[cp.CUBE_POS] = total

@@ -61,6 +61,10 @@ class BufferCompilationArg:
     # per dimension of a tensor, whether its stride is 1 (Triton specializes integer arguments equal to 1 the
     # same way): ``t[i, j]`` then indexes ``i * stride(0) + j``, which the back ends see as contiguous
     unit_strides: tuple[bool, ...] = ()
+    # a rank-2 tensor of single items whose strides are ``(shape(1), 1)`` (row-major, no gaps): ``t[i, j]`` then
+    # indexes ``i * t.shape(1) + j``, which the range analysis proves inside ``len`` under ``i < t.shape(0)``
+    # and ``j < t.shape(1)`` (``cubepy.ir.ranges``)
+    contiguous: bool = False
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -117,7 +121,8 @@ class BufferType:
         multiple = DIVISIBILITY if length % DIVISIBILITY == 0 else 1
         dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
         unit_strides = tuple([s == 1 for s in arg.strides]) if rank is not None else ()
-        key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides)
+        contiguous = rank == 2 and line == 1 and tuple(arg.strides) == (arg.shape[1], 1)
+        key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides, contiguous)
         cached = self._accepted.get(key)
         if cached is not None:
             return cached
@@ -140,6 +145,7 @@ class BufferType:
             shape_multiple_of=dims[0],
             stride_multiple_of=dims[1],
             unit_strides=unit_strides,
+            contiguous=contiguous,
         )
         self._accepted[key] = comp_arg
         return comp_arg
@@ -163,9 +169,10 @@ class BufferType:
             shape_multiple_of=comp_arg.shape_multiple_of,
             stride_multiple_of=comp_arg.stride_multiple_of,
             unit_strides=comp_arg.unit_strides,
+            contiguous=comp_arg.contiguous,
         )
         if self.role == "tensor":
-            return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides)
+            return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides, comp_arg.contiguous)
         return self.expand_type(var, self.atomic)
 
     expand_output = expand

@@ -214,14 +214,20 @@ def _length(start: Any, end: Any) -> Any:
 class TensorExpand(MemoryExpand):
     """A tensor parameter: a buffer plus ``shape(d)``, ``stride(d)`` and ``rank()`` (all u32)."""
 
-    __slots__ = ("known_rank", "unit_strides")
+    __slots__ = ("known_rank", "unit_strides", "contiguous")
 
     def __init__(
-        self, var: ir.Variable, atomic: bool = False, rank: int | None = None, unit_strides: tuple[bool, ...] = ()
+        self,
+        var: ir.Variable,
+        atomic: bool = False,
+        rank: int | None = None,
+        unit_strides: tuple[bool, ...] = (),
+        contiguous: bool = False,
     ) -> None:
         super().__init__(var, atomic)
         self.known_rank = rank  # the launch argument's rank (None when compiled without one)
         self.unit_strides = unit_strides  # per dimension: the launch found its stride 1 (part of the cache key)
+        self.contiguous = contiguous  # rank 2, strides (shape(1), 1): the launch found so (part of the cache key)
 
     def shape(self, dim: Any) -> ExpandElement:
         """The size of dimension ``dim`` (outermost first)."""
@@ -248,6 +254,9 @@ class TensorExpand(MemoryExpand):
                 f"{len(index)} (or one flat item index)"
             )
         unit = self.unit_strides
+        if self.contiguous and len(index) == 2:
+            # the same words as stride(0) and stride(1) here, in the form the range analysis proves in bounds
+            return _weighted_sum(index, [self.shape(1), 1])
         return _weighted_sum(index, [1 if k < len(unit) and unit[k] else self.stride(k) for k in range(len(index))])
 
 

@@ -329,13 +329,15 @@ class KernelBuilder:
         stride_multiple_of: tuple[int, ...] = (),
         len_as_shape: tuple[int, int] | None = None,
         unit_strides: tuple[bool, ...] = (),
+        contiguous: bool = False,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
         ``same_len_as``: the kernel argument index of an earlier buffer with the same ``len()``;
         ``multiple_of``: a power of two the launch found an integer scalar's value (a buffer's ``len()``) to be a
         multiple of; ``shape_multiple_of``/``stride_multiple_of``: the same for each of a tensor's dimensions;
-        ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1.
+        ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1; ``contiguous``:
+        a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
@@ -359,6 +361,7 @@ class KernelBuilder:
                 stride_multiple_of,
                 extent,
                 unit_strides,
+                contiguous,
             )
         )
         return var

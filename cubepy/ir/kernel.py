@@ -62,7 +62,9 @@ class Param:
     ``i < t.shape(dim) // line_size`` then proves this array's checked accesses (a layer norm's ``w[col]``
     under ``col < x.shape(1)``).  ``unit_strides``: per dimension of a tensor of known rank, whether the launch
     found its stride to be 1 (part of the cache key); the frontend then indexes ``t[i, j]`` as
-    ``i * stride(0) + j``, and ``stride(d)`` of such a dimension is 1 at run time.
+    ``i * stride(0) + j``, and ``stride(d)`` of such a dimension is 1 at run time.  ``contiguous``: a rank-2
+    tensor whose strides the launch found to be ``(shape(1), 1)`` (part of the cache key); the frontend then
+    indexes ``t[i, j]`` as ``i * shape(1) + j``.
     """
 
     var: Variable
@@ -77,6 +79,7 @@ class Param:
     stride_multiple_of: tuple[int, ...] = ()
     len_as_shape: tuple[int, int] | None = None
     unit_strides: tuple[bool, ...] = ()
+    contiguous: bool = False
 
     @property
     def slot(self) -> int:

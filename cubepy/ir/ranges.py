@@ -38,7 +38,9 @@ with ``a`` either 0 or ``2**z`` and ``b`` a multiple of ``2**z`` a ``select`` of
 A global buffer's length is a launch value, so intervals never prove its checks; one symbolic rule does:
 a branch that takes ``a < b`` records that order, and ``m[r * t.shape(1) + c]`` for a rank-2 tensor ``t`` under
 ``r < t.shape(0)`` and ``c < t.shape(1)`` (or the two dimensions swapped) is in bounds when its check compares
-with ``t.len()`` (``m`` is ``t`` or a buffer of its length)
+with ``t.len()`` (``m`` is ``t`` or a buffer of its length; ``t[r, c]`` of a tensor the launch found
+contiguous is written this way); ``r < t.shape(0)`` also holds for a value computed like the compared one
+(``i + 1`` written twice) and for ``x - k`` with a literal ``k`` that ``x`` is at least
 (``RangeAnalysis.in_tensor_bounds``), and ``m[i]`` under ``i < n.len()`` is in bounds when ``n.len()`` is the word
 ``m``'s check compares with (``m`` itself, or a buffer the launch found of ``m``'s length;
 ``RangeAnalysis.in_len_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
@@ -442,10 +444,31 @@ class RangeAnalysis:
         return None
 
     def _below(self, var: Variable, memory: Variable, dim: int, env: Env) -> bool:
-        """Whether a branch established ``var < memory.shape(dim)``."""
-        key = (var.kind, var.id)
-        return self.stable(var) and any(
-            fact[0] == "lt" and fact[1] == key and self._is_shape_key(fact[2], memory, dim) for fact in env
+        """Whether a branch established ``var < memory.shape(dim)``: for ``var`` itself, for a value computed
+        by the same operation from the same operands (``i + 1`` written twice), or, for ``var = x - k`` with a
+        literal ``k`` that ``x`` is at least (no wrap), for ``x`` (``i - 1`` under ``0 < i < rows``)."""
+        if not self.stable(var):
+            return False
+        found = self.defs.get((var.kind, var.id))
+        for fact in env:
+            if fact[0] != "lt" or not self._is_shape_key(fact[2], memory, dim):
+                continue
+            if fact[1] == (var.kind, var.id) or (found is not None and self._same_value(fact[1], found)):
+                return True
+        if isinstance(found, ops.Sub) and found.rhs.is_constant and found.lhs.type == var.type:
+            least = self.of(found.lhs, env)
+            step = int(found.rhs.value)  # type: ignore[call-overload]
+            return step >= 0 and least is not None and least[0] >= step and self._below(found.lhs, memory, dim, env)
+        return False
+
+    def _same_value(self, key: _Key, operation: ops.Operation) -> bool:
+        """Whether the immutable value ``key`` is computed by an operation equal to ``operation`` (the same
+        pure operation on the same immutable operands: the same value)."""
+        other = self.defs.get(key)
+        if other is None or other != operation or not operation.RECORD.pure or operation.RECORD.reads:
+            return False
+        return all(
+            v.kind is not VarKind.MUT and (v.kind is not VarKind.CONST or self.stable(v)) for v in operation.operands()
         )
 
     def loop_index(self, loop: branch.RangeLoop, env: Env) -> Interval | None:

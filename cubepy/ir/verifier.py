@@ -298,6 +298,13 @@ def verify(kernel: KernelDefinition) -> None:
                 f"parameter {param.name!r} has unit_strides {param.unit_strides}: expected one flag per dimension "
                 f"of a tensor of known rank (rank {param.rank})",
             )
+        if param.contiguous and (param.role != "tensor" or param.rank != 2 or param.var.type.is_line):
+            checker.fail(
+                "bad-param",
+                None,
+                f"parameter {param.name!r} is marked contiguous: only a rank-2 tensor of single items can be "
+                f"(role {param.role}, rank {param.rank}, {param.var.type!r})",
+            )
     for var in kernel.shared_memories + kernel.local_arrays:
         if not var.length or var.length < 0:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")

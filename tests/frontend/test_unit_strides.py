@@ -27,12 +27,25 @@ def _stride_dims(definition) -> list[int]:
     return [inst.operation.dim.value for inst in definition.body.instructions if isinstance(inst.operation, ops.Stride)]
 
 
-def test_a_contiguous_tensor_reads_only_its_outer_stride():
+def _shape_dims(definition) -> list[int]:
+    """The dimensions whose extent the kernel reads."""
+    return [inst.operation.dim.value for inst in definition.body.instructions if isinstance(inst.operation, ops.Shape)]
+
+
+def test_a_contiguous_tensor_reads_no_stride_and_multiplies_by_its_row_length():
     client = cp.client("interp")
     comp, definition = _definition(client, cp.TensorArg(client.zeros((3, 5), np.float32)))
-    assert comp.unit_strides == (False, True)
+    assert comp.unit_strides == (False, True) and comp.contiguous
+    assert _stride_dims(definition) == [] and _shape_dims(definition) == [1]
+    assert "unit stride in dim 1, contiguous" in format_kernel(definition)
+
+
+def test_padded_rows_read_their_outer_stride():
+    client = cp.client("interp")
+    padded = client.zeros((3, 7), np.float32)
+    comp, definition = _definition(client, cp.TensorArg.from_raw_parts(padded, strides=(7, 1), shape=(3, 5)))
+    assert comp.unit_strides == (False, True) and not comp.contiguous
     assert _stride_dims(definition) == [0]
-    assert "unit stride in dim 1" in format_kernel(definition)
 
 
 def test_a_transposed_view_reads_the_inner_stride_and_skips_the_outer():

@@ -332,6 +332,19 @@ def test_unit_strides_are_one_flag_per_dimension_of_a_tensor_of_known_rank():
         assert "unit_strides" in str(_expect("bad-param", kernel([], [bad])))
 
 
+def test_only_a_rank_2_tensor_of_single_items_is_contiguous():
+    tensor = Variable(VarKind.GLOBAL, 0, F32)
+    verify(kernel([], [ir.Param(tensor, "t", "tensor", rank=2, contiguous=True)]))
+    lines = Variable(VarKind.GLOBAL, 0, Type(ir.F32, 4))
+    for bad in (
+        ir.Param(tensor, "t", "tensor", rank=3, contiguous=True),
+        ir.Param(tensor, "t", "tensor", contiguous=True),  # rank unknown
+        ir.Param(tensor, "a", "array", contiguous=True),
+        ir.Param(lines, "t", "tensor", rank=2, contiguous=True),
+    ):
+        assert "contiguous" in str(_expect("bad-param", kernel([], [bad])))
+
+
 def test_len_as_shape_names_a_dimension_of_an_earlier_tensor_of_known_rank():
     tensor = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
     weights = Variable(VarKind.GLOBAL, 1, F32)

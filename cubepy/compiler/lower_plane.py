@@ -142,27 +142,39 @@ def _full_plane_vector(
     ``acc[i] op acc[i - offset]`` where ``i >= offset``), in the scalar form's operand order."""
     b = lw.builder
     lanes = range(PLANE_WIDTH)
-
-    def index_vector(items: list[int]) -> ir.Constant:
-        return ir.Constant(ir.VectorType(lt.I32, PLANE_WIDTH), items)
-
-    acc = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
-    for lane, value in enumerate(values):
-        acc = b.insert_element(acc, value, ir.Constant(lt.I32, lane))
+    acc = _lane_vector(b, values)
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
-            partner = b.shuffle_vector(acc, acc, index_vector([lane ^ offset for lane in lanes]))
+            partner = b.shuffle_vector(acc, acc, _lane_indices([lane ^ offset for lane in lanes]))
             acc = _combine(lw, kind, acc, partner, elem)
     else:
         for offset in (1, 2, 4, 8, 16):
-            earlier = b.shuffle_vector(acc, acc, index_vector([max(lane - offset, 0) for lane in lanes]))
+            earlier = b.shuffle_vector(acc, acc, _lane_indices([max(lane - offset, 0) for lane in lanes]))
             combined = _combine(lw, kind, acc, earlier, elem)
             reaches = ir.Constant(ir.VectorType(lt.I1, PLANE_WIDTH), [lane >= offset for lane in lanes])
             acc = b.select(reaches, combined, acc)
-    results = [b.extract_element(acc, ir.Constant(lt.I32, lane)) for lane in lanes]
+    results = _vector_lanes(b, acc)
     if scan == "exclusive":
         results = [_identity(kind, elem, values[0].type), *results[:-1]]
     return results
+
+
+def _lane_vector(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
+    """The 32 lanes' scalar values as one vector, lane ``i`` in element ``i``."""
+    vector = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
+    for lane, value in enumerate(values):
+        vector = b.insert_element(vector, value, ir.Constant(lt.I32, lane))
+    return vector
+
+
+def _vector_lanes(b: ir.IRBuilder, vector: ir.Value) -> list[ir.Value]:
+    """Element ``i`` of a 32-lane vector as lane ``i``'s scalar value."""
+    return [b.extract_element(vector, ir.Constant(lt.I32, lane)) for lane in range(PLANE_WIDTH)]
+
+
+def _lane_indices(sources: list[int]) -> ir.Constant:
+    """A ``shufflevector`` mask: element ``i`` of the result is element ``sources[i]``."""
+    return ir.Constant(ir.VectorType(lt.I32, PLANE_WIDTH), sources)
 
 
 def plane_collective(
@@ -374,18 +386,16 @@ def exchange_lanes(
             result = b.insert_element(lt.splat(lt.item_type(inst.out.type), 0), result, ir.Constant(lt.I32, 0))
         return [result] * PLANE_WIDTH
     assert args is not None
-    offsets = {arg.constant for arg in args if isinstance(arg, ir.Constant)}
+    literal = all(isinstance(arg, ir.Constant) for arg in args)
+    offsets = {arg.constant for arg in args} if literal else set()
     scalar = not isinstance(values[0].type, ir.VectorType)  # a line's lanes cannot be vector elements
-    if scalar and len(offsets) == 1 and len(args) == PLANE_WIDTH and isinstance(args[0], ir.Constant):
+    if scalar and len(offsets) == 1 and len(args) == PLANE_WIDTH:
         # One literal source or offset for the whole plane: the moves are a fixed permutation of the lanes,
         # one ``shufflevector`` of a 32-lane vector (``source_lane``'s rule, on literals).
         (arg,) = offsets
         sources = [_literal_source(_MOVE_MODE[kind], lane, int(arg)) for lane in range(PLANE_WIDTH)]
-        vector = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
-        for lane, value in enumerate(values):
-            vector = b.insert_element(vector, value, ir.Constant(lt.I32, lane))
-        moved = b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(lt.I32, PLANE_WIDTH), sources))
-        return [b.extract_element(moved, ir.Constant(lt.I32, lane)) for lane in range(PLANE_WIDTH)]
+        vector = _lane_vector(b, values)
+        return _vector_lanes(b, b.shuffle_vector(vector, vector, _lane_indices(sources)))
     array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
     scratch = lw.alloca(array_t, "plane_values")
     zero = ir.Constant(lt.I32, 0)

@@ -40,7 +40,7 @@ class FissionPlan:
     lockstep: frozenset[int] = frozenset()  # id() of the stretches' own range loops run in lockstep
     hoisted: frozenset[int] = frozenset()  # id() of the stretches' cube-uniform computations, done once per cube
     # Unit values computed again where a later stretch reads them, not kept in the frame: their defining
-    # instruction, by the value's key (``_Stretches.rematerialized``).
+    # instruction, by the value's key (``_Stretches.recomputed``).
     recomputed: dict[VarKey, Instruction] = attrs.field(factory=dict, eq=False)
 
 

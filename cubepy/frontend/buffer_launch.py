@@ -51,6 +51,9 @@ class BufferCompilationArg:
     # ``(argument index, dim)`` of the first earlier tensor argument whose ``shape(dim)`` equals this array's item
     # count (``Kernel.compilation_args``): a guard on that extent proves this array's checked accesses
     len_as_shape: tuple[int, int] | None = None
+    # the argument index of the first earlier tensor argument of the same rank and the same shape
+    # (``Kernel.compilation_args``): a guard on that tensor's extents proves this one's checked accesses
+    same_shape_as: int | None = None
     # ``DIVISIBILITY`` when the launch found ``len()`` a multiple of it, else 1: a copy of 16-byte chunks
     # against the buffer's end then copies all of a chunk or none of it (``cubepy.ir.ranges``)
     len_multiple_of: int = 1
@@ -170,6 +173,7 @@ class BufferType:
             stride_multiple_of=comp_arg.stride_multiple_of,
             unit_strides=comp_arg.unit_strides,
             contiguous=comp_arg.contiguous,
+            same_shape_as=comp_arg.same_shape_as,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides, comp_arg.contiguous)

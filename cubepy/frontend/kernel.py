@@ -431,7 +431,8 @@ def mark_overlaps(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[An
 
 def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``comp_args`` with ``same_len_as`` on every buffer whose ``len()`` equals an earlier buffer's, and
-    ``len_as_shape`` on every array whose item count equals an extent of an earlier tensor.
+    ``len_as_shape`` on every array whose item count equals an extent of an earlier tensor, and ``same_shape_as``
+    on every tensor whose shape equals an earlier tensor's.
 
     The compiled kernel then reads one length for both, so a guard on one buffer's length proves the checked
     accesses of the others; a guard ``col < x.shape(1) // lanes`` proves ``w[col]`` of a ``w`` as long as a
@@ -440,6 +441,7 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
     and are left alone.
     """
     first: dict[int, int] = {}  # len -> the index of the first buffer argument with it
+    shapes: dict[tuple[int, ...], int] = {}  # shape -> the index of the first tensor argument with it
     extents: dict[int, tuple[int, int]] = {}  # items -> (argument index, dimension) of the first tensor extent
     out = None
     for index, (comp, arg) in enumerate(zip(comp_args, args)):
@@ -458,6 +460,9 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
         if comp.rank is not None:  # a launched tensor: its extents, for the arrays after it
             for dim, extent in enumerate(shape):
                 extents.setdefault(extent, (index, dim))
+            same = shapes.setdefault(tuple(shape), index)
+            if same != index:
+                marked = _same_shape(marked, same)
         elif comp.len_is_buffer_len and count in extents:
             marked = _len_as_shape(marked, extents[count])
         if marked is not comp:
@@ -471,6 +476,12 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
 def _same_len(comp: BufferCompilationArg, earlier: int) -> BufferCompilationArg:
     """``comp`` marked as long as argument ``earlier`` (cached: the warm launch makes no new objects)."""
     return attrs.evolve(comp, same_len_as=earlier)
+
+
+@functools.lru_cache(maxsize=1024)
+def _same_shape(comp: BufferCompilationArg, earlier: int) -> BufferCompilationArg:
+    """``comp`` marked as shaped like the tensor argument ``earlier`` (cached, as ``_same_len``)."""
+    return attrs.evolve(comp, same_shape_as=earlier)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -330,6 +330,7 @@ class KernelBuilder:
         len_as_shape: tuple[int, int] | None = None,
         unit_strides: tuple[bool, ...] = (),
         contiguous: bool = False,
+        same_shape_as: int | None = None,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
@@ -337,11 +338,13 @@ class KernelBuilder:
         ``multiple_of``: a power of two the launch found an integer scalar's value (a buffer's ``len()``) to be a
         multiple of; ``shape_multiple_of``/``stride_multiple_of``: the same for each of a tensor's dimensions;
         ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1; ``contiguous``:
-        a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``.
+        a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``; ``same_shape_as``: the kernel
+        argument index of an earlier tensor of the same shape.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
         same_len = self.argument_slots.get(same_len_as) if same_len_as is not None else None
+        same_shape = self.argument_slots.get(same_shape_as) if same_shape_as is not None else None
         extent = None
         if len_as_shape is not None and (tensor_slot := self.argument_slots.get(len_as_shape[0])) is not None:
             extent = (tensor_slot, len_as_shape[1])
@@ -362,6 +365,7 @@ class KernelBuilder:
                 extent,
                 unit_strides,
                 contiguous,
+                same_shape,
             )
         )
         return var

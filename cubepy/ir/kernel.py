@@ -64,7 +64,9 @@ class Param:
     found its stride to be 1 (part of the cache key); the frontend then indexes ``t[i, j]`` as
     ``i * stride(0) + j``, and ``stride(d)`` of such a dimension is 1 at run time.  ``contiguous``: a rank-2
     tensor whose strides the launch found to be ``(shape(1), 1)`` (part of the cache key); the frontend then
-    indexes ``t[i, j]`` as ``i * shape(1) + j``.
+    indexes ``t[i, j]`` as ``i * shape(1) + j``.  ``same_shape``: the slot of an earlier tensor of the same rank
+    the launch found to have the same shape (part of the cache key): a guard ``j < x.shape(1)`` then bounds
+    ``out``'s index as well as ``x``'s (a stencil's ``out[i, j]``).
     """
 
     var: Variable
@@ -80,6 +82,7 @@ class Param:
     len_as_shape: tuple[int, int] | None = None
     unit_strides: tuple[bool, ...] = ()
     contiguous: bool = False
+    same_shape: int | None = None
 
     @property
     def slot(self) -> int:

@@ -434,7 +434,19 @@ class RangeAnalysis:
         return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
 
     def _is_shape_key(self, key: _Key, memory: Variable, dim: int) -> bool:
-        return self._shape_read(self.defs.get(key)) == (memory, dim)
+        """Whether ``key`` is ``memory.shape(dim)``, or the same extent of a tensor the launch found shaped alike."""
+        found = self._shape_read(self.defs.get(key))
+        if found is None or found[1] != dim:
+            return False
+        word = self._shape_word(memory)
+        return found[0] == memory or (word is not None and self._shape_word(found[0]) == word)
+
+    def _shape_word(self, memory: Variable) -> int | None:
+        """The slot of the first tensor shaped like ``memory`` (its own when none is earlier)."""
+        param = self.buffers.get(memory.id)
+        if memory.kind is not VarKind.GLOBAL or param is None or param.rank is None:
+            return None
+        return param.slot if param.same_shape is None else param.same_shape
 
     @staticmethod
     def _shape_read(found: object) -> tuple[Variable, int] | None:

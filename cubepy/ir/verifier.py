@@ -265,6 +265,24 @@ def verify(kernel: KernelDefinition) -> None:
                     f"parameter {param.name!r} has len_as_shape {param.len_as_shape}: expected an array whose "
                     "len is its buffer's, and the slot and a dimension of an earlier tensor of known rank",
                 )
+        if param.same_shape is not None:
+            tensor = next(
+                (p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == param.same_shape), None
+            )
+            if (
+                param.role != "tensor"
+                or param.rank is None
+                or tensor is None
+                or tensor.role != "tensor"
+                or tensor.rank != param.rank
+                or param.same_shape not in used - {param.var.id}
+            ):
+                checker.fail(
+                    "bad-param",
+                    None,
+                    f"parameter {param.name!r} has same_shape {param.same_shape}: expected a tensor of known rank "
+                    "and the slot of an earlier tensor of the same rank",
+                )
         multiple = param.multiple_of
         if (
             multiple < 1

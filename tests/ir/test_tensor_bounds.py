@@ -13,6 +13,7 @@ from benchmarks.cpu_peers import stencil5 as laplacian  # the 5-point Laplacian 
 from cubepy import Tensor, f32
 from cubepy.compiler.passes import run_passes
 from cubepy.ir import ops
+from cubepy.ir.printer import format_kernel
 from cubepy.ir.scope import walk
 
 
@@ -60,3 +61,32 @@ def test_the_stencil_and_the_unguarded_shift_give_numpys_values(runtime, shape):
     want = np.zeros(shape, np.float32)
     want[1:] = grid[:-1]  # row 0 reads index -1 mod 2**32: past the end, a checked read gives 0
     np.testing.assert_array_equal(client.read(shifted), want)
+
+
+def _checked_writes(kernel, *args) -> int:
+    definition, _ = run_passes(kernel.compile(cp.CubeDim(8, 4), *args).definition)
+    return sum(isinstance(i.operation, ops.IndexAssign) and i.operation.checked for i in walk(definition.body))
+
+
+def test_an_output_shaped_like_the_grid_is_written_unchecked_under_the_grids_guards():
+    client = cp.client("interp")
+    grid, same, wider = (client.zeros(s, np.float32) for s in ((16, 16), (16, 16), (16, 32)))
+    compiled = laplacian.compile(cp.CubeDim(8, 4), cp.TensorArg(grid), cp.TensorArg(same))
+    assert "shape = shape global[0]" in format_kernel(compiled.definition)  # the launch fact, in the printed IR
+    assert _checked_writes(laplacian, cp.TensorArg(grid), cp.TensorArg(same)) == 0
+    # another shape: the guards on the grid's extents say nothing about out's, both stores stay checked
+    assert _checked_writes(laplacian, cp.TensorArg(grid), cp.TensorArg(wider)) == 2
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_a_smaller_output_keeps_its_checked_stores_and_the_cache_keeps_two_kernels(runtime):
+    client = cp.client(runtime)
+    grid = np.random.default_rng(6).standard_normal((12, 12)).astype(np.float32)
+    hg = client.create(grid)
+    count = cp.CubeCount(2, 3)
+    full = client.zeros((12, 12), np.float32)
+    laplacian.launch(client, count, cp.CubeDim(8, 4), cp.TensorArg(hg), cp.TensorArg(full))
+    # 8 x 12 items past the first 8 rows' worth of out: a store at row i >= 8 indexes past out's end
+    small = client.create(np.full((8, 12), 5.0, np.float32))
+    laplacian.launch(client, count, cp.CubeDim(8, 4), cp.TensorArg(hg), cp.TensorArg(small))
+    np.testing.assert_array_equal(client.read(small), client.read(full)[:8])

@@ -358,3 +358,19 @@ def test_len_as_shape_names_a_dimension_of_an_earlier_tensor_of_known_rank():
         [tensor, ir.Param(weights, "w", "tensor", rank=1, len_is_buffer_len=True, len_as_shape=(0, 1))],  # a tensor
     ):
         assert "len_as_shape" in str(_expect("bad-param", kernel([], params)))
+
+
+def test_same_shape_names_an_earlier_tensor_of_the_same_rank():
+    first = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
+    second = Variable(VarKind.GLOBAL, 1, F32)
+    verify(kernel([], [first, ir.Param(second, "out", "tensor", rank=2, same_shape=0)]))
+    cube = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=3)
+    for params in (
+        [first, ir.Param(second, "out", "tensor", rank=3, same_shape=0)],  # another rank
+        [first, ir.Param(second, "out", "tensor", same_shape=0)],  # rank unknown
+        [first, ir.Param(second, "out", "array", same_shape=0)],  # an array has no shape words
+        [cube, ir.Param(second, "out", "tensor", rank=2, same_shape=0)],  # the earlier one has another rank
+        [ir.Param(second, "out", "tensor", rank=2, same_shape=0), first],  # not earlier
+        [first, ir.Param(second, "out", "tensor", rank=2, same_shape=1)],  # itself
+    ):
+        assert "same_shape" in str(_expect("bad-param", kernel([], params)))

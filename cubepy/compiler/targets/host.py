@@ -62,6 +62,7 @@ from cubepy.compiler.targets.host_abi import (  # the cube context's layout and 
     shared_layout,
 )
 from cubepy.compiler.targets.host_fp8 import convert_scalar_host
+from cubepy.compiler.targets.host_row_guard import find_row_guard, lower_guarded_body
 from cubepy.compiler.targets.host_suspend import (  # where units wait, and the operations that suspend
     TOKEN,
     TOKEN_NONE,
@@ -171,6 +172,8 @@ class HostTarget(HostSuspensions):
         self.coroutine = bool(self.suspends)
         # A plain kernel's unit function gets its tid from the driver's nested loops (``declare_entry``).
         self.plain_tid = not self.coroutine and self.fission is None
+        # ``if x < n`` around a plain kernel's body: the driver runs each row's admitted units without it.
+        self.row_guard = find_row_guard(definition) if self.plain_tid else None
         # A fission plan keeps every local array in its per-unit frame (heap) already.
         self.heap_locals, self.scratch_bytes = heap_locals(definition) if self.fission is None else ({}, 0)
         self.scratch: ir.Value | None = None
@@ -206,6 +209,8 @@ class HostTarget(HostSuspensions):
         extra = [PTR, PTR, *(lt.GLOBAL_PTR for _ in buffers)] if fission else []
         if self.plain_tid:
             extra = [I32, I32, I32, *(lt.GLOBAL_PTR for _ in buffers)]
+        if self.row_guard is not None:  # its mode and probe words (``host_row_guard``)
+            extra += [I32, PTR]
         self.buffer_exclusive = [p.exclusive for p in buffers]
         function = ir.Function(
             lw.module, ir.FunctionType(ret, [PTR, PTR, I32, I32, I32, I32, *extra]), f"{lw.name}.unit"
@@ -214,6 +219,7 @@ class HostTarget(HostSuspensions):
         names = ["params", "cube", "unit", "ctaid_x", "ctaid_y", "ctaid_z"]
         names += ["tid_x", "tid_y", "tid_z"] if self.plain_tid else ["shared_block", "frame"]
         names += [f"buf{index}" for index in range(len(buffers))]
+        names += ["mode", "probe"] if self.row_guard is not None else []
         for arg, name in zip(function.args, names):
             arg.name = name
         for arg in function.args[6:8] if fission else ():
@@ -301,6 +307,9 @@ class HostTarget(HostSuspensions):
 
     def lower_body(self, lw: KernelLowering, body: Scope) -> None:
         """The body as written (one unit), or, for a kernel with a fission plan, as loops over the cube's units."""
+        if self.row_guard is not None:  # the body ``find_row_guard`` read
+            lower_guarded_body(lw, self.row_guard, lw.function.args[-2], lw.function.args[-1])
+            return
         if self.fission is None:
             lw.lower_scope(body)
             return
@@ -464,4 +473,5 @@ class HostTarget(HostSuspensions):
             self.barrier_rows,
             whole_cube,
             plain_buffers=plain,
+            row_guard=self.row_guard is not None,
         )

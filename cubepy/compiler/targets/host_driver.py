@@ -114,6 +114,7 @@ def emit_driver(
     barrier_rows: tuple[int, int] = (0, 0),
     whole_cube: tuple[int, tuple[int, ...]] | None = None,
     plain_buffers: tuple[tuple[int, bool], ...] | None = None,
+    row_guard: bool = False,
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
@@ -133,6 +134,9 @@ def emit_driver(
     calls ``cubepy_run_cubes.range``, which holds the loops, with them as arguments, ``noalias`` where the
     launch checked that no other argument overlaps: LLVM's vectorized rows then need no overlap checks (they
     cost more than a 32-unit row's work).
+
+    ``row_guard``: the plain unit function also takes ``mode`` and ``probe`` (``host_row_guard``): each row is
+    probed, then its admitted units run with the guard known.
     """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
     # The parameter block (packed ``abi.BLOCK_ALIGN``-aligned by the runtime) is read-only and nothing else
@@ -227,7 +231,7 @@ def emit_driver(
             b.call(unit, [params, cube, _const(0), *ctaid, shared, frame, *buffers])
             return
         if not coroutine:
-            _plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z))
+            _plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard)
             return
         run = _CubeRun(e, unit, params, cube, arrays, units, ctaid, reduces)
         if suspends == {"barrier"}:
@@ -252,23 +256,46 @@ def _plain_units(
     unit: ir.Function,
     args: tuple[ir.Value, ir.Value, list[ir.Value], list[ir.Value]],
     dims: tuple[int, int, int],
+    row_guard: bool = False,
 ) -> None:
     """Call a plain unit function for every unit of the cube: loops over z, y and x, x innermost, each call given
     its linear index and ``tid``.  An address built from ``tid.x`` is then affine in the innermost loop's
     counter, which the loop vectorizer needs (one loop over the linear index makes ``tid.x`` and ``tid.y`` a
-    remainder and a quotient of it, and a 32x8 cube's loads gathers)."""
+    remainder and a quotient of it, and a 32x8 cube's loads gathers).
+
+    ``row_guard``: per row, a probe call, then the units the guard admits with it known (``host_row_guard``)."""
+    from cubepy.compiler.targets.host_row_guard import AS_WRITTEN, KNOWN, PROBE, PROBE_WORDS
+
     b = e.b
     params, cube, ctaid, buffers = args
     dim_x, dim_y, dim_z = dims
+    probe = e.entry.alloca(ir.ArrayType(I32, PROBE_WORDS), name="probe") if row_guard else None
 
     def row(tid_y: ir.Value, tid_z: ir.Value) -> None:
         base = b.mul(b.add(b.mul(tid_z, _const(dim_y), flags=["nuw"]), tid_y, flags=["nuw"]), _const(dim_x))
 
-        def one(tid_x: ir.Value) -> None:
+        def call(tid_x: ir.Value, mode: int) -> None:
             linear = b.add(base, tid_x, flags=["nuw"])
-            b.call(unit, [params, cube, linear, *ctaid, tid_x, tid_y, tid_z, *buffers])
+            guard_args = [_const(mode), probe] if probe is not None else []
+            b.call(unit, [params, cube, linear, *ctaid, tid_x, tid_y, tid_z, *buffers, *guard_args])
 
-        e.loop(_const(0), _const(dim_x), one, vectorize=dim_x > 1)
+        if probe is None:
+            e.loop(_const(0), _const(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN), vectorize=dim_x > 1)
+            return
+        call(_const(0), PROBE)
+        first, limit, others = (
+            b.load(b.gep(probe, [_const(0), _const(word)], source_etype=probe.allocated_type), typ=I32)
+            for word in range(PROBE_WORDS)
+        )
+        # x(t) = first + t for every unit when first + dim_x - 1 does not wrap: the guard admits t < limit - first
+        exact = b.icmp_unsigned("<=", first, _const(0xFFFFFFFF - (dim_x - 1)))
+        admitted = b.and_(b.icmp_unsigned("<", first, limit), b.icmp_unsigned("!=", others, _const(0)))
+        span = b.sub(limit, first)
+        count = b.select(b.icmp_unsigned("<", span, _const(dim_x)), span, _const(dim_x))
+        known = b.select(b.and_(exact, admitted), count, _const(0))
+        e.loop(_const(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=dim_x > 1)
+        # where it could wrap, the row as written (the guard evaluated per unit)
+        e.loop(b.select(exact, _const(dim_x), _const(0)), _const(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN))
 
     def plane(tid_z: ir.Value) -> None:
         if dim_y == 1:

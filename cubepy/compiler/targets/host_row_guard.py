@@ -1,0 +1,162 @@
+"""Row guards of plain host kernels: ``if x < n: ...`` run as a loop over exactly the units it admits.
+
+Most elementwise kernels are ``if ABSOLUTE_POS < out.len(): body``.  The host driver runs a row of units
+(``tid.x`` from 0 to ``cube_dim_x``) in one loop, and LLVM vectorizes it by turning the guarded body into
+masked loads and stores.  Masked stores are slow on many x86 CPUs (AMD's ``vmaskmovps`` to memory is
+microcoded), and every row pays for them although only the last cube of a launch has units past ``n``.
+
+A *row guard* is a kernel body of pure instructions (arithmetic and buffer metadata: no reads, no writes)
+followed by one ``if`` as its last instruction, whose condition is a conjunction of terms that do not depend
+on ``tid.x`` and exactly one compare ``x < n`` (or ``n > x``) of u32 values where ``n`` does not depend on
+``tid.x`` and ``x`` is ``a + tid.x`` modulo 2**32 (``unit_pos``, ``unit_pos_x``, ``absolute_pos``,
+``absolute_pos_x``, or one of them plus a value independent of ``tid.x``).  For such a kernel the unit
+function takes two more arguments, ``mode`` and ``probe``, and the driver, per row:
+
+1. calls it with ``tid.x = 0`` and ``mode = PROBE``: the unit evaluates the prefix, stores ``x``, ``n`` and
+   the other terms into ``probe`` and returns (unit 0 of the row evaluates the same prefix anyway);
+2. with ``A = x(0)``: when ``A + cube_dim_x - 1`` does not wrap, ``x(t) = A + t`` for every unit, so the
+   guard holds exactly for ``t < min(n - A, cube_dim_x)`` (none when ``A >= n`` or another term is false):
+   that prefix of the row runs with ``mode = KNOWN``, where the guard is not evaluated, and the rest of the
+   row is skipped (its guard is false and nothing follows the ``if``);
+3. when it could wrap, the whole row runs with ``mode = AS_WRITTEN``.
+
+LLVM then vectorizes the guard-free loop with plain vector loads and stores and the row's tail with scalars.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import llvmlite.ir as ir
+
+from cubepy.compiler import llvm_types as lt
+from cubepy.ir import KernelDefinition, ops
+from cubepy.ir.ops import branch
+from cubepy.ir.scope import Instruction, Scope
+from cubepy.ir.variable import Variable, VarKind
+
+if TYPE_CHECKING:
+    from cubepy.compiler.lower import KernelLowering
+
+AS_WRITTEN, KNOWN, PROBE = 0, 1, 2  # the unit function's ``mode`` argument
+PROBE_WORDS = 3  # x, n and the other terms (as 0 or 1), u32 each
+
+# Builtins equal to ``tid.x`` plus a value independent of it (mod 2**32), and builtins independent of ``tid.x``.
+_PLUS_TID_X = frozenset({"unit_pos", "unit_pos_x", "absolute_pos", "absolute_pos_x"})
+_BESIDE_TID_X = ("cube_pos", "cube_dim", "cube_count", "unit_pos_y", "unit_pos_z", "absolute_pos_y", "absolute_pos_z")
+
+
+@attrs.frozen
+class RowGuard:
+    """A kernel body ``prefix; if cond: ...`` whose ``cond`` admits a prefix of each row of units."""
+
+    prefix: Scope  # pure instructions before the ``if``
+    guard: Instruction  # the ``if``, the body's last instruction
+    cond: Variable  # its condition
+    position: Variable  # ``x``: ``a + tid.x``
+    limit: Variable  # ``n``
+    others: tuple[Variable, ...]  # the conjunction's terms independent of ``tid.x``
+
+
+def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
+    """The kernel's row guard, or None when its body is not of that shape (see the module's docstring)."""
+    body = definition.body.instructions
+    guard = body[-1].operation if body else None
+    if not isinstance(guard, branch.If):
+        return None
+    cond = guard.cond
+    prefix = body[:-1]
+    defs: dict[int, ops.Operation] = {}
+    for inst in prefix:
+        record = inst.operation.RECORD
+        if inst.out is None or inst.out.kind is not VarKind.CONST or not record.pure or record.reads:
+            return None
+        if record.writes or isinstance(inst.operation, branch.BRANCH_OPS):
+            return None
+        defs[inst.out.id] = inst.operation
+    if cond.kind is not VarKind.CONST or cond.id not in defs:
+        return None
+    facts = _Dependence(defs)
+    terms = facts.conjuncts(cond)
+    varying = [term for term in terms if facts.varies(term)]
+    if len(varying) != 1:
+        return None
+    compare = defs.get(varying[0].id) if varying[0].kind is VarKind.CONST else None
+    if isinstance(compare, ops.Lt):
+        position, limit = compare.lhs, compare.rhs
+    elif isinstance(compare, ops.Gt):
+        position, limit = compare.rhs, compare.lhs
+    else:
+        return None
+    if not (_is_u32(position) and _is_u32(limit)) or facts.varies(limit) or not facts.plus_tid_x(position):
+        return None
+    others = tuple(term for term in terms if term is not varying[0])
+    return RowGuard(Scope(prefix), body[-1], cond, position, limit, others)
+
+
+def _is_u32(var: Variable) -> bool:
+    return not var.type.is_line and var.elem.kind == "uint" and var.elem.bits == 32
+
+
+class _Dependence:
+    """Which prefix values depend on ``tid.x``, and which are ``tid.x`` plus an independent value."""
+
+    def __init__(self, defs: dict[int, ops.Operation]) -> None:
+        self.defs = defs
+        self.memo: dict[int, bool] = {}
+
+    def _definition(self, var: Variable) -> ops.Operation | None:
+        return self.defs.get(var.id) if var.kind is VarKind.CONST else None
+
+    def varies(self, var: Variable) -> bool:
+        """Whether ``var`` may differ between units of a row (conservative: True when unsure)."""
+        if var.kind in (VarKind.CONSTANT, VarKind.SCALAR, VarKind.GLOBAL):
+            return False
+        if var.kind is VarKind.BUILTIN:
+            return var.name is None or not var.name.startswith(_BESIDE_TID_X)
+        if var.kind is not VarKind.CONST or var.id not in self.defs:
+            return True
+        if var.id not in self.memo:
+            self.memo[var.id] = True  # a cycle cannot happen in SSA; stay conservative if it did
+            self.memo[var.id] = any(self.varies(operand) for operand in self.defs[var.id].operands())
+        return self.memo[var.id]
+
+    def plus_tid_x(self, var: Variable) -> bool:
+        """Whether ``var`` is ``tid.x + a`` (mod 2**32) with ``a`` independent of ``tid.x``."""
+        if var.kind is VarKind.BUILTIN:
+            return var.name in _PLUS_TID_X
+        found = self._definition(var)
+        if not isinstance(found, ops.Add) or not all(_is_u32(v) for v in (found.lhs, found.rhs)):
+            return False
+        return (self.plus_tid_x(found.lhs) and not self.varies(found.rhs)) or (
+            self.plus_tid_x(found.rhs) and not self.varies(found.lhs)
+        )
+
+    def conjuncts(self, cond: Variable) -> list[Variable]:
+        """The terms of ``cond`` as a tree of logical ``and``s (``cond`` itself when it is not one)."""
+        found = self._definition(cond)
+        if isinstance(found, ops.And) and not found.lhs.type.is_line:
+            return self.conjuncts(found.lhs) + self.conjuncts(found.rhs)
+        return [cond]
+
+
+def lower_guarded_body(lw: KernelLowering, guard: RowGuard, mode: ir.Value, probe: ir.Value) -> None:
+    """Lower ``prefix; if cond: ...`` in a unit function for the three modes of ``mode``."""
+    lw.lower_scope(guard.prefix)
+    b: ir.IRBuilder = lw.builder
+    probing, rest = lw.new_block("row.probe"), lw.new_block("row.run")
+    b.cbranch(b.icmp_unsigned("==", mode, ir.Constant(lt.I32, PROBE)), probing, rest)
+    b.position_at_end(probing)
+    others = ir.Constant(lt.I1, 1)
+    for term in guard.others:
+        others = b.and_(others, lw.value(term))
+    words = (lw.value(guard.position), lw.value(guard.limit), b.zext(others, lt.I32))
+    for index, word in enumerate(words):
+        b.store(word, b.gep(probe, [ir.Constant(lt.I64, index)], source_etype=lt.I32))
+    b.ret_void()
+    b.position_at_end(rest)
+    cond = guard.cond
+    known = b.icmp_unsigned("==", mode, ir.Constant(lt.I32, KNOWN))
+    lw.define(cond, b.or_(known, lw.value(cond)))
+    lw.lower_instruction(guard.guard)

@@ -94,6 +94,9 @@ class KernelLowering:
         self.module.data_layout = self.target.data_layout
         self.consts: dict[int, ir.Value] = {}
         self.slots: dict[int, ir.Value] = {}
+        # MUT locals a branch reads and writes through a register-like alloca instead of their per-unit slot
+        # (``lower_control.frame_locals_in_registers``)
+        self.slot_overrides: dict[int, ir.Value] = {}
         self.params: dict[tuple[VarKind, int], ir.Value] = {}
         # (buffer slot, field, dim) -> the u32 metadata word, bound by the target's entry (abi.metadata_words)
         self.metadata: dict[tuple[int, str, int], ir.Value] = {}
@@ -290,6 +293,9 @@ class KernelLowering:
 
     def slot(self, var: Variable) -> ir.Value:
         """The alloca holding a MUT local (its slot in the unit's frame, when the target keeps it per unit)."""
+        override = self.slot_overrides.get(var.id)
+        if override is not None:
+            return override
         if self.per_unit is not None and self.per_unit.holds(var):
             return self.per_unit.pointer(var)
         slot = self.slots.get(var.id)

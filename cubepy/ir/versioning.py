@@ -15,7 +15,11 @@ for c in range(resume, end, step):     ...  the loop as written (checked): usual
 ``scale`` and ``offset`` are rebuilt before the loop in u64 from their leaves (values defined before the
 loop, literals, builtins, scalars, buffer metadata), so they are exact: the index the kernel computes wraps
 modulo 2**32 but is congruent to ``c * scale + offset``, and equals it when that is below ``length``.
-A tree whose u64 value could wrap (more than 63 bits by the widths of its leaves) is not used.
+A scale whose u64 value could wrap (more than 63 bits by the widths of its leaves) is not used; such an
+offset (``x[row, c]``'s ``row * x.shape(1)``, rebuilt from a product of two 32-bit leaves) is taken modulo
+2**32 instead (computed in u32, as the kernel computes it): the index is congruent to ``c * scale`` plus
+that value too, and equals it below ``length``.  (Not in a cube-uniform split, whose offsets are upper
+bounds over the units: a wrapped value is no bound.)
 
 The first loop runs exactly the original's rounds while its index is below ``fast_end`` (wrapping as the
 original wraps), and the second picks up at the index the original would test next, so the two run the
@@ -325,6 +329,8 @@ def _per_unit(tree: _Tree | None) -> bool:
     """Whether a tree holds a per-unit position replaced by its largest value."""
     if tree is None or tree[0] in ("const", "var", "meta"):
         return False
+    if tree[0] == "wrap":
+        return _per_unit(tree[1])
     return tree[0] == "top" or _per_unit(tree[1]) or _per_unit(tree[2])
 
 
@@ -335,7 +341,7 @@ def _bits(tree: _Tree) -> int:
         return max(int(tree[1]).bit_length(), 1)
     if kind == "var":
         return _LEAF_BITS.get(tree[1].name or "", 32) if tree[1].kind is VarKind.BUILTIN else 32
-    if kind == "meta":
+    if kind in ("meta", "wrap"):
         return 32
     a, b = _bits(tree[1]), _bits(tree[2])
     return max(a, b) + 1 if kind == "add" else a + b
@@ -378,8 +384,12 @@ def _version(
             scale, offset = found
             if scale is None:
                 continue
-            if _bits(scale) > (63 if scale == ("const", 1) else 32) or (offset is not None and _bits(offset) > 63):
+            if _bits(scale) > (63 if scale == ("const", 1) else 32):
                 continue
+            if offset is not None and _bits(offset) > 63:
+                if mode != "lane":
+                    continue
+                offset = ("wrap", offset)
             _add_condition(conditions, (op.memory.id, scale, offset), op.memory)
             covered.add(position)
     if not conditions:
@@ -402,8 +412,23 @@ def _version(
             return wide(tree[1])
         if kind == "meta":  # a metadata read inside the loop, read again before it
             return wide(new(Type(U32), tree[1]))
+        if kind == "wrap":
+            return wide(build32(tree[1]))
         a, b = build(tree[1]), build(tree[2])
         return new(Type(U64), (ops.Add if kind == "add" else ops.Mul)(a, b))
+
+    def build32(tree: _Tree) -> Variable:
+        """The tree's value modulo 2**32, computed in u32 (a lane split has no ``top`` leaves)."""
+        kind = tree[0]
+        if kind == "const":
+            return constant(int(tree[1]) % 2**32, Type(U32))
+        if kind == "var":
+            var = tree[1]
+            return var if var.type == Type(U32) else new(Type(U32), ops.Cast(var))
+        if kind == "meta":
+            return new(Type(U32), tree[1])
+        a, b = build32(tree[1]), build32(tree[2])
+        return new(Type(U32), (ops.Add if kind == "add" else ops.Mul)(a, b))
 
     last_round: list[Variable] = []
 
@@ -481,7 +506,7 @@ def _polynomial(tree: _Tree | None) -> dict[tuple[Any, ...], int] | None:
     kind = tree[0]
     if kind in ("const", "top"):
         return {(): int(tree[1])}
-    if kind in ("var", "meta"):
+    if kind in ("var", "meta", "wrap"):  # a wrapped sum is a value of its own, not its terms'
         return {(_leaf_key(tree),): 1}
     a, b = _polynomial(tree[1]), _polynomial(tree[2])
     if a is None or b is None:
@@ -503,7 +528,7 @@ def _leaf_key(tree: _Tree) -> tuple[Any, ...]:
     """A leaf's identity: a variable by kind and id, a metadata read by what it reads."""
     if tree[0] == "var":
         return ("var", tree[1].kind, tree[1].id)
-    return ("meta", repr(tree[1]))
+    return (tree[0], repr(tree[1]))
 
 
 def _unchecked(loop: branch.RangeLoop, covered: set[int]) -> branch.RangeLoop:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cubepy as cp
-from benchmarks.cpu_peers import SUM_PER_UNIT, block_sums, stencil5
+from benchmarks.cpu_peers import SUM_PER_UNIT, block_sums, row_softmax, stencil5
 
 
 @pytest.mark.parametrize("runtime", ["interp", "cpu"])
@@ -46,3 +46,14 @@ def test_stencil5_is_the_laplacian_inside_and_a_copy_on_the_border(runtime):
     expected = grid.copy()
     expected[1:-1, 1:-1] = grid[:-2, 1:-1] + grid[2:, 1:-1] + grid[1:-1, :-2] + grid[1:-1, 2:] - 4 * grid[1:-1, 1:-1]
     np.testing.assert_array_equal(client.read(out), expected)
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+def test_row_softmax_matches_numpy(runtime):
+    """(``exp`` is within its stated ulp bound on each runtime, not bit-identical across them.)"""
+    client = cp.client(runtime)
+    x = np.random.default_rng(2).standard_normal((5, 77)).astype(np.float32)
+    out = client.zeros(x.shape, np.float32)
+    row_softmax.launch(client, cp.CubeCount(5), cp.CubeDim(32), cp.TensorArg(client.create(x)), cp.TensorArg(out))
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(client.read(out), e / e.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)

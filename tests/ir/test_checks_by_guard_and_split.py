@@ -183,3 +183,38 @@ def test_a_guard_proves_only_the_index_it_compares():
     x, out = (cp.ArrayArg(client.zeros((64,), np.float32)) for _ in range(2))
     compiled = shifted_guard.compile(cp.CubeDim(32), x, out, cp.ScalarArg(1, u32))
     assert _checked(compiled) == {0: [True], 1: [False]}
+
+
+# -- an offset rebuilt from a 64-bit product is taken modulo 2**32 ------------------------------------------
+@cube(launch=True)
+def strided_rows(x: Array[f32], out: Array[f32], stride: u32, cols: u32):
+    """out[r * cols + c] = x[r * stride + c] for the cube's row r: the offset ``CUBE_POS * stride`` is built inside
+    the loop from two 32-bit values (as ``x[row, c]`` of a tensor builds ``row * x.shape(1)``)."""
+    for c in range(cp.UNIT_POS, cols, 4):
+        out[cp.CUBE_POS * cols + c] = x[cp.CUBE_POS * stride + c]
+
+
+def test_an_offset_past_63_bits_is_split_on_its_u32_value():
+    client = cp.client("interp")
+    args = (cp.ArrayArg(client.zeros((16,), np.float32)), cp.ArrayArg(client.zeros((24,), np.float32)))
+    compiled = strided_rows.compile(cp.CubeDim(4), *args, cp.ScalarArg(8, u32), cp.ScalarArg(8, u32))
+    assert _loop_count(compiled) == 2
+    assert _checked(compiled)[0] == [False, True]
+
+
+@pytest.mark.parametrize("runtime", ["interp", "cpu"])
+@pytest.mark.parametrize("stride", [8, 2**31, 2**31 + 4, 2**32 - 4])
+def test_strided_rows_wrap_as_the_kernel_computes_them(runtime, stride):
+    """Row r reads from ``(r * stride) mod 2**32``: with stride 2**31, row 2 wraps back to 0 and reads x[0:8];
+    row 1 starts past the end and reads zeros (checked misses); 2**32 - 4 makes row 1 start at -4 mod 2**32."""
+    client = cp.client(runtime)
+    data = np.arange(1, 17, dtype=np.float32)
+    out = client.zeros((24,), np.float32)
+    args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out), cp.ScalarArg(stride, u32), cp.ScalarArg(8, u32))
+    strided_rows.launch(client, cp.CubeCount(3), cp.CubeDim(4), *args)
+    want = np.zeros(24, np.float32)
+    for row in range(3):
+        for c in range(8):
+            index = (row * stride + c) % 2**32
+            want[row * 8 + c] = data[index] if index < 16 else 0.0
+    np.testing.assert_array_equal(client.read(out), want)

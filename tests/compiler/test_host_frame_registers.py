@@ -106,3 +106,39 @@ def test_the_guarded_accumulation_stores_without_masks():
     host = compile_host(_definition(guarded_sums, cp.CubeDim(64), *args))
     assert host.shape == "unit loops"
     assert not re.search(r"@llvm\.masked\.store", host.llvm_opt)
+
+
+@cube(launch=True)
+def strided_sums(data: Array[f32], out: Array[f32], n: u32):
+    """Per unit: data[u], data[u + 64], ... below n, a lockstep loop whose units stop at different rounds."""
+    acc = f32(0.0)
+    for c in range(UNIT_POS, n, 64):
+        acc += data[c]
+    cp.sync_cube()
+    out[UNIT_POS] = acc
+
+
+def test_a_lockstep_loops_finished_bytes_are_stored_without_branches():
+    """The tested rounds store each unit's finished byte whether or not it changes, and write the frame locals
+    their bodies assign back after them: no predicated scalar store, no masked store into the frame (address
+    space 0; the checked store of ``out``, in address space 1, stays masked)."""
+    args = (*_arrays("f32", "f32"), cp.ScalarCompilationArg("u32"))
+    host = compile_host(_definition(strided_sums, cp.CubeDim(64), *args))
+    assert host.shape == "unit loops"
+    assert "pred.store" not in host.llvm_opt
+    assert not re.search(r"@llvm\.masked\.store\.\w+\.p0\(", host.llvm_opt)
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 200, 1000])
+def test_strided_sums_give_the_interps_bits(n):
+    data = np.random.default_rng(4).standard_normal(1000).astype(np.float32)
+    got = {}
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        out = client.zeros(64, np.float32)
+        args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out), cp.ScalarArg(n, u32))
+        strided_sums.launch(client, cp.CubeCount(1), cp.CubeDim(64), *args)
+        got[runtime] = client.read(out)
+    np.testing.assert_array_equal(got["cpu"].view(np.uint32), got["interp"].view(np.uint32))
+    want = [np.float32(sum(np.float64(v) for v in data[u:n:64])) for u in range(64)]
+    np.testing.assert_allclose(got["interp"], want, rtol=1e-5, atol=1e-5)

@@ -56,7 +56,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import as_u32
-from cubepy.compiler.lower_control import _loop_test, hint_vectorize
+from cubepy.compiler.lower_control import _loop_test, frame_locals_in_registers, hint_vectorize
 from cubepy.compiler.lower_plane import EXCHANGES, exchange_lanes, plane_reduction_lanes
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.ir import VarKind, ops
@@ -273,24 +273,24 @@ class CubeLoops:
 
         def iteration() -> None:
             b = lw.builder
-            going, body, skip, stop = (
-                lw.new_block(h) for h in ("lockstep.going", "lockstep.body", "lockstep.skip", "lockstep.stop")
-            )
+            body, skip = lw.new_block("lockstep.body"), lw.new_block("lockstep.skip")
             flag = finished()
-            b.cbranch(b.icmp_unsigned("==", b.load(flag, typ=I8), ir.Constant(I8, 0)), going, skip)
-            b.position_at_end(going)
+            # The test is pure arithmetic, so it is computed for finished units too, and the unit's own byte is
+            # stored either way: a store under a branch would be a masked or scalarized one in the vectorized
+            # loop over units.
+            going = b.icmp_unsigned("==", b.load(flag, typ=I8), ir.Constant(I8, 0))
             index = self._round_index(op, rounds)
-            runs = _loop_test(lw, op, index, lw.value(op.end), lw.value(op.step))
+            runs = b.and_(going, _loop_test(lw, op, index, lw.value(op.end), lw.value(op.step)))
             b.store(b.add(b.load(ran, typ=I32), b.zext(runs, I32)), ran)
-            b.cbranch(runs, body, stop)
-            b.position_at_end(stop)
-            b.store(ir.Constant(I8, 1), flag)
-            b.branch(skip)
-            b.position_at_end(body)
-            lw.define(op.index, index)
-            lw.lower_scope(op.body)
-            lw.branch_if_open(skip)
-            b.position_at_end(skip)
+            b.store(b.select(runs, ir.Constant(I8, 0), ir.Constant(I8, 1)), flag)
+            # (a lockstep body has no break, continue or return: its frame locals may be written back after it)
+            with frame_locals_in_registers(lw, (op.body,)):
+                b.cbranch(runs, body, skip)
+                b.position_at_end(body)
+                lw.define(op.index, index)
+                lw.lower_scope(op.body)
+                lw.branch_if_open(skip)
+                b.position_at_end(skip)
 
         self._for_units(iteration)
         b = lw.builder

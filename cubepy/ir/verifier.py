@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from cubepy.errors import VerifyError
-from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition
+from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition, Param
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
@@ -215,6 +215,11 @@ def _check_const_tables(c: _Checker, tables: tuple[ConstTable, ...]) -> None:
         )
 
 
+def _buffer_param(kernel: KernelDefinition, slot: int) -> Param | None:
+    """The buffer parameter at binding slot ``slot`` (a launch fact names an earlier buffer this way)."""
+    return next((p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == slot), None)
+
+
 def verify_scope(scope: Scope, defined: set[tuple[VarKind, int]] | None = None) -> None:
     """Verify a scope on its own (``defined`` lists locals visible from outside)."""
     _Checker(None).scope(scope, set(defined or ()), 0)
@@ -248,9 +253,7 @@ def verify(kernel: KernelDefinition) -> None:
                 f"parameter {param.name!r} has same_len {param.same_len}, not an earlier buffer's slot",
             )
         if param.len_as_shape is not None:
-            tensor = next(
-                (p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == param.len_as_shape[0]), None
-            )
+            tensor = _buffer_param(kernel, param.len_as_shape[0])
             if (
                 param.role != "array"
                 or not param.len_is_buffer_len
@@ -266,9 +269,7 @@ def verify(kernel: KernelDefinition) -> None:
                     "len is its buffer's, and the slot and a dimension of an earlier tensor of known rank",
                 )
         if param.same_shape is not None:
-            tensor = next(
-                (p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == param.same_shape), None
-            )
+            tensor = _buffer_param(kernel, param.same_shape)
             if (
                 param.role != "tensor"
                 or param.rank is None

@@ -1,4 +1,4 @@
-"""Helpers shared by the loop-fission tests (``test_host_fission*.py``)."""
+"""Helpers shared by the host target's tests (loop fission, row guards, frame locals)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,18 @@ RUNTIMES = ("interp", "cpu")
 def _definition(kernel, cube_dim, *args):
     """The kernel's definition as ``kernel.compile`` builds it for these compilation arguments."""
     return kernel.compile(cube_dim, *args).definition
+
+
+def on_interp_and_cpu(launch, make):
+    """``launch(client, *make(client))`` on the interp and on the cpu runtime: per runtime, in that order, the
+    contents of the handles ``make`` created, read back afterwards."""
+    results = []
+    for runtime in RUNTIMES:
+        client = cp.client(runtime)
+        handles = make(client)
+        launch(client, *handles)
+        results.append([client.read(h) for h in handles])
+    return results
 
 
 def _arrays(*elems):

@@ -15,7 +15,7 @@ import cubepy as cp
 from cubepy import CUBE_POS, UNIT_POS, Array, Line, cube, f32, u32
 from cubepy.compiler.emit_host import compile_host
 from cubepy_layouts.reduce import cube_sum
-from tests.compiler.fission import _arrays, _definition
+from tests.compiler.fission import _arrays, _definition, on_interp_and_cpu
 
 PER_UNIT = 8
 
@@ -60,6 +60,15 @@ def first_above(data: Array[f32], out: Array[f32], limit: f32):
     out[UNIT_POS] = found
 
 
+def _one_cube(kernel, data: np.ndarray, scalar):  # noqa: ANN001
+    """``kernel(data, out, scalar)`` on one cube of 64 units, on the interp and the cpu runtime: (data, out) each."""
+
+    def launch(client, src, out):
+        kernel.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(src), cp.ArrayArg(out), scalar)
+
+    return on_interp_and_cpu(launch, lambda client: (client.create(data), client.zeros(64, np.float32)))
+
+
 def _guarded_sums(runtime: str, data: np.ndarray, n: int) -> np.ndarray:
     client = cp.client(runtime)
     out = client.zeros(2 * 64 * 5, np.float32)
@@ -87,18 +96,12 @@ def test_branches_that_assign_frame_locals_give_the_interps_bits(n):
 @pytest.mark.parametrize("limit", [0.5, 3.0, -10.0])
 def test_a_branch_that_breaks_keeps_its_frame_slot(limit):
     data = np.random.default_rng(3).standard_normal(64 * PER_UNIT).astype(np.float32)
-    got = {}
-    for runtime in ("interp", "cpu"):
-        client = cp.client(runtime)
-        out = client.zeros(64, np.float32)
-        args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out), cp.ScalarArg(limit, f32))
-        first_above.launch(client, cp.CubeCount(1), cp.CubeDim(64), *args)
-        got[runtime] = client.read(out)
+    (_, interp), (_, cpu) = _one_cube(first_above, data, cp.ScalarArg(limit, f32))
     rows = data.reshape(64, PER_UNIT)
     above = rows > np.float32(limit)
     want = np.where(above.any(axis=1), rows[np.arange(64), above.argmax(axis=1)], -1.0).astype(np.float32)
-    np.testing.assert_array_equal(got["interp"], want)
-    np.testing.assert_array_equal(got["cpu"], want)
+    np.testing.assert_array_equal(interp, want)
+    np.testing.assert_array_equal(cpu, want)
 
 
 def test_the_guarded_accumulation_stores_without_masks():
@@ -132,13 +135,7 @@ def test_a_lockstep_loops_finished_bytes_are_stored_without_branches():
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 200, 1000])
 def test_strided_sums_give_the_interps_bits(n):
     data = np.random.default_rng(4).standard_normal(1000).astype(np.float32)
-    got = {}
-    for runtime in ("interp", "cpu"):
-        client = cp.client(runtime)
-        out = client.zeros(64, np.float32)
-        args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out), cp.ScalarArg(n, u32))
-        strided_sums.launch(client, cp.CubeCount(1), cp.CubeDim(64), *args)
-        got[runtime] = client.read(out)
-    np.testing.assert_array_equal(got["cpu"].view(np.uint32), got["interp"].view(np.uint32))
+    (_, interp), (_, cpu) = _one_cube(strided_sums, data, cp.ScalarArg(n, u32))
+    np.testing.assert_array_equal(cpu.view(np.uint32), interp.view(np.uint32))
     want = [np.float32(sum(np.float64(v) for v in data[u:n:64])) for u in range(64)]
-    np.testing.assert_allclose(got["interp"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interp, want, rtol=1e-5, atol=1e-5)

@@ -26,7 +26,7 @@ from cubepy import (
 from cubepy.compiler.emit_host import compile_host
 from cubepy.compiler.targets.host_row_guard import find_row_guard
 from examples.vector_add import vector_add
-from tests.compiler.fission import _arrays, _definition
+from tests.compiler.fission import _arrays, _definition, on_interp_and_cpu
 
 
 @cube(launch=True)
@@ -53,17 +53,6 @@ def interior_copy(grid: Tensor[f32], out: Tensor[f32]):
         out[i, j] = grid[i, j] + f32(1.0)
 
 
-def _both(launch, make):  # noqa: ANN001
-    """``launch(client, *handles)`` on the interp and the cpu runtime: each handle's contents afterwards."""
-    results = []
-    for runtime in ("interp", "cpu"):
-        client = cp.client(runtime)
-        handles = make(client)
-        launch(client, *handles)
-        results.append([client.read(h) for h in handles])
-    return results
-
-
 def test_a_ragged_last_cube_writes_only_below_n_and_keeps_the_rest():
     n, size = 1000, 1280  # 5 cubes of 256; the guard cuts the 4th cube at 232 units and admits none of the 5th
     data = np.arange(size, dtype=np.float32) * np.float32(0.5)
@@ -75,7 +64,7 @@ def test_a_ragged_last_cube_writes_only_below_n_and_keeps_the_rest():
         args = (cp.ArrayArg(src), cp.ArrayArg(dst), cp.ScalarArg(1, u32), cp.ScalarArg(n, u32))
         flagged_scale.launch(client, cp.CubeCount(5), cp.CubeDim(256), *args)
 
-    interp, cpu = _both(launch, make)
+    interp, cpu = on_interp_and_cpu(launch, make)
     want = np.where(np.arange(size) < n, data * 2, -1).astype(np.float32)
     np.testing.assert_array_equal(interp[1], want)
     np.testing.assert_array_equal(cpu[1].view(np.uint32), interp[1].view(np.uint32))
@@ -89,7 +78,7 @@ def test_a_false_term_beside_the_position_admits_no_unit():
         args = (cp.ArrayArg(src), cp.ArrayArg(dst), cp.ScalarArg(0, u32), cp.ScalarArg(512, u32))
         flagged_scale.launch(client, cp.CubeCount(2), cp.CubeDim(256), *args)
 
-    interp, cpu = _both(launch, make)
+    interp, cpu = on_interp_and_cpu(launch, make)
     np.testing.assert_array_equal(interp[1], np.full(512, 7.0, np.float32))
     np.testing.assert_array_equal(cpu[1], interp[1])
 
@@ -112,7 +101,7 @@ def test_a_position_that_wraps_inside_a_row_gives_the_interps_bits(offset, n):
             client, cp.CubeCount(3), cp.CubeDim(256), cp.ArrayArg(out), cp.ScalarArg(offset, u32), cp.ScalarArg(n, u32)
         )
 
-    interp, cpu = _both(launch, make)
+    interp, cpu = on_interp_and_cpu(launch, make)
     positions = np.arange(768, dtype=np.uint64)
     passes = (positions + offset) % 2**32 < n
     np.testing.assert_array_equal(interp[0], np.where(passes, positions + 1, 0).astype(np.uint32))
@@ -129,7 +118,7 @@ def test_a_two_dimensional_cube_cut_in_both_directions():
     def launch(client, src, dst):
         interior_copy.launch(client, cp.CubeCount(2, 5), cp.CubeDim(32, 8), cp.TensorArg(src), cp.TensorArg(dst))
 
-    interp, cpu = _both(launch, make)
+    interp, cpu = on_interp_and_cpu(launch, make)
     np.testing.assert_array_equal(interp[1], grid + np.float32(1.0))
     np.testing.assert_array_equal(cpu[1].view(np.uint32), interp[1].view(np.uint32))
 

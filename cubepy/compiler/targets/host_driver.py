@@ -264,7 +264,7 @@ def _plain_units(
     remainder and a quotient of it, and a 32x8 cube's loads gathers).
 
     ``row_guard``: per row, a probe call, then the units the guard admits with it known (``host_row_guard``)."""
-    from cubepy.compiler.targets.host_row_guard import AS_WRITTEN, KNOWN, PROBE, PROBE_WORDS
+    from cubepy.compiler.targets.host_row_guard import AS_WRITTEN, PROBE_WORDS, run_guarded_row
 
     b = e.b
     params, cube, ctaid, buffers = args
@@ -281,21 +281,8 @@ def _plain_units(
 
         if probe is None:
             e.loop(_const(0), _const(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN), vectorize=dim_x > 1)
-            return
-        call(_const(0), PROBE)
-        first, limit, others = (
-            b.load(b.gep(probe, [_const(0), _const(word)], source_etype=probe.allocated_type), typ=I32)
-            for word in range(PROBE_WORDS)
-        )
-        # x(t) = first + t for every unit when first + dim_x - 1 does not wrap: the guard admits t < limit - first
-        exact = b.icmp_unsigned("<=", first, _const(0xFFFFFFFF - (dim_x - 1)))
-        admitted = b.and_(b.icmp_unsigned("<", first, limit), b.icmp_unsigned("!=", others, _const(0)))
-        span = b.sub(limit, first)
-        count = b.select(b.icmp_unsigned("<", span, _const(dim_x)), span, _const(dim_x))
-        known = b.select(b.and_(exact, admitted), count, _const(0))
-        e.loop(_const(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=dim_x > 1)
-        # where it could wrap, the row as written (the guard evaluated per unit)
-        e.loop(b.select(exact, _const(dim_x), _const(0)), _const(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN))
+        else:
+            run_guarded_row(e, call, probe, dim_x)
 
     def plane(tid_z: ir.Value) -> None:
         if dim_y == 1:

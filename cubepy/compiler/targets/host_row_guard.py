@@ -25,6 +25,7 @@ LLVM then vectorizes the guard-free loop with plain vector loads and stores and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -38,6 +39,7 @@ from cubepy.ir.variable import Variable, VarKind
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
+    from cubepy.compiler.targets.host_driver import _Emitter
 
 AS_WRITTEN, KNOWN, PROBE = 0, 1, 2  # the unit function's ``mode`` argument
 PROBE_WORDS = 3  # x, n and the other terms (as 0 or 1), u32 each
@@ -160,3 +162,27 @@ def lower_guarded_body(lw: KernelLowering, guard: RowGuard, mode: ir.Value, prob
     known = b.icmp_unsigned("==", mode, ir.Constant(lt.I32, KNOWN))
     lw.define(cond, b.or_(known, lw.value(cond)))
     lw.lower_instruction(guard.guard)
+
+
+def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: ir.Value, dim_x: int) -> None:
+    """The driver's row of units: ``call(tid_x, mode)`` once to probe, then for the units the guard admits."""
+    b = e.b
+    i32 = lt.I32
+
+    def word(value: int) -> ir.Constant:
+        return ir.Constant(i32, value)
+
+    call(word(0), PROBE)
+    first, limit, others = (
+        b.load(b.gep(probe, [word(0), word(index)], source_etype=probe.allocated_type), typ=i32)
+        for index in range(PROBE_WORDS)
+    )
+    # x(t) = first + t for every unit when first + dim_x - 1 does not wrap: the guard admits t < limit - first
+    exact = b.icmp_unsigned("<=", first, word(0xFFFFFFFF - (dim_x - 1)))
+    admitted = b.and_(b.icmp_unsigned("<", first, limit), b.icmp_unsigned("!=", others, word(0)))
+    span = b.sub(limit, first)
+    count = b.select(b.icmp_unsigned("<", span, word(dim_x)), span, word(dim_x))
+    known = b.select(b.and_(exact, admitted), count, word(0))
+    e.loop(word(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=dim_x > 1)
+    # where it could wrap, the row as written (the guard evaluated per unit)
+    e.loop(b.select(exact, word(dim_x), word(0)), word(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN))

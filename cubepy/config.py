@@ -122,6 +122,13 @@ KNOBS: dict[str, Knob] = {
             "1 = the launching thread alone",
         ),
         Knob(
+            "CUBEPY_CPU_WIDE_VECTORS",
+            _bool,
+            True,
+            "on CPUs with AVX-512 that LLVM tunes for 256-bit vectors (Intel's), let the cpu runtime's loops use "
+            "512-bit ones (0: LLVM's choice)",
+        ),
+        Knob(
             "CUBEPY_AUTOTUNE",
             _bool,
             True,

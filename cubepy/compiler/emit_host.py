@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from cubepy import config
 from cubepy.compiler.llvm_process import (
     LLVM_LOCK,
     binding,
@@ -67,23 +68,39 @@ class HostKernel:
 _INEXACT_BF16_FEATURES = ("avx512bf16", "avxneconvert")
 
 
-@functools.cache
+# LLVM tunes Intel's AVX-512 CPUs to prefer 256-bit vectors (the ``prefer-256-bit`` tuning feature): on the
+# first of them 512-bit instructions lowered the core's clock, which costs short bursts of vector code in
+# scalar programs.  A cubepy launch is long vector loops over units; with 512-bit vectors the 1024 x 1024
+# row softmax of ``benchmarks.cpu_peers`` took 0.74-0.81 ms instead of 1.11-1.13 on a Rocket Lake, the
+# memory-bound workloads the same.  ``CUBEPY_CPU_WIDE_VECTORS=0`` keeps LLVM's choice.
+_WIDE_VECTORS = "-prefer-256-bit"
+
+
 def _host_machine_spec() -> tuple[str, str, str]:
+    return _machine_spec(bool(config.get("CUBEPY_CPU_WIDE_VECTORS")))
+
+
+@functools.cache
+def _machine_spec(wide_vectors: bool) -> tuple[str, str, str]:
     llvm = binding()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     features = [
         "-" + f[1:] if f[1:] in _INEXACT_BF16_FEATURES else f for f in llvm.get_host_cpu_features().flatten().split(",")
     ]
+    if wide_vectors and "+avx512f" in features:
+        features.append(_WIDE_VECTORS)
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), ",".join(features)
 
 
 def host_target_name() -> str:
     """``<triple>/<cpu>``: the machine object code is built for (part of the disk-cache key).
 
-    The ``exact-bf16`` tag keys out objects built before bf16 conversions kept subnormals."""
-    triple, cpu, _ = _host_machine_spec()
-    return f"{triple}/{cpu}/exact-bf16"
+    The ``exact-bf16`` tag keys out objects built before bf16 conversions kept subnormals; ``wide`` marks
+    objects built with 512-bit vectors preferred (``CUBEPY_CPU_WIDE_VECTORS``)."""
+    triple, cpu, features = _host_machine_spec()
+    wide = "/wide" if _WIDE_VECTORS in features.split(",") else ""
+    return f"{triple}/{cpu}/exact-bf16{wide}"
 
 
 def host_unavailable_reason() -> str | None:

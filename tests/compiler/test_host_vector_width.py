@@ -1,0 +1,97 @@
+"""``CUBEPY_CPU_WIDE_VECTORS``: 512-bit vectors in host code on AVX-512 CPUs LLVM tunes for 256 bits.
+
+The setting only changes how wide LLVM vectorizes the cpu runtime's unit loops: results stay the interp's
+bit for bit, and the host code's cache key names the choice (``/wide``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cubepy as cp
+from cubepy import ABSOLUTE_POS, Array, config, cube, f32
+from cubepy.compiler.emit_host import _machine_spec, compile_host, host_target_name
+from tests.compiler.fission import on_interp_and_cpu
+
+AVX512 = "+avx512f" in _machine_spec(False)[2].split(",")
+
+
+@cube(launch=True)
+def exp_scaled(x: Array[f32], out: Array[f32], scale: f32):
+    """out[i] = exp(x[i] * scale) / (1 + x[i]): a loop LLVM vectorizes (exp inline, a division)."""
+    if ABSOLUTE_POS < out.len():
+        v = x[ABSOLUTE_POS]
+        out[ABSOLUTE_POS] = cp.exp(v * scale) / (f32(1.0) + v)
+
+
+def _inputs(client):
+    x = np.linspace(-20.0, 20.0, 4099, dtype=np.float32)
+    return client.create(x), client.zeros((x.size,), np.float32)
+
+
+def _launch(client, x, out):
+    exp_scaled.launch(client, cp.CubeCount(17), cp.CubeDim(256), cp.ArrayArg(x), cp.ArrayArg(out), f32(0.75))
+
+
+def test_the_cache_key_names_the_vector_width():
+    with config.override(CUBEPY_CPU_WIDE_VECTORS=False):
+        narrow = host_target_name()
+    with config.override(CUBEPY_CPU_WIDE_VECTORS=True):
+        wide = host_target_name()
+    assert not narrow.endswith("/wide")
+    # only CPUs with AVX-512 get the feature, and only their objects the tag
+    assert wide == (narrow + "/wide" if AVX512 else narrow)
+    assert ("-prefer-256-bit" in _machine_spec(True)[2].split(",")) == AVX512
+    assert "-prefer-256-bit" not in _machine_spec(False)[2].split(",")
+
+
+@cube(launch=True)
+def divided(x: Array[f32], out: Array[f32], scale: f32):
+    """out[i] = (x[i] * scale + 1) / (1 + x[i] * x[i]): IEEE operations only, so exact on every runtime."""
+    if ABSOLUTE_POS < out.len():
+        v = x[ABSOLUTE_POS]
+        out[ABSOLUTE_POS] = (v * scale + f32(1.0)) / (f32(1.0) + v * v)
+
+
+def _launch_divided(client, x, out):
+    divided.launch(client, cp.CubeCount(17), cp.CubeDim(256), cp.ArrayArg(x), cp.ArrayArg(out), f32(0.75))
+
+
+def _bits(array):
+    return array.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_exact_results_are_the_interps_bit_for_bit_at_either_width(wide):
+    with config.override(CUBEPY_CPU_WIDE_VECTORS=wide):
+        (_, interp_out), (_, cpu_out) = on_interp_and_cpu(_launch_divided, _inputs)
+    assert _bits(interp_out) == _bits(cpu_out)
+    assert np.count_nonzero(cpu_out) > 4000  # the kernel wrote its items
+
+
+def test_math_library_results_do_not_depend_on_the_width():
+    # exp is the cpu runtime's own vector code, lane by lane: within its stated bound of the interp's, and
+    # the same bits at 8 or 16 lanes
+    results = []
+    for wide in (False, True):
+        with config.override(CUBEPY_CPU_WIDE_VECTORS=wide):
+            client = cp.client("cpu")
+            x, out = _inputs(client)
+            _launch(client, x, out)
+            results.append(client.read(out))
+    assert _bits(results[0]) == _bits(results[1])
+    assert np.isfinite(results[0]).sum() > 4000
+
+
+@pytest.mark.skipif(not AVX512, reason="this CPU has no AVX-512: both settings give the same code")
+def test_wide_vectors_reach_the_optimized_code():
+    x = cp.ArrayArg(cp.client("interp").zeros((4096,), np.float32))
+    out = cp.ArrayArg(cp.client("interp").zeros((4096,), np.float32))
+    definition = exp_scaled.define(exp_scaled.compilation_args((x, out, f32(1.0))), cp.CubeDim(256), checked=True)
+    widths = {}
+    for wide in (False, True):
+        with config.override(CUBEPY_CPU_WIDE_VECTORS=wide):
+            widths[wide] = compile_host(definition).llvm_opt
+    assert "<16 x float>" in widths[True]
+    assert "<16 x float>" not in widths[False] and "<8 x float>" in widths[False]

@@ -10,6 +10,7 @@ checks an ``ArrayArg``/``TensorArg`` against the annotation and keeps its compil
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,7 @@ class BufferType:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
         if line != 1:
             _check_divides(arg, handle, line)
+            _check_line_alignment(arg, handle, line)
         length = _logical_len(arg, line)
         covering = length == handle.size // line  # the shape's items are the allocation's
         rank = len(arg.shape) if self.role == "tensor" else None
@@ -237,4 +239,53 @@ def _check_divides(arg: Any, handle: Any, line: int) -> None:
                 f"a {what} of {count} elements is passed with line_size={line}, which does not "
                 f"divide it: the last {count % line} element(s) would never be read or written; "
                 f"use a line size that divides {count}, or pad the buffer to a multiple of {line}"
+            )
+
+
+# id(storage) -> (weak reference to it, its base address): reading a numpy array's address costs about a
+# microsecond, and a launch with lines checks it every time.  A freed storage's id may be reused; its entry is not.
+_BASES: dict[int, tuple[weakref.ref[Any], int | None]] = {}
+
+
+def _first_address(handle: Any) -> int | None:
+    """The address of a handle's first element (None where its storage does not say)."""
+    storage = handle.storage
+    known = _BASES.get(id(storage))
+    if known is not None and known[0]() is storage:
+        base = known[1]
+    else:
+        found = storage.ctypes.data if hasattr(storage, "ctypes") else getattr(storage, "ptr", None)
+        base = found if isinstance(found, int) else None
+        try:
+            reference = weakref.ref(storage)
+        except TypeError:  # a storage without weak references is read every time
+            reference = None
+        if reference is not None:
+            if len(_BASES) > 1024:  # drop the entries of freed storages (a snapshot: other threads launch too)
+                for key, (ref, _) in list(_BASES.items()):
+                    if ref() is None:
+                        _BASES.pop(key, None)
+            _BASES[id(storage)] = (reference, base)
+    return None if base is None else base + handle.offset * handle.dtype.itemsize
+
+
+def _check_line_alignment(arg: Any, handle: Any, line: int) -> None:
+    """Lines are read and written as vectors aligned to the line's size (its largest power-of-two divisor), as
+    the GPU requires: the first element and every row a stride reaches must start at such an address.  A
+    view that starts mid-line (``handle[1:]``) would fault on the GPU and crash the cpu runtime's process."""
+    size = line * handle.dtype.itemsize
+    align = size & -size
+    address = _first_address(handle)
+    if address is not None and address % align:
+        raise LaunchError(
+            f"{arg!r} is read in lines of {line} ({size} bytes, aligned to {align}) but its first element is at "
+            f"an address {address % align} bytes past a multiple of {align} (a view or an imported buffer that "
+            f"starts mid-line); pass a view whose offset is a multiple of {line} elements, or line_size=1"
+        )
+    for axis, (extent, stride) in enumerate(zip(arg.shape, arg.strides, strict=True)):
+        if extent > 1 and stride != 1 and stride % line:
+            raise LaunchError(
+                f"{arg!r} is read in lines of {line} but the stride of axis {axis} is {stride} elements, not a "
+                f"multiple of {line}: its rows would start mid-line; pad the rows to a multiple of {line} "
+                f"elements, or pass line_size=1"
             )

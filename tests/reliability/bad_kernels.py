@@ -188,3 +188,11 @@ def writes_past_the_end(out: Array[f32]):
 def doubles_lines(out: Array[Line[f32]]):
     if ABSOLUTE_POS < out.len():
         out[ABSOLUTE_POS] = out[ABSOLUTE_POS] * f32(2)
+
+
+@cube(launch=True)
+def doubles_row_lines(t: cp.Tensor[Line[f32]]):
+    row = cp.CUBE_POS
+    lanes = t.line_size
+    if UNIT_POS < t.shape(1) // lanes:
+        t[row * (t.stride(0) // lanes) + UNIT_POS] = t[row * (t.stride(0) // lanes) + UNIT_POS] * f32(2)

@@ -127,8 +127,18 @@ def _speculable_op(inst: Instruction) -> bool:
 def lower_guarded(lw: KernelLowering, body: Scope, guard: ir.Value) -> None:
     """Lower ``body`` as if each of its effects were under ``if guard`` (``speculates`` said it may be)."""
     b = lw.builder
-    for inst in body.instructions:
+    instructions = body.instructions
+    skip = False
+    for position, inst in enumerate(instructions):
+        if skip:  # the second store of a pair, written with the first
+            skip = False
+            continue
         operation = inst.operation
+        if isinstance(operation, ops.IndexAssign) and operation.pair:
+            following = instructions[position + 1] if position + 1 < len(instructions) else None
+            if following is not None and _pair_store(lw, inst, following, guard):
+                skip = True
+                continue
         if isinstance(operation, branch.If):
             inner = b.select(guard, lw.value(operation.cond), ir.Constant(lt.I1, 0))  # never poison
             if _writes(operation.body):
@@ -195,6 +205,38 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
         part = [b.extract_element(words, ir.Constant(lt.I32, 4 * half + k)) for k in range(4)]
         where = b.gep(address, [ir.Constant(lt.I64, 16 * half)], source_etype=lt.I8)
         _asm_store(b, "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,b", where, part, guard, 32)
+    return True
+
+
+def _pair_store(lw: KernelLowering, inst: Instruction, following: Instruction, guard: ir.Value) -> bool:
+    """``m[i] = a; m[i + 1] = b`` (``IndexAssign.pair``, proven by ``cubepy.ir.store_pairs``) as one aligned
+    ``@guard st.global.b32``/``b64`` of both items; False where ``following`` is not the pair's second store."""
+    from cubepy.compiler import lower_memory as lm
+
+    first, second = inst.operation, following.operation
+    assert isinstance(first, ops.IndexAssign)
+    if not isinstance(second, ops.IndexAssign) or second.memory != first.memory or second.checked != first.checked:
+        return False
+    memory = first.memory
+    size = memory.type.size
+    if memory.kind is not VarKind.GLOBAL or size not in (2, 4) or memory.type.line != 1:
+        return False
+    b = lw.builder
+    if lw.debug is not None:
+        b.debug_metadata = lw.debug.location(inst.loc)
+    index = unsigned_index(lw, lw.value(first.index), first.index)
+    if first.checked:  # the index is even and the length too: index < len covers index + 1
+        guard = b.select(guard, lm.in_bounds(lw, memory, index), ir.Constant(lt.I1, 0))
+    bits = size * 8
+    words = []
+    for op in (first, second):
+        word = b.bitcast(lw.to_memory(lw.value(op.value), op.value.type), ir.IntType(bits))
+        words.append(b.zext(word, ir.IntType(2 * bits)))
+    # little-endian: item i in the low half
+    packed = b.or_(words[0], b.shl(words[1], ir.Constant(ir.IntType(2 * bits), bits)))
+    address = lm.element_pointer(lw, memory, index)
+    constraint = "r" if bits == 16 else "l"
+    _asm_store(b, f"st.global.b{2 * bits} [$0], $1;", f"l,{constraint},b", address, [packed], guard, 2 * bits)
     return True
 
 

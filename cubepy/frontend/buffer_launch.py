@@ -69,6 +69,9 @@ class BufferCompilationArg:
     # indexes ``i * t.shape(1) + j``, which the range analysis proves inside ``len`` under ``i < t.shape(0)``
     # and ``j < t.shape(1)`` (``cubepy.ir.ranges``)
     contiguous: bool = False
+    # ``DIVISIBILITY`` when the launch found the first element's address (bytes) a multiple of it, else 1: two
+    # adjacent items at an even index then store as one aligned word (``cubepy.ir.store_pairs``)
+    address_multiple_of: int = 1
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -127,7 +130,9 @@ class BufferType:
         dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
         unit_strides = tuple([s == 1 for s in arg.strides]) if rank is not None else ()
         contiguous = rank == 2 and line == 1 and tuple(arg.strides) == (arg.shape[1], 1)
-        key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides, contiguous)
+        address = _first_address(handle)
+        aligned = DIVISIBILITY if address is not None and address % DIVISIBILITY == 0 else 1
+        key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides, contiguous, aligned)
         cached = self._accepted.get(key)
         if cached is not None:
             return cached
@@ -151,6 +156,7 @@ class BufferType:
             stride_multiple_of=dims[1],
             unit_strides=unit_strides,
             contiguous=contiguous,
+            address_multiple_of=aligned,
         )
         self._accepted[key] = comp_arg
         return comp_arg
@@ -176,6 +182,7 @@ class BufferType:
             unit_strides=comp_arg.unit_strides,
             contiguous=comp_arg.contiguous,
             same_shape_as=comp_arg.same_shape_as,
+            address_multiple_of=comp_arg.address_multiple_of,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides, comp_arg.contiguous)

@@ -331,6 +331,7 @@ class KernelBuilder:
         unit_strides: tuple[bool, ...] = (),
         contiguous: bool = False,
         same_shape_as: int | None = None,
+        address_multiple_of: int = 1,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
@@ -339,7 +340,8 @@ class KernelBuilder:
         multiple of; ``shape_multiple_of``/``stride_multiple_of``: the same for each of a tensor's dimensions;
         ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1; ``contiguous``:
         a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``; ``same_shape_as``: the kernel
-        argument index of an earlier tensor of the same shape.
+        argument index of an earlier tensor of the same shape; ``address_multiple_of``: a power of two the launch
+        found a buffer's first element's address (in bytes) to be a multiple of.
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
@@ -366,6 +368,7 @@ class KernelBuilder:
                 unit_strides,
                 contiguous,
                 same_shape,
+                address_multiple_of,
             )
         )
         return var

@@ -4,7 +4,8 @@ In a checked kernel every ``index``/``index_assign`` carries ``checked=True`` (`
 first splits loops over buffers (``cubepy.ir.versioning``), then walks the kernel once with
 ``cubepy.ir.ranges.RangeAnalysis``: an access proven in bounds loses its check (its checked and unchecked
 forms agree, so results cannot change), and in every kernel, checked or not, values the facts decide are
-rewritten (``_simplified``).
+rewritten (``_simplified``).  Last, adjacent guarded stores it can prove pair up are merged under one guard
+(``cubepy.ir.store_pairs``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ranges import DECLARED_LENGTH, Env, Interval, RangeAnalysis, multiples_within
 from cubepy.ir.scope import Instruction, Scope, map_child_scopes
+from cubepy.ir.store_pairs import pair_stores
 from cubepy.ir.types import BOOL, Type
 from cubepy.ir.variable import Variable, VarKind, constant
 from cubepy.ir.versioning import version_loops
@@ -39,7 +41,8 @@ def bounds_pass(definition: KernelDefinition) -> KernelDefinition:
     if definition.checked:
         definition = version_loops(definition)
     analysis = RangeAnalysis(definition)
-    return attrs.evolve(definition, body=_scope(definition.body, analysis, {}))
+    body = _scope(definition.body, analysis, {})
+    return attrs.evolve(definition, body=pair_stores(definition, body, analysis))
 
 
 def _scope(scope: Scope, analysis: RangeAnalysis, env: Env) -> Scope:

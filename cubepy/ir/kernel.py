@@ -66,7 +66,9 @@ class Param:
     tensor whose strides the launch found to be ``(shape(1), 1)`` (part of the cache key); the frontend then
     indexes ``t[i, j]`` as ``i * shape(1) + j``.  ``same_shape``: the slot of an earlier tensor of the same rank
     the launch found to have the same shape (part of the cache key): a guard ``j < x.shape(1)`` then bounds
-    ``out``'s index as well as ``x``'s (a stencil's ``out[i, j]``).
+    ``out``'s index as well as ``x``'s (a stencil's ``out[i, j]``).  ``address_multiple_of``: a power of two (in
+    bytes) the launch found a buffer's first element's address to be a multiple of (part of the cache key; 1 when
+    nothing is known): adjacent items then share wider aligned stores (``cubepy.ir.store_pairs``).
     """
 
     var: Variable
@@ -83,6 +85,7 @@ class Param:
     unit_strides: tuple[bool, ...] = ()
     contiguous: bool = False
     same_shape: int | None = None
+    address_multiple_of: int = 1
 
     @property
     def slot(self) -> int:

@@ -123,6 +123,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
             role += ", unit stride in dim " + ", ".join(str(d) for d, unit in enumerate(param.unit_strides) if unit)
         if param.contiguous:  # row-major strides: indexing multiplies by shape(1)
             role += ", contiguous"
+        if param.address_multiple_of > 1:  # wide stores of adjacent items rely on it
+            role += f", {param.address_multiple_of}-byte aligned"
         if param.same_shape is not None:  # the launch found its shape equal to an earlier tensor's
             role += f", shape = shape global[{param.same_shape}]"
         if param.len_as_shape is not None:  # the launch found its item count equal to a tensor's extent

@@ -300,6 +300,14 @@ def verify(kernel: KernelDefinition) -> None:
                 f"parameter {param.name!r} has multiple_of {multiple}: expected a power of two, above 1 only on "
                 "an integer scalar or a buffer (its len())",
             )
+        address = param.address_multiple_of
+        if address < 1 or address & (address - 1) or (address > 1 and param.var.kind is not VarKind.GLOBAL):
+            checker.fail(
+                "bad-param",
+                None,
+                f"parameter {param.name!r} has address_multiple_of {address}: expected a power of two, above 1 "
+                "only on a buffer",
+            )
         for what, multiples in (("shape", param.shape_multiple_of), ("stride", param.stride_multiple_of)):
             if multiples and (
                 param.role != "tensor" or len(multiples) != param.rank or any(m < 1 or m & (m - 1) for m in multiples)

@@ -279,7 +279,9 @@ def windowed(window: Window, out: Array[f32]):
 def test_derived_parameters_register_and_expand_field_by_field():
     launch = Window.Launch(3, ArrayArg(handle()), 2)
     comp = windowed.compilation_args((launch, ArrayArg(handle())))
-    assert comp[0] == Window.CompilationArg(cp.ScalarCompilationArg("u32"), cp.BufferCompilationArg("f32", 1), 2)
+    assert comp[0] == Window.CompilationArg(
+        cp.ScalarCompilationArg("u32"), cp.BufferCompilationArg("f32", 1, address_multiple_of=16), 2
+    )
     definition = windowed.define(comp, (1, 1, 1), False)
     assert [(p.name, p.role, p.slot) for p in definition.params] == [
         ("window.start", "scalar", 0),

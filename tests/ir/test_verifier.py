@@ -298,6 +298,18 @@ def test_setmaxnreg_increase_is_a_bool():
     _expect("bad-immediate", kernel([inst(None, o.SetMaxNReg(32, 1))]))  # type: ignore[arg-type]
 
 
+def test_address_multiple_of_is_a_power_of_two_on_a_buffer():
+    buffer = Variable(VarKind.GLOBAL, 0, F32)
+    verify(kernel([], [ir.Param(buffer, "a", "array", address_multiple_of=16)]))
+    error = _expect("bad-param", kernel([], [ir.Param(buffer, "a", "array", address_multiple_of=24)]))
+    assert "address_multiple_of 24" in str(error)
+    _expect("bad-param", kernel([], [ir.Param(buffer, "a", "array", address_multiple_of=0)]))
+    scalar = Variable(VarKind.SCALAR, 0, U32)
+    assert "only on a buffer" in str(
+        _expect("bad-param", kernel([], [ir.Param(scalar, "n", "scalar", address_multiple_of=16)]))
+    )
+
+
 def test_multiple_of_is_a_power_of_two_on_an_integer_scalar_or_a_buffer():
     u32_scalar = Variable(VarKind.SCALAR, 0, U32)
     verify(kernel([], [ir.Param(u32_scalar, "n", "scalar", multiple_of=16)]))

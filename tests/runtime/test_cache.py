@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -240,7 +241,8 @@ def test_kernel_compile_uses_the_disk_cache(cache_root, tmp_path, monkeypatch):
         cp.ArrayArg(cp.client("interp").create(np.zeros(4, np.float32))),
         cp.ArrayArg(cp.client("interp").create(np.zeros(5, np.float32))),  # unequal lengths: the default args' key
     )
-    args = [p.launch.default_compilation_arg() for p in module.kernel.params]
+    # the default arguments, with the launch's one fact about these handles: they start 16-byte aligned
+    args = [attrs.evolve(p.launch.default_compilation_arg(), address_multiple_of=16) for p in module.kernel.params]
     second = module.kernel.compile((32, 1, 1), *args)
     assert first == second and calls == ["sm_90a"]
     assert len(_entries(cache_root, "compile")) == 1

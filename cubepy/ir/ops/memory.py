@@ -69,12 +69,19 @@ def _check_store(c: Checker, inst: Instruction, op: Operation) -> None:
 )
 @attrs.frozen(repr=False)
 class IndexAssign(Operation):
-    """memory[index] = value; ``checked`` writes out of bounds are dropped."""
+    """memory[index] = value; ``checked`` writes out of bounds are dropped.
+
+    ``pair``: a hint of ``cubepy.ir.store_pairs``, which proved that the next instruction of this scope stores
+    ``memory[index + 1]`` alike (same memory, same ``checked``), that ``index`` is even, that the buffer starts
+    aligned to both items' bytes and, when checked, that its length is even: the GPU back end may write the
+    two items as one aligned word.  Every other runtime runs the two stores as they are.
+    """
 
     memory: Variable
     index: Variable
     value: Variable
     checked: bool = False
+    pair: bool = False
 
 
 def _check_lane(c: Checker, inst: Instruction, op: Operation) -> None:

@@ -228,12 +228,13 @@ def _pair_store(lw: KernelLowering, inst: Instruction, following: Instruction, g
     if first.checked:  # the index is even and the length too: index < len covers index + 1
         guard = b.select(guard, lm.in_bounds(lw, memory, index), ir.Constant(lt.I1, 0))
     bits = size * 8
-    words = []
-    for op in (first, second):
-        word = b.bitcast(lw.to_memory(lw.value(op.value), op.value.type), ir.IntType(bits))
-        words.append(b.zext(word, ir.IntType(2 * bits)))
-    # little-endian: item i in the low half
-    packed = b.or_(words[0], b.shl(words[1], ir.Constant(ir.IntType(2 * bits), bits)))
+    # a two-lane vector (item i in lane 0, the low half): LLVM packs two f32 -> f16 conversions into one
+    # cvt.rn.f16x2.f32 where it can, and the word is the vector's bits
+    items = [lw.to_memory(lw.value(op.value), op.value.type) for op in (first, second)]
+    pair: ir.Value = ir.Constant(ir.VectorType(items[0].type, 2), None)
+    for lane, item in enumerate(items):
+        pair = b.insert_element(pair, item, ir.Constant(lt.I32, lane))
+    packed = b.bitcast(pair, ir.IntType(2 * bits))
     address = lm.element_pointer(lw, memory, index)
     constraint = "r" if bits == 16 else "l"
     _asm_store(b, f"st.global.b{2 * bits} [$0], $1;", f"l,{constraint},b", address, [packed], guard, 2 * bits)

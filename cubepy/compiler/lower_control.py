@@ -22,6 +22,7 @@ from cubepy.compiler.lower import KernelLowering, Loop, lowers, unsigned_index
 from cubepy.errors import CompileError
 from cubepy.ir import Instruction, Scope, Variable, VarKind, ops, walk
 from cubepy.ir.ops import branch
+from cubepy.ir.store_pairs import PAIR_ITEM_BYTES
 
 # -- if-conversion ---------------------------------------------------------------------------------------
 # ``if i < n: y[i] = f(x[i])`` as a branch per guard costs, per element, the branch and its reconvergence
@@ -177,8 +178,6 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
     """A global store as ``@guard st.global`` (a checked one's bounds test joins ``guard``; inline PTX, so
     LLVM cannot sink the body it reads back under a branch); False for what it does not cover (the caller
     branches instead)."""
-    from cubepy.compiler import lower_memory as lm
-
     op = inst.operation
     assert isinstance(op, ops.IndexAssign)
     memory = op.memory
@@ -186,13 +185,8 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
     if memory.kind is not VarKind.GLOBAL or (size not in _STORE_SHAPES and size not in (16, 32)):
         return False
     b = lw.builder
-    if lw.debug is not None:
-        b.debug_metadata = lw.debug.location(inst.loc)
-    index = unsigned_index(lw, lw.value(op.index), op.index)
-    if op.checked:  # a miss is skipped as the guard's false is
-        guard = b.select(guard, lm.in_bounds(lw, memory, index), ir.Constant(lt.I1, 0))
+    guard, address = _store_target(lw, inst, guard)
     value = lw.to_memory(lw.value(op.value), op.value.type)
-    address = lm.element_pointer(lw, memory, index)
     if size in _STORE_SHAPES:
         suffix, constraint, bits, _ = _STORE_SHAPES[size]
         word = b.bitcast(value, ir.IntType(size * 8))
@@ -211,34 +205,42 @@ def _predicated_store(lw: KernelLowering, inst: Instruction, guard: ir.Value) ->
 def _pair_store(lw: KernelLowering, inst: Instruction, following: Instruction, guard: ir.Value) -> bool:
     """``m[i] = a; m[i + 1] = b`` (``IndexAssign.pair``, proven by ``cubepy.ir.store_pairs``) as one aligned
     ``@guard st.global.b32``/``b64`` of both items; False where ``following`` is not the pair's second store."""
-    from cubepy.compiler import lower_memory as lm
-
     first, second = inst.operation, following.operation
     assert isinstance(first, ops.IndexAssign)
     if not isinstance(second, ops.IndexAssign) or second.memory != first.memory or second.checked != first.checked:
         return False
     memory = first.memory
     size = memory.type.size
-    if memory.kind is not VarKind.GLOBAL or size not in (2, 4) or memory.type.line != 1:
+    if memory.kind is not VarKind.GLOBAL or size not in PAIR_ITEM_BYTES or memory.type.line != 1:
         return False
     b = lw.builder
-    if lw.debug is not None:
-        b.debug_metadata = lw.debug.location(inst.loc)
-    index = unsigned_index(lw, lw.value(first.index), first.index)
-    if first.checked:  # the index is even and the length too: index < len covers index + 1
-        guard = b.select(guard, lm.in_bounds(lw, memory, index), ir.Constant(lt.I1, 0))
-    bits = size * 8
-    # a two-lane vector (item i in lane 0, the low half): LLVM packs two f32 -> f16 conversions into one
-    # cvt.rn.f16x2.f32 where it can, and the word is the vector's bits
+    # checked: the index is even and the length too, so the first item's bounds test covers the second's
+    guard, address = _store_target(lw, inst, guard)
+    # a two-lane vector (item i in lane 0, the low half): ptxas packs two f32 -> f16 conversions into one
+    # instruction, and the word is the vector's bits
     items = [lw.to_memory(lw.value(op.value), op.value.type) for op in (first, second)]
     pair: ir.Value = ir.Constant(ir.VectorType(items[0].type, 2), None)
     for lane, item in enumerate(items):
         pair = b.insert_element(pair, item, ir.Constant(lt.I32, lane))
-    packed = b.bitcast(pair, ir.IntType(2 * bits))
-    address = lm.element_pointer(lw, memory, index)
-    constraint = "r" if bits == 16 else "l"
-    _asm_store(b, f"st.global.b{2 * bits} [$0], $1;", f"l,{constraint},b", address, [packed], guard, 2 * bits)
+    suffix, constraint, bits, _ = _STORE_SHAPES[2 * size]
+    packed = b.bitcast(pair, ir.IntType(bits))
+    _asm_store(b, f"st.global.{suffix} [$0], $1;", f"l,{constraint},b", address, [packed], guard, bits)
     return True
+
+
+def _store_target(lw: KernelLowering, inst: Instruction, guard: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(``guard`` with a checked store's bounds test joined, the address) of the global store ``inst``."""
+    from cubepy.compiler import lower_memory as lm
+
+    op = inst.operation
+    assert isinstance(op, ops.IndexAssign)
+    b = lw.builder
+    if lw.debug is not None:
+        b.debug_metadata = lw.debug.location(inst.loc)
+    index = unsigned_index(lw, lw.value(op.index), op.index)
+    if op.checked:  # a miss is skipped as the guard's false is
+        guard = b.select(guard, lm.in_bounds(lw, op.memory, index), ir.Constant(lt.I1, 0))
+    return guard, lm.element_pointer(lw, op.memory, index)
 
 
 def _asm_store(

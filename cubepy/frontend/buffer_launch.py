@@ -10,7 +10,6 @@ checks an ``ArrayArg``/``TensorArg`` against the annotation and keeps its compil
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -120,9 +119,10 @@ class BufferType:
         line = getattr(arg, "line_size", None)
         if handle is None or line is None:
             raise LaunchError(f"expected cp.ArrayArg/cp.TensorArg(handle) for {self!r}, got {type(arg).__name__}")
+        address = handle.first_address()
         if line != 1:
             _check_divides(arg, handle, line)
-            _check_line_alignment(arg, handle, line)
+            _check_line_alignment(arg, handle, line, address)
         length = _logical_len(arg, line)
         covering = length == handle.size // line  # the shape's items are the allocation's
         rank = len(arg.shape) if self.role == "tensor" else None
@@ -130,7 +130,6 @@ class BufferType:
         dims = (_multiples(arg.shape), _multiples(arg.strides)) if rank is not None else _NO_DIMS
         unit_strides = tuple([s == 1 for s in arg.strides]) if rank is not None else ()
         contiguous = rank == 2 and line == 1 and tuple(arg.strides) == (arg.shape[1], 1)
-        address = _first_address(handle)
         aligned = DIVISIBILITY if address is not None and address % DIVISIBILITY == 0 else 1
         key = (handle.dtype, line, covering, rank, multiple, dims, unit_strides, contiguous, aligned)
         cached = self._accepted.get(key)
@@ -249,40 +248,13 @@ def _check_divides(arg: Any, handle: Any, line: int) -> None:
             )
 
 
-# id(storage) -> (weak reference to it, its base address): reading a numpy array's address costs about a
-# microsecond, and a launch with lines checks it every time.  A freed storage's id may be reused; its entry is not.
-_BASES: dict[int, tuple[weakref.ref[Any], int | None]] = {}
-
-
-def _first_address(handle: Any) -> int | None:
-    """The address of a handle's first element (None where its storage does not say)."""
-    storage = handle.storage
-    known = _BASES.get(id(storage))
-    if known is not None and known[0]() is storage:
-        base = known[1]
-    else:
-        found = storage.ctypes.data if hasattr(storage, "ctypes") else getattr(storage, "ptr", None)
-        base = found if isinstance(found, int) else None
-        try:
-            reference = weakref.ref(storage)
-        except TypeError:  # a storage without weak references is read every time
-            reference = None
-        if reference is not None:
-            if len(_BASES) > 1024:  # drop the entries of freed storages (a snapshot: other threads launch too)
-                for key, (ref, _) in list(_BASES.items()):
-                    if ref() is None:
-                        _BASES.pop(key, None)
-            _BASES[id(storage)] = (reference, base)
-    return None if base is None else base + handle.offset * handle.dtype.itemsize
-
-
-def _check_line_alignment(arg: Any, handle: Any, line: int) -> None:
+def _check_line_alignment(arg: Any, handle: Any, line: int, address: int | None) -> None:
     """Lines are read and written as vectors aligned to the line's size (its largest power-of-two divisor), as
     the GPU requires: the first element and every row a stride reaches must start at such an address.  A
-    view that starts mid-line (``handle[1:]``) would fault on the GPU and crash the cpu runtime's process."""
+    view that starts mid-line (``handle[1:]``) would fault on the GPU and crash the cpu runtime's process.
+    ``address``: the first element's (``Handle.first_address``; None: not known, not checked)."""
     size = line * handle.dtype.itemsize
     align = size & -size
-    address = _first_address(handle)
     if address is not None and address % align:
         raise LaunchError(
             f"{arg!r} is read in lines of {line} ({size} bytes, aligned to {align}) but its first element is at "

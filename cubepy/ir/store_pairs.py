@@ -30,27 +30,25 @@ from typing import Any
 import attrs
 
 from cubepy.ir import ops
+from cubepy.ir.index_forms import Poly, plus, times
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ranges import RangeAnalysis
-from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
+from cubepy.ir.scope import Instruction, Scope, map_child_scopes
 from cubepy.ir.variable import Variable, VarKind
 
 _Key = tuple[VarKind, int]
-_Poly = dict[tuple[Any, ...], int]  # sorted leaf keys -> coefficient modulo 2**32
 _MOD = 1 << 32
 PAIR_ITEM_BYTES = (2, 4)  # 16-bit items pair into b32, 32-bit ones into b64
 LOOKAHEAD = 48  # instructions between the two ``if``s the pass looks through
 
 
 def pair_stores(definition: KernelDefinition, body: Scope, analysis: RangeAnalysis) -> Scope:
-    """``body`` with each provable pair of adjacent guarded stores merged (see the module docstring)."""
-    defs: dict[_Key, ops.Operation] = {}
-    for inst in walk(body):
-        if inst.out is not None and inst.out.kind is VarKind.CONST:
-            defs[(inst.out.kind, inst.out.id)] = inst.operation
-    pairing = _Pairing(definition, analysis, defs)
-    return pairing.scope(body)
+    """``body`` with each provable pair of adjacent guarded stores merged (see the module docstring).
+
+    ``analysis`` has walked ``body``: its ``defs`` (each immutable value's operation, before ``bounds`` rewrote
+    some into simpler ones of the same value) and its trailing zeros are what the proofs read."""
+    return _Pairing(definition, analysis).scope(body)
 
 
 @attrs.frozen
@@ -69,10 +67,12 @@ class _Store:
 
 
 class _Pairing:
-    def __init__(self, definition: KernelDefinition, analysis: RangeAnalysis, defs: dict[_Key, ops.Operation]):
+    def __init__(self, definition: KernelDefinition, analysis: RangeAnalysis):
         self.buffers = {p.var.id: p for p in definition.buffers}
         self.analysis = analysis
-        self.defs = defs
+        self.defs = analysis.defs
+        # each immutable value's polynomial, built once: the unrolled code's indices share long subtrees
+        self.polys: dict[_Key, Poly] = {}
 
     def scope(self, scope: Scope) -> Scope:
         out = [
@@ -178,8 +178,18 @@ class _Pairing:
             return [(kind, _frozen(lhs_poly), _frozen(rhs_poly), lhs, rhs)]
         return None
 
-    def _poly(self, var: Variable, depth: int = 0) -> _Poly:
-        """``var`` as a polynomial modulo 2**32 of its leaves (``+ - *``, shifts by literals, assignments)."""
+    def _poly(self, var: Variable, depth: int = 0) -> Poly:
+        """``var`` as a polynomial modulo 2**32 of its leaves (``+ - *``, shifts by literals, assignments); the
+        dicts returned are shared, never changed."""
+        key = (var.kind, var.id)
+        found = self.polys.get(key) if var.kind is VarKind.CONST else None
+        if found is None:
+            found = self._expand(var, depth)
+            if var.kind is VarKind.CONST:
+                self.polys[key] = found
+        return found
+
+    def _expand(self, var: Variable, depth: int) -> Poly:
         if var.kind is VarKind.CONSTANT:
             return {(): int(var.value) % _MOD} if int(var.value) % _MOD else {}  # type: ignore[call-overload]
         op = self.defs.get((var.kind, var.id)) if var.kind is VarKind.CONST else None
@@ -191,10 +201,10 @@ class _Pairing:
         if isinstance(op, (ops.Add, ops.Sub, ops.Mul)) and op.lhs.type == var.type and op.rhs.type == var.type:
             a, b = self._poly(op.lhs, depth + 1), self._poly(op.rhs, depth + 1)
             if isinstance(op, ops.Mul):
-                return _times(a, b)
-            return _plus(a, b, -1 if isinstance(op, ops.Sub) else 1)
+                return times(a, b, _MOD)
+            return plus(a, b, -1 if isinstance(op, ops.Sub) else 1, _MOD)
         if isinstance(op, ops.Shl) and op.rhs.is_constant and 0 <= int(op.rhs.value) < 32:  # type: ignore[call-overload]
-            return _times(self._poly(op.lhs, depth + 1), {(): 1 << int(op.rhs.value)})  # type: ignore[call-overload]
+            return times(self._poly(op.lhs, depth + 1), {(): 1 << int(op.rhs.value)}, _MOD)  # type: ignore[call-overload]
         return {(_leaf(var, op, self, depth),): 1}
 
 
@@ -207,29 +217,13 @@ def _leaf(var: Variable, op: ops.Operation | None, pairing: _Pairing, depth: int
     return ("op", op.RECORD.name, str(var.type), tuple(sorted(op.attributes().items())), parts)
 
 
-def _frozen(poly: _Poly) -> tuple[Any, ...]:
+def _frozen(poly: Poly) -> tuple[Any, ...]:
     return tuple(sorted(poly.items(), key=repr))
 
 
-def _plus(a: _Poly, b: _Poly, sign: int) -> _Poly:
-    out = dict(a)
-    for monomial, coefficient in b.items():
-        out[monomial] = (out.get(monomial, 0) + sign * coefficient) % _MOD
-    return {m: c for m, c in out.items() if c}
-
-
-def _times(a: _Poly, b: _Poly) -> _Poly:
-    out: _Poly = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            monomial = tuple(sorted(ma + mb, key=repr))
-            out[monomial] = (out.get(monomial, 0) + ca * cb) % _MOD
-    return {m: c for m, c in out.items() if c}
-
-
-def _differ_by_one(low: _Poly, high: _Poly) -> bool:
+def _differ_by_one(low: Poly, high: Poly) -> bool:
     """Whether ``high == low + 1`` modulo 2**32."""
-    return _plus(high, low, -1) == {(): 1}
+    return plus(high, low, -1, _MOD) == {(): 1}
 
 
 def _pure(inst: Instruction) -> bool:

@@ -33,9 +33,9 @@ collective, atomic, print or asynchronous operation.
 
 A lane-local body past ``LANE_SPLIT_LIMIT`` instructions is not split: its copy costs more code than its
 checks (on the GPU each is one compare joined to the access's predicate).  Accesses of one buffer and
-scale share one precondition when one offset dominates another (``_dominates``: as polynomials of their
-non-negative leaves, every coefficient at least as large), so ``x[c + base + k]`` for an unrolled ``k`` costs
-one bound, not one per ``k``.
+scale share one precondition when one offset dominates another (``cubepy.ir.index_forms.dominates``: as
+polynomials of their non-negative leaves, every coefficient at least as large), so ``x[c + base + k]`` for
+an unrolled ``k`` costs one bound, not one per ``k``.
 
 A body may also hold ``sync_cube`` (the tile loop of a shared-memory GEMM): then every unit must leave the
 first part at the same round, so ``start``, ``end`` and ``fast_end`` are cube-uniform.  Each access's
@@ -49,11 +49,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import attrs
 
 from cubepy.ir import ops
+from cubepy.ir.index_forms import Tree, bit_length, dominates, per_unit, tree_add, tree_mul
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
@@ -196,11 +196,6 @@ def _eligible(loop: branch.RangeLoop, inside: set[_Key]) -> str | None:
     return None
 
 
-# An expression tree rebuilt in u64 before the loop: a variable (its value, widened), a literal, or a sum
-# or product of two trees.
-_Tree = tuple[Any, ...]
-
-
 @attrs.frozen
 class _Linear:
     """Decomposes an index into ``c * scale + offset`` (trees of values available before the loop), and in a
@@ -212,7 +207,7 @@ class _Linear:
     cube_dim: tuple[int, int, int]
     uniform: bool  # replace per-unit values by their largest value over the cube
 
-    def split(self, var: Variable, depth: int = 0) -> tuple[_Tree | None, _Tree | None] | None:
+    def split(self, var: Variable, depth: int = 0) -> tuple[Tree | None, Tree | None] | None:
         """(scale, offset) with ``var == c * scale + offset`` modulo 2**bits (None: 0), or None."""
         if var.type != self.loop.index.type or depth > 24:
             return None
@@ -230,7 +225,7 @@ class _Linear:
             a, b = self.split(op.lhs, depth + 1), self.split(op.rhs, depth + 1)
             if a is None or b is None or (a[0] is not None and b[0] is not None):
                 return None
-            return (a[0] if a[0] is not None else b[0], _add(a[1], b[1]))
+            return (a[0] if a[0] is not None else b[0], tree_add(a[1], b[1]))
         if isinstance(op, (ops.Mul, ops.Shl)):
             a = self.split(op.lhs, depth + 1)
             if isinstance(op, ops.Shl):
@@ -243,16 +238,16 @@ class _Linear:
                 a, b = b, a
             if b[0] is not None or b[1] is None:  # c * c, or a factor that is 0
                 return None
-            return (_mul(a[0], b[1]), _mul(a[1], b[1]))
+            return (tree_mul(a[0], b[1]), tree_mul(a[1], b[1]))
         leaf = self.leaf(var, depth)  # a metadata read in the loop; None for anything built from ``c``
         return None if leaf is None else (None, leaf)
 
-    def _shift(self, amount: Variable) -> tuple[None, _Tree] | None:
+    def _shift(self, amount: Variable) -> tuple[None, Tree] | None:
         if not amount.is_constant or not 0 <= int(amount.value) < amount.elem.bits:  # type: ignore[call-overload]
             return None
         return (None, ("const", 1 << int(amount.value)))  # type: ignore[call-overload]
 
-    def leaf(self, var: Variable, depth: int = 0) -> _Tree | None:
+    def leaf(self, var: Variable, depth: int = 0) -> Tree | None:
         """``var`` as a tree of values available before the loop: itself when defined outside the loop (and,
         in a cube-uniform split, the same on every unit), else rebuilt from its definition; None if neither."""
         if var.type.is_line or var.elem.kind != "uint" or var.elem.bits > 32 or depth > 24:
@@ -294,14 +289,6 @@ class _Linear:
 _UNIFORM_BUILTINS = ("cube_pos", "cube_dim", "cube_count", "plane_dim")
 
 
-# Bit lengths of the largest values of the builtins below 32 bits (CUDA's grid and block limits).
-_LEAF_BITS = {
-    **{f"cube_{what}_{axis}": 16 for what in ("pos", "count") for axis in "yz"},
-    **{name: 11 for name in ("cube_dim", "cube_dim_x", "cube_dim_y", "cube_dim_z")},
-    "plane_dim": 6,
-}
-
-
 def _unit_top(name: str, cube_dim: tuple[int, int, int]) -> int | None:
     """The largest value of a per-unit position builtin in a cube of ``cube_dim`` (None: not one)."""
     units = cube_dim[0] * cube_dim[1] * cube_dim[2]
@@ -311,40 +298,6 @@ def _unit_top(name: str, cube_dim: tuple[int, int, int]) -> int | None:
     if name.startswith("unit_pos_") and name[-1] in axes:
         return axes[name[-1]] - 1
     return None
-
-
-def _add(a: _Tree | None, b: _Tree | None) -> _Tree | None:
-    return b if a is None else a if b is None else ("add", a, b)
-
-
-def _mul(a: _Tree | None, b: _Tree | None) -> _Tree | None:
-    if a is None or b is None:
-        return None
-    if a == ("const", 1):
-        return b
-    return a if b == ("const", 1) else ("mul", a, b)
-
-
-def _per_unit(tree: _Tree | None) -> bool:
-    """Whether a tree holds a per-unit position replaced by its largest value."""
-    if tree is None or tree[0] in ("const", "var", "meta"):
-        return False
-    if tree[0] == "wrap":
-        return _per_unit(tree[1])
-    return tree[0] == "top" or _per_unit(tree[1]) or _per_unit(tree[2])
-
-
-def _bits(tree: _Tree) -> int:
-    """An upper bound of the bit length of the tree's value (its leaves are at most 32 bits)."""
-    kind = tree[0]
-    if kind in ("const", "top"):
-        return max(int(tree[1]).bit_length(), 1)
-    if kind == "var":
-        return _LEAF_BITS.get(tree[1].name or "", 32) if tree[1].kind is VarKind.BUILTIN else 32
-    if kind in ("meta", "wrap"):
-        return 32
-    a, b = _bits(tree[1]), _bits(tree[2])
-    return max(a, b) + 1 if kind == "add" else a + b
 
 
 def _version(
@@ -369,11 +322,11 @@ def _version(
     if mode == "cube":
         # Every unit must leave the first part at the same round: its bounds may not differ between units.
         bounds = [linear.leaf(loop.start), linear.leaf(loop.end)]
-        if any(tree is None or _per_unit(tree) for tree in bounds):
+        if any(tree is None or per_unit(tree) for tree in bounds):
             return [inst]
     # One precondition per (buffer, scale, offset); the accesses it covers lose their checks in the copy.  An
-    # offset another one of the same buffer and scale dominates (``_dominates``) needs no precondition.
-    conditions: dict[tuple[int, _Tree, _Tree | None], Variable] = {}
+    # offset another one of the same buffer and scale dominates (``index_forms.dominates``) needs no precondition.
+    conditions: dict[tuple[int, Tree, Tree | None], Variable] = {}
     covered: set[int] = set()
     for position, body_inst in enumerate(walk(loop.body)):
         op = body_inst.operation
@@ -384,9 +337,9 @@ def _version(
             scale, offset = found
             if scale is None:
                 continue
-            if _bits(scale) > (63 if scale == ("const", 1) else 32):
+            if bit_length(scale) > (63 if scale == ("const", 1) else 32):
                 continue
-            if offset is not None and _bits(offset) > 63:
+            if offset is not None and bit_length(offset) > 63:
                 if mode != "lane":
                     continue
                 offset = ("wrap", offset)
@@ -404,7 +357,7 @@ def _version(
     def wide(var: Variable) -> Variable:
         return new(Type(U64), ops.Cast(var))
 
-    def build(tree: _Tree) -> Variable:
+    def build(tree: Tree) -> Variable:
         kind = tree[0]
         if kind in ("const", "top"):
             return constant(tree[1], Type(U64))
@@ -417,7 +370,7 @@ def _version(
         a, b = build(tree[1]), build(tree[2])
         return new(Type(U64), (ops.Add if kind == "add" else ops.Mul)(a, b))
 
-    def build32(tree: _Tree) -> Variable:
+    def build32(tree: Tree) -> Variable:
         """The tree's value modulo 2**32, computed in u32 (a lane split has no ``top`` leaves)."""
         kind = tree[0]
         if kind == "const":
@@ -474,7 +427,7 @@ def _version(
 
 
 def _add_condition(
-    conditions: dict[tuple[int, _Tree, _Tree | None], Variable], key: tuple[int, _Tree, _Tree | None], memory: Variable
+    conditions: dict[tuple[int, Tree, Tree | None], Variable], key: tuple[int, Tree, Tree | None], memory: Variable
 ) -> None:
     """Record the precondition ``key`` unless a recorded one of the same buffer and scale dominates it; drop
     the recorded ones it dominates.  ``x[c + base + k]`` for k = 0..31 needs only k = 31's."""
@@ -482,53 +435,11 @@ def _add_condition(
     for other in list(conditions):
         if other[0] != buffer or other[1] != scale:
             continue
-        if _dominates(other[2], offset):
+        if dominates(other[2], offset):
             return
-        if _dominates(offset, other[2]):
+        if dominates(offset, other[2]):
             del conditions[other]
     conditions[key] = memory
-
-
-def _dominates(big: _Tree | None, small: _Tree | None) -> bool:
-    """Whether ``big >= small`` for every value of their leaves: as polynomials of their (non-negative) leaves,
-    every coefficient of ``small`` is at most ``big``'s.  The check ``c * scale + offset < length`` of ``big``
-    then implies ``small``'s."""
-    a, b = _polynomial(big), _polynomial(small)
-    if a is None or b is None:
-        return False
-    return all(coefficient <= a.get(monomial, 0) for monomial, coefficient in b.items())
-
-
-def _polynomial(tree: _Tree | None) -> dict[tuple[Any, ...], int] | None:
-    """``tree`` as {sorted leaves: coefficient} (the empty tuple holds the constant); None past 64 terms."""
-    if tree is None:
-        return {}
-    kind = tree[0]
-    if kind in ("const", "top"):
-        return {(): int(tree[1])}
-    if kind in ("var", "meta", "wrap"):  # a wrapped sum is a value of its own, not its terms'
-        return {(_leaf_key(tree),): 1}
-    a, b = _polynomial(tree[1]), _polynomial(tree[2])
-    if a is None or b is None:
-        return None
-    out: dict[tuple[Any, ...], int] = {}
-    if kind == "add":
-        for part in (a, b):
-            for monomial, coefficient in part.items():
-                out[monomial] = out.get(monomial, 0) + coefficient
-    else:
-        for ma, ca in a.items():
-            for mb, cb in b.items():
-                monomial = tuple(sorted(ma + mb, key=repr))
-                out[monomial] = out.get(monomial, 0) + ca * cb
-    return out if len(out) <= 64 else None
-
-
-def _leaf_key(tree: _Tree) -> tuple[Any, ...]:
-    """A leaf's identity: a variable by kind and id, a metadata read by what it reads."""
-    if tree[0] == "var":
-        return ("var", tree[1].kind, tree[1].id)
-    return (tree[0], repr(tree[1]))
 
 
 def _unchecked(loop: branch.RangeLoop, covered: set[int]) -> branch.RangeLoop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -18,6 +19,31 @@ if TYPE_CHECKING:
 # Runtimes whose handles hold host memory (a numpy array) that compiled code or numpy writes in place.
 HOST_RUNTIMES = frozenset({"interp", "cpu"})
 _CDATA: type = ctypes.c_int.__mro__[-2]  # ctypes' common base class, which the module does not export
+
+
+# id(storage) -> (weak reference to it, the address of its first byte): ``.ctypes.data`` costs about a
+# microsecond and every launch asks (alignment facts, the cpu runtime's parameter block).  A freed storage's id
+# may be reused; its entry is not (the weak reference is checked).  All forgotten when full.
+ADDRESSES_KEPT = 256
+_addresses: dict[int, tuple[weakref.ref[Any], int | None]] = {}
+
+
+def storage_address(storage: Any) -> int | None:
+    """The address of ``storage``'s first byte: a numpy array's data, a device allocation's ``ptr`` (None when
+    the storage says neither); kept per storage."""
+    found = _addresses.get(id(storage))
+    if found is not None and found[0]() is storage:
+        return found[1]
+    address = storage.ctypes.data if isinstance(storage, np.ndarray) else getattr(storage, "ptr", None)
+    address = address if isinstance(address, int) else None
+    try:
+        reference = weakref.ref(storage)
+    except TypeError:  # no weak references: read again next time
+        return address
+    if len(_addresses) >= ADDRESSES_KEPT:
+        _addresses.clear()
+    _addresses[id(storage)] = (reference, address)
+    return address
 
 
 class Handle:
@@ -83,6 +109,11 @@ class Handle:
         )
         view.view_size = (stop - start) * row
         return view
+
+    def first_address(self) -> int | None:
+        """The address of element (0, ..., 0) (None when the storage does not say: ``storage_address``)."""
+        base = storage_address(self.storage)
+        return None if base is None else base + self.offset * self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:

@@ -68,11 +68,9 @@ def _pairs(kernel, c, m: int, n: int, checked: bool = True) -> list[ops.IndexAss
 
 
 def _buffer(count: int, start: int = 0):
-    return (
-        cp.client("interp").zeros((count + start,), np.float16)[start:]
-        if start
-        else cp.client("interp").zeros((count,), np.float16)
-    )
+    """``count`` f16 items on the interp, ``start`` items into their allocation."""
+    whole = cp.client("interp").zeros((count + start,), np.float16)
+    return whole[start:] if start else whole
 
 
 def test_adjacent_guarded_stores_pair_when_every_fact_holds():

@@ -6,7 +6,6 @@ import ctypes
 import functools
 import threading
 import time
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +18,7 @@ from cubepy.errors import CubeError, LaunchError
 from cubepy.ir.kernel import KernelDefinition, written_slots
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
+from cubepy.runtime.handle import Handle
 from cubepy.runtime.rollback import restore_on_failure
 
 NO_OUT_OF_BOUNDS_REPORTS = (
@@ -26,7 +26,6 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 )
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
-ADDRESSES_KEPT = 256  # buffer addresses remembered between launches (all forgotten when full)
 CANCELLED = -2  # the fault word of a cube context stopped by Ctrl-C
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 # Indices of the cube context's 32-bit words a launch rewrites (``_Workspace._words``).
@@ -103,8 +102,6 @@ class CpuBackend:
         self._pool = pool.NativePool(cpus) if pool.available() and len(cpus) <= 64 else None
         self._spread = workers.SpreadChoice()
         self._packers: dict[int, tuple[HostKernel, packing.KernelPacker]] = {}
-        # id(storage) -> (weak reference to it, address): a freed array's id may be reused, its entry is not
-        self._addresses: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = workers.fork_safe(threading.Lock())
@@ -127,15 +124,6 @@ class CpuBackend:
             )
         if cube_count[0] * cube_count[1] * cube_count[2] > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
-
-    def _address_of(self, storage: np.ndarray) -> int:
-        """The address of ``storage``'s first byte (kept per array: ``.ctypes.data`` costs microseconds)."""
-        found = self._addresses.get(id(storage))
-        if found is None or found[0]() is not storage:
-            if len(self._addresses) >= ADDRESSES_KEPT:
-                self._addresses.clear()
-            found = self._addresses[id(storage)] = (weakref.ref(storage), int(storage.ctypes.data))
-        return found[1]
 
     def _packer(self, kernel: HostKernel) -> packing.KernelPacker:
         found = self._packers.get(id(kernel))
@@ -161,9 +149,7 @@ class CpuBackend:
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
         packer = self._packer(kernel)
-        addresses = [
-            self._address_of(b.handle.storage) + b.handle.offset * b.handle.dtype.itemsize for b in bindings.buffers
-        ]
+        addresses = [_address(b.handle) for b in bindings.buffers]
         maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
         block, params = packer.pack(addresses, bindings.buffers, bindings.scalars, maps)
         try:
@@ -317,3 +303,11 @@ def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:
     raw = np.zeros(nbytes + align, dtype=np.uint8)
     start = (-int(raw.ctypes.data)) % align
     return raw[start : start + nbytes]
+
+
+def _address(handle: Handle) -> int:
+    """A host handle's first element's address (its storage is a numpy array, which always has one)."""
+    address = handle.first_address()
+    if address is None:
+        raise LaunchError(f"{handle!r}: the cpu runtime needs a numpy storage, got {type(handle.storage).__name__}")
+    return address

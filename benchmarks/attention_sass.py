@@ -6,10 +6,12 @@ consumer warpgroups on ``wgmma``) at head dims 64 and 128, causal and not, and t
 ``triton.compile`` for the same architecture: host TMA descriptors at sm_90a (with and without
 ``warp_specialize``), pointers at sm_80, non-causal (``STAGE`` 1) and causal (``STAGE`` 3).
 
-Per kernel: registers, shared memory, spills, SASS instructions (no NOPs), and the hot loop: the largest loop
-that issues tensor-core instructions (``HGMMA`` or ``HMMA``).  Tiles differ between kernels (a round of cubepy's
+Per kernel: registers, shared memory, spills, SASS instructions (no NOPs), and the loops that issue tensor-core
+instructions (``HGMMA`` or ``HMMA``): the main loop (the smallest, which every unmasked key block runs) and, for
+a kernel with a second one, the masked loop (the largest: the blocks crossing the causal diagonal or the end of
+the keys).  Tiles differ between kernels (a round of cubepy's
 loop covers ``stages`` key blocks per consumer warpgroup of 64 rows; Triton's covers one block of ``BLOCK_M``
-rows), so the loop is also given **per 64 x 64 block**: its instructions times 4096 over the rows x keys its
+rows), so a loop is also given **per 64 x 64 block**: its instructions times 4096 over the rows x keys its
 tensor-core instructions cover per issuing warpgroup (``HGMMA``) or warp (``HMMA``), read off their shapes:
 each key block costs a ``Q K^T`` and a ``P V`` product of ``rows x keys x head_dim`` each.  Compare that column
 between kernels of the same target.  Static counts only: nothing runs, nothing is timed.  Needs ``cuobjdump`` and
@@ -53,18 +55,29 @@ def _mma_volume(text: str) -> int:
     return 0
 
 
+def _loop_figures(body: list[str], head_dim: int) -> tuple[int, int, float, float | None]:
+    """(length, tensor-core instructions, rows x keys they cover, length per 64 x 64 block) of one loop."""
+    rows_x_keys = sum(_mma_volume(t) for t in body) / (2 * head_dim)  # Q K^T and P V: rows x keys x head_dim each
+    per_block = len(body) * BLOCK / rows_x_keys if rows_x_keys else None
+    return len(body), sum(bool(_mma_volume(t)) for t in body), rows_x_keys, per_block
+
+
 def hot_loop(sass_text: str, head_dim: int) -> dict:
-    """The largest loop of a ``cuobjdump -sass`` listing that issues tensor-core instructions: its length, its
-    tensor-core instructions, the rows x keys they cover (for a ``head_dim`` head) and its length per 64 x 64."""
+    """The loops of a ``cuobjdump -sass`` listing that issue tensor-core instructions: the main one (the smallest:
+    the loop every unmasked key block runs) and, where there is a second, the masked one (the largest: the
+    blocks crossing the causal diagonal or the end of the keys), with their lengths, tensor-core instructions,
+    the rows x keys they cover (for a ``head_dim`` head) and their lengths per 64 x 64 block."""
     _, loops = loop_bodies(sass_text)
-    with_mma = [body for body in loops if any(_mma_volume(t) for t in body)]
-    hot = max(with_mma, key=len) if with_mma else []
-    rows_x_keys = sum(_mma_volume(t) for t in hot) / (2 * head_dim)  # Q K^T and P V: rows x keys x head_dim each
+    with_mma = sorted((body for body in loops if any(_mma_volume(t) for t in body)), key=len)
+    main = _loop_figures(with_mma[0], head_dim) if with_mma else (0, 0, 0.0, None)
+    masked = _loop_figures(with_mma[-1], head_dim) if len(with_mma) > 1 else None
     return {
-        "hot_loop": len(hot),
-        "mma_in_loop": sum(bool(_mma_volume(t)) for t in hot),
-        "rows_x_keys": rows_x_keys,
-        "per_block": len(hot) * BLOCK / rows_x_keys if rows_x_keys else None,
+        "hot_loop": main[0],
+        "mma_in_loop": main[1],
+        "rows_x_keys": main[2],
+        "per_block": main[3],
+        "masked_loop": masked[0] if masked else None,
+        "masked_per_block": masked[3] if masked else None,
     }
 
 
@@ -195,18 +208,22 @@ def measure(only: tuple[str, ...] = ()) -> list[dict]:
 def format_table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     lines = [
-        "| kernel | target | regs | shared bytes | spills | SASS | hot loop | MMA in loop | rows x keys per trip "
-        "| hot loop per 64x64 block |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| kernel | target | regs | shared bytes | spills | SASS | main loop | MMA in loop | rows x keys per trip "
+        "| main loop per 64x64 block | masked loop | masked loop per 64x64 block |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def figure(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0f}"
+
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['kernel']} | failed: {row['error']} |" + " |" * 8)
+            lines.append(f"| {row['kernel']} | failed: {row['error']} |" + " |" * 10)
             continue
-        per_block = "-" if row["per_block"] is None else f"{row['per_block']:.0f}"
         lines.append(
             f"| {row['kernel']} | {row['target']} | {row['registers']} | {row['shared']} | {row['spills']} "
-            f"| {row['sass']} | {row['hot_loop']} | {row['mma_in_loop']} | {row['rows_x_keys']:.0f} | {per_block} |"
+            f"| {row['sass']} | {row['hot_loop']} | {row['mma_in_loop']} | {row['rows_x_keys']:.0f} "
+            f"| {figure(row['per_block'])} | {figure(row['masked_loop'])} | {figure(row['masked_per_block'])} |"
         )
     return "\n".join(lines)
 

@@ -41,7 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +82,7 @@ class Sass:
     local: int
     instructions: int
     loops: list[int]
+    mma_loops: list[int] = field(default_factory=list)  # the loops that issue tensor-core instructions
 
 
 def sass_of(cubin: bytes, entry: str, cuobjdump: str) -> Sass:
@@ -100,19 +101,26 @@ def sass_of(cubin: bytes, entry: str, cuobjdump: str) -> Sass:
     return Sass(int(reg), int(shared), int(stack), int(local), *_count(sass))
 
 
-def _count(sass: str) -> tuple[int, list[int]]:
-    """(instructions without NOPs, loop sizes innermost first) of one function's ``cuobjdump -sass``."""
+_TENSOR_CORE = re.compile(r"^(@\S+\s+)?(HMMA|[HQ]GMMA|IMMA)\b")
+
+
+def _count(sass: str) -> tuple[int, list[int], list[int]]:
+    """(instructions without NOPs, loop sizes innermost first, sizes of the loops that issue tensor-core
+    instructions) of one function's ``cuobjdump -sass``."""
     real, loops = loop_bodies(sass)
-    return len(real), sorted(len(body) for body in loops)
+    sizes = sorted(len(body) for body in loops)
+    mma = sorted(len(body) for body in loops if any(_TENSOR_CORE.match(t) for t in body))
+    return len(real), sizes, mma
 
 
 def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
     """The instructions of one function's ``cuobjdump -sass`` without NOPs, and each loop's instructions (from
     a backward branch's target to the branch), in program order.
 
-    A backward branch is a loop only when control can get from its target back to it: ptxas puts slow
-    paths (an mbarrier wait's retry) after the kernel's end and jumps back into the main line, and that
-    jump is not a loop."""
+    A backward branch is a loop only when its target dominates it (every path from the entry to the branch
+    passes the target) and control can get from the target back to it: ptxas puts slow paths (an mbarrier
+    wait's retry) after the kernel's end and jumps back into the main line, and that jump is not a loop, even
+    when an enclosing loop leads from its target back to the wait."""
     listing = [(int(addr, 16), text) for addr, text in _INSTRUCTION.findall(sass)]
     real = [(addr, text) for addr, text in listing if not text.startswith("NOP")]
     index_of = {addr: i for i, (addr, _) in enumerate(real)}
@@ -134,14 +142,14 @@ def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
             return []
         return following
 
-    def reaches(start: int, goal: int) -> bool:
+    def reaches(start: int, goal: int, avoiding: int | None = None) -> bool:
         seen, stack = {start}, [start]
         while stack:
             i = stack.pop()
             if i == goal:
                 return True
             for j in successors(i):
-                if j not in seen:
+                if j not in seen and j != avoiding:
                     seen.add(j)
                     stack.append(j)
         return False
@@ -155,7 +163,7 @@ def loop_bodies(sass: str) -> tuple[list[str], list[list[str]]]:
         if target >= addr:
             continue
         start = at_or_after(target, i)
-        if reaches(start, i):
+        if reaches(start, i) and (start == 0 or not reaches(0, i, avoiding=start)):
             loops.append([t for _, t in real[start : i + 1]])
     return [t for _, t in real], loops
 

@@ -1,7 +1,8 @@
 """``python -m benchmarks.triton_tutorials``: cubepy's ports of Triton's tutorials beside Triton's own kernels, in SASS.
 
 Every module ``examples/triton/tNN_<name>.py`` lists its ``SASS_CASES`` (``examples.triton.SassCase``): how to
-compile a cubepy kernel, which of its SASS to count (``measure``: the whole kernel, or its largest hot loop) and
+compile a cubepy kernel, which of its SASS to count (``measure``: the whole kernel, its largest hot loop, or its
+main tensor-core loop) and
 which of Triton's tutorial kernels (``benchmarks.triton_tutorial_kernels``) it is set against.  Each case is
 compiled checked (``launch``'s mode), ``unchecked=True`` and checked with ``fastmath=True`` (Triton's own
 ``/`` and ``exp`` are the approximate forms; cubepy's default is IEEE division and libdevice) for its ``target``; Triton's kernel is compiled for
@@ -81,9 +82,13 @@ def missing_tools() -> str | None:
 
 
 def measured(sass: dict, measure: str) -> int:
-    """The count a case compares: the whole kernel, or its largest loop (the whole kernel when it has none)."""
+    """The count a case compares: the whole kernel, its largest loop, or its smallest loop that issues tensor-core
+    instructions (``"mma_loop"``: the main loop where a kernel runs its tail blocks in a second, masked loop);
+    the whole kernel when it has no such loop."""
     if measure == "loop" and sass["loops"]:
         return max(sass["loops"])
+    if measure == "mma_loop" and sass["mma_loops"]:
+        return min(sass["mma_loops"])
     return sass["instructions"]
 
 

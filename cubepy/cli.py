@@ -169,6 +169,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 print(f"resources: unavailable ({compiled.ptxas_status})")
             else:
                 print(compiled.resources)
+    for note in compiled.performance_notes:
+        print(f"cubepy compile: ptxas: {note}", file=sys.stderr)
     return 0
 
 

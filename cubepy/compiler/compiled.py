@@ -24,6 +24,9 @@ from cubepy.ir import KernelDefinition, format_kernel, verify
 DUMP_STAGES = ("ir", "passes", "llvm", "ptx", "resources")
 
 
+PERFORMANCE_LOSS = "Potential Performance Loss"  # how ptxas starts a note on code it could not make fast
+
+
 @attrs.frozen
 class CompiledKernel:
     """A kernel compiled for one GPU architecture: every intermediate form, the cubin and its resources.
@@ -48,6 +51,14 @@ class CompiledKernel:
     ptxas_status: str | None = None
     # Bytes of dynamic shared memory the launch must provide (kernels over 48 KiB of shared memory).
     dynamic_shared_bytes: int = 0
+
+    @property
+    def performance_notes(self) -> tuple[str, ...]:
+        """ptxas's "Potential Performance Loss" notes (a ``setmaxnreg`` it ignored, ``wgmma`` it serialized):
+        the kernel runs, slower than written; empty when ptxas did not run or had nothing to say."""
+        if not self.ptxas_log:
+            return ()
+        return tuple(line.split(":", 1)[1].strip() for line in self.ptxas_log.splitlines() if PERFORMANCE_LOSS in line)
 
     def dump(self, directory: str | os.PathLike[str], stages: Collection[str] = DUMP_STAGES) -> list[Path]:
         """Write the chosen stages to ``directory/<name>/``; returns the files written.

@@ -17,7 +17,9 @@ class SassCase:
     """One cubepy kernel to compare with Triton's: how to compile it and which of its SASS to count.
 
     ``build(**options)`` returns a ``CompiledKernel`` for ``target`` (``options`` are ``kernel.compile`` options,
-    e.g. ``unchecked=True``); ``measure`` is ``"kernel"`` (the whole kernel) or ``"loop"`` (its largest hot loop);
+    e.g. ``unchecked=True``); ``measure`` is ``"kernel"`` (the whole kernel), ``"loop"`` (its largest hot loop) or
+    ``"mma_loop"`` (its smallest loop issuing tensor-core instructions: the main loop of a kernel that runs its
+    masked tail blocks in a loop of their own);
     ``triton`` names the Triton kernel of ``benchmarks.triton_tutorial_kernels`` it is set against.
     """
 

@@ -16,7 +16,7 @@ def test_tensor_core_instructions_are_weighed_by_their_shape():
     assert attention_sass._mma_volume("IMAD R5, R84, c[0x0][0x188], R88 ;") == 0
 
 
-def test_the_hot_loop_is_the_largest_loop_with_tensor_core_instructions_normalised_per_64x64_block():
+def test_the_main_loop_is_the_loop_with_tensor_core_instructions_normalised_per_64x64_block():
     # one loop of 8 instructions: 2 HGMMA 64x64x16 (a 64-row, 64-key head of dim 16: Q K^T and P V), and a
     # longer loop without tensor-core instructions, which is not the hot loop
     listing = """
@@ -48,6 +48,27 @@ def test_the_hot_loop_is_the_largest_loop_with_tensor_core_instructions_normalis
     # the same loop for a head of 32: each product covers half the keys, so a 64 x 64 block costs twice the loop
     assert attention_sass.hot_loop(listing, head_dim=32)["per_block"] == 16
     assert attention_sass.hot_loop("/*0000*/ EXIT ;", head_dim=64)["per_block"] is None
+    assert figures["masked_loop"] is None  # one loop with tensor-core instructions
+
+
+def test_a_second_longer_tensor_core_loop_is_the_masked_loop():
+    # a main loop of 4 instructions and, after it, a masked loop of 6 (the same 2 HGMMA and 2 selects)
+    listing = """
+        /*0000*/                   HGMMA.64x64x16.F32 R24, gdesc[UR24], R24 ;
+        /*0010*/                   HGMMA.64x64x16.F32 R56, gdesc[UR28], R56 ;
+        /*0020*/                   ISETP.GE.AND P0, PT, R0, 0x10, PT ;
+        /*0030*/              @!P0 BRA 0x0 ;
+        /*0040*/                   HGMMA.64x64x16.F32 R24, gdesc[UR24], R24 ;
+        /*0050*/                   HGMMA.64x64x16.F32 R56, gdesc[UR28], R56 ;
+        /*0060*/                   FSEL R24, R24, -INF, P1 ;
+        /*0070*/                   FSEL R25, R25, -INF, P2 ;
+        /*0080*/                   ISETP.GE.AND P0, PT, R0, 0x12, PT ;
+        /*0090*/              @!P0 BRA 0x40 ;
+        /*00a0*/                   EXIT ;
+    """
+    figures = attention_sass.hot_loop(listing, head_dim=16)
+    assert (figures["hot_loop"], figures["per_block"]) == (4, 4)
+    assert (figures["masked_loop"], figures["masked_per_block"]) == (6, 6)
 
 
 @pytest.mark.skipif(attention_sass.missing_tools() is not None, reason=str(attention_sass.missing_tools()))

@@ -11,7 +11,9 @@ import pytest
 from benchmarks import triton_tutorials as tt
 
 
-def _sass(instructions: int, loops: list[int], registers: int = 32, local: int = 0) -> dict:
+def _sass(
+    instructions: int, loops: list[int], registers: int = 32, local: int = 0, mma_loops: list[int] | None = None
+) -> dict:
     return {
         "registers": registers,
         "shared": 0,
@@ -19,6 +21,7 @@ def _sass(instructions: int, loops: list[int], registers: int = 32, local: int =
         "local": local,
         "instructions": instructions,
         "loops": loops,
+        "mma_loops": mma_loops or [],
     }
 
 
@@ -35,6 +38,14 @@ def test_measured_takes_the_largest_loop_or_the_whole_kernel():
     assert tt.measured(_sass(300, [12, 90, 40]), "loop") == 90
     assert tt.measured(_sass(300, [12, 90]), "kernel") == 300
     assert tt.measured(_sass(300, []), "loop") == 300  # no loop: the kernel
+
+
+def test_measured_mma_loop_takes_the_smallest_loop_with_tensor_core_instructions():
+    # a main loop (90) and a masked tail loop (120) issue tensor-core instructions, a copy loop (12) does not
+    sass = _sass(400, [12, 90, 120], mma_loops=[90, 120])
+    assert tt.measured(sass, "mma_loop") == 90
+    assert tt.measured(sass, "loop") == 120
+    assert tt.measured(_sass(300, [12]), "mma_loop") == 300  # no tensor-core loop: the kernel
 
 
 def test_the_table_gives_counts_ratios_and_the_geometric_mean():

@@ -5,16 +5,22 @@ The expected PTX is written as ``# CHECK`` comments in each kernel, matched by `
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
 import cubepy as cp
 from cubepy import PLANE_POS, UNIT_POS, Array, f32, u32
+from cubepy.compiler import ptxas as ptxas_tool
 from tests.filecheck import filecheck
 
 
 @cp.cube(launch=True)
 def producer_and_consumers(out: Array[f32], consumers: u32):
+    # ptxas honours setmaxnreg only when it knows the registers at entry: the exact unit count and a minimum
+    # of one cube per SM
+    # CHECK: .reqntid 128, 1, 1
+    # CHECK-NEXT: .minnctapersm 1
     # CHECK: setmaxnreg.dec.sync.aligned.u32 40;
     # CHECK: bar.arrive 1, 128;
     # CHECK: setmaxnreg.inc.sync.aligned.u32 232;
@@ -32,6 +38,8 @@ def producer_and_consumers(out: Array[f32], consumers: u32):
 
 @cp.cube(launch=True)
 def spin_on_parity(out: Array[f32], parity: u32):
+    # no setmaxnreg, no occupancy hint
+    # CHECK-NOT: .minnctapersm
     # CHECK: mbarrier.init.shared.b64
     # CHECK: bar.sync 0;
     # CHECK: [[LOOP:\$L__BB[0-9_]+]]:
@@ -69,6 +77,22 @@ def test_ptx_forms_and_ptxas(kernel, scalars, tmp_path):
     compiled = kernel.compile(cp.CubeDim(128), cp.ArrayArg(client.zeros(128, f32)), *scalars)
     assert compiled.cubin  # ptxas assembled it for sm_90a
     filecheck(kernel, compiled.ptx, tmp_path)
+
+
+@pytest.mark.ptxas
+def test_without_the_occupancy_hint_ptxas_drops_setmaxnreg_and_says_so():
+    # the same PTX less its .minnctapersm line: ptxas cannot tell the registers at entry, ignores every
+    # setmaxnreg and reports it as a "Potential Performance Loss" (C7508), which performance_notes surfaces
+    client = cp.client("interp")
+    compiled = producer_and_consumers.compile(
+        cp.CubeDim(128), cp.ArrayArg(client.zeros(128, f32)), cp.ScalarArg(128, u32)
+    )
+    assert compiled.performance_notes == ()
+    stripped = compiled.ptx.replace(".minnctapersm 1\n", "")
+    assert stripped != compiled.ptx
+    _, _, log = ptxas_tool.assemble_with_log(stripped, "sm_90a", compiled.name)
+    notes = attrs.evolve(compiled, ptxas_log=log).performance_notes
+    assert len(notes) == 1 and "C7508" in notes[0] and "'setmaxnreg' ignored" in notes[0], notes
 
 
 def test_the_same_kernel_runs_on_the_cpu_runtime_and_the_interp():

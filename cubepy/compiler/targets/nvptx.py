@@ -63,7 +63,13 @@ class NvptxTarget:
         function.calling_convention = "ptx_kernel"
         x, y, z = lw.definition.cube_dim
         # The kernel is specialized for its cube_dim: launching it with another one fails loudly.
-        function.attributes = lt.RawFunctionAttributes([f'"nvvm.reqntid"="{x},{y},{z}"'])
+        attributes = [f'"nvvm.reqntid"="{x},{y},{z}"']
+        if any(isinstance(inst.operation, ops.SetMaxNReg) for inst in walk(lw.definition.body)):
+            # ptxas honours setmaxnreg only when it knows the registers a unit holds at entry: with the exact
+            # unit count and at least one cube per SM (.minnctapersm 1) it does; without, it drops every
+            # setmaxnreg with a C7508 "Potential Performance Loss" note.
+            attributes.append('"nvvm.minctasm"="1"')
+        function.attributes = lt.RawFunctionAttributes(attributes)
         from cubepy.compiler.lower import _safe_name
 
         written, _ = written_slots(lw.definition)

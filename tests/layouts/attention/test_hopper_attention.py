@@ -20,6 +20,7 @@ wait) is tested bit for bit in ``tests/runtime/cpu/test_plane_release_after_wait
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import ml_dtypes
@@ -140,6 +141,17 @@ def test_negative_scale_scales_before_the_mask(interp, cpu):
     _check_both(interp, cpu, (1, 1, 40, 64), 50, np.float16, True, config, sm_scale=-0.2, seed=3)
 
 
+@pytest.mark.parametrize("schedule", ["random", "adversarial"])
+def test_ping_pong_of_two_consumer_warpgroups_is_race_free_under_the_sanitizer(schedule):
+    # block_m 128: two consumer warpgroups taking turns at named barriers; 5 key blocks through a 2-stage ring
+    # (the last one ragged), so the peeled first trip, steady trips and the peeled last trip all run
+    client = cp.client("interp", schedule=schedule, sanitize=True, seed=5)
+    q, k, v = _inputs((1, 1, 100, 64), 150, np.float16, seed=6)
+    config = AttentionConfig(block_m=128, block_n=32, stages=2)
+    o, lse = _run(client, q, k, v, True, None, config)
+    _check_oracle(o, lse, q, k, v, True, None)
+
+
 def test_pipeline_is_race_free_under_the_sanitizer():
     # 3 key blocks through a 2-stage ring, the last one ragged; random schedule
     client = cp.client("interp", schedule="random", sanitize=True)
@@ -198,11 +210,20 @@ def test_ptx_assembles_for_sm_90a_without_spills(interp, head_dim, dtype, causal
         "ex2.approx",
     ):
         assert needle in ptx, needle
+    # ptxas honours setmaxnreg only with the register count at entry known: .reqntid and .minnctapersm
+    assert ".minnctapersm 1" in ptx
+    if config.block_m != 64:  # two consumer warpgroups take turns (ping-pong) at named barriers 3 and 4
+        # each waits at its own barrier (3 + its index, a register) and hands the turn to the other's
+        for form in (r"bar\.sync\s+%r\d+, 256;", r"bar\.arrive\s+3, 256;", r"bar\.arrive\s+4, 256;"):
+            assert re.search(form, ptx), form
     if shutil.which("ptxas") is None:
         return
     assert compiled.resources is not None
     assert compiled.resources.registers <= 255
     assert compiled.resources.spill_store_bytes == 0 and compiled.resources.spill_load_bytes == 0
+    # no "Potential Performance Loss": setmaxnreg is not ignored (C7508) and the wgmmas of S_j and of
+    # P_{j-1} V_{j-1} are not serialized (C7514: the accumulator read between issue and wait)
+    assert compiled.performance_notes == (), compiled.performance_notes
 
 
 def test_triton_tutorial_06_hopper_sass_case_compiles_for_sm_90a():

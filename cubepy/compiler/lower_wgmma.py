@@ -14,11 +14,14 @@ writes them), for sm_90a:
 
 Around the fence, the commit and the wait every accumulator of the kernel goes through an empty volatile
 asm that reads and rewrites its registers (CUTLASS's ``warpgroup_fence_operand``), so LLVM cannot move
-reads of an accumulator across them.
+reads of an accumulator across them.  Before a fence, the register A operands of the wgmmas that follow it
+in its scope go through one too (packed as the instruction reads them), so their conversions are done before
+the fence and ptxas has no reason to inject a ``warpgroup.arrive`` of its own.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import cast
 
 import llvmlite.ir as ir
@@ -26,7 +29,8 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, lowers, unsigned_index
 from cubepy.errors import CompileError
-from cubepy.ir import BF16, E4M3, E5M2, F16, F32, Instruction, Type, Variable, VarKind, ops, walk
+from cubepy.ir import BF16, E4M3, E5M2, F16, F32, Instruction, KernelDefinition, Type, Variable, VarKind, ops, walk
+from cubepy.ir.scope import child_scopes
 
 WGMMA_SM = 90
 _FLOAT = ir.FloatType()
@@ -158,8 +162,57 @@ def _sync_asm(lw: KernelLowering, text: str) -> None:
     _fence_accumulators(lw)
 
 
+def _fragments_after_fences(definition: KernelDefinition) -> dict[int, list[Variable]]:
+    """For each ``wgmma_fence`` (by instruction id), the register A operands of the wgmmas that follow it in
+    its scope before the next fence."""
+    found: dict[int, list[Variable]] = {}
+    scopes = [definition.body]
+    while scopes:
+        scope = scopes.pop()
+        current: list[Variable] | None = None
+        for inst in scope.instructions:
+            op = inst.operation
+            scopes.extend(child_scopes(op))
+            if isinstance(op, ops.WgmmaFence):
+                current = found.setdefault(id(inst), [])
+            elif isinstance(op, ops.WgmmaMmaAsync) and op.a.kind is VarKind.LOCAL_ARRAY and current is not None:
+                if all(var.id != op.a.id for var in current):
+                    current.append(op.a)
+    return found
+
+
+_FENCED: weakref.WeakKeyDictionary[KernelLowering, dict[int, list[Variable]]] = weakref.WeakKeyDictionary()
+
+
+def _pin_fragments(lw: KernelLowering, fragment: Variable) -> None:
+    """Pack A's registers (``_a_registers``) and pass them through an empty volatile asm, storing the result
+    back: their conversions and packing then happen before the fence that follows, not between it and the
+    wgmma (where ptxas would inject a ``warpgroup.arrive`` of its own, C7519)."""
+    b = lw.builder
+    packed = _a_registers(lw, fragment)
+    count = len(packed)
+    constraint = ",".join(["=r"] * count + [str(i) for i in range(count)])
+    result = _asm(lw, ir.LiteralStructType([lt.I32] * count), "", constraint, packed)
+    item = lt.item_type(Type(fragment.elem), memory=True)
+    per = 4 // fragment.elem.size
+    values: list[ir.Value] = []
+    for j in range(count):
+        word = b.extract_value(result, j)
+        if per == 1:
+            values.append(b.bitcast(word, item))
+            continue
+        vector = b.bitcast(word, ir.VectorType(item, per))
+        values.extend(b.extract_element(vector, ir.Constant(lt.I32, i)) for i in range(per))
+    _store_elements(lw, fragment, values)
+
+
 def lower_fence(lw: KernelLowering, inst: Instruction) -> None:
-    """``wgmma.fence.sync.aligned``."""
+    """``wgmma.fence.sync.aligned``, after pinning the register A operands of the wgmmas it precedes."""
+    _require_sm90a(lw)
+    if lw not in _FENCED:
+        _FENCED[lw] = _fragments_after_fences(lw.definition)
+    for fragment in _FENCED[lw].get(id(inst), ()):
+        _pin_fragments(lw, fragment)
     _sync_asm(lw, "wgmma.fence.sync.aligned;")
 
 

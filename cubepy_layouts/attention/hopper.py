@@ -125,14 +125,19 @@ def split_masked_loop(head_dim: int, block_n: int) -> bool:
 
 @cube
 def _mask_scores(s_acc, unit, n0, row0, seq_k, block_n, causal):
-    """Set the scores of keys past ``seq_k`` (and, causal, of keys after the query) to ``-inf``."""
+    """Set the scores of keys past ``seq_k`` (and, causal, of keys after the query) to ``-inf``: one compare per
+    score, against the first dead key of its row (a unit's scores lie in two rows, elements ``4c + 2h + e``
+    in row half ``h``)."""
+    row_a, _ = cp.wgmma_accumulator_position(unit, 0)
+    row_b, _ = cp.wgmma_accumulator_position(unit, 2)
+    end_a = seq_k
+    end_b = seq_k
+    if causal:
+        end_a = cp.min(seq_k, row0 + row_a + 1)
+        end_b = cp.min(seq_k, row0 + row_b + 1)
     for i in cp.unroll(range(block_n // 2)):
-        row, col = cp.wgmma_accumulator_position(unit, i)
-        key = n0 + col
-        dead = key >= seq_k
-        if causal:
-            dead = dead or key > row0 + row
-        if dead:
+        _, col = cp.wgmma_accumulator_position(unit, i)
+        if n0 + col >= (end_b if (i // 2) % 2 else end_a):
             s_acc[i] = f32(-math.inf)
 
 

@@ -87,6 +87,49 @@ def test_a_from_registers_takes_four_b32_registers(name):
     assert compiled.cubin
 
 
+@cube(launch=True)
+def a_converted_from_f32(tile_in: Array[cp.f16], values: Array[f32], out: Array[f32]):
+    """A from registers that are computed (f32 -> f16 conversions) and used after another wgmma, as
+    FlashAttention's P is (S = Q K^T, then P V)."""
+    tile = SharedMemory[cp.f16](64 * 64, alignment=1024)
+    for i in range(UNIT_POS, 64 * 64, 128):
+        tile[i] = tile_in[i]
+    cp.sync_cube()
+    acc = LocalArray[f32](32)
+    scores = LocalArray[f32](32)
+    p = LocalArray[f32](8)
+    for i in cp.unroll(range(32)):
+        acc[i] = f32(0)
+    for i in cp.unroll(range(8)):
+        p[i] = values[UNIT_POS * 8 + i] * f32(0.5)
+    fragment = cp.wgmma_a_from_accumulator(p, 0, cp.f16)
+    desc = cp.wgmma_descriptor(tile, 16, 1024, "128B")
+    cp.wgmma_fence()
+    cp.wgmma_mma_async(scores, desc, desc, shape=(64, 64, 16), elem=cp.f16, scale_d=False)
+    cp.wgmma_commit_group()
+    cp.wgmma_mma_async(acc, fragment, desc, shape=(64, 64, 16), elem=cp.f16)
+    cp.wgmma_commit_group()
+    cp.wgmma_wait_group(0)
+    for i in cp.unroll(range(32)):
+        out[UNIT_POS * 32 + i] = acc[i] + scores[i]
+
+
+@pytest.mark.ptxas
+def test_computed_a_registers_are_written_before_the_fence():
+    # the fence pins A's packed registers, so the conversions and the packing happen before it: ptxas needs
+    # no warpgroup.arrive of its own between the fence and the wgmma (it notes each one it injects as C7519)
+    compiled = a_converted_from_f32.compile(
+        cp.CubeDim(128),
+        cp.BufferCompilationArg(cp.f16, 1),
+        cp.BufferCompilationArg(f32, 1),
+        cp.BufferCompilationArg(f32, 1),
+        target="sm_90a",
+    )
+    assert compiled.cubin
+    assert "cvt.rn.f16x2.f32" in compiled.ptx  # the pairs convert packed
+    assert "C7519" not in compiled.ptxas_log, compiled.ptxas_log
+
+
 def test_wgmma_outside_sm_90a_is_refused():
     kernel = tile_kernel("f16", 8, a_in_registers=False)
     with pytest.raises(cp.CompileError, match="wgmma needs sm_90a"):

@@ -117,9 +117,10 @@ SPLIT_LOOP_REGISTERS = 136  # the accumulator registers up to which a second, ma
 
 def split_masked_loop(head_dim: int, block_n: int) -> bool:
     """Whether the masked key blocks get a loop of their own.  A consumer holds S (``block_n / 2`` f32 per
-    unit), O (``head_dim / 2``) and P's fragments (``block_n / 4``) at once; past 136 of them (a 128 x 112 or
-    larger tile at head_dim 128, 128 x 192 at 64) ptxas 13.0 spills once the trip is emitted twice, and
-    keeps within 240 registers with one loop (measured: ``benchmarks.attention_sass``' kernels and ptxas -v)."""
+    unit), O (``head_dim / 2``) and P's fragments (``block_n / 4``) at once; with the trip emitted twice,
+    ptxas 13.0 spills on the larger tiles (causal 128 x 128 at head_dim 128: 16 / 28 bytes stored / loaded;
+    128 x 192 at 64: 20 / 28) and not with one loop, so past 136 accumulator registers (128 x 96 at head_dim
+    128, 128 x 128 at 64) the kernel keeps one loop with the mask behind a branch."""
     return block_n // 2 + head_dim // 2 + block_n // 4 <= SPLIT_LOOP_REGISTERS
 
 

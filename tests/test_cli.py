@@ -46,6 +46,39 @@ def test_compile_resources_with_comptime(tmp_path):
     assert "shared_bytes=2048" in result.stdout
 
 
+EARLY_READ = """
+import cubepy as cp
+from cubepy import UNIT_POS, Array, LocalArray, SharedMemory, cube, f32
+
+
+@cube(launch=True)
+def early_read(out: Array[f32]):
+    tile = SharedMemory[cp.f16](64 * 64, alignment=1024)
+    for i in range(UNIT_POS, 64 * 64, 128):
+        tile[i] = cp.f16(0.0)
+    cp.sync_cube()
+    acc = LocalArray[f32](32)
+    for i in cp.unroll(range(32)):
+        acc[i] = f32(0.0)
+    desc = cp.wgmma_descriptor(tile, 16, 1024, "128B")
+    cp.wgmma_fence()
+    cp.wgmma_mma_async(acc, desc, desc, shape=(64, 64, 16), elem=cp.f16)
+    cp.wgmma_commit_group()
+    out[UNIT_POS] = acc[0]  # read while the wgmma may still write it: ptxas waits here of its own accord
+    cp.wgmma_wait_group(0)
+    out[UNIT_POS + 128] = acc[1]
+"""
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not found")
+def test_compile_prints_the_synchronization_ptxas_adds(tmp_path):
+    (tmp_path / "early.py").write_text(EARLY_READ)
+    result = _cubepy("compile", "early.py:early_read", "--cube-dim", "128", "--emit", "resources", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("cubepy compile: ptxas: ")]
+    assert len(notes) == 1 and "(C7517) warpgroup.wait is injected" in notes[0], result.stderr
+
+
 def test_compile_missing_comptime_is_a_clear_error(tmp_path):
     result = _cubepy("compile", str(ROOT / "examples/matmul_tiled.py") + ":matmul", cwd=tmp_path)
     assert result.returncode != 0

@@ -24,7 +24,10 @@ from cubepy.ir import KernelDefinition, format_kernel, verify
 DUMP_STAGES = ("ir", "passes", "llvm", "ptx", "resources")
 
 
-PERFORMANCE_LOSS = "Potential Performance Loss"  # how ptxas starts a note on code it could not make fast
+# How ptxas words a note on code it could not make as fast as written: a "Potential Performance Loss"
+# (C7508 setmaxnreg ignored, C7512/C7514 wgmma serialized), or a synchronization it added of its own
+# (C7517 warpgroup.wait before a register a wgmma may still write, C7519 warpgroup.arrive after one).
+PERFORMANCE_NOTES = ("Potential Performance Loss", " is injected ")
 
 
 @attrs.frozen
@@ -54,11 +57,13 @@ class CompiledKernel:
 
     @property
     def performance_notes(self) -> tuple[str, ...]:
-        """ptxas's "Potential Performance Loss" notes (a ``setmaxnreg`` it ignored, ``wgmma`` it serialized):
-        the kernel runs, slower than written; empty when ptxas did not run or had nothing to say."""
+        """ptxas's notes on what it could not make as fast as written: a ``setmaxnreg`` it ignored, ``wgmma``s it
+        serialized, a ``warpgroup.wait``/``arrive`` it injected.  The kernel runs, slower than written; empty
+        when ptxas did not run or had nothing to say."""
         if not self.ptxas_log:
             return ()
-        return tuple(line.split(":", 1)[1].strip() for line in self.ptxas_log.splitlines() if PERFORMANCE_LOSS in line)
+        lines = self.ptxas_log.splitlines()
+        return tuple(line.split(":", 1)[1].strip() for line in lines if any(n in line for n in PERFORMANCE_NOTES))
 
     def dump(self, directory: str | os.PathLike[str], stages: Collection[str] = DUMP_STAGES) -> list[Path]:
         """Write the chosen stages to ``directory/<name>/``; returns the files written.

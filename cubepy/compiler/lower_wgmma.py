@@ -24,13 +24,14 @@ from __future__ import annotations
 import weakref
 from typing import cast
 
+import attrs
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import KernelLowering, lowers, unsigned_index
 from cubepy.errors import CompileError
-from cubepy.ir import BF16, E4M3, E5M2, F16, F32, Instruction, KernelDefinition, Type, Variable, VarKind, ops, walk
-from cubepy.ir.scope import child_scopes
+from cubepy.ir import BF16, E4M3, E5M2, F16, F32, Instruction, KernelDefinition, Type, Variable, VarKind, ops
+from cubepy.ir.scope import Scope, child_scopes
 
 WGMMA_SM = 90
 _FLOAT = ir.FloatType()
@@ -64,18 +65,58 @@ def _store_elements(lw: KernelLowering, var: Variable, values: list[ir.Value]) -
         b.store(value, b.gep(base, [ir.Constant(lt.I32, i)], source_etype=item))
 
 
+@attrs.frozen
+class _PinnedOperands:
+    """The registers the sync instructions of one kernel pin: every wgmma accumulator (in program order), and
+    for each ``wgmma_fence`` (by instruction id) the register A operands of the wgmmas that follow it in its
+    scope before the next fence.  Found in one walk of the kernel, on its first sync instruction."""
+
+    accumulators: tuple[Variable, ...]
+    fragments_after_fence: dict[int, tuple[Variable, ...]]
+
+
+def _find_pinned_operands(definition: KernelDefinition) -> _PinnedOperands:
+    accumulators: dict[int, Variable] = {}
+    fragments: dict[int, dict[int, Variable]] = {}
+
+    def visit(scope: Scope) -> None:
+        after_fence: dict[int, Variable] | None = None
+        for inst in scope.instructions:
+            op = inst.operation
+            if isinstance(op, ops.WgmmaFence):
+                after_fence = fragments.setdefault(id(inst), {})
+            elif isinstance(op, ops.WgmmaMmaAsync):
+                accumulators.setdefault(op.d.id, op.d)
+                if op.a.kind is VarKind.LOCAL_ARRAY and after_fence is not None:
+                    after_fence.setdefault(op.a.id, op.a)
+            for child in child_scopes(op):
+                visit(child)
+
+    visit(definition.body)
+    return _PinnedOperands(
+        tuple(accumulators.values()), {fence: tuple(found.values()) for fence, found in fragments.items()}
+    )
+
+
+_PINNED: weakref.WeakKeyDictionary[KernelLowering, _PinnedOperands] = weakref.WeakKeyDictionary()
+
+
+def _pinned_operands(lw: KernelLowering) -> _PinnedOperands:
+    """The kernel's ``_PinnedOperands``, found once per lowering."""
+    found = _PINNED.get(lw)
+    if found is None:
+        found = _PINNED[lw] = _find_pinned_operands(lw.definition)
+    return found
+
+
 def _fence_accumulators(lw: KernelLowering) -> None:
     """Read and rewrite every wgmma accumulator of the kernel through an empty volatile asm."""
-    seen: set[int] = set()
-    for inst in walk(lw.definition.body):
-        op = inst.operation
-        if isinstance(op, ops.WgmmaMmaAsync) and op.d.id not in seen:
-            seen.add(op.d.id)
-            values = _load_elements(lw, op.d)
-            count = len(values)
-            constraint = ",".join(["=f"] * count + [str(i) for i in range(count)])
-            result = _asm(lw, ir.LiteralStructType([_FLOAT] * count), "", constraint, values)
-            _store_elements(lw, op.d, [lw.builder.extract_value(result, i) for i in range(count)])
+    for accumulator in _pinned_operands(lw).accumulators:
+        values = _load_elements(lw, accumulator)
+        count = len(values)
+        constraint = ",".join(["=f"] * count + [str(i) for i in range(count)])
+        result = _asm(lw, ir.LiteralStructType([_FLOAT] * count), "", constraint, values)
+        _store_elements(lw, accumulator, [lw.builder.extract_value(result, i) for i in range(count)])
 
 
 def lower_descriptor(lw: KernelLowering, inst: Instruction) -> None:
@@ -162,28 +203,6 @@ def _sync_asm(lw: KernelLowering, text: str) -> None:
     _fence_accumulators(lw)
 
 
-def _fragments_after_fences(definition: KernelDefinition) -> dict[int, list[Variable]]:
-    """For each ``wgmma_fence`` (by instruction id), the register A operands of the wgmmas that follow it in
-    its scope before the next fence."""
-    found: dict[int, list[Variable]] = {}
-    scopes = [definition.body]
-    while scopes:
-        scope = scopes.pop()
-        current: list[Variable] | None = None
-        for inst in scope.instructions:
-            op = inst.operation
-            scopes.extend(child_scopes(op))
-            if isinstance(op, ops.WgmmaFence):
-                current = found.setdefault(id(inst), [])
-            elif isinstance(op, ops.WgmmaMmaAsync) and op.a.kind is VarKind.LOCAL_ARRAY and current is not None:
-                if all(var.id != op.a.id for var in current):
-                    current.append(op.a)
-    return found
-
-
-_FENCED: weakref.WeakKeyDictionary[KernelLowering, dict[int, list[Variable]]] = weakref.WeakKeyDictionary()
-
-
 def _pin_fragments(lw: KernelLowering, fragment: Variable) -> None:
     """Pack A's registers (``_a_registers``) and pass them through an empty volatile asm, storing the result
     back: their conversions and packing then happen before the fence that follows, not between it and the
@@ -209,9 +228,7 @@ def _pin_fragments(lw: KernelLowering, fragment: Variable) -> None:
 def lower_fence(lw: KernelLowering, inst: Instruction) -> None:
     """``wgmma.fence.sync.aligned``, after pinning the register A operands of the wgmmas it precedes."""
     _require_sm90a(lw)
-    if lw not in _FENCED:
-        _FENCED[lw] = _fragments_after_fences(lw.definition)
-    for fragment in _FENCED[lw].get(id(inst), ()):
+    for fragment in _pinned_operands(lw).fragments_after_fence.get(id(inst), ()):
         _pin_fragments(lw, fragment)
     _sync_asm(lw, "wgmma.fence.sync.aligned;")
 

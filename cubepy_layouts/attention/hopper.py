@@ -119,8 +119,9 @@ def split_masked_loop(head_dim: int, block_n: int) -> bool:
     """Whether the masked key blocks get a loop of their own.  A consumer holds S (``block_n / 2`` f32 per
     unit), O (``head_dim / 2``) and P's fragments (``block_n / 4``) at once; with the trip emitted twice,
     ptxas 13.0 spills on the larger tiles (causal 128 x 128 at head_dim 128: 16 / 28 bytes stored / loaded;
-    128 x 192 at 64: 20 / 28) and not with one loop, so past 136 accumulator registers (128 x 96 at head_dim
-    128, 128 x 128 at 64) the kernel keeps one loop with the mask behind a branch."""
+    128 x 192 at 64: 20 / 28) and not with one loop, so past 136 accumulator registers the kernel keeps one
+    loop with the mask behind a branch (the largest tiles within 136: 128 x 96 at head_dim 128, 128 x 128 at
+    64)."""
     return block_n // 2 + head_dim // 2 + block_n // 4 <= SPLIT_LOOP_REGISTERS
 
 
@@ -154,15 +155,20 @@ class ConsumerTile:
     group: Any  # the warpgroup index (a runtime value)
     consumers: Any  # 1, or 2 taking turns (ping-pong)
 
+    @property
+    def pingpong(self) -> bool:
+        """Whether two consumer warpgroups take turns issuing their wgmmas."""
+        return self.consumers == 2
+
     def wait_turn(self) -> None:
         """Ping-pong: wait until it is this warpgroup's turn to issue wgmmas (named barrier TURN_BARRIER + group,
         completed by the other warpgroup's hand-over); nothing with one consumer warpgroup."""
-        if self.consumers == 2:
+        if self.pingpong:
             cp.named_barrier_sync(TURN_BARRIER + self.group, 2 * WARPGROUP)
 
     def hand_turn(self) -> None:
         """Ping-pong: give the turn to the other consumer warpgroup, without waiting."""
-        if self.consumers == 2:
+        if self.pingpong:
             cp.named_barrier_arrive(TURN_BARRIER + 1 - self.group, 2 * WARPGROUP)
 
     def issue_scores(self, s_acc, q_tile, k_ring, stage) -> None:
@@ -333,8 +339,7 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
             # Ping-pong (two consumer warpgroups): each issues its wgmmas only on its turn (named barrier
             # TURN_BARRIER + group) and hands the turn on once they are issued, so one warpgroup's softmax
             # runs while the other's wgmmas use the tensor cores.  Warpgroup 0 has the first turn.
-            pingpong = consumers == 2
-            if pingpong:
+            if tile.pingpong:
                 if group == 1:
                     cp.named_barrier_arrive(TURN_BARRIER, 2 * WARPGROUP)
             q_full.wait_parity(0)
@@ -361,9 +366,8 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
             unmasked_end = cp.min(n_blocks, seq_k // block_n)
             if causal:
                 unmasked_end = cp.min(unmasked_end, (row0 + 1) // block_n)
-            split = split_loops
-            for masked in cp.unroll((False, True) if split else (True,)):
-                lo = cp.max(unmasked_end, u32(1)) if masked and split else u32(1)  # block 0 was trip 0
+            for masked in cp.unroll((False, True) if split_loops else (True,)):
+                lo = cp.max(unmasked_end, u32(1)) if masked and split_loops else u32(1)  # block 0 was trip 0
                 hi = n_blocks if masked else unmasked_end
                 for round_start in range(lo // stages * stages, hi, stages):
                     parity = (round_start // stages) % 2
@@ -392,7 +396,7 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
                                 k_empty[s].arrive()
                             if prescale:
                                 tile.scale(s_acc, scale_log2)
-                            if split:
+                            if split_loops:
                                 if masked:
                                     _mask_scores(s_acc, unit, j * block_n, row0, seq_k, block_n, causal)
                             elif j >= unmasked_end:  # one loop: the mask behind a branch
@@ -413,7 +417,7 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
             cp.wgmma_fence()
             tile.issue_values(o_acc, p_frags, v_ring, last_stage)
             cp.wgmma_commit_group()
-            if pingpong:
+            if tile.pingpong:
                 if group == 0:  # warpgroup 1's last turn hands nothing on
                     cp.named_barrier_arrive(TURN_BARRIER + 1, 2 * WARPGROUP)
             cp.wgmma_wait_group(0)

@@ -70,7 +70,7 @@ def lower_barrier_arrive_cluster(lw: KernelLowering, inst: Instruction) -> None:
     """One arrival on the peer's copy of the barrier."""
     op = cast(ops.BarrierArriveCluster, inst.operation)
     b = lw.builder
-    address = b.ptrtoint(_barrier(lw, op.barrier), lt.I32)  # a 32-bit shared::cta address
+    address = b.ptrtoint(_barrier(lw, op), lt.I32)  # a 32-bit shared::cta address
     asm = ir.InlineAsm(ir.FunctionType(lt.VOID, [lt.I32, lt.I32]), _REMOTE_ARRIVE, "r,r,~{memory}", side_effect=True)
     b.call(asm, [address, as_u32(lw, lw.value(op.rank), op.rank)])
 

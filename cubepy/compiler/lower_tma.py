@@ -3,8 +3,9 @@
 Every form uses LLVM 22's intrinsic signatures (measured forms, accepted by ptxas for
 sm_90a with PTX 8.0):
 
-* a barrier is an ``i64`` ``addrspace(3)`` global (declared by the driver); ``barrier_init`` is
-  ``mbarrier.init`` on the elected units, ``fence.proxy.async.shared::cta`` so TMA sees the
+* a barrier is an ``i64`` ``addrspace(3)`` global (declared by the driver), an array of n barriers an
+  ``[n x i64]`` one whose element an operation's ``index`` picks by address; ``barrier_init`` is
+  ``mbarrier.init`` (of each element) on the elected units, ``fence.proxy.async.shared::cta`` so TMA sees the
   initialised barrier, then ``bar.sync 0`` so every unit does (CubeCL's CUDA back end does the same);
 * waits are ``mbarrier.try_wait{.parity}`` loops (the instruction may time out and return false);
 * loads are ``cp.async.bulk.tensor.Nd.shared::cluster.global.{tile,im2col}.mbarrier::complete_tx::bytes``
@@ -29,11 +30,17 @@ _I16 = ir.IntType(16)
 _FALSE = ir.Constant(lt.I1, 0)
 
 
-def _barrier(lw: KernelLowering, var: Variable) -> ir.Value:
+def _barrier(lw: KernelLowering, op: ops.Operation) -> ir.Value:
+    """The shared address of the barrier ``op`` names: its ``barrier``, element ``index`` of an array."""
+    var: Variable = op.barrier  # type: ignore[attr-defined]
     try:
-        return lw.memories[(VarKind.BARRIER, var.id)]
+        base = lw.memories[(VarKind.BARRIER, var.id)]
     except KeyError:
         raise CompileError(f"{var!r} is not declared in the kernel's barriers") from None
+    index = getattr(op, "index", None)
+    if index is None:
+        return base
+    return lw.builder.gep(base, [unsigned_index(lw, lw.value(index), index)], source_etype=lt.I64)
 
 
 def _u32(lw: KernelLowering, var: Variable) -> ir.Value:
@@ -63,14 +70,17 @@ def _wait_loop(lw: KernelLowering, try_wait: Callable[[], ir.Value]) -> None:
 
 # -- barriers ------------------------------------------------------------------------------------------
 def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
-    """Elected units: mbarrier.init + fence.proxy.async; then bar.sync 0 for the whole cube."""
+    """Elected units: mbarrier.init (of every element of an array) + fence.proxy.async; then bar.sync 0 for the whole cube."""
     op = cast(ops.BarrierInit, inst.operation)
     b = lw.builder
-    bar = _barrier(lw, op.barrier)
+    bar = _barrier(lw, op)
     init, join = lw.new_block("mbarrier.init"), lw.new_block("mbarrier.ready")
     b.cbranch(lw.value(op.is_elected), init, join)
     b.position_at_end(init)
-    lw.call("llvm.nvvm.mbarrier.init.shared", lt.VOID, [bar, _u32(lw, op.arrival_count)])
+    count = _u32(lw, op.arrival_count)
+    for element in range(op.barrier.length or 1):  # every barrier of an array
+        address = bar if element == 0 else b.gep(bar, [ir.Constant(lt.I64, element)], source_etype=lt.I64)
+        lw.call("llvm.nvvm.mbarrier.init.shared", lt.VOID, [address, count])
     lw.call("llvm.nvvm.fence.proxy.async.shared_cta", lt.VOID, [])
     b.branch(join)
     b.position_at_end(join)
@@ -80,13 +90,13 @@ def lower_barrier_init(lw: KernelLowering, inst: Instruction) -> None:
 def lower_barrier_arrive(lw: KernelLowering, inst: Instruction) -> None:
     """token = mbarrier.arrive.shared.b64."""
     op = cast(ops.BarrierArrive, inst.operation)
-    lw.define(inst.out, lw.call("llvm.nvvm.mbarrier.arrive.shared", lt.I64, [_barrier(lw, op.barrier)]))
+    lw.define(inst.out, lw.call("llvm.nvvm.mbarrier.arrive.shared", lt.I64, [_barrier(lw, op)]))
 
 
 def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """token = mbarrier.arrive.expect_tx (one arrival), else expect_tx followed by an arrive of ``count``."""
     op = cast(ops.BarrierArriveExpectTx, inst.operation)
-    bar = _barrier(lw, op.barrier)
+    bar = _barrier(lw, op)
     tx_bytes = _u32(lw, op.tx_bytes)
     if op.arrivals.is_constant and op.arrivals.value == 1:
         token = lw.call("llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta", lt.I64, [bar, tx_bytes])
@@ -100,22 +110,20 @@ def lower_barrier_arrive_expect_tx(lw: KernelLowering, inst: Instruction) -> Non
 def lower_barrier_expect_tx(lw: KernelLowering, inst: Instruction) -> None:
     """mbarrier.expect_tx."""
     op = cast(ops.BarrierExpectTx, inst.operation)
-    lw.call(
-        "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", lt.VOID, [_barrier(lw, op.barrier), _u32(lw, op.tx_bytes)]
-    )
+    lw.call("llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", lt.VOID, [_barrier(lw, op), _u32(lw, op.tx_bytes)])
 
 
 def lower_barrier_wait(lw: KernelLowering, inst: Instruction) -> None:
     """Spin on mbarrier.try_wait with the arrival's state token."""
     op = cast(ops.BarrierWait, inst.operation)
-    bar, token = _barrier(lw, op.barrier), lw.value(op.token)
+    bar, token = _barrier(lw, op), lw.value(op.token)
     _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.scope.cta.space.cta", lt.I1, [bar, token]))
 
 
 def lower_barrier_wait_parity(lw: KernelLowering, inst: Instruction) -> None:
     """Spin on mbarrier.try_wait.parity."""
     op = cast(ops.BarrierWaitParity, inst.operation)
-    bar = _barrier(lw, op.barrier)
+    bar = _barrier(lw, op)
     parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
     _wait_loop(lw, lambda: lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [bar, parity]))
 
@@ -124,7 +132,7 @@ def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None
     """out = mbarrier.try_wait.parity.shared::cta.b64 (one test; false may also mean it timed out)."""
     op = cast(ops.BarrierTryWaitParity, inst.operation)
     parity = lw.builder.and_(_u32(lw, op.phase), ir.Constant(lt.I32, 1))
-    done = lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [_barrier(lw, op.barrier), parity])
+    done = lw.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", lt.I1, [_barrier(lw, op), parity])
     lw.define(inst.out, done)
 
 
@@ -132,7 +140,7 @@ def lower_barrier_try_wait_parity(lw: KernelLowering, inst: Instruction) -> None
 def _load_prefix(lw: KernelLowering, op: ops.TmaLoad | ops.TmaLoadIm2col) -> list[ir.Value]:
     dst = lw.builder.addrspacecast(_shared_address(lw, op.smem, op.offset), CLUSTER_SHARED_PTR)
     coords = [_u32(lw, c) for c in op.coords]
-    return [dst, _barrier(lw, op.barrier), _tensor_map(lw, op.tensor_map), *coords]
+    return [dst, _barrier(lw, op), _tensor_map(lw, op.tensor_map), *coords]
 
 
 # cta_mask i16, cache_hint i64, use_cta_mask i1, use_cache_hint i1, cta_group i32 (0: none on sm_90)

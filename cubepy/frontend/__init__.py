@@ -27,7 +27,7 @@ from cubepy.frontend import cmma, hooks
 from cubepy.frontend import intrinsics as _intrinsics
 from cubepy.frontend.async_copy import Pipeline, async_commit_group, async_wait_group, memcpy_async
 from cubepy.frontend.atomics import Atomic, AtomicRef
-from cubepy.frontend.barrier import Barrier, BarrierExpand
+from cubepy.frontend.barrier import Barrier, BarrierArrayExpand, BarrierExpand
 from cubepy.frontend.buffer_launch import Array, BufferCompilationArg, Tensor
 from cubepy.frontend.builtins import (
     ABSOLUTE_POS,
@@ -284,6 +284,7 @@ __all__ = [
     "plane_shuffle_down",
     # TMA and asynchronous barriers
     "Barrier",
+    "BarrierArrayExpand",
     "BarrierExpand",
     "tma_store_1d",
     "tma_store_2d",

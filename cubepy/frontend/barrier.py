@@ -7,6 +7,11 @@ every expected transaction byte have come in; ``arrive`` returns a token naming 
 ``wait``, ``wait_parity(p)`` waits for the phase of parity ``p`` and ``try_wait_parity(p)`` tests it.
 TMA loads are methods of the barrier they complete on; coordinates are given outermost first, as
 everywhere in cubepy's API.
+
+``Barrier.shared_array(count, arrival_count, is_elected)`` declares ``count`` barriers at once (one IR
+variable, initialised together behind one cube synchronisation); ``bars[i]`` is the barrier of element ``i``,
+where ``i`` may be a run-time value (a pipeline's stage ``k % stages``): the operations then name their
+barrier by address, with no switch over the stages.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
 
 _U32 = Type(ir.U32)
+MAX_BARRIER_ARRAY = 1024  # elements; 8 KiB of shared memory, far more than a pipeline's stages
 
 
 def _u32(value: Any, what: str) -> ir.Variable:
@@ -29,37 +35,40 @@ def _u32(value: Any, what: str) -> ir.Variable:
 
 
 class BarrierExpand:
-    """A barrier inside a kernel (its BARRIER variable)."""
+    """A barrier inside a kernel (its BARRIER variable; ``index``: its element of an array of barriers)."""
 
-    __slots__ = ("var",)
+    __slots__ = ("index", "var")
 
-    def __init__(self, var: ir.Variable) -> None:
+    def __init__(self, var: ir.Variable, index: ir.Variable | None = None) -> None:
         self.var = var
+        self.index = index
 
     # -- arrivals and waits -------------------------------------------------------------------
     def arrive(self) -> ExpandElement:
         """Arrive once; the token of the current phase (for ``wait``)."""
-        return operations.emit(irops.BarrierArrive(self.var), irops.tma.TOKEN_TYPE)
+        return operations.emit(irops.BarrierArrive(self.var, index=self.index), irops.tma.TOKEN_TYPE)
 
     def arrive_and_expect_tx(self, arrivals: Any, tx_bytes: Any) -> ExpandElement:
         """Expect ``tx_bytes`` more transaction bytes in this phase, then arrive ``arrivals`` times; a token."""
-        op = irops.BarrierArriveExpectTx(self.var, _u32(arrivals, "arrivals"), _u32(tx_bytes, "transaction bytes"))
+        op = irops.BarrierArriveExpectTx(
+            self.var, _u32(arrivals, "arrivals"), _u32(tx_bytes, "transaction bytes"), index=self.index
+        )
         return operations.emit(op, irops.tma.TOKEN_TYPE)
 
     def expect_tx(self, tx_bytes: Any) -> None:
         """Expect ``tx_bytes`` more transaction bytes in the current phase, without arriving."""
-        current_scope().append(irops.BarrierExpectTx(self.var, _u32(tx_bytes, "transaction bytes")))
+        current_scope().append(irops.BarrierExpectTx(self.var, _u32(tx_bytes, "transaction bytes"), index=self.index))
 
     def wait(self, token: Any) -> None:
         """Wait until the phase ``token`` was taken in has completed."""
         element = operations.as_element(token, "barrier token")
         if element.type != irops.tma.TOKEN_TYPE:
             source.fail(f"bar.wait expects the token returned by arrive, got a value of type {element.type!r}")
-        current_scope().append(irops.BarrierWait(self.var, element.var))
+        current_scope().append(irops.BarrierWait(self.var, element.var, index=self.index))
 
     def wait_parity(self, phase: Any) -> None:
         """Wait until the phase of parity ``phase`` (0 or 1) has completed."""
-        current_scope().append(irops.BarrierWaitParity(self.var, _u32(phase, "phase parity")))
+        current_scope().append(irops.BarrierWaitParity(self.var, _u32(phase, "phase parity"), index=self.index))
 
     def try_wait_parity(self, phase: Any) -> ExpandElement:
         """Whether the phase of parity ``phase`` (0 or 1) has completed (PTX ``mbarrier.try_wait.parity``).
@@ -67,7 +76,7 @@ class BarrierExpand:
         It may give False after a time-out even on a GPU, so wait with a loop:
         ``while not bar.try_wait_parity(p): pass``.
         """
-        op = irops.BarrierTryWaitParity(self.var, _u32(phase, "phase parity"))
+        op = irops.BarrierTryWaitParity(self.var, _u32(phase, "phase parity"), index=self.index)
         return operations.emit(op, Type(ir.BOOL))
 
     def arrive_and_wait(self) -> None:
@@ -83,7 +92,8 @@ class BarrierExpand:
         memory, offset, length = shared_operand(smem, tmap, f"tma_load_{rank}d")
         driver = signed_coordinates(coords[::-1], f"tma_load_{rank}d coordinate")
         mask = None if multicast is None else _u32(multicast, "multicast mask")
-        current_scope().append(irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank, mask))
+        load = irops.TmaLoad(self.var, tmap.var, memory, offset, length, driver, rank, mask, index=self.index)
+        current_scope().append(load)
 
     def tma_load_1d(self, tensor_map: Any, smem: Any, x: Any, *, multicast: Any = None) -> None:
         """Load the 1-D box at ``x`` into ``smem`` through TMA, completing on this barrier.
@@ -114,7 +124,7 @@ class BarrierExpand:
     def arrive_cluster(self, rank: Any) -> None:
         """Arrive once on this barrier's copy in the cluster's cube ``rank`` (PTX ``mapa`` +
         ``mbarrier.arrive.release.cluster.shared::cluster``): a consumer freeing a stage a peer multicasts into."""
-        current_scope().append(irops.BarrierArriveCluster(self.var, _u32(rank, "cube rank")))
+        current_scope().append(irops.BarrierArriveCluster(self.var, _u32(rank, "cube rank"), index=self.index))
 
     def _im2col(self, rank: int, tensor_map: Any, smem: Any, coords: tuple[Any, ...], offsets: tuple[Any, ...]) -> None:
         name = f"tma_load_im2col_{rank}d"
@@ -123,7 +133,8 @@ class BarrierExpand:
         memory, offset, length = shared_operand(smem, tmap, name)
         driver = signed_coordinates(coords[::-1], f"{name} coordinate")
         offs = tuple(_offset(value, f"{name} offset") for value in offsets[::-1])
-        current_scope().append(irops.TmaLoadIm2col(self.var, tmap.var, memory, offset, length, driver, offs, rank))
+        load = irops.TmaLoadIm2col(self.var, tmap.var, memory, offset, length, driver, offs, rank, index=self.index)
+        current_scope().append(load)
 
     def tma_load_im2col_3d(self, tensor_map: Any, smem: Any, n: Any, w: Any, c: Any, w_offset: Any) -> None:
         """Im2col load for NWC: pixels from filter base ``w`` of image ``n``, channels from ``c``."""
@@ -152,11 +163,43 @@ class BarrierExpand:
         self._im2col(5, tensor_map, smem, (n, d, h, w, c), (d_offset, h_offset, w_offset))
 
     def __repr__(self) -> str:
-        return f"<barrier {self.var!r}>"
+        return f"<barrier {self.var!r}>" if self.index is None else f"<barrier {self.var!r}[{self.index!r}]>"
+
+
+class BarrierArrayExpand:
+    """``count`` barriers declared together; ``bars[i]`` is element ``i`` (a Python int or a run-time integer)."""
+
+    __slots__ = ("count", "var")
+
+    def __init__(self, var: ir.Variable, count: int) -> None:
+        self.var = var
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: Any) -> BarrierExpand:
+        """Element ``index``: a Python int is checked against the array now, a run-time index by every runtime."""
+        if operations.is_number(index):
+            if isinstance(index, bool) or not isinstance(index, int):
+                source.fail(f"a barrier array is indexed by an integer, got {index!r}")
+            if not -self.count <= index < self.count:
+                source.fail(f"barrier index {index} is outside an array of {self.count} barriers")
+            return BarrierExpand(self.var, operations.literal(index % self.count, ir.U32).var)
+        element = operations.as_element(index, "barrier index")
+        if not element.elem.is_int or element.type.line != 1:
+            source.fail(f"a barrier array is indexed by a scalar integer, got {element.type!r}")
+        return BarrierExpand(self.var, _u32(element, "barrier index"))
+
+    def __iter__(self) -> Any:
+        return (self[k] for k in range(self.count))
+
+    def __repr__(self) -> str:
+        return f"<barrier array {self.var!r} x {self.count}>"
 
 
 class Barrier:
-    """``cp.Barrier.shared(arrival_count, is_elected)``: a cube-wide mbarrier."""
+    """``cp.Barrier.shared(arrival_count, is_elected)``: a cube-wide mbarrier; ``shared_array`` declares several."""
 
     @staticmethod
     def shared(arrival_count: Any, is_elected: Any) -> BarrierExpand:
@@ -167,6 +210,19 @@ class Barrier:
         elected = operations.to_bool(is_elected).var
         current_scope().append(irops.BarrierInit(var, count, elected))
         return BarrierExpand(var)
+
+    @staticmethod
+    def shared_array(count: Any, arrival_count: Any, is_elected: Any) -> BarrierArrayExpand:
+        """Declare ``count`` barriers (a Python int), each for ``arrival_count`` arrivals; units where
+        ``is_elected`` holds initialise all of them, then the cube synchronises once."""
+        state = require_state("cp.Barrier.shared_array")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_BARRIER_ARRAY:
+            source.fail(f"cp.Barrier.shared_array: count must be an int in [1, {MAX_BARRIER_ARRAY}], got {count!r}")
+        var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, count)
+        arrivals = _u32(arrival_count, "arrival_count")
+        elected = operations.to_bool(is_elected).var
+        current_scope().append(irops.BarrierInit(var, arrivals, elected))
+        return BarrierArrayExpand(var, count)
 
 
 def _tensor_map(value: Any, what: str) -> TensorMapExpand:

@@ -21,7 +21,12 @@ _ONE_BODY = frozenset({"if", "loop", "range_loop"})  # branch operations that ow
 
 
 def _format_operation(operation: Operation) -> str:
-    operands = ", ".join(format_variable(v) for v in operation.operands())
+    texts = [format_variable(v) for v in operation.operands()]
+    element = getattr(operation, "index", None)
+    if element is not None and getattr(operation, "barrier", None) is not None:
+        # an element of a barrier array: the barrier (first operand) is written with its index (the last)
+        texts = [f"{texts[0]}[{texts[-1]}]", *texts[1:-1]]
+    operands = ", ".join(texts)
     attrs_ = operation.attributes()
     text = operation.name + (" " + operands if operands else "")
     if attrs_:
@@ -136,7 +141,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
     for var in kernel.local_arrays:
         lines.append(f"  {_format_memory(var)}")
     for var in kernel.barriers:
-        lines.append(f"  {format_variable(var)}: barrier")
+        count = var.length or 1
+        lines.append(f"  {format_variable(var)}: barrier" + (f" x {count}" if count > 1 else ""))
     for table in kernel.const_tables:
         lines.append(f"  {format_const_table(table)}")
     lines.append("{")

@@ -337,6 +337,9 @@ def verify(kernel: KernelDefinition) -> None:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")
         if var.alignment is not None and var.alignment & (var.alignment - 1):
             checker.fail("bad-memory-decl", None, f"{var!r} alignment {var.alignment} is not a power of two")
+    for var in kernel.barriers:
+        if var.length is not None and var.length < 1:
+            checker.fail("bad-memory-decl", None, f"{var!r} is an array of {var.length} barriers, expected at least 1")
     _check_const_tables(checker, kernel.const_tables)
     if any(d < 1 for d in kernel.cube_dim):
         checker.fail("bad-param", None, f"cube_dim {kernel.cube_dim} has a zero dimension")

@@ -94,4 +94,6 @@ def test_wide_vectors_reach_the_optimized_code():
         with config.override(CUBEPY_CPU_WIDE_VECTORS=wide):
             widths[wide] = compile_host(definition).llvm_opt
     assert "<16 x float>" in widths[True]
-    assert "<16 x float>" not in widths[False] and "<8 x float>" in widths[False]
+    if "<16 x float>" in widths[False]:  # e.g. AMD's Zen 4: no prefer-256-bit tuning to undo
+        pytest.skip(f"LLVM's own tuning for {_machine_spec(False)[1]} already prefers 512-bit vectors")
+    assert "<8 x float>" in widths[False]

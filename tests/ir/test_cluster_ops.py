@@ -78,3 +78,16 @@ def test_multicast_mask_type():
     load = o.TmaLoad(BAR, tmap, SMEM, constant(0, U32), constant(64, U32), (constant(0, I32),), 1, constant(1, I32))
     k = kernel([inst(None, load)], [ir.Param(tmap, "m", "tensor_map")], barriers=(BAR,), shared_memories=(SMEM,))
     assert "multicast mask" in _expect("tma-operand-type", k)
+
+
+def test_remote_arrival_on_an_array_needs_an_index_within_it():
+    bars = Variable(VarKind.BARRIER, 0, U64, length=2)
+
+    def arrays(body):
+        return kernel(body, [], shared_memories=(SMEM,), barriers=(bars,))
+
+    body = [inst(None, o.BarrierArriveCluster(bars, constant(0, U32)))]
+    assert "name the element by an index" in _expect("barrier-index", arrays(body))
+    body = [inst(None, o.BarrierArriveCluster(bars, constant(0, U32), index=constant(2, U32)))]
+    assert "outside" in _expect("barrier-index", arrays(body))
+    verify(arrays([inst(None, o.BarrierArriveCluster(bars, constant(0, U32), index=constant(1, U32)))]))

@@ -115,6 +115,7 @@ def test_every_op_has_its_stable_name_and_text_form():
 def test_rules_are_listed():
     assert set(TMA_RULES) == {
         "not-barrier",
+        "barrier-index",
         "not-tensor-map",
         "not-shared",
         "tma-rank",
@@ -181,3 +182,58 @@ def test_bad_out_on_a_copy():
 
 def test_missing_token():
     _expect("missing-out", [_init(), inst(None, o.BarrierArrive(BAR))])
+
+
+# -- arrays of barriers ----------------------------------------------------------------------------------
+BARS = Variable(VarKind.BARRIER, 1, U64, length=4)
+
+
+def _array_init():
+    return inst(None, o.BarrierInit(BARS, _u32(1), constant(True, BOOL)))
+
+
+def test_an_array_element_is_printed_with_its_index_and_the_array_with_its_count():
+    ids = Ids()
+    stage, token = ids.const(U32), ids.const(U64)
+    body = [
+        _array_init(),
+        inst(token, o.BarrierArrive(BARS, index=stage)),
+        inst(None, o.BarrierWaitParity(BARS, _u32(0), index=_u32(3))),
+        inst(None, o.TmaLoad(BARS, TMAP, SMEM, _u32(0), _u32(512), (_i32(8), _i32(0)), 2, index=stage)),
+    ]
+    k = _kernel([inst(stage, o.Cast(_u32(2))), *body], barriers=(BARS,))
+    verify(k)
+    text = format_kernel(k)
+    assert "  barrier[1]: barrier x 4" in text
+    for line in (
+        "barrier_init barrier[1], 1u32, true",
+        "%1: u64 = barrier_arrive barrier[1][%0]",
+        "barrier_wait_parity barrier[1][3u32], 0u32",
+        "tma_load barrier[1][%0], tmap[0], shared[0], 0u32, 512u32, 8i32, 0i32 {rank=2}",
+    ):
+        assert line in text, line
+
+
+def test_barrier_index_an_array_element_needs_an_index():
+    token = Ids().const(U64)
+    _expect("barrier-index", [_array_init(), inst(token, o.BarrierArrive(BARS))], barriers=(BARS,))
+
+
+def test_barrier_index_constant_outside_the_array():
+    op = o.BarrierWaitParity(BARS, _u32(0), index=_u32(4))
+    _expect("barrier-index", [_array_init(), inst(None, op)], barriers=(BARS,))
+
+
+def test_barrier_index_is_a_u32():
+    op = o.BarrierExpectTx(BARS, _u32(16), index=_i32(1))
+    _expect("barrier-index", [_array_init(), inst(None, op)], barriers=(BARS,))
+
+
+def test_a_single_barrier_takes_index_zero():
+    verify(_kernel([_init(), inst(None, o.BarrierWaitParity(BAR, _u32(0), index=_u32(0)))]))
+    _expect("barrier-index", [_init(), inst(None, o.BarrierWaitParity(BAR, _u32(0), index=_u32(1)))])
+
+
+def test_an_empty_barrier_array_is_a_bad_declaration():
+    empty = Variable(VarKind.BARRIER, 2, U64, length=0)
+    _expect("bad-memory-decl", [], barriers=(empty,))

@@ -137,7 +137,7 @@ def shared_layout(definition: KernelDefinition, lw: KernelLowering) -> tuple[dic
     end = -(-end // 8) * 8
     for var in definition.barriers:
         placed[(VarKind.BARRIER, var.id)] = end
-        end += BARRIER_ROW_BYTES
+        end += BARRIER_ROW_BYTES * (var.length or 1)  # an array's rows one after another
     named = (ops.NamedBarrierSync, ops.NamedBarrierArrive)
     if any(isinstance(inst.operation, named) for inst in walk(definition.body)):
         placed[NAMED_KEY] = end

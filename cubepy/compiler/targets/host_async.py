@@ -14,7 +14,8 @@ Copies complete when they are issued, as on the interp.  A wait that is not done
 (state ``AT_MBARRIER``, the call site in its ``published`` word) and tests again when the driver resumes
 it; the driver resumes waiting units after the barrier state changed (``CTX_EPOCH`` counts the calls that
 change it) and reports a deadlock when it did not.  A barrier's state is a ``mbarrier.ROW_BYTES`` row in
-its slot of the shared block, zeroed by the driver when a cube starts.
+its slot of the shared block, zeroed by the driver when a cube starts; an array of n barriers has n rows one
+after another, and an operation on one of its elements passes the element's index as its last operand.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ class HostCall:
     where: str  # "file:line: " or ""
     text: str  # the instruction, for error messages
     barrier: str = ""  # repr of the barrier variable
-    barrier_offset: int = -1  # its state row in the shared block
+    barrier_offset: int = -1  # its (first) state row in the shared block
+    barrier_count: int = 1  # the barriers of an array: rows one after another
+    indexed: bool = False  # the element's index is the last operand (an array's element)
     smem: str = ""  # repr of the shared memory a copy reads or writes
     smem_offset: int = 0
     smem_capacity: int = 0  # items
@@ -67,8 +70,16 @@ def _call(lw: KernelLowering, kind: str, inst: Instruction, operands: list[ir.Va
     target: HostTarget = lw.target  # type: ignore[assignment]
     op = inst.operation
     barrier = getattr(op, "barrier", None)
-    if barrier is not None:
-        static.update(barrier=repr(barrier), barrier_offset=target.placed[(VarKind.BARRIER, barrier.id)])
+    if barrier is not None and barrier.kind is VarKind.BARRIER:
+        static.update(
+            barrier=repr(barrier),
+            barrier_offset=target.placed[(VarKind.BARRIER, barrier.id)],
+            barrier_count=barrier.length or 1,
+        )
+        index = getattr(op, "index", None)
+        if index is not None:  # an element of an array: its index follows the other operands
+            operands = [*operands, _wide(lw, index)]
+            static.update(indexed=True)
     smem = getattr(op, "smem", None)
     if smem is not None:
         static.update(

@@ -112,10 +112,11 @@ class NvptxTarget:
         for var in lw.definition.shared_memories:
             lw.shared_memory(var)
         for var in lw.definition.barriers:
-            gv = ir.GlobalVariable(lw.module, lt.I64, f"barrier{var.id}", addrspace=3)
+            rows = ir.ArrayType(lt.I64, var.length or 1)  # an array of barriers is one global
+            gv = ir.GlobalVariable(lw.module, rows, f"barrier{var.id}", addrspace=3)
             gv.type = lt.SHARED_PTR
             gv.linkage = "internal"
-            gv.initializer = ir.Constant(lt.I64, ir.Undefined)
+            gv.initializer = ir.Constant(rows, ir.Undefined)
             gv.align = 8
             lw.memories[(VarKind.BARRIER, var.id)] = gv
         for var in lw.definition.local_arrays:

@@ -15,6 +15,7 @@ import attrs
 
 from cubepy.ir.ops.base import Operation, same_as
 from cubepy.ir.ops.record import Checker, OpRecord, declare
+from cubepy.ir.ops.tma import check_barrier_index
 from cubepy.ir.types import U32, Type
 from cubepy.ir.variable import Variable, VarKind
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["CLUSTER_RULES", "MAX_CLUSTER_CUBES", "BarrierArriveCluster", "ClusterLoad", "ClusterStore", "SyncCluster"]
 
 MAX_CLUSTER_CUBES = 8  # the portable cluster size on sm_90 (16 needs a non-portable opt-in)
-CLUSTER_RULES = ("not-shared", "not-barrier")
+CLUSTER_RULES = ("not-shared", "not-barrier", "barrier-index")
 
 
 def _shared(c: Checker, inst: Instruction, memory: Variable) -> None:
@@ -54,6 +55,7 @@ def _check_remote_arrive(c: Checker, inst: Instruction, op: Operation) -> None:
     assert isinstance(op, BarrierArriveCluster)
     if op.barrier.kind is not VarKind.BARRIER:
         c.fail("not-barrier", inst, f"{op.barrier!r} is a {op.barrier.kind.value}, expected an mbarrier")
+    check_barrier_index(c, inst, op.barrier, op.index)
     _rank(c, inst, op.rank)
 
 
@@ -124,3 +126,4 @@ class BarrierArriveCluster(Operation):
 
     barrier: Variable
     rank: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier

@@ -1,7 +1,9 @@
 """Asynchronous barriers (mbarrier) and TMA bulk tensor copies, with their verifier rules.
 
 Barriers are kernel-level variables of kind BARRIER (declared in ``KernelDefinition.barriers``); a
-barrier token is a ``u64``.  A shared-memory operand of a copy is a pair (SHARED variable, element
+barrier token is a ``u64``.  A BARRIER variable of ``length`` n > 1 is an array of n barriers: ``barrier_init``
+initialises every element, every other operation names one element by its ``index`` operand (a u32, which may
+differ from unit to unit), which an array requires and a single barrier takes as 0 or leaves out.  A shared-memory operand of a copy is a pair (SHARED variable, element
 offset into it), plus the slice's length
 in elements (the box must fit it); coordinates are ``i32`` in the driver's order (dimension 0 innermost), im2col
 offsets are ``u16`` W first.  Group waits take a compile-time count (the PTX instruction's immediate).
@@ -45,7 +47,15 @@ COUNT_TYPE = Type(U32)
 TILED_RANKS = range(1, 6)
 IM2COL_RANKS = range(3, 6)
 # Rules this family adds to the verifier (each has a negative test in tests/ir/test_tma_ops.py).
-TMA_RULES = ("not-barrier", "not-tensor-map", "not-shared", "tma-rank", "tma-operand-type", "bad-immediate")
+TMA_RULES = (
+    "not-barrier",
+    "barrier-index",
+    "not-tensor-map",
+    "not-shared",
+    "tma-rank",
+    "tma-operand-type",
+    "bad-immediate",
+)
 
 
 @attrs.frozen(repr=False)
@@ -62,6 +72,7 @@ class BarrierArrive(Operation):
     """out (token) = arrive once on ``barrier``."""
 
     barrier: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -71,6 +82,7 @@ class BarrierArriveExpectTx(Operation):
     barrier: Variable
     arrivals: Variable
     tx_bytes: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -79,6 +91,7 @@ class BarrierExpectTx(Operation):
 
     barrier: Variable
     tx_bytes: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -87,6 +100,7 @@ class BarrierWait(Operation):
 
     barrier: Variable
     token: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -95,6 +109,7 @@ class BarrierWaitParity(Operation):
 
     barrier: Variable
     phase: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -103,6 +118,7 @@ class BarrierTryWaitParity(Operation):
 
     barrier: Variable
     phase: Variable
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -121,6 +137,7 @@ class TmaLoad(Operation):
     coords: tuple[Variable, ...]
     rank: int = 0
     multicast: Variable | None = None
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -135,6 +152,7 @@ class TmaLoadIm2col(Operation):
     coords: tuple[Variable, ...]
     offsets: tuple[Variable, ...]
     rank: int = 0
+    index: Variable | None = None  # the element of a barrier array (u32); None for a single barrier
 
 
 @attrs.frozen(repr=False)
@@ -169,11 +187,26 @@ class TmaGroupWaitRead(Operation):
 
 
 # -- verifier rules ----------------------------------------------------------------------------------------
-def _barrier(c: Checker, inst: Instruction, var: Variable) -> None:
+def _barrier(c: Checker, inst: Instruction, var: Variable, index: Variable | None, *, whole: bool = False) -> None:
     if var.kind is not VarKind.BARRIER:
         c.fail("not-barrier", inst, f"{var!r} is a {var.kind.value}, expected a barrier")
     if c.kernel is not None and var not in c.kernel.barriers:
         c.fail("not-barrier", inst, f"{var!r} is not declared in the kernel's barriers")
+    if not whole:  # barrier_init covers every element of an array
+        check_barrier_index(c, inst, var, index)
+
+
+def check_barrier_index(c: Checker, inst: Instruction, var: Variable, index: Variable | None) -> None:
+    """Rule ``barrier-index``: an array's element is named by a u32 index, a constant one within the array."""
+    count = var.length or 1
+    if index is None:
+        if count > 1:
+            c.fail("barrier-index", inst, f"{var!r} is an array of {count} barriers; name the element by an index")
+        return
+    if index.type != COUNT_TYPE:
+        c.fail("barrier-index", inst, f"barrier index {index!r} has type {index.type!r}, expected {COUNT_TYPE!r}")
+    if index.is_constant and isinstance(index.value, int) and not 0 <= index.value < count:
+        c.fail("barrier-index", inst, f"barrier index {index.value} is outside {var!r}, an array of {count}")
 
 
 def _typed(c: Checker, inst: Instruction, what: str, var: Variable, expected: Type) -> None:
@@ -214,18 +247,18 @@ def _copy_operands(c: Checker, inst: Instruction, op: TmaLoad | TmaLoadIm2col | 
 
 def _check_init(c: Checker, inst: Instruction, op: BarrierInit) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, None, whole=True)
     _typed(c, inst, "arrival count", op.arrival_count, COUNT_TYPE)
     _typed(c, inst, "is_elected", op.is_elected, Type(BOOL))
 
 
 def _check_arrive(c: Checker, inst: Instruction, op: BarrierArrive) -> None:
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _token_out(c, inst)
 
 
 def _check_arrive_expect_tx(c: Checker, inst: Instruction, op: BarrierArriveExpectTx) -> None:
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _typed(c, inst, "arrival count", op.arrivals, COUNT_TYPE)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
     _token_out(c, inst)
@@ -233,31 +266,31 @@ def _check_arrive_expect_tx(c: Checker, inst: Instruction, op: BarrierArriveExpe
 
 def _check_expect_tx(c: Checker, inst: Instruction, op: BarrierExpectTx) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _typed(c, inst, "transaction bytes", op.tx_bytes, COUNT_TYPE)
 
 
 def _check_wait(c: Checker, inst: Instruction, op: BarrierWait) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _typed(c, inst, "token", op.token, TOKEN_TYPE)
 
 
 def _check_wait_parity(c: Checker, inst: Instruction, op: BarrierWaitParity) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
 
 
 def _check_try_wait_parity(c: Checker, inst: Instruction, op: BarrierTryWaitParity) -> None:
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _typed(c, inst, "phase parity", op.phase, COUNT_TYPE)
     _typed(c, inst, "result", c.need_out(inst), Type(BOOL))
 
 
 def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _copy_operands(c, inst, op, TILED_RANKS)
     if op.multicast is not None:
         _typed(c, inst, "multicast mask", op.multicast, COUNT_TYPE)
@@ -265,7 +298,7 @@ def _check_load(c: Checker, inst: Instruction, op: TmaLoad) -> None:
 
 def _check_load_im2col(c: Checker, inst: Instruction, op: TmaLoadIm2col) -> None:
     _no_out(c, inst)
-    _barrier(c, inst, op.barrier)
+    _barrier(c, inst, op.barrier, op.index)
     _copy_operands(c, inst, op, IM2COL_RANKS)
     if len(op.offsets) != op.rank - 2:
         c.fail("tma-rank", inst, f"a rank-{op.rank} im2col copy takes {op.rank - 2} offsets, got {len(op.offsets)}")

@@ -73,6 +73,7 @@ class LaunchRecord:
         self.printed: dict[tuple[int, int], int] = {}  # (cube, unit) -> prints so far
         self._views: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
+        self.waiting_at: dict[tuple[int, int], int] = {}  # (cube, unit) -> the array element its wait tested
 
     def shared(self, cube: int) -> np.ndarray:
         """The shared block of the cube context at ``cube`` as uint8."""
@@ -126,10 +127,19 @@ class LaunchRecord:
                 self.error = error
         CubeContext.from_address(cube).fault = -1
 
-    def barrier_state(self, cube: int, call: HostCall) -> mbarrier.BarrierState:
-        """The state row of ``call``'s barrier in the cube's shared block."""
-        row = self.shared(cube)[call.barrier_offset : call.barrier_offset + BARRIER_ROW_BYTES]
-        return mbarrier.BarrierState(row.view(np.int64).reshape(1, mbarrier.FIELDS))
+    def barrier_state(self, cube: int, call: HostCall, index: int = 0) -> mbarrier.BarrierState:
+        """The state row of ``call``'s barrier (element ``index`` of an array) in the cube's shared block."""
+        if not 0 <= index < call.barrier_count:
+            problem = mbarrier.index_problem(call.barrier, index, call.barrier_count)
+            raise mbarrier.BarrierFault(SanitizerKind.OUT_OF_BOUNDS, problem, 0)
+        start = call.barrier_offset + index * BARRIER_ROW_BYTES
+        return mbarrier.BarrierState(self.shared(cube)[start : start + BARRIER_ROW_BYTES].view(np.int64).reshape(1, -1))
+
+    def all_barrier_states(self, cube: int, call: HostCall) -> mbarrier.BarrierState:
+        """The state rows of every element of ``call``'s barrier (one for a single barrier)."""
+        end = call.barrier_offset + call.barrier_count * BARRIER_ROW_BYTES
+        rows = self.shared(cube)[call.barrier_offset : end].view(np.int64)
+        return mbarrier.BarrierState(rows.reshape(call.barrier_count, mbarrier.FIELDS))
 
     def named_rows(self, cube: int, call: HostCall) -> np.ndarray:
         """The cube's named-barrier rows (units arrived, units expected, generation), one per barrier id."""
@@ -149,12 +159,14 @@ class LaunchRecord:
             return self.report(
                 cube, unit, call, kind, warp_specialize.never_completes_text(barrier_id, expected, arrived)
             )
-        state = self.barrier_state(cube, call)
-        wrong = mbarrier.stuck_parity_wait(state, call.barrier, 0) if call.kind == "wait_parity" else None
+        index = self.waiting_at.get((cube, unit), 0)
+        state = self.barrier_state(cube, call, index)
+        name = mbarrier.element_name(call.barrier, index, call.indexed)
+        wrong = mbarrier.stuck_parity_wait(state, name, 0) if call.kind == "wait_parity" else None
         if wrong is not None:
             return self.report(cube, unit, call, SanitizerKind.WRONG_PARITY, f"{wrong}; {state.describe(0)}")
         text = (
-            f"wait on {call.barrier} can never complete: every live unit of the cube waits (at an mbarrier or "
+            f"wait on {name} can never complete: every live unit of the cube waits (at an mbarrier or "
             f"sync_cube) and no copy is in flight; {state.describe(0)}"
         )
         return self.report(cube, unit, call, kind, text)
@@ -192,14 +204,18 @@ def _tensor_map(record: LaunchRecord, address: int) -> Any:
 def _copy(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int:
     """A TMA load (returns 0; the barrier is credited) or store."""
     spatial = call.rank - 2 if call.kind == "load_im2col" else 0
-    values = _operands(operands, 3 + call.rank + spatial)
+    count = 3 + call.rank + spatial
+    values = _operands(operands, count + call.indexed)
     tm = _tensor_map(record, values[0])
     offset, length = values[1], values[2]
-    coords, offsets = values[3 : 3 + call.rank], values[3 + call.rank :]
+    coords, offsets = values[3 : 3 + call.rank], values[3 + call.rank : count]
     state = None
+    name = call.barrier
     if call.kind != "store":
-        state = record.barrier_state(cube, call)
-        mbarrier.require_initialized(state, call.barrier, _ONE_CUBE)
+        index = values[count] if call.indexed else 0
+        state = record.barrier_state(cube, call, index)
+        name = mbarrier.element_name(call.barrier, index, call.indexed)
+        mbarrier.require_initialized(state, name, _ONE_CUBE)
     nbytes = tma.box_bytes(tm, call.name, call.mode, call.rank)
     address = tma.slice_address(
         call.name, call.smem, call.smem_capacity, call.item, call.smem_offset, offset, length, nbytes
@@ -213,26 +229,34 @@ def _copy(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int
     else:
         delivered = tma.im2col_load(tm, coords, offsets, smem, address)
     assert state is not None
-    mbarrier.complete_tx(state, call.barrier, _ONE_CUBE, np.array([delivered], dtype=np.int64))
+    mbarrier.complete_tx(state, name, _ONE_CUBE, np.array([delivered], dtype=np.int64))
     return 0
 
 
-def _barrier(record: LaunchRecord, cube: int, call: HostCall, operands: int) -> int:
+def _barrier(record: LaunchRecord, cube: int, unit: int, call: HostCall, operands: int) -> int:
     """An mbarrier operation on the cube's row: a token, 1/0 for a wait, else 0."""
-    state = record.barrier_state(cube, call)
-    name, kind = call.barrier, call.kind
+    kind = call.kind
+    count = {"arrive": 0, "arrive_expect_tx": 2}.get(kind, 1)
+    raw = _operands(operands, count + call.indexed)
+    if kind == "init":  # every element of an array
+        rows = np.arange(call.barrier_count, dtype=np.int64)
+        counts = np.full(call.barrier_count, raw[0], dtype=np.int64)
+        mbarrier.initialize(record.all_barrier_states(cube, call), call.barrier, rows, counts)
+        return 0
+    index = raw[count] if call.indexed else 0
+    state = record.barrier_state(cube, call, index)
+    name = mbarrier.element_name(call.barrier, index, call.indexed)
+    values = np.array(raw[:count], dtype=np.int64)
     one = np.ones(1, dtype=np.int64)
     if kind == "arrive":
         return int(mbarrier.arrive(state, name, _ONE_CUBE, one, np.zeros(1, dtype=np.int64))[0])
-    values = np.array(_operands(operands, 2 if kind == "arrive_expect_tx" else 1), dtype=np.int64)
-    if kind == "init":
-        mbarrier.initialize(state, name, _ONE_CUBE, values)
-        return 0
     if kind == "arrive_expect_tx":
         return int(mbarrier.arrive(state, name, _ONE_CUBE, values[:1], values[1:])[0])
     if kind == "expect_tx":
         mbarrier.expect_tx(state, name, _ONE_CUBE, values)
         return 0
+    if call.indexed:
+        record.waiting_at[(cube, unit)] = index  # for the deadlock report, should the wait never pass
     if kind == "wait":
         return int(mbarrier.token_done(state, name, _ONE_CUBE, values)[0])
     if kind == "wait_parity":
@@ -300,7 +324,7 @@ def _host_op(params: int, cube: int, unit: int, site: int, operands: int) -> int
         if call.kind in plane_ops.OPERAND_COUNTS:
             values = _operands(operands, plane_ops.OPERAND_COUNTS[call.kind])
             return plane_ops.host_plane_op(record, cube, unit, call, values)
-        return _barrier(record, cube, call, operands)
+        return _barrier(record, cube, unit, call, operands)
     except mbarrier.BarrierFault as fault:
         error: BaseException = record.report(cube, unit, call, fault.kind, fault.message)
     except TensorMapError as exc:

@@ -274,7 +274,8 @@ def barrier_arrive_cluster(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = np.flatnonzero(mask.bits)
     state = tma_exec.barrier_state(ctx, op.barrier)
     ones = np.ones(lanes.size, dtype=np.int64)
-    targets = peers[lanes]
+    targets = tma_exec.barrier_rows(ctx, inst, op.barrier, op.index, lanes, peers[lanes])
+    name = tma_exec.barrier_name(op.barrier, targets, op.index is not None)
     tma_exec.run_barrier_step(
-        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), targets, ones, np.zeros_like(ones))
+        ctx, inst, lanes, lambda: mbarrier.arrive(state, name, targets, ones, np.zeros_like(ones))
     )

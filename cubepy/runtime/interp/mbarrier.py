@@ -27,6 +27,11 @@ Checks (PTX ISA, ``mbarrier``), each a ``BarrierFault`` of its ``SanitizerKind``
 * ``BARRIER_OVERFLOW``: one arrive operation with more arrivals than the current phase still waits for.
   Arrivals of several units beyond the phase's count are legal: they complete the next phases.
 
+* ``OUT_OF_BOUNDS``: an element index outside an array of barriers (``index_problem``); always checked, since on
+  a GPU it names some other shared memory.
+
+An array of n barriers is n rows; messages name its element ``name[i]`` (``element_name``).
+
 Misuse raises ``BarrierFault`` with the index (into the caller's arrays) of the offending unit; each
 runtime turns it into its ``SanitizerError`` naming the unit and the source line.
 """
@@ -43,6 +48,16 @@ MAX_ARRIVAL_COUNT = (1 << 20) - 1  # mbarrier.init's count range is [1, 2^20 - 1
 MAX_TX_COUNT = (1 << 20) - 1  # the tx-count range is [-(2^20 - 1), 2^20 - 1]
 FIELDS = 5  # initialized, arrival_count, pending, tx, phase (int64 each)
 ROW_BYTES = FIELDS * 8
+
+
+def element_name(name: str, index: int, indexed: bool) -> str:
+    """How messages name element ``index`` of the barrier array ``name`` (just ``name`` for a single barrier)."""
+    return f"{name}[{index}]" if indexed else name
+
+
+def index_problem(name: str, index: int, count: int) -> str:
+    """The message of an element index outside the array of ``count`` barriers ``name``."""
+    return f"barrier index {index} is outside {name}, an array of {count} barriers"
 
 
 class BarrierFault(Exception):

@@ -63,7 +63,8 @@ _T = TypeVar("_T")
 
 # -- helpers -----------------------------------------------------------------------------------------------
 def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
-    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.warp_specialize``)."""
+    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.warp_specialize``): one row
+    per cube, or for an array of n barriers n rows per cube (``barrier_rows``)."""
     return _state(ctx, var)
 
 
@@ -71,8 +72,45 @@ def _state(ctx: Chunk, var: Variable) -> BarrierState:
     states = ctx.state.mbarriers
     state = states.get(var.id)
     if state is None:
-        state = states[var.id] = BarrierState.fresh(ctx.topology.cubes)
+        state = states[var.id] = BarrierState.fresh(ctx.topology.cubes * (var.length or 1))
     return state
+
+
+def barrier_rows(
+    ctx: Chunk, inst: Instruction, var: Variable, index: Variable | None, lanes: np.ndarray, cubes: np.ndarray
+) -> np.ndarray:
+    """Per lane of ``lanes``: the row of the barrier it names in ``var``'s state (``cubes[k] * n + index``).
+
+    An index outside the array fails at once, sanitizer or not: on a GPU it names other shared memory."""
+    count = var.length or 1
+    if index is None:
+        return cubes * count
+    elements = _per_lane(ctx, index, lanes)
+    outside = (elements < 0) | (elements >= count)
+    if outside.any():
+        k = int(np.argmax(outside))
+        problem = mbarrier.index_problem(repr(var), int(elements[k]), count)
+        ctx.fail(inst, problem, int(lanes[k]), kind=SanitizerKind.OUT_OF_BOUNDS)
+    return cast(np.ndarray, cubes * count + elements)
+
+
+def barrier_name(var: Variable, rows: np.ndarray, indexed: bool) -> str:
+    """How messages name the barrier of ``rows``: ``var``, or the element(s) ``var[i]`` an indexed operation names."""
+    if not indexed:
+        return repr(var)
+    elements = np.unique(rows % (var.length or 1)).tolist()
+    return f"{var!r}[{', '.join(str(e) for e in elements[:4])}{', ...' if len(elements) > 4 else ''}]"
+
+
+def race_key(var: Variable, element: int) -> int:
+    """The race tracker's identity of element ``element`` of ``var`` (its id for a single barrier)."""
+    return var.id if (var.length or 1) == 1 else var.id + ((element + 1) << 32)
+
+
+def _op_rows(ctx: Chunk, inst: Instruction, op: Any, lanes: np.ndarray) -> tuple[BarrierState, np.ndarray, str]:
+    """The state of ``op``'s barrier, the row of each of ``lanes`` and the name messages give it."""
+    rows = barrier_rows(ctx, inst, op.barrier, op.index, lanes, _cube_of(ctx, lanes))
+    return _state(ctx, op.barrier), rows, barrier_name(op.barrier, rows, op.index is not None)
 
 
 def _active_lanes(mask: Mask) -> np.ndarray:
@@ -100,47 +138,55 @@ def run_barrier_step(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step: Cal
 
 
 class BarrierPhaseWait(Wait):
-    """Lanes waiting for an mbarrier phase: ``done(cubes, values)`` says which have seen it complete."""
+    """Lanes waiting for an mbarrier phase: ``done(rows, values)`` says which have seen it complete."""
 
-    def __init__(self, inst: Instruction, state: BarrierState, var: Variable, values: np.ndarray, parity: bool) -> None:
+    def __init__(
+        self, inst: Instruction, state: BarrierState, var: Variable, rows: np.ndarray, values: np.ndarray, parity: bool
+    ) -> None:
         self.inst = inst
         self.state = state
         self.var = var
+        self.rows = rows  # per chunk lane: the row of the barrier it waits on (its cube's, its element's)
         self.values = values  # per chunk lane: the token (phase index) or the parity waited on
         self.parity = parity
 
     def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """The waiting lanes whose phase has completed."""
         lanes = np.flatnonzero(bits)
-        cubes = _cube_of(ctx, lanes)
-        name = repr(self.var)
+        rows = self.rows[lanes]
+        name = self._name(rows)
         if self.parity:
-            done = mbarrier.parity_done(self.state, name, cubes, self.values[lanes])
+            done = mbarrier.parity_done(self.state, name, rows, self.values[lanes])
         else:
-            done = mbarrier.token_done(self.state, name, cubes, self.values[lanes])
+            done = mbarrier.token_done(self.state, name, rows, self.values[lanes])
         ready = np.zeros_like(bits)
         ready[lanes[done]] = True
         return ready
 
     def resume(self, ctx: Chunk, mask: Mask) -> None:
         """The lanes that go on have observed the phases completed so far (for the async race checks)."""
-        _note_waited(ctx, self.var, self.state, np.flatnonzero(mask.bits))
+        lanes = np.flatnonzero(mask.bits)
+        _note_waited(ctx, self.var, self.state, lanes, self.rows[lanes])
 
     def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
         """Which barrier, and the state of the phase the first waiting lane needs (or why its parity is wrong)."""
-        cube = int(np.argmax(bits)) // ctx.topology.units
-        wrong = self._wrong_parity(cube)
+        row = int(self.rows[int(np.argmax(bits))])
+        wrong = self._wrong_parity(row)
         if wrong is not None:
-            return f"{wrong}; {self.state.describe(cube)}"
-        return f"wait on {self.var!r} can never complete: {self.state.describe(cube)} ({int(bits.sum())} units wait)"
+            return f"{wrong}; {self.state.describe(row)}"
+        name = self._name(np.array([row]))
+        return f"wait on {name} can never complete: {self.state.describe(row)} ({int(bits.sum())} units wait)"
 
     def deadlock_kind(self, ctx: Chunk, bits: np.ndarray) -> SanitizerKind:
         """``WRONG_PARITY`` when the parity names a phase nothing reached (``mbarrier.stuck_parity_wait``)."""
-        cube = int(np.argmax(bits)) // ctx.topology.units
-        return SanitizerKind.BARRIER_DEADLOCK if self._wrong_parity(cube) is None else SanitizerKind.WRONG_PARITY
+        row = int(self.rows[int(np.argmax(bits))])
+        return SanitizerKind.BARRIER_DEADLOCK if self._wrong_parity(row) is None else SanitizerKind.WRONG_PARITY
 
-    def _wrong_parity(self, cube: int) -> str | None:
-        return mbarrier.stuck_parity_wait(self.state, repr(self.var), cube) if self.parity else None
+    def _name(self, rows: np.ndarray) -> str:
+        return barrier_name(self.var, rows, (self.var.length or 1) > 1)
+
+    def _wrong_parity(self, row: int) -> str | None:
+        return mbarrier.stuck_parity_wait(self.state, self._name(np.array([row])), row) if self.parity else None
 
 
 def _wait(
@@ -149,19 +195,22 @@ def _wait(
     state: BarrierState,
     var: Variable,
     lanes: np.ndarray,
+    rows: np.ndarray,
     done: np.ndarray,
     values: np.ndarray,
     parity: bool,
 ) -> None:
     """Suspend the lanes whose phase is not complete until another group (or a landing copy) completes it."""
-    _note_waited(ctx, var, state, lanes[done])
+    _note_waited(ctx, var, state, lanes[done], rows[done])
     if done.all():
         return
     waiting = np.zeros(ctx.lanes, dtype=bool)
     waiting[lanes[~done]] = True
     per_lane = np.zeros(ctx.lanes, dtype=np.int64)
     per_lane[lanes] = values
-    ctx.block(waiting, BarrierPhaseWait(inst, state, var, per_lane, parity))
+    row_of_lane = np.zeros(ctx.lanes, dtype=np.int64)
+    row_of_lane[lanes] = rows
+    ctx.block(waiting, BarrierPhaseWait(inst, state, var, row_of_lane, per_lane, parity))
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
@@ -213,8 +262,13 @@ def barrier_init(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     counts = _per_lane(ctx, op.arrival_count, lanes)[elected]
     state = _state(ctx, op.barrier)
     chosen = lanes[elected]
+    count = op.barrier.length or 1  # every element of an array
+    rows = (_cube_of(ctx, chosen)[:, None] * count + np.arange(count)).ravel()
     run_barrier_step(
-        ctx, inst, chosen, lambda: mbarrier.initialize(state, repr(op.barrier), _cube_of(ctx, chosen), counts)
+        ctx,
+        inst,
+        np.repeat(chosen, count),
+        lambda: mbarrier.initialize(state, repr(op.barrier), rows, np.repeat(counts, count)),
     )
     sync.sync_cube(ctx, inst, mask)  # the init ends with a cube-wide barrier (bar.sync 0)
 
@@ -225,11 +279,9 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = cast(ops.BarrierArrive, inst.operation)
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = run_barrier_step(
-        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, ones, np.zeros_like(ones))
-    )
-    _note_arrival(ctx, op.barrier, lanes, tokens)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    tokens = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.arrive(state, name, rows, ones, np.zeros_like(ones)))
+    _note_arrival(ctx, op.barrier, lanes, rows, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
@@ -240,24 +292,34 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    tokens = run_barrier_step(
-        ctx, inst, lanes, lambda: mbarrier.arrive(state, repr(op.barrier), cubes, arrivals, tx_bytes)
-    )
-    _note_arrival(ctx, op.barrier, lanes, tokens)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    tokens = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.arrive(state, name, rows, arrivals, tx_bytes))
+    _note_arrival(ctx, op.barrier, lanes, rows, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
 
 
-def _note_arrival(ctx: Chunk, var: Variable, lanes: np.ndarray, tokens: np.ndarray) -> None:
+def _elements(var: Variable, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The race-tracker key of each barrier ``rows`` name, with the positions in ``rows`` that name it."""
+    count = var.length or 1
+    if count == 1:
+        return [(race_key(var, 0), np.arange(rows.size))]
+    elements = rows % count
+    return [(race_key(var, e), np.flatnonzero(elements == e)) for e in np.unique(elements).tolist()]
+
+
+def _note_arrival(ctx: Chunk, var: Variable, lanes: np.ndarray, rows: np.ndarray, tokens: np.ndarray) -> None:
     races = async_races.tracker(ctx)
     if races is not None:
-        races.arrived(var.id, lanes, tokens)
+        for key, at in _elements(var, rows):
+            races.arrived(key, lanes[at], tokens[at])
 
 
-def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarray) -> None:
+def _note_waited(ctx: Chunk, var: Variable, state: BarrierState, lanes: np.ndarray, rows: np.ndarray) -> None:
+    """``lanes`` passed a wait on the barriers of ``rows``: they observed the phases completed so far."""
     races = async_races.tracker(ctx)
     if races is not None and lanes.size:
-        races.waited(var.id, lanes, state.phase[_cube_of(ctx, lanes)])
+        for key, at in _elements(var, rows):
+            races.waited(key, lanes[at], state.phase[rows[at]])
         exits = ctx.state.peer_exits  # interp.cluster's peer accesses: the waiting cubes exit after them
         if exits is not None:
             exits.waited(ctx, lanes)
@@ -275,9 +337,9 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Raise the current phase's expected transaction bytes."""
     op = cast(ops.BarrierExpectTx, inst.operation)
     lanes = _active_lanes(mask)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
-    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, repr(op.barrier), cubes, tx_bytes))
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, name, rows, tx_bytes))
 
 
 @implements(ops.BarrierWait)
@@ -286,10 +348,10 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the token's phase has completed."""
     op = cast(ops.BarrierWait, inst.operation)
     lanes = _active_lanes(mask)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
-    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.token_done(state, repr(op.barrier), cubes, tokens))
-    _wait(ctx, inst, state, op.barrier, lanes, done, tokens, False)
+    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.token_done(state, name, rows, tokens))
+    _wait(ctx, inst, state, op.barrier, lanes, rows, done, tokens, False)
 
 
 @implements(ops.BarrierWaitParity)
@@ -298,10 +360,10 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the current phase's parity differs from the one waited for."""
     op = cast(ops.BarrierWaitParity, inst.operation)
     lanes = _active_lanes(mask)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
-    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.parity_done(state, repr(op.barrier), cubes, phases))
-    _wait(ctx, inst, state, op.barrier, lanes, done, phases, True)
+    done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.parity_done(state, name, rows, phases))
+    _wait(ctx, inst, state, op.barrier, lanes, rows, done, phases, True)
 
 
 # -- copies -----------------------------------------------------------------------------------------------
@@ -320,26 +382,32 @@ def _issue_loads(
     """
     op = cast("_LoadOp", inst.operation)
     lanes = _active_lanes(mask)
-    state, cubes = _state(ctx, op.barrier), _cube_of(ctx, lanes)
-    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), cubes))
+    cubes = _cube_of(ctx, lanes)
+    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, name, rows))
+    count = op.barrier.length or 1
     arena = ctx.shared_arena()
     tm = _tensor_map(ctx, op)
     eager = ctx.picker.land_eagerly()
     races = async_races.tracker(ctx)
-    for lane, issuer in zip(lanes.tolist(), cubes.tolist()):
+    for lane, issuer, element in zip(lanes.tolist(), cubes.tolist(), (rows % count).tolist()):
         nbytes = _box_bytes(ctx, inst, lane, tm, mode, op.rank)
         dst = _shared_box(ctx, inst, op, lane, nbytes)
         if ctx.coverage is not None:
             ctx.coverage.record_copy(ctx, op, tm, lane, "read")
-        for cube in _destinations(ctx, inst, op, lane, issuer, state):
+        where = (element, mbarrier.element_name(repr(op.barrier), element, op.index is not None))
+        for cube in _destinations(ctx, inst, op, lane, issuer, state, where):
+            row = cube * count + element
             if races is not None:
-                races.loaded(ctx, inst, op.barrier.id, lane, cube, dst, nbytes, int(state.phase[cube]))
+                races.loaded(ctx, inst, race_key(op.barrier, element), lane, cube, dst, nbytes, int(state.phase[row]))
             overwrite = ctx.state.check_shared_write  # a started wgmma may still read the bytes
             if overwrite is not None:
                 span = np.arange(dst, dst + nbytes)[None, :]
                 overwrite(ctx, inst, np.array([lane]), np.full(span.shape, cube), span)
             write = copy(tm, lane, dst)
-            land = _load_landing(ctx, inst, state, op.barrier, write, lane, arena[cube], cube, (dst, nbytes), not eager)
+            land = _load_landing(
+                ctx, inst, state, (row, where[1]), write, lane, arena[cube], cube, (dst, nbytes), not eager
+            )
             if ctx.sanitizer is not None:  # async-proxy bytes: a TMA store may read them without a proxy fence
                 ctx.sanitizer.proxy.async_write(cube, dst, nbytes)
             if eager:
@@ -350,8 +418,11 @@ def _issue_loads(
         state.settle()
 
 
-def _destinations(ctx: Chunk, inst: Instruction, op: _LoadOp, lane: int, cube: int, state: BarrierState) -> list[int]:
-    """The chunk cubes a load lands in: the issuer's, or those of the cluster ranks of its multicast mask."""
+def _destinations(
+    ctx: Chunk, inst: Instruction, op: _LoadOp, lane: int, cube: int, state: BarrierState, element: tuple[int, str]
+) -> list[int]:
+    """The chunk cubes a load lands in: the issuer's, or those of the cluster ranks of its multicast mask
+    (``element``: the index and name of the barrier it completes on, which each of them must have initialised)."""
     multicast = getattr(op, "multicast", None)
     if multicast is None:
         return [cube]
@@ -363,7 +434,8 @@ def _destinations(ctx: Chunk, inst: Instruction, op: _LoadOp, lane: int, cube: i
     ranks = np.array([rank for rank in range(size) if mask >> rank & 1], dtype=np.int64)
     targets = ctx.topology.peer_cube(np.full(ranks.size, cube, dtype=np.int64), ranks)
     lanes = np.full(targets.size, lane, dtype=np.int64)
-    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, repr(op.barrier), targets))
+    rows = targets * (op.barrier.length or 1) + element[0]
+    run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, element[1], rows))
     return cast("list[int]", targets.tolist())
 
 
@@ -371,7 +443,7 @@ def _load_landing(
     ctx: Chunk,
     inst: Instruction,
     state: BarrierState,
-    barrier: Variable,
+    barrier: tuple[int, str],
     write: _Write,
     lane: int,
     smem: np.ndarray,
@@ -379,7 +451,8 @@ def _load_landing(
     box: tuple[int, int],
     settle: bool,
 ) -> Callable[[], None]:
-    """The landing of one load: ``write(smem)`` moves the bytes, the barrier of ``cube`` is credited.
+    """The landing of one load: ``write(smem)`` moves the bytes, the barrier (its row of ``state``, its name) of
+    ``cube`` is credited.
 
     ``box`` is the destination's (first byte, byte count): under the sanitizer they count as written in
     ``cube`` from then on (a multicast destination that issued nothing included).
@@ -396,7 +469,8 @@ def _load_landing(
             _misuse(ctx, inst, lane, error)
         if ctx.sanitizer is not None:  # the destination cube's bytes are initialized once the copy lands
             ctx.sanitizer.mark_written(np.array([cube]), dst, nbytes)
-        credit = lambda: mbarrier.complete_tx(state, repr(barrier), np.array([cube]), np.array([delivered]), settle)  # noqa: E731
+        row, name = barrier
+        credit = lambda: mbarrier.complete_tx(state, name, np.array([row]), np.array([delivered]), settle)  # noqa: E731
         run_barrier_step(ctx, inst, np.array([lane]), credit)
 
     return land

@@ -42,7 +42,7 @@ from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp import mbarrier
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
-from cubepy.runtime.interp.tma_exec import _note_waited, barrier_state
+from cubepy.runtime.interp.tma_exec import _note_waited, barrier_name, barrier_rows, barrier_state
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
@@ -228,18 +228,18 @@ def setmaxnreg(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
 
 
 class TryWaitYield(Wait):
-    """Lanes whose ``try_wait_parity`` gave False: they go on once their cube's barrier changed."""
+    """Lanes whose ``try_wait_parity`` gave False: they go on once the barrier they tested changed."""
 
-    def __init__(self, inst: Instruction, state: mbarrier.BarrierState, name: str, cubes: np.ndarray) -> None:
+    def __init__(self, inst: Instruction, state: mbarrier.BarrierState, name: str, rows: np.ndarray) -> None:
         self.inst = inst
         self.state = state
         self.name = name
-        self.rows = state.table.copy()  # the barrier of every cube as the lanes saw it
-        self.cubes = cubes  # per chunk lane: its cube
+        self.snapshot = state.table.copy()  # every row of the barrier as the lanes saw it
+        self.cubes = rows  # per chunk lane: the row it tested (its cube's barrier, or its element of an array)
 
     def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """The lanes whose cube's barrier changed since their test."""
-        changed = (self.state.table != self.rows).any(axis=1)
+        changed = (self.state.table != self.snapshot).any(axis=1)
         return cast(np.ndarray, bits & changed[self.cubes])
 
     def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
@@ -281,20 +281,21 @@ def barrier_try_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     assert isinstance(op, ops.BarrierTryWaitParity)
     lanes = np.flatnonzero(mask.bits)
     state = barrier_state(ctx, op.barrier)
-    units = ctx.topology.units
-    cubes = lanes // units
+    rows = barrier_rows(ctx, inst, op.barrier, op.index, lanes, lanes // ctx.topology.units)
+    name = barrier_name(op.barrier, rows, op.index is not None)
     phases = _per_lane(ctx, op.phase, lanes)
     try:
-        done = mbarrier.parity_done(state, repr(op.barrier), cubes, phases)
+        done = mbarrier.parity_done(state, name, rows, phases)
     except mbarrier.BarrierFault as fault:
         ctx.fail(inst, fault.message, int(lanes[fault.index]), kind=fault.kind)
     result = np.zeros(ctx.lanes, dtype=bool)
     result[lanes] = done
-    _note_waited(ctx, op.barrier, state, lanes[done])  # a passing test acquires, as a wait does
+    _note_waited(ctx, op.barrier, state, lanes[done], rows[done])  # a passing test acquires, as a wait does
     assert inst.out is not None  # the verifier requires the result
     ctx.write(inst.out, result, mask)
     if not done.all():
         waiting = np.zeros(ctx.lanes, dtype=bool)
         waiting[lanes[~done]] = True
-        cube_of_lane = np.arange(ctx.lanes) // units
-        ctx.block(waiting, TryWaitYield(inst, state, repr(op.barrier), cube_of_lane))
+        row_of_lane = np.zeros(ctx.lanes, dtype=np.int64)
+        row_of_lane[lanes] = rows
+        ctx.block(waiting, TryWaitYield(inst, state, name, row_of_lane))

@@ -286,11 +286,11 @@ def _attention_kernel(elem: cp.ScalarType, lse_elem: cp.ScalarType):  # noqa: C9
         k_ring = SharedMemory.aligned(elem, stages * kv_items, 1024)
         v_ring = SharedMemory.aligned(elem, stages * kv_items, 1024)
         q_full = cp.Barrier.shared(1, UNIT_POS == 0)
-        k_full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
-        v_full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
+        k_full = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
+        v_full = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
         # K and V of a stage are released apart: K once S = Q K^T has completed, V once P V has
-        k_empty = [cp.Barrier.shared(consumers, UNIT_POS == 0) for _ in range(stages)]
-        v_empty = [cp.Barrier.shared(consumers, UNIT_POS == 0) for _ in range(stages)]
+        k_empty = cp.Barrier.shared_array(stages, consumers, UNIT_POS == 0)
+        v_empty = cp.Barrier.shared_array(stages, consumers, UNIT_POS == 0)
         # the keys this cube needs: causal stops after the key of its last (existing) query row
         key_end = seq_k
         if causal:

@@ -89,7 +89,7 @@ def _tma_gemm_kernel(elem: cp.ScalarType):
         n0 = CUBE_POS_X * TILE
         a_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 128)
         b_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 128)
-        bars = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
+        bars = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
         acc = cp.cmma.Matrix[f32].from_value(cp.cmma.MatrixIdent.ACCUMULATOR, TILE, TILE, TILE, None, 0.0)
         a = cp.cmma.Matrix[elem].uninitialized(cp.cmma.MatrixIdent.A, TILE, TILE, TILE, a_layout)
         b = cp.cmma.Matrix[elem].uninitialized(cp.cmma.MatrixIdent.B, TILE, TILE, TILE, b_layout)

@@ -89,8 +89,8 @@ def _tma_ws_kernel(elem: cp.ScalarType):
         n0 = CUBE_POS_X * TILE
         a_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 128)
         b_tiles = SharedMemory.aligned(elem, stages * TILE_ITEMS, 128)
-        full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
-        empty = [cp.Barrier.shared(PLANE, UNIT_POS == 0) for _ in range(stages)]
+        full = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
+        empty = cp.Barrier.shared_array(stages, PLANE, UNIT_POS == 0)
         partial = SharedMemory[f32](consumers * TILE_ITEMS)
         _batches, _m, k = lhs.shape()
         k_tiles = (k + (TILE - 1)) // TILE

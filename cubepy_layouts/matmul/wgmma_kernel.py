@@ -116,9 +116,9 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType, tma_store: 
         b_items = tile_n * tile_k
         a_tiles = SharedMemory.aligned(elem, stages * a_items, 1024)
         b_tiles = SharedMemory.aligned(elem, stages * b_items, 1024)
-        full = [cp.Barrier.shared(1, UNIT_POS == 0) for _ in range(stages)]
+        full = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
         # one arrival per consumer warpgroup of every cube sharing the stage, after its wgmma group completed
-        empty = [cp.Barrier.shared(consumers * cluster_m, UNIT_POS == 0) for _ in range(stages)]
+        empty = cp.Barrier.shared_array(stages, consumers * cluster_m, UNIT_POS == 0)
         c_tile = SharedMemory.aligned(out_elem, tile_m * tile_n, 128) if tma_store else None  # the epilogue's
         rank = CUBE_POS_CLUSTER
         if cluster_m > 1:

@@ -8,6 +8,10 @@ tutorial autotunes, the config is one of its own list, the one closest to the cu
 (the tiles must match for the hot loops to compare); ``TritonSpec.note`` says which.  ``_attn_fwd`` is compiled
 with pointer arguments (device-side descriptors, lowered to plain loads before Hopper) below sm_90 and with
 host TMA descriptors at sm_90.
+
+``spec(name, target, ragged=True)`` compiles the element-wise and row kernels (``RAGGED``) for a size Triton
+cannot prove a multiple of 16 (one less element, a row of 1023 or 8190 items): without the divisibility hint
+its loads and stores are one item wide, as those of a cubepy kernel written for any size.
 """
 
 from __future__ import annotations
@@ -73,23 +77,30 @@ def _specialize(fn, args: dict[str, Any], constexprs: dict[str, Any], **options:
     return TritonSpec(fn, signature, consts, attrs, **options)
 
 
-def _add(cc: int) -> TritonSpec:
-    args = {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": 98432}
-    return _specialize(add_kernel, args, {"BLOCK_SIZE": 1024}, note="n = 98432, BLOCK_SIZE 1024, 4 warps")
+def _elements(ragged: bool) -> int:
+    """The element-wise tutorials' size: 98432, or one less (not a multiple of 16)."""
+    return 98431 if ragged else 98432
 
 
-def _softmax(cc: int) -> TritonSpec:
+def _add(cc: int, ragged: bool = False) -> TritonSpec:
+    n = _elements(ragged)
+    args = {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": n}
+    return _specialize(add_kernel, args, {"BLOCK_SIZE": 1024}, note=f"n = {n}, BLOCK_SIZE 1024, 4 warps")
+
+
+def _softmax(cc: int, ragged: bool = False) -> TritonSpec:
     # The tutorial: BLOCK_SIZE = next_power_of_2(n_cols), 8 warps, 4 stages where shared memory > 200 KB (H100)
     stages = 4 if cc >= 90 else 2
-    args = {"output_ptr": "*fp32", "input_ptr": "*fp32", "input_row_stride": 1024, "output_row_stride": 1024}
-    args |= {"n_rows": 4096, "n_cols": 1024}
+    cols = 1023 if ragged else 1024
+    args = {"output_ptr": "*fp32", "input_ptr": "*fp32", "input_row_stride": cols, "output_row_stride": cols}
+    args |= {"n_rows": 4096, "n_cols": cols}
     return _specialize(
         softmax_kernel,
         args,
         {"BLOCK_SIZE": 1024, "num_stages": stages},
         num_warps=8,
         num_stages=stages,
-        note=f"4096 x 1024 f32, BLOCK_SIZE 1024, 8 warps, {stages} stages",
+        note=f"4096 x {cols} f32, BLOCK_SIZE 1024, 8 warps, {stages} stages",
     )
 
 
@@ -107,29 +118,37 @@ def _matmul(cc: int) -> TritonSpec:
     )
 
 
-def _dropout(cc: int) -> TritonSpec:
-    args = {"x_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": 98432, "p": "fp32", "seed": 123}
-    return _specialize(_seeded_dropout, args, {"BLOCK_SIZE": 1024}, note="BLOCK_SIZE 1024, 4 warps")
+def _dropout(cc: int, ragged: bool = False) -> TritonSpec:
+    n = _elements(ragged)
+    args = {"x_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": n, "p": "fp32", "seed": 123}
+    return _specialize(_seeded_dropout, args, {"BLOCK_SIZE": 1024}, note=f"n = {n}, BLOCK_SIZE 1024, 4 warps")
 
 
-def _ln_fwd(cc: int) -> TritonSpec:
+def _row_items(ragged: bool) -> int:
+    """The layer-norm rows: 8192 items, or 8190 (not a multiple of 16)."""
+    return 8190 if ragged else 8192
+
+
+def _ln_fwd(cc: int, ragged: bool = False) -> TritonSpec:
     # 1151 x 8192 f16: BLOCK_SIZE = min(65536 // 2, next_power_of_2(N)), num_warps = min(max(BLOCK_SIZE // 256, 1), 8)
+    n = _row_items(ragged)
     args = {"X": "*fp16", "Y": "*fp16", "W": "*fp16", "B": "*fp16", "Mean": "*fp32", "Rstd": "*fp32"}
-    args |= {"stride": 8192, "N": 8192, "eps": "fp32"}
+    args |= {"stride": n, "N": n, "eps": "fp32"}
     return _specialize(
-        _layer_norm_fwd_fused, args, {"BLOCK_SIZE": 8192}, num_warps=8, note="1151 x 8192 f16, BLOCK_SIZE 8192, 8 warps"
+        _layer_norm_fwd_fused, args, {"BLOCK_SIZE": 8192}, num_warps=8, note=f"1151 x {n} f16, BLOCK_SIZE 8192, 8 warps"
     )
 
 
-def _ln_bwd_dx(cc: int) -> TritonSpec:
+def _ln_bwd_dx(cc: int, ragged: bool = False) -> TritonSpec:
+    n = _row_items(ragged)
     args = {"DX": "*fp16", "DY": "*fp16", "DW": "*fp16", "DB": "*fp16", "X": "*fp16", "W": "*fp16"}
-    args |= {"Mean": "*fp32", "Rstd": "*fp32", "Lock": "*i32", "stride": 8192, "N": 8192}
+    args |= {"Mean": "*fp32", "Rstd": "*fp32", "Lock": "*i32", "stride": n, "N": n}
     return _specialize(
         _layer_norm_bwd_dx_fused,
         args,
         {"GROUP_SIZE_M": 96, "BLOCK_SIZE_N": 8192},
         num_warps=8,
-        note="1151 x 8192 f16, GROUP_SIZE_M 96, BLOCK_SIZE_N 8192, 8 warps",
+        note=f"1151 x {n} f16, GROUP_SIZE_M 96, BLOCK_SIZE_N 8192, 8 warps",
     )
 
 
@@ -166,9 +185,10 @@ def _attention(cc: int) -> TritonSpec:
     )
 
 
-def _asin(cc: int) -> TritonSpec:
-    args = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_elements": 98432}
-    return _specialize(asin_kernel, args, {"BLOCK_SIZE": 1024}, note="n = 98432, BLOCK_SIZE 1024, 4 warps")
+def _asin(cc: int, ragged: bool = False) -> TritonSpec:
+    n = _elements(ragged)
+    args = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_elements": n}
+    return _specialize(asin_kernel, args, {"BLOCK_SIZE": 1024}, note=f"n = {n}, BLOCK_SIZE 1024, 4 warps")
 
 
 def _grouped(cc: int) -> TritonSpec:
@@ -217,20 +237,29 @@ def capability(target: str) -> int:
     return int("".join(ch for ch in target.removeprefix("sm_") if ch.isdigit()))
 
 
-def spec(name: str, target: str = "sm_90a") -> TritonSpec:
-    """How Triton's kernel ``name`` is compiled for ``target``."""
+# The kernels ``spec`` can compile for a ragged size.
+RAGGED = ("add_kernel", "softmax_kernel", "_seeded_dropout", "_layer_norm_fwd_fused", "_layer_norm_bwd_dx_fused")
+RAGGED += ("asin_kernel",)
+
+
+def spec(name: str, target: str = "sm_90a", ragged: bool = False) -> TritonSpec:
+    """How Triton's kernel ``name`` is compiled for ``target`` (``ragged``: for a size not a multiple of 16)."""
     if name not in SPECS:
         raise KeyError(f"no Triton tutorial kernel named {name!r}; known: {', '.join(SPECS)}")
-    return SPECS[name](capability(target))
+    if not ragged:
+        return SPECS[name](capability(target))
+    if name not in RAGGED:
+        raise KeyError(f"{name!r} has no ragged size; those that do: {', '.join(RAGGED)}")
+    return SPECS[name](capability(target), ragged=True)  # type: ignore[call-arg]
 
 
-def compile_triton(name: str, target: str = "sm_90a") -> tuple[bytes, str, TritonSpec]:
+def compile_triton(name: str, target: str = "sm_90a", ragged: bool = False) -> tuple[bytes, str, TritonSpec]:
     """The cubin of Triton's kernel ``name`` for ``target`` (no GPU needed), its entry name and its spec."""
     from triton import compile as triton_compile
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    s = spec(name, target)
+    s = spec(name, target, ragged)
     source = ASTSource(fn=s.fn, signature=s.signature, constexprs=s.constexprs, attrs=s.attrs)
     options = {"num_warps": s.num_warps, "num_stages": s.num_stages}
     compiled = triton_compile(source, target=GPUTarget("cuda", capability(target), 32), options=options)

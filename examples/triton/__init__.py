@@ -20,7 +20,10 @@ class SassCase:
     e.g. ``unchecked=True``); ``measure`` is ``"kernel"`` (the whole kernel), ``"loop"`` (its largest hot loop) or
     ``"mma_loop"`` (its smallest loop issuing tensor-core instructions: the main loop of a kernel that runs its
     masked tail blocks in a loop of their own);
-    ``triton`` names the Triton kernel of ``benchmarks.triton_tutorial_kernels`` it is set against.
+    ``triton`` names the Triton kernel of ``benchmarks.triton_tutorial_kernels`` it is set against;
+    ``triton_ragged``: the cubepy kernel is the one written for any size (items one at a time), so it is set
+    against Triton's kernel compiled for a size not a multiple of 16, whose accesses are one item wide too (and
+    the table also gives Triton at the tutorial's size, whose accesses are 16 bytes wide).
     """
 
     tutorial: str  # e.g. "02 fused softmax"
@@ -29,3 +32,4 @@ class SassCase:
     triton: str
     target: str = "sm_90a"
     measure: str = "kernel"
+    triton_ragged: bool = False

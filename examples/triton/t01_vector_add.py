@@ -85,6 +85,6 @@ def _build(lines: bool):
 
 
 SASS_CASES: list[SassCase] = [
-    SassCase("01 vector add", "vector add, 8 f32 per unit", _build(False), "add_kernel"),
+    SassCase("01 vector add", "vector add, 8 f32 per unit", _build(False), "add_kernel", triton_ragged=True),
     SassCase("01 vector add", "vector add, 2 Line[f32]x4 per unit", _build(True), "add_kernel"),
 ]

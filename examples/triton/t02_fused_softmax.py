@@ -108,6 +108,11 @@ def _build(lanes: int):
 SASS_CASES: list[SassCase] = [
     SassCase("02 fused softmax", "softmax, persistent rows, Line[f32]x4", _build(4), "softmax_kernel", measure="loop"),
     SassCase(
-        "02 fused softmax", "softmax, persistent rows, f32 (lines of 1)", _build(1), "softmax_kernel", measure="loop"
+        "02 fused softmax",
+        "softmax, persistent rows, f32 (lines of 1)",
+        _build(1),
+        "softmax_kernel",
+        measure="loop",
+        triton_ragged=True,
     ),
 ]

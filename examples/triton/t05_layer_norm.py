@@ -335,13 +335,17 @@ _FWD = "_layer_norm_fwd_fused"
 SASS_CASES: list[SassCase] = [
     SassCase("05 layer norm", "forward, Line[f16]x8", _build("fwd", 8), _FWD, measure="loop"),
     SassCase("05 layer norm", "forward, Line[f16]x8", _build("fwd", 8), _FWD),
-    SassCase("05 layer norm", "forward, f16 (lines of 1)", _build("fwd"), _FWD, measure="loop"),
-    SassCase("05 layer norm", "forward, f16 (lines of 1)", _build("fwd"), _FWD),
+    SassCase("05 layer norm", "forward, f16 (lines of 1)", _build("fwd"), _FWD, measure="loop", triton_ragged=True),
+    SassCase("05 layer norm", "forward, f16 (lines of 1)", _build("fwd"), _FWD, triton_ragged=True),
     SassCase(
         "05 layer norm", "backward dx + locked partials, Line[f16]x8", _build("dx", 8), "_layer_norm_bwd_dx_fused"
     ),
     SassCase(
-        "05 layer norm", "backward dx + locked partials, f16 (lines of 1)", _build("dx"), "_layer_norm_bwd_dx_fused"
+        "05 layer norm",
+        "backward dx + locked partials, f16 (lines of 1)",
+        _build("dx"),
+        "_layer_norm_bwd_dx_fused",
+        triton_ragged=True,
     ),
     SassCase("05 layer norm", "backward dW/dB column sums, f16", _build("dwdb"), "_layer_norm_bwd_dwdb"),
 ]

@@ -79,6 +79,28 @@ def test_the_table_gives_counts_ratios_and_the_geometric_mean():
     )
 
 
+def test_a_ragged_pairing_shows_both_triton_sizes_and_both_geometric_means():
+    ragged = _row("01 vector add", "kernel", _sass(60, []), _sass(60, []), _sass(80, []))
+    ragged["triton_tutorial_size"] = _sass(30, [])
+    ragged["ratio_tutorial_size"] = 2.0
+    plain = _row("07 extern functions", "kernel", _sass(20, []), _sass(20, []), _sass(20, []))
+    plain["ratio_tutorial_size"] = 1.0
+    table = tt.format_table([ragged, plain])
+    assert "| 60 | 60 | 60 | 80 (ragged; 30 at a multiple of 16) | 0.75 |" in table
+    assert f"over 2 kernels: **{math.sqrt(0.75):.3f}** checked" in table
+    assert f"the checked geometric mean is **{math.sqrt(2.0):.3f}**" in table
+
+
+def test_ragged_specs_drop_the_multiple_of_16():
+    specs = pytest.importorskip("benchmarks.triton_specs", reason="triton is not installed")
+    for name in specs.RAGGED:
+        whole, ragged = specs.spec(name), specs.spec(name, ragged=True)
+        assert whole.attrs != ragged.attrs, name  # an integer lost its tt.divisibility = 16
+        assert whole.note != ragged.note, name
+    with pytest.raises(KeyError, match="has no ragged size"):
+        specs.spec("matmul_kernel", ragged=True)
+
+
 def test_the_geometric_mean_of_unequal_ratios():
     rows = [
         _row("a", "kernel", _sass(40, []), _sass(40, []), _sass(10, [])),

@@ -166,6 +166,9 @@ class KernelLowering:
         offsets: dict[int, int] = {}
         end = 0
         for var in self.definition.shared_memories:
+            if var.aliases is not None:  # a view of an earlier memory's bytes: no space of its own
+                offsets[var.id] = offsets[var.aliases[0]] + var.aliases[1]
+                continue
             align = self._shared_alignment(var)
             end = -(-end // align) * align
             offsets[var.id] = end
@@ -180,7 +183,7 @@ class KernelLowering:
         gv.linkage = "external"
         gv.align = DYNAMIC_SHARED_ALIGN
         for var in self.definition.shared_memories:
-            if self._shared_alignment(var) > DYNAMIC_SHARED_ALIGN:
+            if var.aliases is None and self._shared_alignment(var) > DYNAMIC_SHARED_ALIGN:
                 raise CompileError(
                     f"kernel {self.definition.name}: shared memory {var!r} asks for alignment "
                     f"{var.alignment}, more than dynamic shared memory's {DYNAMIC_SHARED_ALIGN}"
@@ -194,6 +197,13 @@ class KernelLowering:
     def shared_memory(self, var: Variable) -> ir.Value:
         """The ``addrspace(3)`` global of a SHARED memory (declared on first use)."""
         key = (VarKind.SHARED, var.id)
+        if key not in self.memories and var.aliases is not None:  # the bytes of another shared memory
+            root_id, byte_offset = var.aliases
+            root = next(v for v in self.definition.shared_memories if v.id == root_id)
+            base = self.shared_memory(root).get_reference()  # a constant address, as the root's own
+            self.memories[key] = ir.FormattedConstant(
+                lt.SHARED_PTR, f"getelementptr inbounds (i8, ptr addrspace(3) {base}, i32 {byte_offset})"
+            )
         if key not in self.memories:
             if not var.length:
                 raise CompileError(f"kernel {self.definition.name}: shared memory {var!r} has no length")

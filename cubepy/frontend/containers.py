@@ -315,7 +315,14 @@ class SliceExpand:
         return f"<slice of {self.base!r}>"
 
 
-def _declare(kind: VarKind, item: object, length: Any, line_size: Any, alignment: int | None) -> MemoryExpand:
+def _declare(
+    kind: VarKind,
+    item: object,
+    length: Any,
+    line_size: Any,
+    alignment: int | None,
+    aliases: tuple[int, int] | None = None,
+) -> MemoryExpand:
     elem, fixed, atomic = item_spec(item)
     if isinstance(item, LineType) and fixed is None:
         if line_size is None:
@@ -342,7 +349,11 @@ def _declare(kind: VarKind, item: object, length: Any, line_size: Any, alignment
     if alignment is not None and (alignment <= 0 or alignment & (alignment - 1)):
         source.fail(f"alignment {alignment} is not a power of two")
     state = require_state()
-    var = state.declare_memory(kind, Type(elem.ir, cast(int, fixed)), count, alignment)
+    if aliases is not None:  # a view is as aligned as its root and its offset allow
+        root = next(v for v in state.shared_memories if v.id == aliases[0])
+        root_align = max(root.alignment or 1, 16, root.type.size)  # every runtime places shared memory at 16+
+        alignment = min(root_align, aliases[1] & -aliases[1]) if aliases[1] else root_align
+    var = state.declare_memory(kind, Type(elem.ir, cast(int, fixed)), count, alignment, aliases)
     total = sum((v.length or 0) * v.type.size for v in state.local_arrays) if kind is VarKind.LOCAL_ARRAY else 0
     if total > MAX_LOCAL_BYTES:  # the GPU's local memory per thread (sm_90); the cpu runtime keeps it too
         source.fail(
@@ -383,6 +394,28 @@ class SharedMemory:
     def aligned(item: object, length: Any, alignment: int, line_size: Any = None) -> MemoryExpand:
         """Shared memory whose absolute address is a multiple of ``alignment`` bytes."""
         return _declare(VarKind.SHARED, item, length, line_size, alignment)
+
+    @staticmethod
+    def alias(of: Any, item: object, length: Any, byte_offset: Any = 0, line_size: Any = None) -> MemoryExpand:
+        """``length`` items of ``item`` over the bytes of the shared memory ``of`` from ``byte_offset`` (comptime):
+        no new space, the same bytes seen as another type (an epilogue's tile over the pipeline's stages).
+
+        Nothing orders the two views: what one writes, the other reads, as the units' accesses come; the
+        sanitizer checks them as the same bytes."""
+        if not isinstance(of, MemoryExpand) or of.var.kind is not VarKind.SHARED:
+            source.fail(f"SharedMemory.alias: expected a shared memory to view, got {type(of).__name__}")
+        offset = operations.comptime_value(byte_offset) if operations.is_comptime(byte_offset) else None
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            source.fail(f"SharedMemory.alias: byte_offset must be a comptime int >= 0, got {byte_offset!r}")
+        root_id, base = of.var.aliases or (of.var.id, 0)
+        view = _declare(VarKind.SHARED, item, length, line_size, None, (root_id, base + offset))
+        size, available = (view.var.length or 0) * view.var.type.size, (of.var.length or 0) * of.var.type.size
+        if offset % view.var.type.size or offset + size > available:
+            source.fail(
+                f"SharedMemory.alias: {view.var.length} items of {view.var.type.size} bytes from byte {offset} do not "
+                f"fit the {available} bytes of {of.var!r} at an item boundary"
+            )
+        return view
 
 
 class LocalArray:

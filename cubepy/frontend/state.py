@@ -164,9 +164,11 @@ class ExpansionState:
         return merged
 
     # -- declared memories -----------------------------------------------------------------
-    def declare_memory(self, kind: VarKind, ty: Type, length: int, alignment: int | None = None) -> Variable:
-        """Declare a shared memory, local array or barrier of the kernel."""
-        var = Variable(kind, next(self._memory_ids[kind]), ty, length=length, alignment=alignment)
+    def declare_memory(
+        self, kind: VarKind, ty: Type, length: int, alignment: int | None = None, aliases: tuple[int, int] | None = None
+    ) -> Variable:
+        """Declare a shared memory (``aliases``: a view of another's bytes), local array or barrier of the kernel."""
+        var = Variable(kind, next(self._memory_ids[kind]), ty, length=length, alignment=alignment, aliases=aliases)
         {VarKind.SHARED: self.shared_memories, VarKind.LOCAL_ARRAY: self.local_arrays, VarKind.BARRIER: self.barriers}[
             kind
         ].append(var)

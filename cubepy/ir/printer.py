@@ -97,7 +97,8 @@ def format_scope(scope: Scope, depth: int = 0) -> str:
 
 def _format_memory(var: Variable) -> str:
     align = f" align {var.alignment}" if var.alignment else ""
-    return f"{format_variable(var)}: {var.type!r}[{var.length}]{align}"
+    view = f" = bytes of shared[{var.aliases[0]}] from {var.aliases[1]}" if var.aliases is not None else ""
+    return f"{format_variable(var)}: {var.type!r}[{var.length}]{align}{view}"
 
 
 def _format_const_value(value: object) -> str:

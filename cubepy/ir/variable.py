@@ -77,7 +77,8 @@ class Variable:
     """An IR value: its kind, id (unique per kind in a kernel) and item type.
 
     ``value`` holds a literal of CONSTANT variables, ``name`` the builtin's name or a debug name,
-    ``length`` and ``alignment`` the size of SHARED, LOCAL_ARRAY and CONST_TABLE memories (in items / bytes).
+    ``length`` and ``alignment`` the size of SHARED, LOCAL_ARRAY and CONST_TABLE memories (in items / bytes);
+    ``aliases`` of a SHARED memory that views another's bytes: (that memory's id, byte offset into it).
     """
 
     kind: VarKind
@@ -87,6 +88,7 @@ class Variable:
     name: str | None = attrs.field(default=None, eq=False)
     length: int | None = None
     alignment: int | None = None
+    aliases: tuple[int, int] | None = None
 
     @property
     def elem(self) -> ElemType:

@@ -189,6 +189,29 @@ def _value_fits(value: object, elem: ElemType) -> bool:
     return low <= value < high
 
 
+def _check_aliases(checker: _Checker, shared: tuple[Variable, ...], local: tuple[Variable, ...]) -> None:
+    """A shared memory that views another's bytes names an earlier shared memory of its own, at an item boundary,
+    and fits in it; nothing else aliases."""
+    earlier: dict[int, Variable] = {}
+    for var in shared:
+        if var.aliases is not None:
+            root_id, offset = var.aliases
+            root = earlier.get(root_id)
+            size = (var.length or 0) * var.type.size
+            if root is None or root.aliases is not None:
+                checker.fail("bad-memory-decl", None, f"{var!r} views shared[{root_id}], not an earlier shared memory")
+            if offset < 0 or offset % var.type.size or offset + size > (root.length or 0) * root.type.size:
+                checker.fail(
+                    "bad-memory-decl",
+                    None,
+                    f"{var!r} ({size} bytes from byte {offset}) does not fit {root!r} at an item boundary",
+                )
+        earlier[var.id] = var
+    for var in local:
+        if var.aliases is not None:
+            checker.fail("bad-memory-decl", None, f"{var!r} is a local array: only shared memory views other bytes")
+
+
 def _check_const_tables(c: _Checker, tables: tuple[ConstTable, ...]) -> None:
     """Every table: a scalar CONST_TABLE variable of a unique id, non-empty, its values of its type; all in 64 KiB."""
     seen: set[int] = set()
@@ -337,6 +360,7 @@ def verify(kernel: KernelDefinition) -> None:
             checker.fail("bad-memory-decl", None, f"{var!r} has length {var.length}, expected a positive size")
         if var.alignment is not None and var.alignment & (var.alignment - 1):
             checker.fail("bad-memory-decl", None, f"{var!r} alignment {var.alignment} is not a power of two")
+    _check_aliases(checker, kernel.shared_memories, kernel.local_arrays)
     for var in kernel.barriers:
         if var.length is not None and var.length < 1:
             checker.fail("bad-memory-decl", None, f"{var!r} is an array of {var.length} barriers, expected at least 1")

@@ -45,7 +45,13 @@ import numpy as np
 import cubepy as cp
 from cubepy import Array, cube, u32
 from cubepy_layouts.matmul.mma_sync import OUTPUT_DTYPES, RowMajorLayout, _elem
-from cubepy_layouts.matmul.wgmma_kernel import WARPGROUP, WGMMA_M, tile_k_of, wgmma_gemm_kernel
+from cubepy_layouts.matmul.wgmma_kernel import (
+    WARPGROUP,
+    WGMMA_M,
+    epilogue_reuses_stages,
+    tile_k_of,
+    wgmma_gemm_kernel,
+)
 
 TILE_K = 64  # the K of a stage of f16/bf16: a row of 64 values is the 128-byte swizzle's line
 INPUT_DTYPES = {
@@ -115,7 +121,10 @@ class WgmmaGemmConfig:
         return self.stages * (self.tile_m + self.tile_n) * TILE_K * 2
 
     def epilogue_bytes(self, out_size: int) -> int:
-        """The bytes of the shared tile the TMA-store epilogue writes, for outputs of ``out_size`` bytes."""
+        """The shared memory the TMA-store epilogue adds to the stages for outputs of ``out_size`` bytes: its tile,
+        or nothing when the tile takes the bytes of the A stages (not persistent, the tile fits in them)."""
+        if epilogue_reuses_stages(self.persistent, self.tile_m, self.tile_n, out_size, self.stages):
+            return 0
         return self.tile_m * self.tile_n * out_size
 
 

@@ -28,6 +28,16 @@ from cubepy_layouts.view import View
 LINE_BYTES = 128  # a stage row is one 128-byte swizzle line: 64 f16/bf16 or 128 fp8 values of K
 WGMMA_M = 64  # the rows of one warpgroup's wgmma
 WARPGROUP = 128
+STAGES_FREE_BARRIER = 3  # named barrier of every consumer unit (1 and 2 are the consumer warpgroups' own)
+A_ROW_BYTES = 128  # a stage holds one 128-byte line of K per row of A, whatever the input type
+
+
+def epilogue_reuses_stages(persistent: bool, tile_m: int, tile_n: int, out_size: int, stages: int) -> bool:
+    """Whether the TMA-store epilogue's tile takes the bytes of the A stages instead of shared memory of its own:
+    when no next tile is prefetched into them (not persistent) and the tile fits in them."""
+    return not persistent and tile_m * tile_n * out_size <= stages * tile_m * A_ROW_BYTES
+
+
 PLANES_PER_WARPGROUP = WARPGROUP // 32
 MN_BLOCK = 64  # an MN-major B stage is blocks of 64 columns (one 128-byte line of f16/bf16 per k)
 GELU_SCALE = 0.7071067811865476  # 1 / sqrt(2): gelu(x) = x (1 + erf(x / sqrt 2)) / 2
@@ -119,7 +129,11 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType, tma_store: 
         full = cp.Barrier.shared_array(stages, 1, UNIT_POS == 0)
         # one arrival per consumer warpgroup of every cube sharing the stage, after its wgmma group completed
         empty = cp.Barrier.shared_array(stages, consumers * cluster_m, UNIT_POS == 0)
-        c_tile = SharedMemory.aligned(out_elem, tile_m * tile_n, 128) if tma_store else None  # the epilogue's
+        # The epilogue's tile.  Without a next tile to prefetch (not persistent), the A stages are free once every
+        # consumer's last wgmma has read them: the tile then takes their bytes instead of shared memory of its own.
+        reuse_stages = tma_store and epilogue_reuses_stages(persistent, tile_m, tile_n, out_elem.size, stages)
+        own_tile = SharedMemory.aligned(out_elem, tile_m * tile_n, 128) if tma_store and not reuse_stages else None
+        c_tile = SharedMemory.alias(a_tiles, out_elem, tile_m * tile_n) if reuse_stages else own_tile
         rank = CUBE_POS_CLUSTER
         if cluster_m > 1:
             cp.sync_cluster()  # every cube's barriers exist before a peer multicasts into them
@@ -251,7 +265,10 @@ def _wgmma_gemm_kernel(elem: cp.ScalarType, out_elem: cp.ScalarType, tma_store: 
                     for s in cp.unroll(range(stages)):
                         if last == s:
                             _release(empty[s], cluster_m)
-                if tma_store:
+                if reuse_stages:
+                    # every consumer's wgmmas have read their last stage: c_tile may overwrite the A stages
+                    cp.named_barrier_sync(STAGES_FREE_BARRIER, consumers * WARPGROUP)
+                elif tma_store:
                     # the previous tile's store has read c_tile (its storing unit waited before this barrier)
                     cp.named_barrier_sync(1 + group, WARPGROUP)
                 for i in cp.unroll(range(tile_n // 2)):

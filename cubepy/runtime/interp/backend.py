@@ -60,7 +60,8 @@ class InterpBackend:
         """Reject launches the hardware would refuse (shared memory over the limit)."""
         if self._fits.get(id(definition)) is definition:
             return
-        shared = sum(cast(int, v.length) * v.type.size for v in definition.shared_memories)  # shared: always sized
+        # every shared memory is sized; a view of another's bytes takes none of its own
+        shared = sum(cast(int, v.length) * v.type.size for v in definition.shared_memories if v.aliases is None)
         if shared > MAX_SHARED_BYTES:
             raise LaunchError(
                 f"kernel {definition.name} needs {shared} bytes of shared memory; a cube has at "

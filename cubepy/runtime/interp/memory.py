@@ -84,6 +84,9 @@ def shared_layout(shared: tuple[Variable, ...]) -> tuple[dict[int, int], int]:
     offsets: dict[int, int] = {}
     end = 0
     for var in shared:
+        if var.aliases is not None:  # a view of an earlier memory's bytes: no space of its own
+            offsets[var.id] = offsets[var.aliases[0]] + var.aliases[1]
+            continue
         align = var.alignment or DEFAULT_SHARED_ALIGN
         end = -(-end // align) * align
         offsets[var.id] = end

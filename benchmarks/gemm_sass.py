@@ -7,7 +7,8 @@ kernel before them), with B given K x N, persistent with a gelu epilogue, with e
 64 x 64 x 64 form with and without multicast.  Triton's side is the same algorithm
 written with Triton's TMA tensor descriptors and ``warp_specialize=True``, compiled with
 ``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` for the same block shapes, and, for reference,
-Triton's tutorial matmul (pointer loads).  Both cubins are read with
+Triton's tutorial matmul (pointer loads).  One more row is ``examples/persistent_wgmma.py``, a persistent GEMM in
+the style of Gluon's tutorials (a rolled k loop, its stage a run-time counter).  Both cubins are read with
 ``cuobjdump``: registers, shared memory, spills, SASS instructions (no NOPs) and, for the loop that issues
 the ``HGMMA`` instructions, its length and its ``HGMMA`` count per K step of 64.  Static counts only: no
 GPU is needed, nothing is timed.  Needs Triton and ``cuobjdump`` (the ``bench`` extra); without them it
@@ -90,6 +91,25 @@ def cubepy_gemm(cuobjdump: str, config, dtype=None, **options) -> dict:
         raise RuntimeError(f"ptxas did not assemble the GEMM: {compiled.ptxas_status}")
     result = describe(compiled.cubin, compiled.name, (WARPGROUP_M, config.tile_n), cuobjdump)
     result["shared"] += compiled.dynamic_shared_bytes  # the stages, when they are one dynamic array
+    return result
+
+
+def persistent_example(cuobjdump: str, stages: int) -> dict:
+    """``examples/persistent_wgmma.py`` (Gluon's persistent style: one warpgroup, a rolled k loop whose stage is
+    a run-time counter), f16 in, f32 out, 64 x 128 tiles."""
+    import cubepy as cp
+    from examples import persistent_wgmma as example
+
+    client = cp.client("interp")
+    maps = [
+        cp.TensorMapArg.tiled(cp.TensorArg(client.zeros((256, 256), np.float16)), box, swizzle="128B")
+        for box in ((example.TILE_M, example.TILE_K), (example.TILE_N, example.TILE_K))
+    ]
+    out = cp.ArrayArg(client.zeros((256 * 256,), np.float32))
+    sizes = [cp.ScalarArg(256, cp.u32)] * 3
+    compiled = example.persistent_gemm.compile(cp.CubeDim(example.WARPGROUP), *maps, out, *sizes, stages)
+    result = describe(compiled.cubin, compiled.name, (WARPGROUP_M, example.TILE_N), cuobjdump)
+    result["shared"] += compiled.dynamic_shared_bytes
     return result
 
 
@@ -213,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         "cubepy wgmma_gemm 64x64x64, B multicast to 2 cubes": cubepy_gemm(cuobjdump, small),
         "cubepy wgmma_gemm 64x64x64, no cluster": cubepy_gemm(cuobjdump, attrs.evolve(small, cluster_m=1)),
         "Triton, TMA descriptors + warp_specialize, 64x64x64, 4 warps, 3 stages": triton_tma_gemm(cuobjdump, 64, 64, 3),
+        "cubepy examples/persistent_wgmma.py 64x128x64 (f16), 3 stages, run-time stage (barrier arrays)": (
+            persistent_example(cuobjdump, 3)
+        ),
         "Triton tutorial matmul (pointer loads), 64x64x64 (bf16)": triton_gemm(64, 64, 64, cuobjdump),
         "Triton tutorial matmul (pointer loads), 128x128x64 (bf16)": triton_gemm(128, 128, 64, cuobjdump),
     }

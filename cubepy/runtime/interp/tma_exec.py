@@ -99,7 +99,9 @@ def barrier_name(var: Variable, rows: np.ndarray, indexed: bool) -> str:
     if not indexed:
         return repr(var)
     elements = np.unique(rows % (var.length or 1)).tolist()
-    return f"{var!r}[{', '.join(str(e) for e in elements[:4])}{', ...' if len(elements) > 4 else ''}]"
+    if len(elements) == 1:
+        return mbarrier.element_name(repr(var), elements[0], indexed)
+    return f"{var!r}[{', '.join(str(e) for e in elements[:4])}{', ...' if len(elements) > 4 else ''}]"  # lanes apart
 
 
 def race_key(var: Variable, element: int) -> int:

@@ -238,8 +238,14 @@ def capability(target: str) -> int:
 
 
 # The kernels ``spec`` can compile for a ragged size.
-RAGGED = ("add_kernel", "softmax_kernel", "_seeded_dropout", "_layer_norm_fwd_fused", "_layer_norm_bwd_dx_fused")
-RAGGED += ("asin_kernel",)
+RAGGED = (
+    "add_kernel",
+    "softmax_kernel",
+    "_seeded_dropout",
+    "_layer_norm_fwd_fused",
+    "_layer_norm_bwd_dx_fused",
+    "asin_kernel",
+)
 
 
 def spec(name: str, target: str = "sm_90a", ragged: bool = False) -> TritonSpec:

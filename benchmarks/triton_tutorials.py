@@ -144,7 +144,7 @@ def _row(case: Any, cuobjdump: str, triton_specs: Any) -> dict:
         return row
     if triton_specs is None:
         return row
-    ragged = getattr(case, "triton_ragged", False)
+    ragged = case.triton_ragged
     try:
         cubin, entry, spec = triton_specs.compile_triton(case.triton, case.target, ragged)
         row["triton"] = _sass(cubin, entry, cuobjdump)

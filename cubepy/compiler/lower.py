@@ -35,8 +35,8 @@ from cubepy.compiler.targets import PerUnitStorage, TargetLayer
 from cubepy.errors import CompileError, CubeError
 from cubepy.ir import ConstTable, Instruction, KernelDefinition, Scope, Type, Variable, VarKind, walk
 from cubepy.ir.ops import OpTable
+from cubepy.ir.variable import SHARED_MIN_ALIGN
 
-SHARED_MIN_ALIGN = 16
 # Static shared memory is capped at 48 KiB per kernel; above that a kernel gets its shared memories
 # as offsets into one dynamic (extern) array, and the launch opts in to the size (cuFuncSetAttribute).
 STATIC_SHARED_LIMIT = 48 * 1024

@@ -169,11 +169,15 @@ class BarrierExpand:
 class BarrierArrayExpand:
     """``count`` barriers declared together; ``bars[i]`` is element ``i`` (a Python int or a run-time integer)."""
 
-    __slots__ = ("count", "var")
+    __slots__ = ("var",)
 
-    def __init__(self, var: ir.Variable, count: int) -> None:
+    def __init__(self, var: ir.Variable) -> None:
         self.var = var
-        self.count = count
+
+    @property
+    def count(self) -> int:
+        """How many barriers the array holds."""
+        return self.var.length or 1
 
     def __len__(self) -> int:
         return self.count
@@ -204,25 +208,24 @@ class Barrier:
     @staticmethod
     def shared(arrival_count: Any, is_elected: Any) -> BarrierExpand:
         """Declare a barrier; units where ``is_elected`` holds initialise it, then the cube synchronises."""
-        state = require_state("cp.Barrier.shared")
-        var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, 1)
-        count = _u32(arrival_count, "arrival_count")
-        elected = operations.to_bool(is_elected).var
-        current_scope().append(irops.BarrierInit(var, count, elected))
-        return BarrierExpand(var)
+        return BarrierExpand(_declare("cp.Barrier.shared", 1, arrival_count, is_elected))
 
     @staticmethod
     def shared_array(count: Any, arrival_count: Any, is_elected: Any) -> BarrierArrayExpand:
         """Declare ``count`` barriers (a Python int), each for ``arrival_count`` arrivals; units where
         ``is_elected`` holds initialise all of them, then the cube synchronises once."""
-        state = require_state("cp.Barrier.shared_array")
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_BARRIER_ARRAY:
             source.fail(f"cp.Barrier.shared_array: count must be an int in [1, {MAX_BARRIER_ARRAY}], got {count!r}")
-        var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, count)
-        arrivals = _u32(arrival_count, "arrival_count")
-        elected = operations.to_bool(is_elected).var
-        current_scope().append(irops.BarrierInit(var, arrivals, elected))
-        return BarrierArrayExpand(var, count)
+        return BarrierArrayExpand(_declare("cp.Barrier.shared_array", count, arrival_count, is_elected))
+
+
+def _declare(what: str, count: int, arrival_count: Any, is_elected: Any) -> ir.Variable:
+    """The BARRIER variable of ``count`` barriers, and its ``barrier_init`` (all of them, one cube sync)."""
+    state = require_state(what)
+    var = state.declare_memory(VarKind.BARRIER, irops.tma.TOKEN_TYPE, count)
+    arrivals = _u32(arrival_count, "arrival_count")
+    current_scope().append(irops.BarrierInit(var, arrivals, operations.to_bool(is_elected).var))
+    return var
 
 
 def _tensor_map(value: Any, what: str) -> TensorMapExpand:

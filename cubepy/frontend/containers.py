@@ -19,6 +19,7 @@ from cubepy.frontend.state import current_scope, require_state
 from cubepy.frontend.values import ExpandBase, ExpandElement, fail_needs_comptime
 from cubepy.ir import Type, VarKind
 from cubepy.ir import ops as irops
+from cubepy.ir.variable import SHARED_MIN_ALIGN
 
 if TYPE_CHECKING:
     from cubepy.frontend.peer import PeerMemory
@@ -351,7 +352,7 @@ def _declare(
     state = require_state()
     if aliases is not None:  # a view is as aligned as its root and its offset allow
         root = next(v for v in state.shared_memories if v.id == aliases[0])
-        root_align = max(root.alignment or 1, 16, root.type.size)  # every runtime places shared memory at 16+
+        root_align = max(root.alignment or 1, SHARED_MIN_ALIGN, root.type.size)
         alignment = min(root_align, aliases[1] & -aliases[1]) if aliases[1] else root_align
     var = state.declare_memory(kind, Type(elem.ir, cast(int, fixed)), count, alignment, aliases)
     total = sum((v.length or 0) * v.type.size for v in state.local_arrays) if kind is VarKind.LOCAL_ARRAY else 0
@@ -410,7 +411,8 @@ class SharedMemory:
         root_id, base = of.var.aliases or (of.var.id, 0)
         view = _declare(VarKind.SHARED, item, length, line_size, None, (root_id, base + offset))
         size, available = (view.var.length or 0) * view.var.type.size, (of.var.length or 0) * of.var.type.size
-        if offset % view.var.type.size or offset + size > available:
+        # the item boundary is the root memory's (a view of a view starts ``base`` bytes into it), as the verifier's
+        if (base + offset) % view.var.type.size or offset + size > available:
             source.fail(
                 f"SharedMemory.alias: {view.var.length} items of {view.var.type.size} bytes from byte {offset} do not "
                 f"fit the {available} bytes of {of.var!r} at an item boundary"

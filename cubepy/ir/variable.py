@@ -70,6 +70,9 @@ BUILTINS: tuple[str, ...] = (
 
 MEMORY_KINDS = frozenset({VarKind.GLOBAL, VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
 LOCAL_KINDS = frozenset({VarKind.CONST, VarKind.MUT})
+# Every runtime places a shared memory at a multiple of at least this many bytes (a view of its bytes,
+# ``Variable.aliases``, is as aligned as that and its offset allow).
+SHARED_MIN_ALIGN = 16
 
 
 @attrs.frozen(repr=False)

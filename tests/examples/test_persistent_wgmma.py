@@ -17,7 +17,7 @@ def test_correct_under_schedules_with_the_sanitizer(options):
     assert all(error < 1e-3 for error in errors.values()), errors
 
 
-def test_one_stage_per_trip_named_at_run_time():
+def _compiled():
     client = cp.client("interp")
     a, b_t = np.zeros((128, 128), np.float16), np.zeros((128, 128), np.float16)
     maps = [
@@ -26,8 +26,20 @@ def test_one_stage_per_trip_named_at_run_time():
     ]
     sizes = [cp.ScalarArg(128, cp.u32)] * 3
     out = cp.ArrayArg(client.zeros((128 * 128,), np.float32))
-    compiled = example.persistent_gemm.compile(cp.CubeDim(128), *maps, out, *sizes, 3, target="sm_90a")
-    ptx = compiled.ptx
+    return example.persistent_gemm.compile(cp.CubeDim(128), *maps, out, *sizes, 3, target="sm_90a")
+
+
+def test_one_stage_per_trip_named_at_run_time():
+    ptx = _compiled().ptx
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == 4  # the k loop is not unrolled
     waits = re.findall(r"mbarrier\.try_wait\.parity\.shared\.b64 %p\d+, \[([^\]]+)\]", ptx)
     assert waits and all(re.fullmatch(r"%r\d+", address) for address in waits), waits
+
+
+@pytest.mark.ptxas
+def test_ptxas_assembles_it_without_spills_or_serialized_wgmmas():
+    compiled = _compiled()
+    assert compiled.cubin, compiled.ptxas_status
+    resources = compiled.resources
+    assert resources.spill_store_bytes == 0 and resources.spill_load_bytes == 0
+    assert not compiled.performance_notes, compiled.performance_notes

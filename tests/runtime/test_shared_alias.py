@@ -63,8 +63,16 @@ def test_the_ir_names_the_viewed_bytes_and_no_space_is_added():
     compiled = reinterpret.compile(cp.CubeDim(64), *args, cp.ScalarArg(1, u32), target="sm_90a")
     assert "shared[1]: f32[64] align 16 = bytes of shared[0] from 256" in compiled.ir
     assert 'getelementptr inbounds (i8, ptr addrspace(3) @"shared0", i32 256)' in compiled.llvm
-    if compiled.cubin is not None:  # ptxas present
-        assert compiled.resources.shared_bytes == 512
+
+
+@pytest.mark.ptxas
+def test_ptxas_assembles_the_views_with_no_shared_memory_of_their_own():
+    client = cp.client("interp")
+    args = [cp.ArrayArg(client.zeros((n,), dt)) for n, dt in ((256, np.float16), (64, np.float32), (256, np.float16))]
+    compiled = reinterpret.compile(cp.CubeDim(64), *args, cp.ScalarArg(1, u32), target="sm_90a")
+    assert compiled.cubin and compiled.resources.shared_bytes == 512
+    big = big_view.compile(cp.CubeDim(64), cp.ArrayArg(client.zeros((64,), np.float32)), target="sm_90a")
+    assert big.cubin and big.dynamic_shared_bytes == 80_000
 
 
 @pytest.mark.parametrize(
@@ -123,3 +131,33 @@ def test_views_do_not_count_against_the_shared_memory_limit(runtime):
     out = client.zeros((32,), np.float32)
     near_the_limit.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(out))
     np.testing.assert_array_equal(client.read(out), np.arange(32, dtype=np.float32))
+
+
+def test_a_view_of_a_view_starts_at_an_item_boundary_of_the_root():
+    # halves 1.. seen as f16, then f32 from byte 0 of that view: byte 2 of the stage, no f32 boundary
+    @cp.cube(launch=True)
+    def misaligned(out: Array[f32]):
+        stage = SharedMemory[f16](256)
+        tail = SharedMemory.alias(stage, f16, 255, byte_offset=2)
+        words = SharedMemory.alias(tail, f32, 4)
+        out[0] = words[0]
+
+    with pytest.raises(cp.ExpandError, match="at an item boundary"):
+        misaligned.compile(cp.CubeDim(32), cp.ArrayArg(cp.client("interp").zeros((1,), np.float32)))
+
+    @cp.cube(launch=True)
+    def aligned(out: Array[f32], halves: Array[f16]):
+        stage = SharedMemory[f16](256)
+        tail = SharedMemory.alias(stage, f16, 254, byte_offset=2)
+        words = SharedMemory.alias(tail, f32, 4, byte_offset=2)  # byte 4 of the stage: halves 2 and 3
+        for i in range(UNIT_POS, 256, 32):
+            stage[i] = halves[i]
+        cp.sync_cube()
+        out[UNIT_POS] = words[UNIT_POS % 4]
+
+    client = cp.client("cpu")
+    halves = np.arange(256, dtype=np.float16)
+    out = client.zeros((32,), np.float32)
+    aligned.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(out), cp.ArrayArg(client.create(halves)))
+    expected = np.tile(halves[2:10].view(np.float32), 8)
+    np.testing.assert_array_equal(client.read(out).view(np.uint32), expected.view(np.uint32))

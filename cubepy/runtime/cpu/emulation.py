@@ -132,8 +132,7 @@ class LaunchRecord:
         if not 0 <= index < call.barrier_count:
             problem = mbarrier.index_problem(call.barrier, index, call.barrier_count)
             raise mbarrier.BarrierFault(SanitizerKind.OUT_OF_BOUNDS, problem, 0)
-        start = call.barrier_offset + index * BARRIER_ROW_BYTES
-        return mbarrier.BarrierState(self.shared(cube)[start : start + BARRIER_ROW_BYTES].view(np.int64).reshape(1, -1))
+        return mbarrier.BarrierState(self.all_barrier_states(cube, call).table[index : index + 1])
 
     def all_barrier_states(self, cube: int, call: HostCall) -> mbarrier.BarrierState:
         """The state rows of every element of ``call``'s barrier (one for a single barrier)."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from cubepy.errors import SanitizerKind
 from cubepy.ir import ConstTable, Instruction, Variable, VarKind, ops
-from cubepy.ir.variable import describe_memory
+from cubepy.ir.variable import SHARED_MIN_ALIGN, describe_memory
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import U32, Mask, full_lanes, is_uniform, numpy_dtype
 
@@ -35,7 +35,7 @@ OP_FAMILIES = ("memory",)  # the IR op families handled here
 Value = np.ndarray | np.generic
 Valid = np.ndarray | bool  # per lane in bounds, or True when every lane is (``locate``)
 SHARED_ARENA_ALIGN = 1024  # a row per cube, so 128-byte swizzle phases start at 0 in every cube
-DEFAULT_SHARED_ALIGN = 16
+DEFAULT_SHARED_ALIGN = SHARED_MIN_ALIGN
 
 
 class MemoryRef:

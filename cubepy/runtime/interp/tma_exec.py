@@ -63,7 +63,7 @@ _T = TypeVar("_T")
 
 # -- helpers -----------------------------------------------------------------------------------------------
 def barrier_state(ctx: Chunk, var: Variable) -> BarrierState:
-    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.warp_specialize``): one row
+    """The state of barrier ``var`` in every cube of the chunk (shared with ``interp.cluster``): one row
     per cube, or for an array of n barriers n rows per cube (``barrier_rows``)."""
     return _state(ctx, var)
 
@@ -109,8 +109,9 @@ def race_key(var: Variable, element: int) -> int:
     return var.id if (var.length or 1) == 1 else var.id + ((element + 1) << 32)
 
 
-def _op_rows(ctx: Chunk, inst: Instruction, op: Any, lanes: np.ndarray) -> tuple[BarrierState, np.ndarray, str]:
-    """The state of ``op``'s barrier, the row of each of ``lanes`` and the name messages give it."""
+def op_barrier_rows(ctx: Chunk, inst: Instruction, op: Any, lanes: np.ndarray) -> tuple[BarrierState, np.ndarray, str]:
+    """The state of ``op``'s barrier, the row of each of ``lanes`` and the name messages give it (shared with
+    ``interp.warp_specialize``)."""
     rows = barrier_rows(ctx, inst, op.barrier, op.index, lanes, _cube_of(ctx, lanes))
     return _state(ctx, op.barrier), rows, barrier_name(op.barrier, rows, op.index is not None)
 
@@ -129,6 +130,13 @@ def _per_lane(ctx: Chunk, var: Variable, lanes: np.ndarray) -> np.ndarray:
 
 def _cube_of(ctx: Chunk, lanes: np.ndarray) -> np.ndarray:
     return lanes // ctx.topology.units
+
+
+def per_chunk_lane(ctx: Chunk, lanes: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per lane of ``lanes``) spread over every lane of the chunk, 0 elsewhere: a wait's record."""
+    out = np.zeros(ctx.lanes, dtype=np.int64)
+    out[lanes] = values
+    return out
 
 
 def run_barrier_step(ctx: Chunk, inst: Instruction, lanes: np.ndarray, step: Callable[[], _T]) -> _T:
@@ -208,11 +216,10 @@ def _wait(
         return
     waiting = np.zeros(ctx.lanes, dtype=bool)
     waiting[lanes[~done]] = True
-    per_lane = np.zeros(ctx.lanes, dtype=np.int64)
-    per_lane[lanes] = values
-    row_of_lane = np.zeros(ctx.lanes, dtype=np.int64)
-    row_of_lane[lanes] = rows
-    ctx.block(waiting, BarrierPhaseWait(inst, state, var, row_of_lane, per_lane, parity))
+    wait = BarrierPhaseWait(
+        inst, state, var, per_chunk_lane(ctx, lanes, rows), per_chunk_lane(ctx, lanes, values), parity
+    )
+    ctx.block(waiting, wait)
 
 
 def _misuse(ctx: Chunk, inst: Instruction, lane: int, error: Exception) -> NoReturn:
@@ -281,7 +288,7 @@ def barrier_arrive(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = cast(ops.BarrierArrive, inst.operation)
     lanes = _active_lanes(mask)
     ones = np.ones(lanes.size, dtype=np.int64)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     tokens = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.arrive(state, name, rows, ones, np.zeros_like(ones)))
     _note_arrival(ctx, op.barrier, lanes, rows, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
@@ -294,7 +301,7 @@ def barrier_arrive_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     lanes = _active_lanes(mask)
     arrivals = _per_lane(ctx, op.arrivals, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     tokens = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.arrive(state, name, rows, arrivals, tx_bytes))
     _note_arrival(ctx, op.barrier, lanes, rows, tokens)
     _write_tokens(ctx, inst, mask, lanes, tokens)
@@ -339,7 +346,7 @@ def barrier_expect_tx(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Raise the current phase's expected transaction bytes."""
     op = cast(ops.BarrierExpectTx, inst.operation)
     lanes = _active_lanes(mask)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     tx_bytes = _per_lane(ctx, op.tx_bytes, lanes)
     run_barrier_step(ctx, inst, lanes, lambda: mbarrier.expect_tx(state, name, rows, tx_bytes))
 
@@ -350,7 +357,7 @@ def barrier_wait(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the token's phase has completed."""
     op = cast(ops.BarrierWait, inst.operation)
     lanes = _active_lanes(mask)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     tokens = _per_lane(ctx, op.token, lanes)
     done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.token_done(state, name, rows, tokens))
     _wait(ctx, inst, state, op.barrier, lanes, rows, done, tokens, False)
@@ -362,7 +369,7 @@ def barrier_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     """Done when the current phase's parity differs from the one waited for."""
     op = cast(ops.BarrierWaitParity, inst.operation)
     lanes = _active_lanes(mask)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
     done = run_barrier_step(ctx, inst, lanes, lambda: mbarrier.parity_done(state, name, rows, phases))
     _wait(ctx, inst, state, op.barrier, lanes, rows, done, phases, True)
@@ -385,7 +392,7 @@ def _issue_loads(
     op = cast("_LoadOp", inst.operation)
     lanes = _active_lanes(mask)
     cubes = _cube_of(ctx, lanes)
-    state, rows, name = _op_rows(ctx, inst, op, lanes)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     run_barrier_step(ctx, inst, lanes, lambda: mbarrier.require_initialized(state, name, rows))
     count = op.barrier.length or 1
     arena = ctx.shared_arena()

@@ -42,7 +42,7 @@ from cubepy.ir.variable import PLANE_WIDTH
 from cubepy.runtime.interp import mbarrier
 from cubepy.runtime.interp.groups import Wait
 from cubepy.runtime.interp.registry import blocking, implements
-from cubepy.runtime.interp.tma_exec import _note_waited, barrier_name, barrier_rows, barrier_state
+from cubepy.runtime.interp.tma_exec import _note_waited, op_barrier_rows, per_chunk_lane
 from cubepy.runtime.interp.values import Mask
 
 if TYPE_CHECKING:
@@ -235,41 +235,41 @@ class TryWaitYield(Wait):
         self.state = state
         self.name = name
         self.snapshot = state.table.copy()  # every row of the barrier as the lanes saw it
-        self.cubes = rows  # per chunk lane: the row it tested (its cube's barrier, or its element of an array)
+        self.rows = rows  # per chunk lane: the row it tested (its cube's barrier, or its element of an array)
 
     def poll(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
-        """The lanes whose cube's barrier changed since their test."""
+        """The lanes whose barrier changed since their test."""
         changed = (self.state.table != self.snapshot).any(axis=1)
-        return cast(np.ndarray, bits & changed[self.cubes])
+        return cast(np.ndarray, bits & changed[self.rows])
 
     def on_idle(self, ctx: Chunk, bits: np.ndarray) -> np.ndarray:
         """Everyone is stuck: let the lanes go on with their False once per barrier state (a second
         false test of this instruction with nothing changed in between is a spin nobody can end)."""
         seen = ctx.state.try_wait_idle
         ready = np.zeros_like(bits)
-        for cube in np.unique(self.cubes[bits]).tolist():
-            row = self.state.table[cube]
-            key = (id(self.inst), cube)
+        for row in np.unique(self.rows[bits]).tolist():
+            now = self.state.table[row]
+            key = (id(self.inst), row)
             entry = seen.get(key)
-            if entry is None or not np.array_equal(entry[0], row):
-                entry = seen[key] = (row.copy(), np.zeros_like(bits))
-            fresh = bits & (self.cubes == cube) & ~entry[1]  # lanes not yet let go at this barrier state
+            if entry is None or not np.array_equal(entry[0], now):
+                entry = seen[key] = (now.copy(), np.zeros_like(bits))
+            fresh = bits & (self.rows == row) & ~entry[1]  # lanes not yet let go at this barrier state
             entry[1][fresh] = True
             ready |= fresh
         return ready
 
     def describe(self, ctx: Chunk, bits: np.ndarray) -> str:
         """Why the spin can never succeed."""
-        cube = int(self.cubes[int(np.argmax(bits))])
-        wrong = mbarrier.stuck_parity_wait(self.state, self.name, cube)
+        row = int(self.rows[int(np.argmax(bits))])
+        wrong = mbarrier.stuck_parity_wait(self.state, self.name, row)
         if wrong is not None:
-            return f"try_wait_parity spins: {wrong}; {self.state.describe(cube)}"
-        return f"try_wait_parity on {self.name} spins and can never succeed: {self.state.describe(cube)}"
+            return f"try_wait_parity spins: {wrong}; {self.state.describe(row)}"
+        return f"try_wait_parity on {self.name} spins and can never succeed: {self.state.describe(row)}"
 
     def deadlock_kind(self, ctx: Chunk, bits: np.ndarray) -> SanitizerKind:
         """``WRONG_PARITY`` when the parity names a phase nothing reached."""
-        cube = int(self.cubes[int(np.argmax(bits))])
-        stuck = mbarrier.stuck_parity_wait(self.state, self.name, cube)
+        row = int(self.rows[int(np.argmax(bits))])
+        stuck = mbarrier.stuck_parity_wait(self.state, self.name, row)
         return SanitizerKind.BARRIER_DEADLOCK if stuck is None else SanitizerKind.WRONG_PARITY
 
 
@@ -280,9 +280,7 @@ def barrier_try_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = inst.operation
     assert isinstance(op, ops.BarrierTryWaitParity)
     lanes = np.flatnonzero(mask.bits)
-    state = barrier_state(ctx, op.barrier)
-    rows = barrier_rows(ctx, inst, op.barrier, op.index, lanes, lanes // ctx.topology.units)
-    name = barrier_name(op.barrier, rows, op.index is not None)
+    state, rows, name = op_barrier_rows(ctx, inst, op, lanes)
     phases = _per_lane(ctx, op.phase, lanes)
     try:
         done = mbarrier.parity_done(state, name, rows, phases)
@@ -296,6 +294,4 @@ def barrier_try_wait_parity(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     if not done.all():
         waiting = np.zeros(ctx.lanes, dtype=bool)
         waiting[lanes[~done]] = True
-        row_of_lane = np.zeros(ctx.lanes, dtype=np.int64)
-        row_of_lane[lanes] = rows
-        ctx.block(waiting, TryWaitYield(inst, state, name, row_of_lane))
+        ctx.block(waiting, TryWaitYield(inst, state, name, per_chunk_lane(ctx, lanes, rows)))

@@ -5,7 +5,11 @@ benchmark only) launches a cached kernel of 4 and of 16 arguments; every figure 
 batches of the mean time per launch.  The last row is a whole warm launch of the 4-argument kernel on the
 compiled cpu runtime (one cube): the host path plus the cpu back end's packing, cube contexts and call.  "prebuilt args" reuses the ``ArrayArg`` objects (as a framework
 holding its tensors would); "args built per launch" includes making the ``cp.ArrayArg`` wrappers.
-Run alone: ``python -m benchmarks.warm_launch``.
+Beside them, the same 4-argument kernel (``out[i] = x[i] + y[i]`` under ``i < n``) launched warm on one
+block of 256 on the CPU runtimes a user would compare with: Warp's ``wp.launch`` (``dim=256``, on its cpu
+device), numba's call of an ``@njit`` function (its dispatch: the type check of the arguments and the call) and
+of an ``@njit(parallel=True)`` one, Taichi's call of a ``@ti.kernel`` on ndarrays; each skipped with the reason
+when its package is absent (``pip install -e '.[cpu-peers]'``).  Run alone: ``python -m benchmarks.warm_launch``.
 """
 
 from __future__ import annotations
@@ -74,8 +78,9 @@ def _batches(fn, batch: int, batches: int) -> list[float]:
     return out
 
 
-def bench(quick: bool = False) -> dict:
-    """Median seconds per warm launch for 4 and 16 arguments, prebuilt and per-launch ArrayArgs."""
+def bench(quick: bool = False, peers: bool | None = None) -> dict:
+    """Median seconds per warm launch for 4 and 16 arguments, prebuilt and per-launch ArrayArgs; with ``peers``
+    (default: unless ``quick``) the peers' launches of the 4-argument kernel too."""
     client = ComputeClient("interp-norun", NoRunBackend())
     n = 1024
     handles = [client.create(np.ones(n, np.float32)) for _ in range(9)]
@@ -105,13 +110,86 @@ def bench(quick: bool = False) -> dict:
         fn()
         samples = _batches(fn, batch, batches)
         out[name] = {"median_s": statistics.median(samples), "min_s": min(samples), "batch": batch, "batches": batches}
+    for name, (fn, reason) in (_peer_launches(n) if (not quick if peers is None else peers) else {}).items():
+        if fn is None:
+            out[name] = {"skipped": reason}
+            continue
+        fn()
+        fn()
+        samples = _batches(fn, batch, batches)
+        out[name] = {"median_s": statistics.median(samples), "min_s": min(samples), "batch": batch, "batches": batches}
     out["_stats"] = dict(client.stats)
     return out
 
 
+def _peer_launches(n: int) -> dict[str, tuple[object, str]]:
+    """The peers' warm launch of the 4-argument kernel on one block of 256: (callable, "") or (None, why not)."""
+    found: dict[str, tuple[object, str]] = {}
+    x, y, out = (np.ones(n, np.float32) for _ in range(3))
+    try:
+        import warp as wp
+
+        wp.config.quiet = True
+        wp.init()
+
+        @wp.kernel
+        def warp_add4(a: wp.array(dtype=float), b: wp.array(dtype=float), c: wp.array(dtype=float), m: int):
+            i = wp.tid()
+            if i < m:
+                c[i] = a[i] + b[i]
+
+        wa, wb, wc = (wp.array(v, dtype=float, device="cpu") for v in (x, y, out))
+        found["warp wp.launch, 4 args, dim 256"] = (
+            lambda: wp.launch(warp_add4, dim=256, inputs=[wa, wb, wc, n], device="cpu"),
+            "",
+        )
+    except ImportError as exc:
+        found["warp wp.launch, 4 args, dim 256"] = (None, f"warp not installed ({exc})")
+    try:
+        import numba
+
+        def add4_loop(a, b, c, m):
+            for i in range(256):
+                if i < m:
+                    c[i] = a[i] + b[i]
+
+        def add4_prange(a, b, c, m):
+            for i in numba.prange(256):
+                if i < m:
+                    c[i] = a[i] + b[i]
+
+        serial, parallel = numba.njit(add4_loop), numba.njit(parallel=True)(add4_prange)
+        found["numba @njit call, 4 args, 256 items"] = (lambda: serial(x, y, out, n), "")
+        found["numba @njit(parallel) call, 4 args"] = (lambda: parallel(x, y, out, n), "")
+    except ImportError as exc:
+        found["numba @njit call, 4 args, 256 items"] = (None, f"numba not installed ({exc})")
+    try:
+        import taichi as ti
+
+        ti.init(arch=ti.cpu, log_level=ti.ERROR)
+
+        def taichi_add4(a, b, c, m):
+            for i in range(256):
+                if i < m:
+                    c[i] = a[i] + b[i]
+
+        # Taichi reads the annotations as objects; this module's are strings (``from __future__ import annotations``)
+        array = ti.types.ndarray()
+        taichi_add4.__annotations__ = {"a": array, "b": array, "c": array, "m": ti.i32}
+        taichi_add4 = ti.kernel(taichi_add4)
+        found["taichi @ti.kernel call, 4 args"] = (lambda: taichi_add4(x, y, out, n), "")
+    except ImportError as exc:
+        found["taichi @ti.kernel call, 4 args"] = (None, f"taichi not installed ({exc})")
+    return found
+
+
 def main() -> int:
     for name, r in bench().items():
-        if not name.startswith("_"):
+        if name.startswith("_"):
+            continue
+        if "skipped" in r:
+            print(f"{name:42s} skipped: {r['skipped']}")
+        else:
             print(f"{name:42s} median {r['median_s'] * 1e6:6.2f} us  (min {r['min_s'] * 1e6:.2f} us)")
     return 0
 

@@ -90,6 +90,10 @@ def _logical_len(arg: Any, line: int) -> int:
     return count // line
 
 
+class NoLaunchSignature(Exception):
+    """An argument the warm launch's memo cannot summarize (``launch_signature``): the launch takes the full path."""
+
+
 class BufferType:
     """``Array[T]`` / ``Tensor[T]`` as a parameter annotation; implements the launch protocol."""
 
@@ -163,6 +167,12 @@ class BufferType:
     def register(self, arg: Any, bindings: Bindings) -> None:
         """Bind the buffer for one launch."""
         bindings.add_buffer(arg)
+
+    def launch_signature(self, arg: Any) -> tuple[int, int, Any, Any]:
+        """All that ``compilation_arg`` and ``register`` read of ``arg``: its handle (by identity; a handle's dtype,
+        storage and offset never change), line size, shape and strides.  The client checks the handle's identity
+        (``ComputeClient.launch``)."""
+        return (id(arg.handle), arg.line_size, arg.shape, arg.strides)
 
     def expand(self, comp_arg: BufferCompilationArg, builder: KernelBuilder) -> MemoryExpand:
         """Declare the buffer parameter; the value the kernel body receives."""

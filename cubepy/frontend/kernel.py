@@ -23,17 +23,17 @@ import inspect
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
-from cubepy.frontend.buffer_launch import BufferCompilationArg, BufferType
+from cubepy.frontend.buffer_launch import BufferCompilationArg, BufferType, NoLaunchSignature
 from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
-from cubepy.frontend.launch import bind_type_params, expand_param, is_comptime_launch, launch_arg_of
+from cubepy.frontend.launch import ScalarLaunch, bind_type_params, expand_param, is_comptime_launch, launch_arg_of
 from cubepy.frontend.state import ExpansionState, KernelBuilder, activate
 
 if TYPE_CHECKING:
@@ -155,6 +155,11 @@ class Kernel(CubeFunction):
         # The warm launch's plan: every parameter's compilation_arg, and (index, register) of the runtime ones.
         self._comp_fns: tuple[Callable[[Any], Any], ...] | None = None
         self._register_fns: tuple[tuple[int, Callable[[Any, Bindings], None]], ...] = ()
+        # Every parameter's launch_signature (None: a parameter has none, the kernel's launches take the full
+        # path) and the indices of its buffer parameters (whose handles the client checks by identity).
+        self._signature_fns: tuple[Callable[[Any], Any], ...] | None = None
+        self.buffer_params: tuple[int, ...] = ()
+        self._scalar_params: tuple[tuple[int, ScalarLaunch], ...] = ()
 
     # -- parameters and identity ----------------------------------------------------------------
     @property
@@ -225,8 +230,27 @@ class Kernel(CubeFunction):
                 "parameters), or bind them first with kernel.bind_types(args)"
             )
         self._register_fns = tuple((p.index, p.launch.register) for p in params if not p.is_comptime)
+        signature_fns = [getattr(p.launch, "launch_signature", None) for p in params]
+        self._signature_fns = None if None in signature_fns else tuple(cast(list[Callable[[Any], Any]], signature_fns))
+        self.buffer_params = tuple(p.index for p in params if isinstance(p.launch, BufferType))
+        self._scalar_params = tuple((p.index, p.launch) for p in params if isinstance(p.launch, ScalarLaunch))
         self._comp_fns = tuple(p.launch.compilation_arg for p in params)
         return self._comp_fns
+
+    def launch_signature(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """A summary of ``args`` from which ``compilation_args`` and ``register``'s buffers follow, given the
+        identity of the handles of ``buffer_params`` (None: an argument has none, or no launch planned yet).
+
+        ``ComputeClient.launch`` remembers what a launch decided under it: a warm launch with the same buffers,
+        line sizes and shapes, the same comptime values and integers of the same divisibility skips the
+        validation, the marking of equal lengths and overlaps, and the cache key."""
+        fns = self._signature_fns
+        if fns is None or len(args) != len(fns):
+            return None
+        try:
+            return tuple([fn(arg) for fn, arg in zip(fns, args)])
+        except (NoLaunchSignature, AttributeError):
+            return None
 
     def compilation_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""
@@ -242,6 +266,11 @@ class Kernel(CubeFunction):
         except LaunchError:
             comp_args = tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
         return mark_equal_lengths(mark_overlaps(comp_args, args), args)
+
+    def scalar_conversions(self) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
+        """(argument index, numpy scalar type) of each scalar parameter, in the order ``register`` binds them:
+        what a warm launch converts its scalars with (``launch_signature`` checked their types and ranges)."""
+        return tuple((index, launch.numpy_type()) for index, launch in self._scalar_params)
 
     def register(self, args: tuple[Any, ...], bindings: Bindings) -> None:
         """Bind the runtime parts of ``args`` in parameter order."""

@@ -21,7 +21,7 @@ from cubepy import ir
 from cubepy.errors import CubeError, LaunchError
 from cubepy.frontend import elem as elems
 from cubepy.frontend import generics
-from cubepy.frontend.buffer_launch import DIVISIBILITY, BufferCompilationArg, BufferType
+from cubepy.frontend.buffer_launch import DIVISIBILITY, BufferCompilationArg, BufferType, NoLaunchSignature
 from cubepy.frontend.elem import ComptimeType, ScalarType
 from cubepy.frontend.state import require_state
 from cubepy.frontend.tma import TensorMapType
@@ -61,6 +61,11 @@ class ScalarLaunch:
         self._low: int | float
         self._high: int | float
         self._low, self._high = (scalar.min_value(), scalar.max_value()) if scalar.ir.is_int else (0, -1)
+        self._numpy_type: type | None = None  # what ``register`` binds
+        # the Python types a non-integer parameter takes as they are (``launch_signature``)
+        self._plain_kinds: tuple[type, ...] = (
+            (float, int) if scalar.ir.is_float else (bool,) if scalar.ir.is_bool else ()
+        )
 
     def __repr__(self) -> str:
         return repr(self.scalar)
@@ -109,7 +114,24 @@ class ScalarLaunch:
 
     def register(self, arg: Any, bindings: Bindings) -> None:
         """Bind the scalar as a numpy scalar of the parameter's dtype."""
-        bindings.add_scalar(self.scalar.numpy.type(self._value(arg)))
+        bindings.add_scalar(self.numpy_type()(self._value(arg)))
+
+    def numpy_type(self) -> type:
+        """The numpy scalar type the parameter is bound as (found on first use: a bf16 one loads ml_dtypes)."""
+        numpy_type = self._numpy_type
+        if numpy_type is None:
+            numpy_type = self._numpy_type = self.scalar.numpy.type
+        return numpy_type
+
+    def launch_signature(self, arg: Any) -> bool:
+        """What the compilation argument follows from (an integer's divisibility; nothing for a float), for the
+        Python numbers ``_value`` takes without conversion; ``NoLaunchSignature`` for any other argument."""
+        kind = type(arg)
+        if kind is int and self._divisible_arg is not None and self._low <= arg <= self._high:
+            return bool(arg % DIVISIBILITY == 0)
+        if kind in self._plain_kinds:
+            return False
+        raise NoLaunchSignature
 
     def expand(self, comp_arg: object, builder: KernelBuilder) -> ExpandElement:
         """Declare the scalar parameter."""
@@ -152,6 +174,10 @@ class ComptimeLaunch:
 
     def register(self, value: object, bindings: Bindings) -> None:
         """Comptime values bind nothing."""
+
+    def launch_signature(self, value: Any) -> Any:
+        """The value itself (its compilation argument)."""
+        return value
 
     def expand(self, comp_arg: Any, builder: KernelBuilder) -> Any:
         """The body receives the plain value."""

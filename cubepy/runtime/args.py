@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from cubepy.errors import LaunchError
-from cubepy.ir.kernel import MAX_CUBE_COUNT, MAX_CUBE_DIM, launch_shape_problem
+from cubepy.ir.kernel import MAX_CUBE_COUNT, MAX_CUBE_DIM, MAX_UNITS_PER_CUBE, launch_shape_problem
 from cubepy.ir.ops.cluster import MAX_CLUSTER_CUBES
 from cubepy.runtime.handle import Handle
 
@@ -26,6 +26,18 @@ class _Extent3:
     EXAMPLE = "(4, 2, 1)"
 
     def __attrs_post_init__(self) -> None:
+        x, y, z = self.x, self.y, self.z
+        low, (high_x, high_y, high_z) = self.MINIMUM, self.MAXIMUM
+        if (  # the common case, tested without building a message: plain ints in range
+            type(x) is int
+            and type(y) is int
+            and type(z) is int
+            and low <= x <= high_x
+            and low <= y <= high_y
+            and low <= z <= high_z
+            and (self.MAXIMUM is not MAX_CUBE_DIM or x * y * z <= MAX_UNITS_PER_CUBE)
+        ):
+            return
         name = type(self).__name__
         if isinstance(self.x, (tuple, list)):  # CubeCount((4, 2, 1)): the axes are separate arguments here
             axes = ", ".join(map(repr, self.x))

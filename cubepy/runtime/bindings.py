@@ -47,6 +47,10 @@ class Bindings:
     buffers: list[BufferBinding] = attrs.Factory(list)
     scalars: list[object] = attrs.Factory(list)  # Python values, already converted to the param's type
     tensor_maps: list[TensorMapArg] = attrs.Factory(list)
+    # A dict kept across the warm launches of one kernel with these same buffers (``ComputeClient.launch``),
+    # where a back end may keep what it derives from the buffers alone (the cpu runtime's parameter words);
+    # None for a launch the client does not remember.  Nothing in it may depend on a scalar.
+    memo: dict[object, object] | None = None
 
     def add_buffer(self, arg: ArrayArg | TensorArg) -> None:
         """Bind an ``ArrayArg`` or ``TensorArg``."""

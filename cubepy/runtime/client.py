@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -19,7 +20,7 @@ from cubepy.ir.kernel import launch_shape_problem
 from cubepy.runtime import cache
 from cubepy.runtime.args import CubeCount, CubeDim
 from cubepy.runtime.backend import Backend
-from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.bindings import Bindings, BufferBinding
 from cubepy.runtime.handle import Handle, contiguous_strides
 
 # A kernel (``@cube.kernel``) or a kernel-like object with the same duck-typed methods (tests make some).
@@ -82,6 +83,40 @@ def _knob_set(key: tuple[str, str | bytes]) -> bool:
     return key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
 
 
+WARM_LAUNCHES_KEPT = 512  # remembered warm launches per client (all forgotten when full)
+
+
+class _WarmLaunch:
+    """What a launch decided for one launch signature: its artifact, the buffer arguments' handles it was made
+    for (weakly: a dead handle's ``id`` may come back with other metadata), the scalar arguments' conversions
+    and the back end's memo for those buffers."""
+
+    __slots__ = ("artifact", "handles", "scalars", "memo")
+
+    def __init__(
+        self,
+        artifact: object,
+        handles: tuple[tuple[int, weakref.ref[Any]], ...],
+        scalars: tuple[tuple[int, Callable[[Any], Any]], ...],
+    ) -> None:
+        self.artifact = artifact
+        self.handles = handles
+        self.scalars = scalars
+        self.memo: dict[object, object] = {}
+
+    def matches(self, args: tuple[Any, ...]) -> bool:
+        """Whether ``args`` hold the very handles this entry was made for."""
+        for index, handle in self.handles:
+            if handle() is not args[index].handle:
+                return False
+        return True
+
+
+def _no_signature(args: tuple[Any, ...]) -> None:
+    """The launch signature of a kernel-like object without one: none (every launch takes the full path)."""
+    return None
+
+
 def _as_cube_shape(value: object, cls: type[_Shape], what: str) -> _Shape:
     if isinstance(value, cls):
         return value
@@ -105,6 +140,9 @@ class ComputeClient:
         self._cache: dict[tuple[Any, ...], object] = {}
         self._lock = fork_safe(threading.Lock())  # a child forked mid-build must not wait on it
         self.stats = {"hits": 0, "misses": 0}
+        # What warm launches decided (artifact, handles by weak reference), by kernel, cube_dim, mode, knobs and
+        # the arguments' launch signature: a launch that finds its entry skips the compilation arguments.
+        self._warm: dict[tuple[Any, ...], _WarmLaunch] = {}
         self.schedule: object | None = None  # the interp's Schedule when the client names one
 
     # -- buffers ---------------------------------------------------------------------------
@@ -235,6 +273,29 @@ class ComputeClient:
         # The warm path: no attrs objects, no environment reads unless a knob is set, one dict lookup.
         count = cube_count if type(cube_count) is CubeCount else _as_cube_shape(cube_count, CubeCount, "cube_count")
         dim = cube_dim if type(cube_dim) is CubeDim else _as_cube_shape(cube_dim, CubeDim, "cube_dim")
+        signature = getattr(kernel, "launch_signature", _no_signature)(args)
+        warm_key = None
+        if signature is not None:
+            warm_key = (kernel, dim.x, dim.y, dim.z, checked, _contracts(kernel), _fastmath(kernel), signature)
+            try:
+                warm = self._warm.get(warm_key)
+            except TypeError:  # an unhashable comptime value or shape: the full path names it
+                warm = warm_key = None
+            if warm is not None and warm.matches(args):
+                # what ``kernel.register`` binds, without its checks: the signature matched a checked launch
+                bindings = Bindings(
+                    [
+                        BufferBinding(args[i].handle, args[i].line_size, args[i].shape, args[i].strides)
+                        for i, _ in warm.handles
+                    ],
+                    [to_numpy(args[i]) for i, to_numpy in warm.scalars],
+                    memo=warm.memo,
+                )
+                self.stats["hits"] += 1
+                if _knob_set(_DEBUG_KEY) and config.get("CUBEPY_DEBUG") >= 1:
+                    print(f"[cubepy] cache hit {kernel.name} cube_dim={(dim.x, dim.y, dim.z)}", file=sys.stderr)
+                self._run(warm.artifact, count, bindings)
+                return
         comp_args = kernel.compilation_args(args)
         bindings = Bindings()
         kernel.register(args, bindings)
@@ -251,6 +312,25 @@ class ComputeClient:
             self.stats["hits"] += 1
             if _knob_set(_DEBUG_KEY) and config.get("CUBEPY_DEBUG") >= 1:
                 print(f"[cubepy] cache hit {kernel.name} cube_dim={dims}", file=sys.stderr)
+        if warm_key is not None:
+            bindings.memo = self._remember(warm_key, artifact, kernel, args)
+        self._run(artifact, count, bindings)
+
+    def _remember(
+        self, warm_key: tuple[Any, ...], artifact: object, kernel: KernelLike, args: tuple[Any, ...]
+    ) -> dict[object, object] | None:
+        """Keep what this launch decided under ``warm_key``; its memo dict (None where a handle has no weak
+        reference: then nothing is kept)."""
+        try:
+            handles = tuple((index, weakref.ref(args[index].handle)) for index in kernel.buffer_params)
+        except TypeError:
+            return None
+        if len(self._warm) >= WARM_LAUNCHES_KEPT:
+            self._warm.clear()
+        warm = self._warm[warm_key] = _WarmLaunch(artifact, handles, kernel.scalar_conversions())
+        return warm.memo
+
+    def _run(self, artifact: object, count: CubeCount, bindings: Bindings) -> None:
         counts = (count.x, count.y, count.z)
         backend = self.backend
         backend.check_launch(artifact, counts)

@@ -15,7 +15,9 @@ from cubepy.compiler import abi
 from cubepy.compiler.emit_host import HostKernel, compile_host, host_target_name
 from cubepy.compiler.targets.host_abi import CTX_EPOCH, CTX_FAULT, CTX_NCTAID, SHARED_ALIGN, CubeContext
 from cubepy.errors import CubeError, LaunchError
+from cubepy.ir import walk
 from cubepy.ir.kernel import KernelDefinition, written_slots
+from cubepy.ir.ops.branch import Loop, RangeLoop
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
 from cubepy.runtime.handle import Handle
@@ -27,6 +29,8 @@ NO_OUT_OF_BOUNDS_REPORTS = (
 MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 CANCELLED = -2  # the fault word of a cube context stopped by Ctrl-C
+SPREAD_MIN_UNITS = 4096  # launches of fewer units run on the caller's thread (a hand-off costs more)
+SHORT_LAUNCH_STEPS = 1 << 24  # units x IR operations under which a loop-free launch is not made cancellable
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 # Indices of the cube context's 32-bit words a launch rewrites (``_Workspace._words``).
 _WORD_BYTES = np.dtype(np.int32).itemsize
@@ -52,8 +56,10 @@ class _Workspace:
         self.handles = np.zeros(padded, np.uint64)
         self.frames = np.zeros(padded, np.uint64)  # each unit's coroutine frame, allocated by the compiled code
         self.ctx = np.zeros(ctypes.sizeof(CubeContext), np.uint8)
-        self._words = self.ctx.view(np.int32)  # kept: a view and ``.ctypes.data`` cost microseconds per launch
         self.address = int(self.ctx.ctypes.data)  # the ``cube`` argument of ``cubepy_run_cubes``
+        # The context's 32-bit words, kept: a numpy view and ``.ctypes.data`` cost microseconds per launch, and
+        # a ctypes array reads a word in a third of a numpy array's time.
+        self._words = (ctypes.c_int32 * (self.ctx.size // _WORD_BYTES)).from_address(self.address)
         context = CubeContext.from_address(self.address)  # writes into ``self.ctx``
         for name in ("shared", "state", "site", "mask", "publish", "snapshot", "handles", "frames"):
             setattr(context, name, getattr(self, name).ctypes.data)
@@ -64,7 +70,7 @@ class _Workspace:
         """Ready a reused context for a new launch: its cube counts, no barrier changes and no fault yet."""
         words = self._words
         if counts != self._counts:
-            words[_NCTAID_WORD : _NCTAID_WORD + 3] = counts
+            words[_NCTAID_WORD], words[_NCTAID_WORD + 1], words[_NCTAID_WORD + 2] = counts
             self._counts = tuple(counts)
         words[_EPOCH_WORD] = 0
         words[_FAULT_WORD] = 0
@@ -76,7 +82,7 @@ class _Workspace:
     @property
     def fault(self) -> int:
         """The cube context's fault word (0: none)."""
-        return int(self._words[_FAULT_WORD])
+        return self._words[_FAULT_WORD]
 
     def __del__(self, _free: Callable[[int], object] = _LIBC_FREE) -> None:
         # ``_free`` is bound at definition: contexts kept by a backend die at interpreter exit, after the
@@ -84,6 +90,19 @@ class _Workspace:
         for frame in self.frames.tolist():
             if frame:
                 _free(frame)
+
+
+class _KernelPlan:
+    """What every launch of one compiled kernel uses, worked out at its first launch."""
+
+    __slots__ = ("kernel", "packer", "run", "steps")
+
+    def __init__(self, kernel: HostKernel) -> None:
+        self.kernel = kernel
+        self.packer = packing.KernelPacker(abi.param_layout(kernel.definition), kernel.name)
+        self.run = loader.entry(kernel)  # ``cubepy_run_cubes`` (loads the object code)
+        # the IR operations one unit runs at most; None: it loops, waits or calls the runtime (no bound)
+        self.steps = _unit_steps(kernel)
 
 
 class CpuBackend:
@@ -101,7 +120,7 @@ class CpuBackend:
         self._workers = workers.Workers(cpus)  # the hand-off where the native pool is not available
         self._pool = pool.NativePool(cpus) if pool.available() and len(cpus) <= 64 else None
         self._spread = workers.SpreadChoice()
-        self._packers: dict[int, tuple[HostKernel, packing.KernelPacker]] = {}
+        self._plans: dict[int, _KernelPlan] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
         self._idle_lock = workers.fork_safe(threading.Lock())
@@ -125,12 +144,12 @@ class CpuBackend:
         if cube_count[0] * cube_count[1] * cube_count[2] > MAX_CUBES:
             raise LaunchError(f"kernel {kernel.name}: cube_count {cube_count} has more than {MAX_CUBES} cubes")
 
-    def _packer(self, kernel: HostKernel) -> packing.KernelPacker:
-        found = self._packers.get(id(kernel))
-        if found is None or found[0] is not kernel:
-            packer = packing.KernelPacker(abi.param_layout(kernel.definition), kernel.name)
-            found = self._packers[id(kernel)] = (kernel, packer)
-        return found[1]
+    def _plan(self, kernel: HostKernel) -> _KernelPlan:
+        """What every launch of ``kernel`` uses: its packer, entry point and bound on a unit's steps."""
+        found = self._plans.get(id(kernel))
+        if found is None or found.kernel is not kernel:
+            found = self._plans[id(kernel)] = _KernelPlan(kernel)
+        return found
 
     def run(
         self,
@@ -148,21 +167,28 @@ class CpuBackend:
             )
         if sanitize and not self.report_out_of_bounds:
             raise CubeError(NO_OUT_OF_BOUNDS_REPORTS)
-        packer = self._packer(kernel)
-        addresses = [_address(b.handle) for b in bindings.buffers]
-        maps = [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
-        block, params = packer.pack(addresses, bindings.buffers, bindings.scalars, maps)
+        plan = self._plan(kernel)
+        packer = plan.packer
+        buffers = bindings.buffers
+        maps = (
+            [emulation.tensor_map_handle(slot) for slot in range(len(bindings.tensor_maps))]
+            if bindings.tensor_maps
+            else []
+        )
+        block, params = packer.pack(
+            lambda: [_address(b.handle) for b in buffers], buffers, bindings.scalars, maps, bindings.memo
+        )
         try:
-            self._run_packed(kernel, cube_count, bindings, params)
+            self._run_packed(kernel, cube_count, bindings, params, plan)
         finally:
             packer.release(block, params)  # the compiled code has returned: the block may serve the next launch
 
     def _run_packed(
-        self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, params: int
+        self, kernel: HostKernel, cube_count: tuple[int, int, int], bindings: Bindings, params: int, plan: _KernelPlan
     ) -> None:
         """Run the launch whose parameter block is at ``params``."""
         if not kernel.host_calls:
-            self._release_spaces(kernel, self._run_cubes(kernel, cube_count, params))
+            self._release_spaces(kernel, self._run_cubes(kernel, cube_count, params, plan))
             return
         # Emulated TMA copies and mbarriers can fail while the kernel runs: then restore every buffer the
         # kernel may write, so a failed launch writes nothing (as on the interp).
@@ -170,7 +196,7 @@ class CpuBackend:
             restore_on_failure(bindings, written_slots(kernel.definition)),
             emulation.launch(params, kernel, list(bindings.tensor_maps), cube_count) as record,
         ):
-            spaces = self._run_cubes(kernel, cube_count, params)
+            spaces = self._run_cubes(kernel, cube_count, params, plan)
             try:
                 if record.error is not None:
                     raise record.error
@@ -185,41 +211,68 @@ class CpuBackend:
 
     def _take_spaces(self, kernel: HostKernel, count: int, cube_count: tuple[int, int, int]) -> list[_Workspace]:
         """``count`` cube contexts for a launch of ``kernel``: idle ones from earlier launches first."""
-        with self._idle_lock:
-            found = self._idle.get(id(kernel))
-            idle = found[1] if found is not None and found[0] is kernel else []
-            taken = [idle.pop() for _ in range(min(count, len(idle)))]
+        found = self._idle.get(id(kernel))
+        taken: list[_Workspace] = []
+        if found is not None and found[0] is kernel:
+            idle = found[1]
+            while len(taken) < count:
+                try:
+                    taken.append(idle.pop())  # atomic: two launches never take the same context
+                except IndexError:
+                    break
         for space in taken:
             space.start_launch(cube_count)
-        return taken + [_Workspace(kernel, cube_count) for _ in range(count - len(taken))]
+        while len(taken) < count:
+            taken.append(_Workspace(kernel, cube_count))
+        return taken
 
     def _release_spaces(self, kernel: HostKernel, spaces: list[_Workspace]) -> None:
         """Keep the contexts of a finished launch for the next one (a faulted context is dropped)."""
+        kept = [space for space in spaces if space.fault == 0]
+        idle = self._idle
+        key = id(kernel)
+        found = idle.get(key)
+        try:
+            latest = next(reversed(idle), None)
+        except RuntimeError:  # another thread changed the dict meanwhile: take the locked way
+            latest = None
+        if found is not None and found[0] is kernel and latest == key:
+            found[1].extend(kept)  # the most recently used kernel already: no reordering
+            return
         with self._idle_lock:
-            found = self._idle.pop(id(kernel), None)
+            found = idle.pop(key, None)
             if found is None or found[0] is not kernel:
                 found = (kernel, [])
-            found[1].extend(space for space in spaces if space.fault == 0)
-            self._idle[id(kernel)] = found  # the most recently used last
-            while len(self._idle) > IDLE_KERNELS:
-                del self._idle[next(iter(self._idle))]
+            found[1].extend(kept)
+            idle[key] = found  # the most recently used last
+            while len(idle) > IDLE_KERNELS:
+                del idle[next(iter(idle))]
 
-    def _run_cubes(self, kernel: HostKernel, cube_count: tuple[int, int, int], params: int) -> list[_Workspace]:
+    def _run_cubes(
+        self, kernel: HostKernel, cube_count: tuple[int, int, int], params: int, plan: _KernelPlan
+    ) -> list[_Workspace]:
         """Run every cube of the launch; the cube contexts used (for their fault words; release them after)."""
-        run = loader.entry(kernel)
-        total = int(cube_count[0]) * int(cube_count[1]) * int(cube_count[2])
-        threads = min(self._thread_limit(), total)
-        spread, timed = (
-            (False, False) if threads <= 1 or total * kernel.units < 4096 else self._spread.spread(kernel, total)
-        )
+        run = plan.run
+        total = cube_count[0] * cube_count[1] * cube_count[2]  # ints: CubeCount checked them
+        if total == 1 or total * kernel.units < SPREAD_MIN_UNITS:
+            spread = timed = False
+            threads = 1
+        else:
+            threads = min(self._thread_limit(), total)
+            spread, timed = (False, False) if threads <= 1 else self._spread.spread(kernel, total)
         helpers = self._helpers(threads) if spread else []
         if spread and self._pool is not None and not helpers:  # the caller's CPU is the only one
             spread = timed = False
-        start = time.perf_counter()
+        start = time.perf_counter() if timed else 0.0
         # The contexts must outlive the call: the code uses their arrays.
         count = (len(helpers) + 1 if self._pool is not None else threads) if spread else 1
         spaces = self._take_spaces(kernel, count, cube_count)
-        armed = _INTERRUPTS.arm(functools.partial(_cancel_all, spaces))
+        # A loop-free kernel's launch of few steps in all ends before a Ctrl-C would matter; routing SIGINT to
+        # it (a system call) would cost more than its run.
+        armed = None
+        steps = plan.steps
+        if steps is None or total * kernel.units * steps > SHORT_LAUNCH_STEPS:
+            armed = _INTERRUPTS.arm(functools.partial(_cancel_all, spaces))
         try:
             if not spread:
                 run(params, spaces[0].address, 0, total)
@@ -297,6 +350,19 @@ _INTERRUPTS = workers.Interrupts()
 def _cancel_all(spaces: list[_Workspace]) -> None:
     for space in spaces:
         space.cancel()
+
+
+def _unit_steps(kernel: HostKernel) -> int | None:
+    """How many IR operations a unit of ``kernel`` runs at most: its operation count when it has no loop, waits
+    at no barrier and calls no emulation; else None."""
+    if kernel.coroutine or kernel.host_calls:
+        return None
+    steps = 0
+    for instruction in walk(kernel.definition.body):
+        if isinstance(instruction.operation, (Loop, RangeLoop)):
+            return None
+        steps += 1
+    return steps
 
 
 def _aligned_zeros(nbytes: int, align: int) -> np.ndarray:

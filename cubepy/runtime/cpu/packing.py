@@ -14,9 +14,8 @@ Scalars and tensor maps keep ``params.scalar_bytes`` (numpy's conversion rules) 
 from __future__ import annotations
 
 import struct
-import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,22 +58,64 @@ class KernelPacker:
             ty = slot.type
             if ty is not None and ty.line == 1 and not ty.elem.is_bool:
                 self.scalar_types[index] = (ty.elem.numpy.type, abi.scalar_size_align(ty)[0])
+        # per scalar slot: (position among the block's values, scalar index, exact numpy type or None, size)
+        self.scalar_plan: list[tuple[int, int, type | None, int]] = []
+        for position, slot in enumerate(layout.slots):
+            if slot.role == "scalar":
+                exact = self.scalar_types.get(slot.kind_index)
+                self.scalar_plan.append(
+                    (position, slot.kind_index, None if exact is None else exact[0], 0 if exact is None else exact[1])
+                )
         self.map_slots = {slot.kind_index: slot for slot in layout.slots if slot.role == "tensor_map"}
         self._free: list[tuple[np.ndarray, int]] = []
-        self._lock = threading.Lock()
 
     def pack(
-        self, addresses: Sequence[int], buffers: Sequence[BufferBinding], scalars: Sequence[Any], maps: Sequence[bytes]
+        self,
+        addresses: Callable[[], Sequence[int]],
+        buffers: Sequence[BufferBinding],
+        scalars: Sequence[Any],
+        maps: Sequence[bytes],
+        memo: dict[object, object] | None = None,
     ) -> tuple[np.ndarray, int]:
-        """A filled block and its address for one launch; hand both to ``release`` once the launch returned."""
+        """A filled block and its address for one launch; hand both to ``release`` once the launch returned.
+
+        ``addresses`` gives the buffers' first addresses (called only when the words it feeds are not known);
+        ``memo`` (``Bindings.memo``) keeps the words that follow from the buffers alone for the next launch."""
+        fixed = memo.get(self) if memo is not None else None
+        if fixed is None:
+            fixed = self._fixed_values(addresses(), buffers, maps)
+            if fixed is None:
+                return self._slow(addresses(), buffers, scalars, maps)
+            if memo is not None:
+                memo[self] = fixed
+        values = list(cast(list[Any], fixed))
+        if len(scalars) != len(self.scalar_plan):
+            return self._slow(addresses(), buffers, scalars, maps)
+        for position, index, exact, size in self.scalar_plan:
+            value = scalars[index]
+            if exact is not None and type(value) is exact:
+                data = value.tobytes()  # type: ignore[attr-defined]  # exact is a numpy scalar type
+                values[position] = data + bytes(size - len(data)) if len(data) < size else data
+            else:
+                slot = self.scalar_slots[index]
+                assert slot.type is not None
+                values[position] = kparams.scalar_bytes(value, slot.type, slot.name)
+        block, address = self._take()
+        try:
+            self.slow.format.pack_into(block, 0, *values)  # type: ignore[arg-type]  # a writable uint8 array
+        except struct.error:  # a value that does not fit: ParamPacker raises the LaunchError naming it
+            self.release(block, address)
+            return self._slow(addresses(), buffers, scalars, maps)
+        return block, address
+
+    def _fixed_values(
+        self, addresses: Sequence[int], buffers: Sequence[BufferBinding], maps: Sequence[bytes]
+    ) -> list[Any] | None:
+        """The block's values that do not depend on a scalar (None in the scalars' places); None where the
+        bindings do not fit the kernel's layout (``ParamPacker`` then says how)."""
         counts = self.counts
-        if (
-            len(buffers) != counts["buffer"]
-            or len(scalars) != counts["scalar"]
-            or len(maps) != counts["tensor_map"]
-            or len(addresses) != len(buffers)
-        ):
-            return self._slow(addresses, buffers, scalars, maps)
+        if len(buffers) != counts["buffer"] or len(maps) != counts["tensor_map"] or len(addresses) != len(buffers):
+            return None
         values: list[Any] = []
         for kind, index, field, dim, rank in self.plan:
             if kind == "a":
@@ -88,43 +129,28 @@ class KernelPacker:
                 else:
                     dims = binding.shape if field == "shape" else binding.strides
                     if len(binding.shape) != rank or len(binding.strides) != rank:
-                        return self._slow(addresses, buffers, scalars, maps)
+                        return None
                     values.append(dims[dim])
             elif kind == "s":
-                value = scalars[index]
-                exact = self.scalar_types.get(index)
-                if exact is not None and type(value) is exact[0]:
-                    data = value.tobytes()  # type: ignore[attr-defined]  # exact[0] is a numpy scalar type
-                    values.append(data + bytes(exact[1] - len(data)) if len(data) < exact[1] else data)
-                    continue
-                slot = self.scalar_slots[index]
-                assert slot.type is not None
-                values.append(kparams.scalar_bytes(scalars[index], slot.type, slot.name))
+                values.append(None)
             else:
                 data = bytes(maps[index])
                 if len(data) != self.map_slots[index].size:
-                    return self._slow(addresses, buffers, scalars, maps)
+                    return None
                 values.append(data)
-        block, address = self._take()
-        try:
-            self.slow.format.pack_into(block, 0, *values)  # type: ignore[arg-type]  # a writable uint8 array
-        except struct.error:  # a value that does not fit: ParamPacker raises the LaunchError naming it
-            self.release(block, address)
-            return self._slow(addresses, buffers, scalars, maps)
-        return block, address
+        return values
 
     def release(self, block: np.ndarray, address: int) -> None:
         """Give a launch's block back for the next launch (the compiled code no longer reads it)."""
-        if len(self._free) < FREE_BLOCKS:
-            with self._lock:
-                self._free.append((block, address))
+        if len(self._free) < FREE_BLOCKS:  # two launches may both append: a block more, never one shared
+            self._free.append((block, address))
 
     def _take(self) -> tuple[np.ndarray, int]:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        block = kparams._aligned_zeros(max(self.total_bytes, 1), kparams.BLOCK_ALIGN)
-        return block, int(block.ctypes.data)
+        try:
+            return self._free.pop()  # atomic: two launches never take the same block
+        except IndexError:
+            block = kparams._aligned_zeros(max(self.total_bytes, 1), kparams.BLOCK_ALIGN)
+            return block, int(block.ctypes.data)
 
     def _slow(
         self, addresses: Sequence[int], buffers: Sequence[BufferBinding], scalars: Sequence[Any], maps: Sequence[bytes]

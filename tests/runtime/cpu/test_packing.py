@@ -40,17 +40,35 @@ def test_the_block_holds_param_packers_bytes_and_is_reused():
     packer = KernelPacker(layout, "mixed")
     addresses = [0x7F00_0000_1000, 0x7F00_0000_2040]
     for scalars in ([True, np.float32(1.5), np.int32(-3), np.uint32(9)], [False, 2.25, 7, 2**32 - 1]):
-        block, address = packer.pack(addresses, buffers, scalars, [])
+        block, address = packer.pack(lambda: addresses, buffers, scalars, [])
         assert address % 64 == 0 and address == block.ctypes.data
         assert block.tobytes() == _slow_bytes(layout, addresses, buffers, scalars)
         packer.release(block, address)
-    again, address_again = packer.pack(addresses, buffers, [True, 1.0, 0, 0], [])
+    again, address_again = packer.pack(lambda: addresses, buffers, [True, 1.0, 0, 0], [])
     assert address_again == address  # the released block serves the next launch
+
+
+def test_a_memo_keeps_the_buffer_words_and_each_launch_packs_its_own_scalars():
+    layout, buffers = _layout_and_bindings(cp.client("interp"))
+    packer = KernelPacker(layout, "mixed")
+    addresses = [0x7F00_0000_1000, 0x7F00_0000_2040]
+    asked = []
+
+    def addresses_once():
+        asked.append(1)
+        return addresses
+
+    memo: dict[object, object] = {}
+    for scalars in ([True, np.float32(1.5), np.int32(-3), np.uint32(9)], [False, 2.25, 7, 2**32 - 1]):
+        block, address = packer.pack(addresses_once, buffers, scalars, [], memo)
+        assert block.tobytes() == _slow_bytes(layout, addresses, buffers, scalars)
+        packer.release(block, address)
+    assert len(asked) == 1  # the second launch took the addresses and metadata words from the memo
 
 
 def test_metadata_words_are_the_bindings_by_hand():
     layout, buffers = _layout_and_bindings(cp.client("interp"))
-    block, _ = KernelPacker(layout, "mixed").pack([64, 128], buffers, [True, 1.0, 0, 0], [])
+    block, _ = KernelPacker(layout, "mixed").pack(lambda: [64, 128], buffers, [True, 1.0, 0, 0], [])
     values = {}
     for slot in layout.slots:
         if slot.word is not None:
@@ -81,7 +99,7 @@ def test_a_value_that_does_not_fit_raises_param_packers_error(change, message):
         buffers = buffers[:1]
         addresses = addresses[:1]
     with pytest.raises(LaunchError, match=message):
-        KernelPacker(layout, "mixed").pack(addresses, buffers, [True, 1.0, 0, 0], [])
+        KernelPacker(layout, "mixed").pack(lambda: addresses, buffers, [True, 1.0, 0, 0], [])
 
 
 def test_launches_on_cpu_with_scalars_match_numpy():

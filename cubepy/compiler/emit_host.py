@@ -60,6 +60,8 @@ class HostKernel:
     host_calls: tuple[HostCall, ...] = ()  # the TMA / mbarrier instructions the runtime emulates, by site
     # how the cube's units run: "plain" (a loop), "unit loops" (loop fission at barriers), "coroutines"
     shape: str = "plain"
+    # a plain kernel whose consecutive cubes along x run as one wider row (``host_plain.merges_cubes_along_x``)
+    merged_rows: bool = False
 
 
 # x86's f32 -> bf16 instructions (AVX512-BF16 ``vcvtneps2bf16``, AVX-NE-CONVERT) flush subnormal inputs and
@@ -192,4 +194,5 @@ def compile_host(
         timings=timings,
         host_calls=tuple(target.host_calls),
         shape="unit loops" if target.fission is not None else "coroutines" if target.coroutine else "plain",
+        merged_rows=target.merge_x,
     )

@@ -186,6 +186,7 @@ class HostTarget(HostSuspensions):
         self.buffer_offsets: list[int] = []  # a whole cube's or plain unit's buffer arguments: where in the block
         self.buffer_exclusive: list[bool] = []  # and whether the launch checked that nothing else overlaps each
         self.host_calls: list[Any] = []  # host_async.HostCall per emulated instruction, indexed by its site
+        self.merge_x = False  # whether the driver runs consecutive cubes along x as one row (set by ``finish``)
         self.op_table = CPU
         self._site = 0
         self._ret_block: ir.Block | None = None
@@ -459,7 +460,15 @@ class HostTarget(HostSuspensions):
             lw.call_in(b, "llvm.coro.end", lt.VOID, [self.handle, ir.Constant(lt.I1, 0), none])
             b.ret(self.handle)
         from cubepy.compiler.targets.host_driver import emit_driver
+        from cubepy.compiler.targets.host_plain import merges_cubes_along_x
 
+        # The reports and the emulated instructions name a unit and its cube, which a merged run does not keep.
+        self.merge_x = (
+            self.plain_tid
+            and not self.reports_out_of_bounds
+            and not self.host_calls
+            and merges_cubes_along_x(lw.definition)
+        )
         loops = self.cube_loops
         whole_cube = (loops.frame_bytes, tuple(self.buffer_offsets)) if loops is not None else None
         plain = tuple(zip(self.buffer_offsets, self.buffer_exclusive)) if self.plain_tid else None
@@ -474,4 +483,5 @@ class HostTarget(HostSuspensions):
             whole_cube,
             plain_buffers=plain,
             row_guard=self.row_guard is not None,
+            merge_x=self.merge_x,
         )

@@ -38,6 +38,7 @@ from cubepy.compiler.targets.host_abi import (
     RUNNABLE,
     frame_allocator,
 )
+from cubepy.compiler.targets.host_plain import MERGED_UNITS, plain_units, umin
 from cubepy.ir import KernelDefinition, ops, walk
 from cubepy.ir.variable import PLANE_WIDTH
 
@@ -73,10 +74,29 @@ class _Emitter:
         return self.b.load(slot, typ=ty)
 
     def loop(
-        self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], None], *, vectorize: bool = False
+        self,
+        start: ir.Value,
+        stop: ir.Value,
+        body: Callable[[ir.Value], None],
+        *,
+        vectorize: bool = False,
+        scalar: bool = False,
     ) -> None:
         """``for i in range(start, stop): body(i)``; ``vectorize``: ask LLVM to vectorize it (a short loop over
-        units is otherwise unrolled whole before the vectorizer sees it)."""
+        units is otherwise unrolled whole before the vectorizer sees it); ``scalar``: ask it not to (a rare path
+        whose vector form would only add code)."""
+        b = self.b
+
+        def next_index(index: ir.Value) -> ir.Value:
+            body(index)
+            return b.add(index, _const(1), flags=["nsw"])
+
+        back_edge = self.stepped_loop(start, stop, next_index)
+        if vectorize or scalar:
+            _hint_vectorize(self.function.module, back_edge, enable=not scalar)
+
+    def stepped_loop(self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], ir.Value]) -> ir.Instruction:
+        """``i = start; while i < stop: i = body(i)`` (``body`` returns the next index, past ``i``); the back edge."""
         b = self.b
         counter = self.var(I32, start, "i")
         head, step, done = self.block("loop"), self.block("body"), self.block("after")
@@ -85,12 +105,10 @@ class _Emitter:
         index = self.load(counter)
         b.cbranch(b.icmp_signed("<", index, stop), step, done)
         b.position_at_end(step)
-        body(index)
-        b.store(b.add(self.load(counter), _const(1), flags=["nsw"]), counter)
+        b.store(body(index), counter)
         back_edge = b.branch(head)
-        if vectorize:
-            _hint_vectorize(self.function.module, back_edge)
         b.position_at_end(done)
+        return back_edge
 
     def when(self, condition: ir.Value, body: Callable[[], None]) -> None:
         b = self.b
@@ -115,6 +133,7 @@ def emit_driver(
     whole_cube: tuple[int, tuple[int, ...]] | None = None,
     plain_buffers: tuple[tuple[int, bool], ...] | None = None,
     row_guard: bool = False,
+    merge_x: bool = False,
 ) -> ir.Function:
     """Define ``cubepy_run_cubes`` in ``module`` around the unit function ``unit``.
 
@@ -137,6 +156,12 @@ def emit_driver(
 
     ``row_guard``: the plain unit function also takes ``mode`` and ``probe`` (``host_row_guard``): each row is
     probed, then its admitted units run with the guard known.
+
+    ``merge_x``: the plain kernel tells its cubes apart along x only through ``absolute_pos``
+    (``merges_cubes_along_x``): consecutive cubes of one x-row run as one cube ``run`` times as wide, the first
+    one's ``ctaid`` and ``tid.x`` up to ``run * cube_dim_x``; each unit sees the same ``absolute_pos`` as in its
+    own cube, and a row of units is one loop as long as the run (a 32-unit row pays its loop's set-up once per
+    run instead of once per cube).
     """
     fn = ir.Function(module, ir.FunctionType(lt.VOID, [PTR, PTR, I32, I32]), DRIVER_NAME)
     # The parameter block (packed ``abi.BLOCK_ALIGN``-aligned by the runtime) is read-only and nothing else
@@ -200,9 +225,10 @@ def emit_driver(
         for axis, value in zip("xyz", (b.urem(first, nx), b.urem(b.udiv(first, nx), ny), b.udiv(first, b.mul(nx, ny))))
     ]
 
-    def step_position() -> None:
+    def step_position(cubes: ir.Value | None = None) -> None:
+        """The position ``cubes`` (default 1) cubes on, never past the end of its x-row."""
         cx, cy, cz = (e.load(slot) for slot in position)
-        next_x, next_y = b.add(cx, _const(1)), b.add(cy, _const(1))
+        next_x, next_y = b.add(cx, _const(1) if cubes is None else cubes), b.add(cy, _const(1))
         wrap_x = b.icmp_unsigned(">=", next_x, nx)
         wrap_y = b.and_(wrap_x, b.icmp_unsigned(">=", next_y, ny))
         b.store(b.select(wrap_x, _const(0), next_x), position[0])
@@ -231,7 +257,7 @@ def emit_driver(
             b.call(unit, [params, cube, _const(0), *ctaid, shared, frame, *buffers])
             return
         if not coroutine:
-            _plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard)
+            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard)
             return
         run = _CubeRun(e, unit, params, cube, arrays, units, ctaid, reduces)
         if suspends == {"barrier"}:
@@ -245,62 +271,40 @@ def emit_driver(
         e.when(healthy, lambda: run_cube(linear))
         step_position()
 
-    e.loop(first, last, run_unless_failed)
+    def run_merged(index: ir.Value) -> ir.Value:
+        """The run of cubes from ``index`` to the end of its x-row (or of the range, or ``MERGED_CUBES``), as one
+        cube; the index after it."""
+        ctaid = [e.load(slot) for slot in position]
+        run = umin(b, umin(b, b.sub(nx, ctaid[0]), b.sub(last, index)), _const(max(1, MERGED_UNITS // x)))
+
+        def go() -> None:
+            for axis, value in enumerate(ctaid):
+                b.store(value, ctx(CTX_CTAID + CTX_AXIS_BYTES * axis))
+            width = b.mul(run, _const(x), flags=["nuw"])
+            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard, width)
+
+        fault = b.load_atomic(ctx(CTX_FAULT), "monotonic", 4, typ=I32)  # set by another thread on Ctrl-C
+        e.when(b.icmp_signed("==", fault, _const(0)), go)
+        step_position(run)
+        return b.add(index, run, flags=["nsw"])
+
+    if merge_x and not coroutine and whole_cube is None:
+        e.stepped_loop(first, last, run_merged)
+    else:
+        e.loop(first, last, run_unless_failed)
     b.ret_void()
     e.entry.branch(fn.blocks[1])
     return module.get_global(DRIVER_NAME)
 
 
-def _plain_units(
-    e: _Emitter,
-    unit: ir.Function,
-    args: tuple[ir.Value, ir.Value, list[ir.Value], list[ir.Value]],
-    dims: tuple[int, int, int],
-    row_guard: bool = False,
-) -> None:
-    """Call a plain unit function for every unit of the cube: loops over z, y and x, x innermost, each call given
-    its linear index and ``tid``.  An address built from ``tid.x`` is then affine in the innermost loop's
-    counter, which the loop vectorizer needs (one loop over the linear index makes ``tid.x`` and ``tid.y`` a
-    remainder and a quotient of it, and a 32x8 cube's loads gathers).
-
-    ``row_guard``: per row, a probe call, then the units the guard admits with it known (``host_row_guard``)."""
-    from cubepy.compiler.targets.host_row_guard import AS_WRITTEN, PROBE_WORDS, run_guarded_row
-
-    b = e.b
-    params, cube, ctaid, buffers = args
-    dim_x, dim_y, dim_z = dims
-    probe = e.entry.alloca(ir.ArrayType(I32, PROBE_WORDS), name="probe") if row_guard else None
-
-    def row(tid_y: ir.Value, tid_z: ir.Value) -> None:
-        base = b.mul(b.add(b.mul(tid_z, _const(dim_y), flags=["nuw"]), tid_y, flags=["nuw"]), _const(dim_x))
-
-        def call(tid_x: ir.Value, mode: int) -> None:
-            linear = b.add(base, tid_x, flags=["nuw"])
-            guard_args = [_const(mode), probe] if probe is not None else []
-            b.call(unit, [params, cube, linear, *ctaid, tid_x, tid_y, tid_z, *buffers, *guard_args])
-
-        if probe is None:
-            e.loop(_const(0), _const(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN), vectorize=dim_x > 1)
-        else:
-            run_guarded_row(e, call, probe, dim_x)
-
-    def plane(tid_z: ir.Value) -> None:
-        if dim_y == 1:
-            row(_const(0), tid_z)
-        else:
-            e.loop(_const(0), _const(dim_y), lambda tid_y: row(tid_y, tid_z))
-
-    if dim_z == 1:
-        plane(_const(0))
-    else:
-        e.loop(_const(0), _const(dim_z), plane)
-
-
-def _hint_vectorize(module: ir.Module, back_edge: ir.Instruction) -> None:
-    """``llvm.loop.vectorize.enable`` on the loop of ``back_edge`` (``lower_control.hint_vectorize``'s loop ID)."""
+def _hint_vectorize(module: ir.Module, back_edge: ir.Instruction, enable: bool = True) -> None:
+    """``llvm.loop.vectorize.enable`` (true or false) on the loop of ``back_edge`` (``lower_control.hint_vectorize``'s
+    loop ID)."""
     from cubepy.compiler.lower_control import _LoopID
 
-    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1)])
+    hint = module.add_metadata(
+        [ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1 if enable else 0)]
+    )
     back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 

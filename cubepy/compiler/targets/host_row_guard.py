@@ -164,8 +164,9 @@ def lower_guarded_body(lw: KernelLowering, guard: RowGuard, mode: ir.Value, prob
     lw.lower_instruction(guard.guard)
 
 
-def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: ir.Value, dim_x: int) -> None:
-    """The driver's row of units: ``call(tid_x, mode)`` once to probe, then for the units the guard admits."""
+def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: ir.Value, width: ir.Value) -> None:
+    """The driver's row of ``width`` units: ``call(tid_x, mode)`` once to probe, then for the units the guard
+    admits."""
     b = e.b
     i32 = lt.I32
 
@@ -177,12 +178,13 @@ def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: i
         b.load(b.gep(probe, [word(0), word(index)], source_etype=probe.allocated_type), typ=i32)
         for index in range(PROBE_WORDS)
     )
-    # x(t) = first + t for every unit when first + dim_x - 1 does not wrap: the guard admits t < limit - first
-    exact = b.icmp_unsigned("<=", first, word(0xFFFFFFFF - (dim_x - 1)))
+    # x(t) = first + t for every unit when first + width - 1 does not wrap: the guard admits t < limit - first
+    exact = b.icmp_unsigned("<=", first, b.sub(word(0xFFFFFFFF), b.sub(width, word(1))))
     admitted = b.and_(b.icmp_unsigned("<", first, limit), b.icmp_unsigned("!=", others, word(0)))
     span = b.sub(limit, first)
-    count = b.select(b.icmp_unsigned("<", span, word(dim_x)), span, word(dim_x))
+    count = b.select(b.icmp_unsigned("<", span, width), span, width)
     known = b.select(b.and_(exact, admitted), count, word(0))
-    e.loop(word(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=dim_x > 1)
+    single = isinstance(width, ir.Constant) and width.constant == 1
+    e.loop(word(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=not single)
     # where it could wrap, the row as written (the guard evaluated per unit)
-    e.loop(b.select(exact, word(dim_x), word(0)), word(dim_x), lambda tid_x: call(tid_x, AS_WRITTEN))
+    e.loop(b.select(exact, width, word(0)), width, lambda tid_x: call(tid_x, AS_WRITTEN), scalar=True)

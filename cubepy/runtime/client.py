@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -36,10 +37,11 @@ def as_numpy_dtype(dtype: Any) -> np.dtype:
     return cast(np.dtype, np.dtype(numpy if numpy is not None else dtype))
 
 
-def _aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
-    """A 1-D array whose first byte is 256-byte aligned (TMA needs 16, swizzles up to 1024 by address)."""
+def _aligned_empty(count: int, dtype: np.dtype, allocate: Callable[..., np.ndarray] = np.empty) -> np.ndarray:
+    """A 1-D array whose first byte is 256-byte aligned (TMA needs 16, swizzles up to 1024 by address);
+    ``allocate=np.zeros`` gives zeros (the C library's zeroed pages, no second pass over the memory)."""
     nbytes = max(count, 1) * dtype.itemsize
-    raw = np.empty(nbytes + _STORAGE_ALIGN, np.uint8)
+    raw = allocate(nbytes + _STORAGE_ALIGN, np.uint8)
     start = (-raw.ctypes.data) % _STORAGE_ALIGN
     return raw[start : start + nbytes].view(dtype)[:count]
 
@@ -168,25 +170,25 @@ class ComputeClient:
         """A new buffer of ``shape`` and ``dtype`` with unspecified contents."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         dtype = as_numpy_dtype(dtype)
-        count = int(np.prod(shape)) if shape else 1
-        storage = _aligned_empty(count, dtype)
+        storage = _aligned_empty(math.prod(shape), dtype)
         # Filled with a recognisable garbage pattern so reads of never-written data stand out.
         storage.view(np.uint8)[...] = 0xCD
         return Handle(self, storage, dtype, shape)
 
     def zeros(self, shape: int | Iterable[int], dtype: object) -> Handle:
         """A new buffer of ``shape`` and ``dtype`` filled with zeros."""
-        handle = self.empty(shape, dtype)
-        handle.storage.view(np.uint8)[...] = 0
-        return handle
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        dtype = as_numpy_dtype(dtype)
+        return Handle(self, _aligned_empty(math.prod(shape), dtype, np.zeros), dtype, shape)
 
     def read(self, handle: Handle) -> np.ndarray:
         """A numpy copy of the buffer, in its shape (and strides, for strided views)."""
-        self._own(handle, "read")
-        flat = handle.storage[handle.offset :]
-        if handle.strides == contiguous_strides(handle.shape):
-            count = int(np.prod(handle.shape)) if handle.shape else 1
-            return cast(np.ndarray, flat[:count].reshape(handle.shape).copy())
+        if type(handle) is not Handle or handle.client is not self:
+            self._own(handle, "read")
+        shape, offset = handle.shape, handle.offset
+        if handle.strides == contiguous_strides(shape):
+            return cast(np.ndarray, handle.storage[offset : offset + math.prod(shape)].reshape(shape).copy())
+        flat = handle.storage[offset:]
         item = flat.itemsize
         view = np.lib.stride_tricks.as_strided(flat, handle.shape, tuple(s * item for s in handle.strides))
         return cast(np.ndarray, view.copy())

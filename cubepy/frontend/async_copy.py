@@ -173,6 +173,21 @@ def _u32_literal(value: int) -> ExpandElement:
     return operations.literal(value, ir.U32)
 
 
+def _len_in_whole_chunks(src_mem: Any, step: int) -> bool:
+    """Whether a checked copy of ``src_mem`` may test each chunk whole instead of clamping to the buffer's end.
+
+    The launch found the buffer's ``len()`` a multiple of ``step`` items, and a chunk's source must start at a
+    multiple of its size (the interp reports any other start as a misuse; the GPU faults): so a chunk is wholly
+    inside the buffer or wholly past its end, and one comparison per chunk (``offset + (k + 1) * step <= len``,
+    against a bound the compiler hoists) gives the clamp's bytes.  A misaligned chunk that crosses the end reads
+    nothing instead of its inside part: still never past the end.
+    """
+    if src_mem.var.type.line != 1:
+        return False
+    multiple = require_state().len_multiple_of.get(src_mem.var.id, 1)
+    return multiple % step == 0
+
+
 def _chunk_size(total_bytes: int, offsets_bytes: list[int]) -> int:
     for chunk in CHUNKS:
         if total_bytes % chunk == 0 and all(offset % chunk == 0 for offset in offsets_bytes):
@@ -214,16 +229,22 @@ def memcpy_async(src: Any, dst: Any, cache: str | None = None) -> None:
         source.fail(
             f"memcpy_async: cache={cache!r}: expected 'ca', or 'cg' for 16-byte chunks (this copy uses {chunk})"
         )
+    step = chunk // elem_bytes
     # The source items available: the slice, cut at the destination's size (and, checked, the buffer's end).
     valid = _min(src_length, dst_length)
-    if src_mem.checked:
+    whole_chunks = src_mem.checked and _len_in_whole_chunks(src_mem, step)
+    if src_mem.checked and not whole_chunks:
         valid = _min(valid, _saturating_sub(src_mem.len(), src_offset))
     valid_bytes = _mul(valid, src_mem.var.type.size)
     src_first = _mul(src_offset, src_line)
     dst_first = _mul(dst_offset, dst_line)
-    step = chunk // elem_bytes
+    length = src_mem.len() if whole_chunks else None
     for k in range(total // chunk):
         here = _min(_saturating_sub(valid_bytes, k * chunk), chunk)
+        if length is not None:
+            # chunk k (items [offset + k * step, offset + (k + 1) * step)) inside the buffer, or nothing read
+            inside = operations.compare("lt", _u32(src_offset), _u32(_saturating_sub(length, (k + 1) * step - 1)))
+            here = operations.select(inside, _u32(here), _u32_literal(0))
         current_scope().append(
             irops.AsyncCopy(
                 src_mem.var,

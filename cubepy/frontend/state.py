@@ -127,6 +127,8 @@ class ExpansionState:
         self._weak_ordinal = itertools.count()
         # Mutable locals that started as comptime numbers (by MUT id), for errors at comptime-only uses.
         self.promotions: dict[int, Promotion] = {}
+        # Per buffer parameter (GLOBAL id): the power of two the launch found its ``len()`` to be a multiple of.
+        self.len_multiple_of: dict[int, int] = {}
         self.root = ScopeBuilder(self, None)
         self.current = self.root
         self.appended = 0  # instructions appended so far, and who hears of every PROGRESS_EVERY-th
@@ -354,6 +356,8 @@ class KernelBuilder:
             extent = (tensor_slot, len_as_shape[1])
         if kind is VarKind.GLOBAL and self.argument is not None:
             self.argument_slots.setdefault(self.argument, var.id)
+        if kind is VarKind.GLOBAL and multiple_of > 1:
+            self.state.len_multiple_of[var.id] = multiple_of
         self.params.append(
             ir.Param(
                 var,

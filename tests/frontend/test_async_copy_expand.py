@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import cubepy as cp
@@ -80,6 +81,23 @@ def test_checked_mode_cuts_the_source_at_the_buffer_end():
     checked = cp.testing.expand(checked_source, Array[f32], checked=True)
     assert not _copies(checked)[0].src_bytes.is_constant
     assert "len" in [i.op for i in checked.instructions]
+
+
+@cp.cube(launch=True)
+def two_chunks_per_unit(a: Array[f32]):
+    smem = cp.SharedMemory[f32](128)
+    cp.memcpy_async(a[UNIT_POS * 8 : UNIT_POS * 8 + 8], smem[UNIT_POS * 8 : UNIT_POS * 8 + 8])
+
+
+@pytest.mark.parametrize(("n", "whole_chunks"), [(64, True), (60, False)])
+def test_a_length_in_whole_chunks_tests_each_chunk_instead_of_clamping(n, whole_chunks):
+    # The launch found 64 a multiple of 16: a 16-byte chunk is then all inside or all past the end, and a checked
+    # copy compares its offset once per chunk; for 60 the source bytes are clamped at the end (min per chunk).
+    client = cp.client("interp")
+    arg = cp.ArrayArg(client.create(np.zeros(n, np.float32)))
+    ops = [i.op for i in cp.testing.expand(two_chunks_per_unit, arg, checked=True).instructions]
+    assert ops.count("async_copy") == 2
+    assert (ops.count("lt"), "min" in ops) == ((2, False) if whole_chunks else (0, True))
 
 
 @cp.cube

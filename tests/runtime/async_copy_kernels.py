@@ -78,6 +78,18 @@ def ragged_rows(a: Array[f32], out: Array[f32]):
 
 
 @cp.cube(launch=True)
+def one_chunk_from(a: Array[f32], out: Array[f32], start: u32):
+    """Unit 0 copies the 16-byte chunk ``a[start : start + 4]`` (zero-filled past the end) into ``out[0:4]``."""
+    smem = cp.SharedMemory[f32](4)
+    if UNIT_POS == 0:
+        cp.memcpy_async(a[start : start + 4], smem)
+        cp.async_commit_group()
+        cp.async_wait_group(0)
+        for k in range(4):
+            out[k] = smem[k]
+
+
+@cp.cube(launch=True)
 def read_after_wait_without_sync(a: Array[f32], out: Array[f32]):
     smem = cp.SharedMemory[f32](128)
     u = UNIT_POS

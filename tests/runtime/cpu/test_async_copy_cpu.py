@@ -27,13 +27,29 @@ def test_pipeline_matches_numpy_and_the_interp(cpu, tiles, stages):
     assert got.tobytes() == k.run_pipelined(cp.client("interp"), tiles, stages).tobytes()
 
 
-@pytest.mark.parametrize("n", [256, 250, 7, 1])
+@pytest.mark.parametrize("n", [256, 250, 128, 48, 16, 7, 1])
 def test_ragged_copies_zero_fill_like_the_interp(cpu, n):
     expected = np.zeros(256, dtype=np.float32)
     expected[:n] = np.arange(1, n + 1)
     got = k.run_ragged(cpu, n)
     np.testing.assert_array_equal(got, expected)
     assert got.tobytes() == k.run_ragged(cp.client("interp"), n).tobytes()
+
+
+@pytest.mark.parametrize("start", [12, 14, 16])
+def test_a_chunk_crossing_or_past_the_end_never_reads_past_it(cpu, start):
+    # 16 items: a length in whole 16-byte chunks, so each chunk is tested whole.  Start 14 is misaligned (a misuse
+    # the interp reports; the GPU faults): its chunk crosses the end and reads nothing rather than the items
+    # behind the buffer, which hold 99 here.
+    backing = np.full(32, 99.0, dtype=np.float32)
+    backing[:16] = np.arange(1, 17)
+    a = cp.from_dlpack(backing[:16], cpu)
+    out = cpu.zeros((4,), np.float32)
+    k.one_chunk_from.launch(
+        cpu, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(a), cp.ArrayArg(out), cp.ScalarArg(start, cp.u32)
+    )
+    expected = {12: [13, 14, 15, 16], 14: [0, 0, 0, 0], 16: [0, 0, 0, 0]}[start]
+    np.testing.assert_array_equal(cpu.read(out), np.array(expected, dtype=np.float32))
 
 
 def test_the_cpu_runtime_does_not_find_a_missing_wait(cpu):

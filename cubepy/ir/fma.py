@@ -160,8 +160,10 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     uh, ul = _two_product(a, b)
     th, tl = _two_sum(c, uh)
     result = th + _add_round_to_odd(tl, ul)
-    finite_inputs = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
-    result = np.where(finite_inputs, result, a * b + c)  # IEEE inf/NaN rules
+    finite_product = np.isfinite(a) & np.isfinite(b)
+    finite_inputs = finite_product & np.isfinite(c)
+    # IEEE inf/NaN rules; a finite a * b is exact in an fma, so an infinite c wins even where f64's a * b overflows
+    result = np.where(finite_inputs, result, np.where(finite_product & np.isinf(c), c, a * b + c))
     big = np.maximum(np.abs(a), np.abs(b))
     hard = finite_inputs & (
         (big >= _SPLIT_LIMIT)

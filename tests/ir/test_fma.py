@@ -161,7 +161,10 @@ def test_worked_cases(fmt, a, b, c, want):
 def test_ieee_special_values(fmt):
     dtype = FORMATS[fmt][0]
     inf, nan = math.inf, math.nan
+    big = float(np.finfo(dtype).max)
     cases = [
+        (big, big, -inf, -inf),  # a * b is exact inside an fma: finite, however large, so c's infinity wins
+        (big, -2.0, inf, inf),
         (inf, 0.0, 1.0, nan),
         (inf, 2.0, -inf, nan),
         (inf, 2.0, 1.0, inf),

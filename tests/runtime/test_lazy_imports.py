@@ -39,6 +39,19 @@ def test_an_f32_launch_on_the_interp_runtime_does_not_load_ml_dtypes():
     assert "ml_dtypes" not in names
 
 
+def test_a_small_fma_launch_on_the_interp_does_not_build_the_native_fma():
+    # examples.vector_add.run's axpy is one fma over 1000 lanes: below BUILD_MIN_LANES, so no llvmlite (0.3 s)
+    code = (
+        "import sys, numpy as np, cubepy as cp\n"
+        "from examples import vector_add\n"
+        "vector_add.run(cp.client('interp'))\n"
+        "assert 'llvmlite' not in sys.modules, 'llvmlite loaded'\n"
+    )
+    names = _imported_modules(code)
+    assert "cubepy.runtime.interp.native_fma" in names
+    assert not {n for n in names if n == "llvmlite" or n.startswith("llvmlite.")}
+
+
 def test_bf16_still_resolves_to_ml_dtypes_on_first_use():
     code = (
         "import numpy as np, cubepy as cp, ml_dtypes\n"

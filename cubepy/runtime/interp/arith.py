@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cubepy.ir import Instruction, ops, semantics
+from cubepy.runtime.interp import native_fma
 from cubepy.runtime.interp.registry import implements
 from cubepy.runtime.interp.values import Mask, as_line_operand, is_uniform, numpy_dtype
 
@@ -58,7 +59,9 @@ def fma(ctx: Chunk, inst: Instruction, mask: Mask) -> None:
     op = inst.operation
     assert isinstance(op, ops.Fma)
     assert inst.out is not None  # the record gives it a result
-    ctx.write(inst.out, semantics.evaluate(ops.Fma, op.a.elem, ctx.read(op.a), ctx.read(op.b), ctx.read(op.c)), mask)
+    a, b, c = ctx.read(op.a), ctx.read(op.b), ctx.read(op.c)
+    fused = native_fma.fma(np.asarray(a), np.asarray(b), np.asarray(c))  # the same bits, one native pass
+    ctx.write(inst.out, semantics.evaluate(ops.Fma, op.a.elem, a, b, c) if fused is None else fused, mask)
 
 
 @implements(ops.Clamp)

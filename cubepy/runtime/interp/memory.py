@@ -146,6 +146,7 @@ def locate(
     the frontend hoisted out of a short-circuit, out of bounds only where Python would not have run it).
     """
     idx = np.asarray(index)
+    never_negative = idx.dtype.kind == "u" and idx.dtype.itemsize < 8  # u8..u32: no lane below 0 to look for
     if idx.dtype != np.int64:
         idx = idx.astype(np.int64)  # u64 indices >= 2**63 turn negative: out of bounds either way
     length = ref.length
@@ -157,7 +158,7 @@ def locate(
         return (idx if in_bounds else np.int64(0)), in_bounds
     if not mask.full:
         idx = np.where(mask.bits, idx, 0)
-    if length and idx.min() >= 0 and idx.max() < length:
+    if length and (never_negative or idx.min() >= 0) and idx.max() < length:
         return idx, True
     valid = (idx >= 0) & (idx < length)
     if report:

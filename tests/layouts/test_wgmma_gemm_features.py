@@ -284,6 +284,7 @@ def test_ptx_of_the_default_form():
     assert "cp.async.bulk.tensor.2d.global.shared::cta" not in plain
 
 
+@pytest.mark.slow  # among the suite's heaviest; CI's slow tier runs it
 @pytest.mark.parametrize(
     ("config", "dtype", "options", "needle"),
     [

@@ -88,6 +88,7 @@ def test_every_tuning_entry_is_a_launchable_configuration(interp, head_dim):
         assert launch.cube_count is not None  # built: the tiles fit (shared memory, block sizes)
 
 
+@pytest.mark.slow  # among the suite's heaviest; CI's slow tier runs it
 def test_tuned_attention_without_timing_takes_the_first_config(interp, monkeypatch):
     calls = []
     original = tuned_flash_attention.fn

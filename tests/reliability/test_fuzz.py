@@ -54,7 +54,7 @@ def _run_case(case: fz.FuzzCase, tmp_dir: str, *, compile_too: bool) -> str | No
     return fz.mismatch(case, got, case.reference(a, b))
 
 
-@pytest.mark.slow  # among the suite's heaviest; CI's slow tier runs it
+@pytest.mark.slow  # among the suite's heaviest: CI's slow tier runs it, and its fuzzer step again
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -49,7 +49,7 @@ def run_control_case(case: fc.ControlCase, tmp_dir: str, *, compile_too: bool = 
     return None
 
 
-@pytest.mark.slow  # among the suite's heaviest; CI's slow tier runs it
+@pytest.mark.slow  # among the suite's heaviest: CI's slow tier runs it, and its fuzzer step again
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

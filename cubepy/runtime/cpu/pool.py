@@ -33,7 +33,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -346,7 +346,11 @@ class NativePool:
         self._start_lock = fork_safe(threading.Lock())
         self._pid = -1
         self._block: np.ndarray | None = None
-        self._contexts = np.zeros(max(len(cpus), 1), np.uint64)
+        self._block_address = 0
+        # one cube context address per worker, read by the workers during a launch (set element by element: for a
+        # handful of workers that is cheaper than a numpy copy, and the address is taken once)
+        self._contexts = (ctypes.c_uint64 * max(len(cpus), 1))()
+        self._contexts_address = ctypes.addressof(self._contexts)
         self._launch: Any = None  # the ctypes function of cubepy_pool_launch, once started
 
     def try_run(self, run: int, params: int, contexts: list[int], total: int, chunk: int, mask: int) -> bool:
@@ -356,14 +360,15 @@ class NativePool:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            launch, block = self._started()
+            launch, block_address = self._started()
             slots = self._contexts
-            slots[:] = contexts[:-1]  # 0 for a worker not asked: one woken late for an earlier launch helps none
+            for index in range(len(self.cpus)):  # 0 for a worker not asked: one woken late for an earlier launch
+                slots[index] = contexts[index]  # helps none
             launch(
-                block.ctypes.data,
+                block_address,
                 run,
                 params,
-                slots.ctypes.data,
+                self._contexts_address,
                 total,
                 chunk,
                 mask,
@@ -375,13 +380,14 @@ class NativePool:
             self._lock.release()
         return True
 
-    def _started(self) -> tuple[Any, np.ndarray]:
+    def _started(self) -> tuple[Any, int]:
         with self._start_lock:
             if self._pid != os.getpid():  # first use, or a forked child (which has none of the parent's threads)
                 _, launch_address, worker_address = _compiled()
                 block = np.zeros(WORKER + LINE * len(self.cpus) + LINE, np.uint8)
                 start = (-int(block.ctypes.data)) % LINE
                 self._block = block[start : start + WORKER + LINE * len(self.cpus)]
+                self._block_address = self._block.ctypes.data
                 worker = _Worker(worker_address)
                 for index, cpu in enumerate(self.cpus):
                     threading.Thread(
@@ -393,7 +399,7 @@ class NativePool:
                 weakref.finalize(self, _stop, self._block, len(self.cpus)).atexit = False
                 self._launch = _Launch(launch_address)
                 self._pid = os.getpid()
-            return self._launch, cast(np.ndarray, self._block)
+            return self._launch, self._block_address
 
 
 def _serve(worker: Callable[..., object], block: np.ndarray, index: int, cpu: int, spin: int) -> None:

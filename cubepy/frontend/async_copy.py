@@ -173,19 +173,22 @@ def _u32_literal(value: int) -> ExpandElement:
     return operations.literal(value, ir.U32)
 
 
-def _len_in_whole_chunks(src_mem: Any, step: int) -> bool:
-    """Whether a checked copy of ``src_mem`` may test each chunk whole instead of clamping to the buffer's end.
+def _whole_chunk_step(src_mem: Any, chunk: int) -> int | None:
+    """Source items (lines, for a buffer of lines) per chunk when a checked copy may test each chunk whole
+    instead of clamping to the buffer's end; None when it may not.
 
-    The launch found the buffer's ``len()`` a multiple of ``step`` items, and a chunk's source must start at a
+    The launch found the buffer's ``len()`` a multiple of a chunk's items, and a chunk's source must start at a
     multiple of its size (the interp reports any other start as a misuse; the GPU faults): so a chunk is wholly
     inside the buffer or wholly past its end, and one comparison per chunk (``offset + (k + 1) * step <= len``,
     against a bound the compiler hoists) gives the clamp's bytes.  A misaligned chunk that crosses the end reads
-    nothing instead of its inside part: still never past the end.
+    nothing instead of its inside part: still never past the end.  (A line wider than a chunk is clamped.)
     """
-    if src_mem.var.type.line != 1:
-        return False
+    item = src_mem.var.type.size
+    if chunk % item:
+        return None
+    step = chunk // item
     multiple = require_state().len_multiple_of.get(src_mem.var.id, 1)
-    return multiple % step == 0
+    return step if multiple % step == 0 else None
 
 
 def _chunk_size(total_bytes: int, offsets_bytes: list[int]) -> int:
@@ -232,18 +235,19 @@ def memcpy_async(src: Any, dst: Any, cache: str | None = None) -> None:
     step = chunk // elem_bytes
     # The source items available: the slice, cut at the destination's size (and, checked, the buffer's end).
     valid = _min(src_length, dst_length)
-    whole_chunks = src_mem.checked and _len_in_whole_chunks(src_mem, step)
-    if src_mem.checked and not whole_chunks:
+    whole_step = _whole_chunk_step(src_mem, chunk) if src_mem.checked else None
+    if src_mem.checked and whole_step is None:
         valid = _min(valid, _saturating_sub(src_mem.len(), src_offset))
     valid_bytes = _mul(valid, src_mem.var.type.size)
     src_first = _mul(src_offset, src_line)
     dst_first = _mul(dst_offset, dst_line)
-    length = src_mem.len() if whole_chunks else None
+    length = src_mem.len() if whole_step is not None else None
     for k in range(total // chunk):
         here = _min(_saturating_sub(valid_bytes, k * chunk), chunk)
-        if length is not None:
-            # chunk k (items [offset + k * step, offset + (k + 1) * step)) inside the buffer, or nothing read
-            inside = operations.compare("lt", _u32(src_offset), _u32(_saturating_sub(length, (k + 1) * step - 1)))
+        if whole_step is not None:
+            # chunk k ([offset + k * step, offset + (k + 1) * step) in source items) inside the buffer, or nothing
+            last = (k + 1) * whole_step - 1
+            inside = operations.compare("lt", _u32(src_offset), _u32(_saturating_sub(length, last)))
             here = operations.select(inside, _u32(here), _u32_literal(0))
         current_scope().append(
             irops.AsyncCopy(

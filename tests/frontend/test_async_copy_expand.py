@@ -100,6 +100,28 @@ def test_a_length_in_whole_chunks_tests_each_chunk_instead_of_clamping(n, whole_
     assert (ops.count("lt"), "min" in ops) == ((2, False) if whole_chunks else (0, True))
 
 
+@cp.cube(launch=True)
+def two_chunks_of_lines(a: Array[Line[f32, 4]], b: Array[Line[f32, 2]]):
+    wide = cp.SharedMemory[Line[f32, 4]](64)  # a 16-byte line: one chunk each
+    cp.memcpy_async(a[UNIT_POS * 2 : UNIT_POS * 2 + 2], wide[UNIT_POS * 2 : UNIT_POS * 2 + 2])
+    narrow = cp.SharedMemory[Line[f32, 2]](128)  # 8-byte lines: two per chunk
+    cp.memcpy_async(b[UNIT_POS * 4 : UNIT_POS * 4 + 4], narrow[UNIT_POS * 4 : UNIT_POS * 4 + 4])
+
+
+@pytest.mark.parametrize(("lines", "narrow_whole"), [(64, True), (62, False)])
+def test_buffers_of_lines_test_chunks_whole_when_a_chunk_holds_whole_lines(lines, narrow_whole):
+    # A line that is a chunk is always wholly inside or outside (any length); two lines per chunk need the
+    # launch's fact that the length (in lines) is a multiple of 16, which 62 is not: it is clamped
+    client = cp.client("interp")
+    args = [
+        cp.ArrayArg(client.create(np.zeros(4 * lines, np.float32)), line_size=4),
+        cp.ArrayArg(client.create(np.zeros(2 * lines, np.float32)), line_size=2),
+    ]
+    ops = [i.op for i in cp.testing.expand(two_chunks_of_lines, *args, checked=True).instructions]
+    assert ops.count("async_copy") == 4
+    assert (ops.count("lt"), ops.count("min") > 0) == ((4, False) if narrow_whole else (2, True))
+
+
 @cp.cube
 def pipelined(a: Array[f32], tiles: u32):
     smem = cp.SharedMemory[f32](64)

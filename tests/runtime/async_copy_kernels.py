@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import cubepy as cp
-from cubepy import UNIT_POS, Array, f32, u32
+from cubepy import UNIT_POS, Array, Line, f32, u32
 
 UNITS = 32
 TILE = 4 * UNITS  # each unit copies 4 f32 (16 bytes) of a tile
@@ -75,6 +75,29 @@ def ragged_rows(a: Array[f32], out: Array[f32]):
     cp.async_wait_group(0)
     for k in range(8):
         out[u * 8 + k] = smem[u * 8 + k]
+
+
+@cp.cube(launch=True)
+def ragged_lines(a: Array[Line[f32]], out: Array[Line[f32]]):
+    """Each unit copies its 32 bytes of lines of ``a`` (two 16-byte chunks; zero fill past the end) and writes
+    them out: 2 lines of 4 f32 or 4 lines of 2 (the line size is the launch's)."""
+    per_unit = 8 // a.line_size
+    smem = cp.SharedMemory[Line[f32, a.line_size]](per_unit * 32)
+    u = UNIT_POS
+    cp.memcpy_async(a[u * per_unit : u * per_unit + per_unit], smem[u * per_unit : u * per_unit + per_unit])
+    cp.async_commit_group()
+    cp.async_wait_group(0)
+    for k in range(per_unit):
+        out[u * per_unit + k] = smem[u * per_unit + k]
+
+
+def run_ragged_lines(client, lines: int, width: int = 4) -> np.ndarray:
+    """Launch ``ragged_lines`` (checked) on ``lines`` lines of ``width`` f32 (4 or 2); the 256 output items."""
+    a = client.create(np.arange(1, width * lines + 1, dtype=np.float32))
+    out = client.zeros((256,), np.float32)
+    args = (cp.ArrayArg(a, line_size=width), cp.ArrayArg(out, line_size=width))
+    ragged_lines.launch(client, cp.CubeCount(1), cp.CubeDim(UNITS), *args)
+    return client.read(out)
 
 
 @cp.cube(launch=True)

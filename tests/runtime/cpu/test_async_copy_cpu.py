@@ -36,6 +36,17 @@ def test_ragged_copies_zero_fill_like_the_interp(cpu, n):
     assert got.tobytes() == k.run_ragged(cp.client("interp"), n).tobytes()
 
 
+# A 16-byte line is one chunk (tested whole at any length); lines of 2 f32 are tested whole at multiples of 16
+# lines (128, 48, 16) and clamped otherwise (40, 3)
+@pytest.mark.parametrize(("width", "lines"), [(4, 64), (4, 40), (4, 3), (2, 128), (2, 48), (2, 16), (2, 40), (2, 3)])
+def test_ragged_copies_of_lines_zero_fill_like_the_interp(cpu, width, lines):
+    expected = np.zeros(256, dtype=np.float32)
+    expected[: width * lines] = np.arange(1, width * lines + 1)
+    got = k.run_ragged_lines(cpu, lines, width)
+    np.testing.assert_array_equal(got, expected)
+    assert got.tobytes() == k.run_ragged_lines(cp.client("interp"), lines, width).tobytes()
+
+
 @pytest.mark.parametrize("start", [12, 14, 16])
 def test_a_chunk_crossing_or_past_the_end_never_reads_past_it(cpu, start):
     # 16 items: a length in whole 16-byte chunks, so each chunk is tested whole.  Start 14 is misaligned (a misuse

@@ -130,6 +130,9 @@ class _Trials:
     choice: bool | None = None
     probe_in: int = 0  # launches until the other way is tried again
     interval: int = 0  # the current spacing of those tries
+    probing: bool = False  # the next launch is a probe's second (timed) launch the other way
+    last_way: bool | None = None  # whether the previous launch spread
+    long: bool = False  # a recorded launch took over LONG_S: a switch's cold start is nothing beside it
 
 
 class SpreadChoice:
@@ -137,14 +140,18 @@ class SpreadChoice:
 
     Memory-bound kernels can run slower spread: on a 2-core machine a 2^20 vector add took 0.42 ms on two
     threads and 0.25 ms on one, where a row softmax took 0.8 ms on two and 1.3 ms on one.  So the first
-    launch spreads (untimed: it faults in fresh memory), the next ``2 * TRIALS`` alternate the two ways,
-    timed, and the way with the shorter best time is chosen (after one trial of each where a launch takes
-    longer than ``LONG_S``).  The choice is never final: every launch is timed (a clock read costs nothing
-    beside a launch), each way keeps its last ``WINDOW`` times, and the other way is tried again now and
-    then (after ``PROBE_FIRST`` launches, then twice as long each time it loses, at most ``PROBE_MAX``).
-    Whenever the chosen way's best recent time is slower than the other's, the choice switches: a choice
-    made on a noisy trial does not stay.  Results do not depend on it: cubes are independent, and their
-    order was never fixed.
+    launch spreads (untimed: it faults in fresh memory), then the two ways take turns in pairs of launches,
+    ``TRIALS`` pairs each, and the way with the shorter best time is chosen.  Only the second launch of a pair
+    is timed: the first launch after a switch runs cold (spread after a run alone, the workers sleep and their
+    caches hold none of the kernel's data: a 2^20-value block sum took 0.21 ms in median there, 0.15 in the next
+    launch and 0.13 once warm, against 0.18 alone), and timing it made the spread way lose to one thread it
+    beats.  Where a launch takes longer than ``LONG_S`` that cold start is nothing beside it: one timed launch of
+    each way decides.  The choice is never final: every launch that follows one the same way is timed (a clock
+    read costs nothing beside a launch), each way keeps its last ``WINDOW`` times, and the other way is tried
+    again now and then, again as a pair (after ``PROBE_FIRST`` launches, then twice as long each time it loses,
+    at most ``PROBE_MAX``).  Whenever the chosen way's best recent time is slower than the other's, the choice
+    switches: a choice made on a noisy trial does not stay.  Results do not depend on it: cubes are
+    independent, and their order was never fixed.
     """
 
     TRIALS = 3
@@ -168,15 +175,27 @@ class SpreadChoice:
             while len(self._trials) > self.CAPACITY:
                 del self._trials[next(iter(self._trials))]
             trials.launches += 1
-            if trials.choice is not None:
-                trials.probe_in -= 1
-                if trials.probe_in <= 0:  # try the other way again
-                    trials.probe_in = trials.interval = min(2 * trials.interval, self.PROBE_MAX)
-                    return not trials.choice, True
-                return trials.choice, True
-            if trials.launches == 1:
-                return True, False
-            return trials.launches % 2 == 1, True
+            way = self._next_way(trials)
+            timed = trials.launches > 1 and (way == trials.last_way or trials.long)
+            trials.last_way = way
+            return way, timed
+
+    def _next_way(self, trials: _Trials) -> bool:
+        if trials.choice is not None:
+            trials.probe_in -= 1
+            if trials.probing:
+                trials.probing = False
+                return not trials.choice
+            if trials.probe_in <= 0:  # try the other way again, twice unless launches are long
+                trials.probe_in = trials.interval = min(2 * trials.interval, self.PROBE_MAX)
+                trials.probing = not trials.long
+                return not trials.choice
+            return trials.choice
+        if trials.launches == 1:
+            return True
+        if trials.long:  # the way with fewer times
+            return len(trials.recent[True]) <= len(trials.recent[False])
+        return (trials.launches // 2) % 2 == 0  # launches 2 and 3 alone, 4 and 5 spread, ...
 
     def record(self, owner: object, cubes: int, spread: bool, seconds: float) -> None:
         """The time of a launch ``spread`` told to time: kept with the way's recent times; the way whose best
@@ -188,11 +207,12 @@ class SpreadChoice:
             recent = trials.recent[spread]
             recent.append(seconds)
             del recent[: -self.WINDOW]
+            trials.long = trials.long or seconds > self.LONG_S
             if not (trials.recent[True] and trials.recent[False]):
                 return
             faster = min(trials.recent[True]) <= min(trials.recent[False])
             if trials.choice is None:
-                if trials.launches > 2 * self.TRIALS or max(seconds, *trials.recent[not spread]) > self.LONG_S:
+                if trials.long or min(len(trials.recent[True]), len(trials.recent[False])) >= self.TRIALS:
                     trials.choice = faster
                     trials.probe_in = trials.interval = self.PROBE_FIRST
             elif faster != trials.choice:  # the other way measured faster: switch, and check it again soon

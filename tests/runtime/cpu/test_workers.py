@@ -84,30 +84,61 @@ def _trial_run(choice, owner, cubes, seconds_of, launches=20):
     return asked
 
 
-def test_spread_choice_tries_both_ways_then_keeps_the_faster():
+def test_spread_choice_tries_both_ways_in_pairs_then_keeps_the_faster():
     from cubepy.runtime.cpu.workers import SpreadChoice
 
     for serial_s, spread_s, expected in ((0.001, 0.002, False), (0.002, 0.001, True)):
         choice, owner = SpreadChoice(), object()
-        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=serial_s: s if spread else t, launches=30)
-        trials = 2 * SpreadChoice.TRIALS
+        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=serial_s: s if spread else t, launches=40)
+        trials = 4 * SpreadChoice.TRIALS
         assert asked[0] == (True, False)  # the first launch spreads, untimed
-        assert [spread for spread, _ in asked[1 : 1 + trials]] == [False, True] * SpreadChoice.TRIALS
-        assert all(timed for _, timed in asked[1:])  # every later launch is timed: the choice is never final
-        chosen = [spread for spread, _ in asked[1 + trials :]]
-        assert chosen[: SpreadChoice.PROBE_FIRST - 1] == [expected] * (SpreadChoice.PROBE_FIRST - 1)
-        assert choice.spread(owner, 65)[1] is False and choice.spread(owner, 65)[1] is True  # per cube count
+        # pairs of launches each way; the first of a pair, right after a switch, runs cold and is not timed
+        assert (
+            asked[1 : 1 + trials] == [(False, False), (False, True), (True, False), (True, True)] * SpreadChoice.TRIALS
+        )
+        chosen = asked[1 + trials :]
+        assert [spread for spread, _ in chosen[: SpreadChoice.PROBE_FIRST - 1]] == [expected] * (
+            SpreadChoice.PROBE_FIRST - 1
+        )
+        # a launch that follows one the same way is timed: the choice is never final
+        assert all(timed for spread, timed in chosen[1 : SpreadChoice.PROBE_FIRST - 1])
+        # per cube count: another count starts its own trials
+        assert [choice.spread(owner, 65) for _ in range(3)] == [(True, False), (False, False), (False, True)]
 
 
-def test_spread_choice_probes_the_other_way_less_often_while_it_stays_slower():
+def test_spread_choice_probes_the_other_way_in_pairs_less_often_while_it_stays_slower():
     from cubepy.runtime.cpu.workers import SpreadChoice
 
     choice, owner = SpreadChoice(), object()
     asked = _trial_run(choice, owner, 64, lambda spread: 0.001 if spread else 0.002, launches=200)
-    decided = 1 + 2 * SpreadChoice.TRIALS
+    decided = 1 + 4 * SpreadChoice.TRIALS
     probes = [index - decided for index, (spread, _) in enumerate(asked) if index >= decided and not spread]
     first = SpreadChoice.PROBE_FIRST
-    assert probes == [first - 1, 3 * first - 1, 7 * first - 1]  # after 16, then 32, then 64 launches
+    # after 16, then 32, then 64 launches: two launches, the second timed
+    assert probes == [first - 1, first, 3 * first - 1, 3 * first, 7 * first - 1, 7 * first]
+    assert [asked[decided + i][1] for i in probes] == [False, True] * 3
+
+
+def test_a_spread_way_that_is_slow_only_when_cold_is_still_chosen():
+    """The first spread launch after launches alone is slow (workers asleep, caches cold); warm, it is faster."""
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    choice, owner = SpreadChoice(), object()
+    last: list[bool] = [True]
+
+    def seconds_of(spread: bool) -> float:
+        cold = spread and not last[0]
+        last[0] = spread
+        return 0.0021 if cold else 0.0012 if spread else 0.0018
+
+    asked = []
+    for _ in range(60):
+        spread, timed = choice.spread(owner, 64)
+        asked.append(spread)
+        seconds = seconds_of(spread)  # every launch runs, timed or not
+        if timed:
+            choice.record(owner, 64, spread, seconds)
+    assert asked[-20:] == [True] * 20
 
 
 def test_spread_choice_switches_when_the_chosen_way_turns_slower():
@@ -122,12 +153,13 @@ def test_spread_choice_switches_when_the_chosen_way_turns_slower():
     assert [spread for spread, _ in asked[-10:]] == [False] * 10
 
 
-def test_spread_choice_decides_long_launches_after_one_trial_each():
+def test_spread_choice_decides_long_launches_after_one_timed_trial_each():
     from cubepy.runtime.cpu.workers import SpreadChoice
 
     choice, owner = SpreadChoice(), object()
-    asked = _trial_run(choice, owner, 8, lambda spread: 0.05 if spread else 0.2, launches=4)
-    assert asked == [(True, False), (False, True), (True, True), (True, True)]
+    asked = _trial_run(choice, owner, 8, lambda spread: 0.05 if spread else 0.2, launches=5)
+    # the first launch alone is cold (untimed); once a launch is long, every one is timed and one each decides
+    assert asked == [(True, False), (False, False), (False, True), (True, True), (True, True)]
 
 
 def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
@@ -139,7 +171,7 @@ def test_spread_choice_forgets_a_gone_kernel_whose_id_is_reused():
     assert choice.spread(first, 8) == (True, True)  # decided, and still timed
     other = object()
     choice._trials[(id(other), 8)] = choice._trials.pop((id(first), 8))  # as if ``other`` took ``first``'s id
-    assert choice.spread(other, 8) == (True, False) and choice.spread(other, 8) == (False, True)  # trials anew
+    assert [choice.spread(other, 8) for _ in range(3)] == [(True, False), (False, False), (False, True)]  # anew
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="this OS has no fork")

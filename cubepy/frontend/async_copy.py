@@ -232,7 +232,6 @@ def memcpy_async(src: Any, dst: Any, cache: str | None = None) -> None:
         source.fail(
             f"memcpy_async: cache={cache!r}: expected 'ca', or 'cg' for 16-byte chunks (this copy uses {chunk})"
         )
-    step = chunk // elem_bytes
     # The source items available: the slice, cut at the destination's size (and, checked, the buffer's end).
     valid = _min(src_length, dst_length)
     whole_step = _whole_chunk_step(src_mem, chunk) if src_mem.checked else None
@@ -241,6 +240,7 @@ def memcpy_async(src: Any, dst: Any, cache: str | None = None) -> None:
     valid_bytes = _mul(valid, src_mem.var.type.size)
     src_first = _mul(src_offset, src_line)
     dst_first = _mul(dst_offset, dst_line)
+    step = chunk // elem_bytes
     length = src_mem.len() if whole_step is not None else None
     for k in range(total // chunk):
         here = _min(_saturating_sub(valid_bytes, k * chunk), chunk)

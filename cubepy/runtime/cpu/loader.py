@@ -1,10 +1,14 @@
-"""Loading host object code: one MCJIT engine per kernel (every object defines ``cubepy_run_cubes``)."""
+"""Loading host object code: one MCJIT engine per kernel (every object defines ``cubepy_run_cubes``).
+
+``load_object`` is the one way host object code is mapped into this process (kernels here, the interp's
+native fma helper too): the symbols the object needs are made resolvable first, since MCJIT aborts the process
+on one it cannot resolve."""
 
 from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from cubepy.compiler.emit_host import HostKernel, host_machine
 from cubepy.compiler.llvm_process import LLVM_LOCK, binding
@@ -37,14 +41,23 @@ def _load(kernel: HostKernel) -> tuple[HostKernel, object, Callable[..., None], 
         found = _loaded.get(id(kernel))
         if found is not None and found[0] is kernel:
             return found
-        ensure_resolvable(kernel.name, kernel.object_code)
+        keep, addresses = load_object(kernel.name, kernel.object_code, [DRIVER_NAME])
+        address = addresses[DRIVER_NAME]
+        found = _loaded[id(kernel)] = (kernel, keep, RunCubes(address), address)
+    return found
+
+
+def load_object(name: str, object_code: bytes, symbols: Iterable[str]) -> tuple[object, dict[str, int]]:
+    """Map host object code into a new MCJIT engine: (what must stay alive while its code runs, the address of
+    each of ``symbols``).  A symbol the object needs that this process cannot provide is a CompileError naming
+    ``name`` and the symbol."""
+    with LLVM_LOCK:
+        ensure_resolvable(name, object_code)
         llvm = binding()
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
         # The object file refers to these bytes without copying them: both stay alive with the engine.
-        code = bytes(kernel.object_code)
+        code = bytes(object_code)
         obj = llvm.ObjectFileRef.from_data(code)
         engine.add_object_file(obj)
         engine.finalize_object()
-        address = engine.get_function_address(DRIVER_NAME)
-        found = _loaded[id(kernel)] = (kernel, (engine, obj, code), RunCubes(address), address)
-    return found
+        return (engine, obj, code), {symbol: engine.get_function_address(symbol) for symbol in symbols}

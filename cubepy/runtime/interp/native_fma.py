@@ -10,7 +10,8 @@ tests check both on random, special and midpoint cases.
 
 The helper is a small fixed LLVM module, one loop per element type and per operand shape (each of ``a``,
 ``b``, ``c`` either one value for every lane or one per lane, contiguous), optimized and emitted as host object
-code in a forked child like every cubepy compile, and loaded once per process: built by the first ``fma`` over
+code in a forked child like every cubepy compile, and mapped in by the cpu runtime's ``load_object`` (which makes
+the symbols it needs resolvable first) once per process: built by the first ``fma`` over
 at least ``BUILD_MIN_LANES`` lanes (about 0.3 s, so small launches never pay it).  Where it cannot be built (no
 LLVM host target) or does not apply (other types, strided or differently shaped operands), ``fma`` returns
 None and the caller uses the numpy emulation.
@@ -19,7 +20,6 @@ None and the caller uses the numpy emulation.
 from __future__ import annotations
 
 import ctypes
-import functools
 import itertools
 import math
 import threading
@@ -37,9 +37,16 @@ _Shape = tuple[bool, bool, bool]  # per operand a, b, c: one value per lane (els
 _SHAPES: list[_Shape] = [(x, y, z) for x, y, z in itertools.product((False, True), repeat=3)]
 _Loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 BUILD_MIN_LANES = 16384  # an fma over fewer lanes than this does not build the helper (it uses it once built)
-_reason: list[str] = []  # why the helper could not be built, once it was tried
-_kept: list[object] = []  # the engine and object bytes the loaded code lives in
-_build_lock = threading.Lock()
+
+
+class _Helper:
+    """The process's helper: tried once; its loops, or why there are none; what keeps its code alive."""
+
+    tried = False
+    loops: dict[tuple[np.dtype, _Shape], Callable[..., None]] | None = None
+    reason: str | None = None
+    kept: object = None
+    lock = threading.Lock()
 
 
 def _name(suffix: str, per_lane: _Shape) -> str:
@@ -82,6 +89,7 @@ done:
 def _build() -> dict[tuple[np.dtype, _Shape], Callable[..., None]]:
     from cubepy.compiler.emit_host import host_machine, host_unavailable_reason
     from cubepy.compiler.llvm_process import LLVM_LOCK, binding, optimize, run_isolated
+    from cubepy.runtime.cpu.loader import load_object
 
     reason = host_unavailable_reason()
     if reason is not None:
@@ -97,33 +105,30 @@ def _build() -> dict[tuple[np.dtype, _Shape], Callable[..., None]]:
         return bytes(machine.emit_object(module))
 
     code = run_isolated(work, "cubepy_fma", emitting="host object code")
-    with LLVM_LOCK:
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
-        engine.add_object_file(llvm.ObjectFileRef.from_data(code))  # refers to ``code``: kept with the engine
-        engine.finalize_object()
-        loops: dict[tuple[np.dtype, _Shape], Callable[..., None]] = {
-            (dtype, per_lane): _Loop(engine.get_function_address(_name(suffix, per_lane)))
-            for dtype, (_, suffix) in _TYPES.items()
-            for per_lane in _SHAPES
-        }
-    _kept.extend((engine, code))
-    return loops
+    names = {
+        (dtype, per_lane): _name(suffix, per_lane) for dtype, (_, suffix) in _TYPES.items() for per_lane in _SHAPES
+    }
+    _Helper.kept, addresses = load_object("cubepy_fma", code, names.values())
+    return {key: _Loop(addresses[name]) for key, name in names.items()}
 
 
-@functools.cache
 def _loops() -> dict[tuple[np.dtype, _Shape], Callable[..., None]] | None:
-    with _build_lock:
-        try:
-            return _build()
-        except Exception as error:  # any failure leaves the numpy emulation in charge, and says why
-            _reason.append(f"{type(error).__name__}: {error}")
-            return None
+    """The helper's loops, built on the first call (one thread builds; the others wait for it), or None."""
+    if not _Helper.tried:
+        with _Helper.lock:
+            if not _Helper.tried:
+                try:
+                    _Helper.loops = _build()
+                except Exception as error:  # any failure leaves the numpy emulation in charge, and says why
+                    _Helper.reason = f"{type(error).__name__}: {error}"
+                _Helper.tried = True
+    return _Helper.loops
 
 
 def unavailable_reason() -> str | None:
     """Why the native fma cannot be used in this process (building it if not tried yet), or None."""
     _loops()
-    return _reason[0] if _reason else None
+    return _Helper.reason
 
 
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:
@@ -147,7 +152,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:
         else:
             return None
     lanes = math.prod(shape)
-    if lanes < BUILD_MIN_LANES and not _loops.cache_info().currsize:
+    if lanes < BUILD_MIN_LANES and not _Helper.tried:
         return None  # small work never pays for building the helper (about 0.3 s: llvmlite, a child, O3)
     loops = _loops()
     if loops is None:

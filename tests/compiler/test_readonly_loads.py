@@ -12,8 +12,8 @@ import numpy as np
 
 import cubepy as cp
 from cubepy import ABSOLUTE_POS, Array, f32
-from cubepy.frontend.buffer_launch import BufferCompilationArg
 from cubepy.frontend.argument_facts import mark_overlaps
+from cubepy.frontend.buffer_launch import BufferCompilationArg
 
 
 @cp.cube(launch=True)

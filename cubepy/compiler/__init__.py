@@ -9,7 +9,10 @@
 | ``llvm_types`` | IR types -> LLVM types, constants, raw attributes |
 | ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync``, ``lower_tma`` (TMA, mbarrier), ``lower_cmma`` (wmma) lower one op family each |
 | ``debuginfo`` | source lines -> ``.loc`` directives |
-| ``target`` | architectures, O3 + PTX emission in a forked child, LLVM-abort isolation |
+| ``emit_ptx`` | architectures, the module checks, libdevice linking, O3 + PTX emission |
+| ``llvm_jobs`` | the LLVM work that can abort a process, as functions of text and bytes |
+| ``llvm_server`` | the compile server that runs those jobs (LLVM-abort isolation), restarted after a crash |
+| ``llvm_process`` | LLVM in this process (its lock, parsing), and the forked child a small process uses instead |
 | ``toolkit`` | finding ptxas and libdevice |
 | ``libdevice`` | cutting out (and caching on disk) the libdevice functions a kernel calls |
 | ``ptxas`` | PTX -> cubin and the ``ptxas -v`` resource report |

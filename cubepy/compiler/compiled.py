@@ -2,7 +2,7 @@
 
 Stages and their timing keys: ``passes`` (verify + IR passes), ``lower`` (IR -> LLVM text),
 ``llvm_check`` (parse + verify in-process), ``llvm_opt+emit`` (libdevice link, O3 and PTX emission in
-the forked child, fork included; ``child_*`` split the child's own work), ``ptxas``.  ``dump=`` writes
+the compile server, the round trip included; ``child_*`` split the server's own work), ``ptxas``.  ``dump=`` writes
 the chosen stages of the kernel to files (``CompiledKernel.dump``).
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import attrs
 
+from cubepy.compiler import llvm_server
 from cubepy.compiler import ptxas as ptxas_tool
 from cubepy.compiler.emit_ptx import DEFAULT_ARCH, check_module, optimize_and_emit, parse_target
 from cubepy.compiler.passes import run_passes
@@ -130,6 +131,7 @@ def compile_definition(
     from cubepy.compiler.targets.nvptx import NvptxTarget
 
     arch = parse_target(target)
+    llvm_server.warm()  # starting while this process runs the passes and lowers
     timings: dict[str, float] = {}
     start = time.perf_counter()
     input_text = format_kernel(definition)

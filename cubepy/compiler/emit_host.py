@@ -1,7 +1,7 @@
 """Compiling a kernel for the host CPU: the one lowering with ``HostTarget``, O3, object code.
 
-As for PTX, everything that can hit an ``LLVM ERROR`` (O3, coroutine splitting, emission) runs in a
-forked child (``cubepy.compiler.llvm_process.run_isolated``); the parent only parses and verifies (which raise).  The result,
+As for PTX, everything that can hit an ``LLVM ERROR`` (O3, coroutine splitting, emission) runs in the
+compile server (``cubepy.compiler.llvm_server``); this process only parses and verifies (which raise).  The result,
 ``HostKernel``, holds relocatable object code for this machine's CPU: the cpu runtime loads it into
 MCJIT, and the disk cache keeps it (keyed by ``host_target_name()``, so another CPU never loads it).
 """
@@ -16,15 +16,8 @@ from typing import Any
 import attrs
 
 from cubepy import config
-from cubepy.compiler.llvm_process import (
-    LLVM_LOCK,
-    binding,
-    optimize,
-    pack_parts,
-    parse_verified,
-    run_isolated,
-    unpack_parts,
-)
+from cubepy.compiler import llvm_jobs, llvm_server
+from cubepy.compiler.llvm_process import LLVM_LOCK, binding, parse_verified, unpack_parts
 from cubepy.compiler.lower_arith import LIBDEVICE_FUNCTIONS
 from cubepy.compiler.passes import run_passes
 from cubepy.compiler.targets.host import HostTarget
@@ -78,7 +71,8 @@ _INEXACT_BF16_FEATURES = ("avx512bf16", "avxneconvert")
 _WIDE_VECTORS = "-prefer-256-bit"
 
 
-def _host_machine_spec() -> tuple[str, str, str]:
+def host_machine_spec() -> tuple[str, str, str]:
+    """The host target machine cubepy compiles for: triple, CPU name, features (what `CUBEPY_CPU_WIDE_VECTORS` picks)."""
     return _machine_spec(bool(config.get("CUBEPY_CPU_WIDE_VECTORS")))
 
 
@@ -100,7 +94,7 @@ def host_target_name() -> str:
 
     The ``exact-bf16`` tag keys out objects built before bf16 conversions kept subnormals; ``wide`` marks
     objects built with 512-bit vectors preferred (``CUBEPY_CPU_WIDE_VECTORS``)."""
-    triple, cpu, features = _host_machine_spec()
+    triple, cpu, features = host_machine_spec()
     wide = "/wide" if _WIDE_VECTORS in features.split(",") else ""
     return f"{triple}/{cpu}/exact-bf16{wide}"
 
@@ -108,7 +102,7 @@ def host_target_name() -> str:
 def host_unavailable_reason() -> str | None:
     """Why llvmlite cannot compile for this machine, or None when it can."""
     try:
-        triple, _, _ = _host_machine_spec()
+        triple, _, _ = host_machine_spec()
         binding().Target.from_triple(triple)
     except Exception as error:  # noqa: BLE001 - any failure means no host back end
         return f"llvmlite cannot target this machine: {error}"
@@ -120,26 +114,28 @@ def _has_vector_ldexp() -> bool:
 
     Elsewhere it becomes a ``ldexpf`` call per lane, so exp scales by two multiplications instead.
     """
-    triple, _, features = _host_machine_spec()
+    triple, _, features = host_machine_spec()
     return triple.startswith("x86_64") and "+avx512f" in features.split(",")
 
 
 def host_machine() -> Any:
     """An O3 target machine for this process's CPU (JIT code model)."""
     llvm = binding()
-    triple, cpu, features = _host_machine_spec()
+    triple, cpu, features = host_machine_spec()
     return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
 
 
 def compile_host(
     definition: KernelDefinition, *, isolate: bool = True, report_out_of_bounds: bool = False
 ) -> HostKernel:
-    """Verify, run the IR passes, lower for the host and build object code (the LLVM work in a child).
+    """Verify, run the IR passes, lower for the host and build object code (the LLVM work in the compile server).
 
     ``report_out_of_bounds``: a checked access that misses calls the runtime, which reports it.
     """
     from cubepy.compiler.lower import lower_kernel
 
+    if isolate:
+        llvm_server.warm()  # starting while this process lowers
     timings: dict[str, float] = {}
     start = time.perf_counter()
     verify(definition)
@@ -160,19 +156,13 @@ def compile_host(
             if function.is_declaration and not function.name.startswith("llvm.") and function.name not in HOST_SYMBOLS:
                 raise CompileError(f"kernel {name}: host code calls unknown external function {function.name!r}")
 
-    def work() -> bytes:
-        stage: dict[str, float] = {}
-        began = time.perf_counter()
-        tm = host_machine()
-        optimized = optimize(tm, module)
-        stage["o3"] = time.perf_counter() - began
-        began = time.perf_counter()
-        obj = tm.emit_object(module)
-        stage["emit"] = time.perf_counter() - began
-        return pack_parts([json.dumps(stage), optimized, obj.hex()])
-
+    args = (text, *host_machine_spec())
     start = time.perf_counter()
-    payload = run_isolated(work, name, emitting="host object code") if isolate else work()
+    if isolate:
+        payload = llvm_server.run_job("object", args, name, emitting="host object code")
+    else:
+        with LLVM_LOCK:
+            payload = llvm_jobs.emit_object(*args)
     stage_text, optimized, obj_hex = unpack_parts(payload)
     timings["llvm_opt+emit"] = time.perf_counter() - start
     timings.update({f"child_{k}": v for k, v in json.loads(stage_text).items()})

@@ -2,7 +2,7 @@
 
 The cubepy IR verifier runs before lowering; here ``parse_assembly`` and ``verify`` run in-process (they raise),
 unknown ``llvm.*`` intrinsics and unresolved calls are rejected (LLVM would accept them and ptxas fail later),
-and linking, O3 and emission run in a forked child (``cubepy.compiler.llvm_process.run_isolated``).
+and linking, O3 and emission run in the compile server (``cubepy.compiler.llvm_server``).
 """
 
 from __future__ import annotations
@@ -10,22 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from typing import Any
 
 import attrs
 
-from cubepy.compiler import libdevice
+from cubepy.compiler import libdevice, llvm_jobs, llvm_server
 from cubepy.compiler.abi import TRIPLE
-from cubepy.compiler.llvm_process import (
-    LLVM_LOCK,
-    binding,
-    optimize,
-    pack_parts,
-    parse_verified,
-    run_isolated,
-    unpack_parts,
-)
+from cubepy.compiler.llvm_process import LLVM_LOCK, parse_verified, unpack_parts
 from cubepy.errors import CompileError
 
 DEFAULT_ARCH = "sm_90a"
@@ -164,35 +155,16 @@ def optimize_and_emit(
     isolate: bool = True,
     libdevice_cache: str | os.PathLike[str] | None = None,
 ) -> EmitResult:
-    """Link libdevice, run O3 and emit PTX for a checked module; in a forked child unless ``isolate=False``."""
+    """Link libdevice, run O3 and emit PTX for a checked module; in the compile server unless ``isolate=False``."""
 
     lib = _libdevice_subset(libdevice_names(module, libdevice_calls), kernel_name, libdevice_cache)
-
-    def work() -> bytes:
-        llvm = binding()
-        timings: dict[str, float] = {}
-        start = time.perf_counter()
-        if lib is not None:
-            module.link_in(libdevice.parse(lib))
-            for function in module.functions:
-                if not function.is_declaration and function.name != kernel_name:
-                    function.linkage = "internal"
-        timings["link"] = time.perf_counter() - start
-        machine = llvm.Target.from_triple(TRIPLE).create_target_machine(
-            cpu=target.arch, features=target.features, opt=3
-        )
-        start = time.perf_counter()
-        optimized = optimize(machine, module)
-        timings["o3"] = time.perf_counter() - start
-        start = time.perf_counter()
-        ptx = machine.emit_assembly(module)
-        timings["emit"] = time.perf_counter() - start
-        return pack_parts([json.dumps(timings), optimized, ptx])
-
-    if isolate and hasattr(os, "fork"):
-        payload = run_isolated(work, kernel_name)
+    with LLVM_LOCK:
+        text = str(module)
+    args = (text, None if lib is None else lib.bitcode, kernel_name, TRIPLE, target.arch, target.features)
+    if isolate:
+        payload = llvm_server.run_job("ptx", args, kernel_name)
     else:
         with LLVM_LOCK:
-            payload = work()
+            payload = llvm_jobs.emit_ptx(*args)
     timings_text, optimized, ptx = unpack_parts(payload)
     return EmitResult(optimized, ptx, json.loads(timings_text))

@@ -2,23 +2,21 @@
 
 LLVM must never take the user's process down.  Parsing and verifying raise, so they run in-process; everything
 that can hit an ``LLVM ERROR`` or crash (libdevice linking, O3, coroutine splitting, instruction selection,
-emission) runs through ``run_isolated`` in a forked child that inherits the loaded llvmlite.  A child killed by
-a signal, reporting ``LLVM ERROR`` or running past its timeout becomes a ``CompileError`` carrying its stderr
-and the kernel's name.  Both back ends use it: ``cubepy.compiler.emit_ptx`` (NVPTX) and
-``cubepy.compiler.emit_host`` (the host CPU).
+emission) runs in another process: the compile server (``cubepy.compiler.llvm_server``), or, where none can
+start, a forked child through ``run_isolated``.  A helper killed by a signal, reporting ``LLVM ERROR`` or
+running past its timeout becomes a ``CompileError`` carrying its stderr and the kernel's name (``failure``).
+Both back ends use them: ``cubepy.compiler.emit_ptx`` (NVPTX) and ``cubepy.compiler.emit_host`` (the host CPU).
 
 ``llvmlite.binding`` is imported on first use, never when cubepy is imported.
 """
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import functools
 import os
 import select
 import signal
-import struct
 import sys
 import tempfile
 import threading
@@ -27,7 +25,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from cubepy.compiler.llvm_jobs import initialize, optimize, pack_parts, parent_death_signal, unpack_parts
 from cubepy.errors import CompileError
+
+__all__ = [
+    "CHILD_TIMEOUT_S",
+    "LLVM_LOCK",
+    "binding",
+    "failure",
+    "optimize",
+    "pack_parts",
+    "parse_verified",
+    "run_isolated",
+    "unpack_parts",
+]
 
 CHILD_TIMEOUT_S = 600.0  # O3 + emission of one kernel; far beyond any real kernel
 
@@ -81,9 +92,7 @@ def binding() -> Any:
 
 @functools.cache
 def _initialize(llvm: Any) -> None:
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    llvm.set_option("", "--nvptx-short-ptr")  # 32-bit shared/local/constant addresses (NVPTX only)
+    initialize(llvm)
 
 
 def parse_verified(text: str, what: str) -> Any:
@@ -94,14 +103,6 @@ def parse_verified(text: str, what: str) -> Any:
     except RuntimeError as error:
         raise CompileError(f"{what}: {error}") from error
     return module
-
-
-def optimize(machine: Any, module: Any) -> str:
-    """Run LLVM's O3 pipeline for ``machine`` over ``module`` in place; the optimized IR text."""
-    llvm = binding()
-    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
-    builder.getModulePassManager().run(module, builder)
-    return str(module)
 
 
 def run_isolated(
@@ -128,17 +129,8 @@ def run_isolated(
                 _, status = os.waitpid(pid, 0)
             log.seek(0)
             stderr = log.read().decode(errors="replace").strip()
-    if os.WIFSIGNALED(status):
-        signame = signal.Signals(os.WTERMSIG(status)).name
-        raise CompileError(
-            f"kernel {kernel_name}: LLVM crashed ({signame}) while optimizing or emitting "
-            f"{emitting}:\n{stderr or '(no output)'}"
-        )
-    if "LLVM ERROR" in stderr or not payload.startswith((b"ok", b"ex")):
-        raise CompileError(
-            f"kernel {kernel_name}: LLVM failed (exit status {os.waitstatus_to_exitcode(status)})"
-            f":\n{stderr or '(no output)'}"
-        )
+    if os.WIFSIGNALED(status) or "LLVM ERROR" in stderr or not payload.startswith((b"ok", b"ex")):
+        raise failure(kernel_name, emitting, os.waitstatus_to_exitcode(status), stderr)
     if payload.startswith(b"ex"):
         raise CompileError(
             f"kernel {kernel_name}: LLVM failed:\n{payload[2:].decode(errors='replace')}"
@@ -147,29 +139,19 @@ def run_isolated(
     return payload[2:]
 
 
+def failure(kernel_name: str, emitting: str, returncode: int, stderr: str) -> CompileError:
+    """The error for a helper process that crashed (``returncode`` < 0: killed by that signal) or exited failing."""
+    if returncode < 0:
+        return CompileError(
+            f"kernel {kernel_name}: LLVM crashed ({signal.Signals(-returncode).name}) while optimizing or emitting "
+            f"{emitting}:\n{stderr or '(no output)'}"
+        )
+    return CompileError(f"kernel {kernel_name}: LLVM failed (exit status {returncode}):\n{stderr or '(no output)'}")
+
+
 @functools.cache
 def _parent_death_signal() -> Callable[[int], None]:
-    """A function the compile child calls first: make it die with ``parent`` (Linux ``PR_SET_PDEATHSIG``).
-
-    Elsewhere it does nothing (the child still ends at its timeout).
-    """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (AttributeError, OSError):
-        return lambda parent: None
-    prctl.restype = ctypes.c_int
-
-    def die_with(parent: int) -> None:
-        prctl(
-            _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
-        )
-        if os.getppid() != parent:  # the parent died before prctl: no signal will come
-            os._exit(4)
-
-    return die_with
-
-
-_PR_SET_PDEATHSIG = 1
+    return parent_death_signal()
 
 
 def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: int) -> None:
@@ -204,23 +186,3 @@ def _read_until_eof(fd: int, pid: int, timeout: float, kernel_name: str) -> byte
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
-
-
-def pack_parts(parts: list[str]) -> bytes:
-    """Strings as one payload a child can write to its pipe (each length-prefixed)."""
-    out = []
-    for part in parts:
-        data = part.encode()
-        out.append(struct.pack("<Q", len(data)) + data)
-    return b"".join(out)
-
-
-def unpack_parts(payload: bytes) -> list[str]:
-    """The strings ``pack_parts`` packed."""
-    parts, offset = [], 0
-    while offset < len(payload):
-        (size,) = struct.unpack_from("<Q", payload, offset)
-        offset += 8
-        parts.append(payload[offset : offset + size].decode())
-        offset += size
-    return parts

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from benchmarks import __main__ as bench
-from benchmarks import warm_launch
+from benchmarks import compile_isolation, warm_launch
 
 
 def test_a_worker_reports_a_result_in_a_fresh_process():
@@ -25,6 +25,12 @@ def test_warm_launch_measures_both_argument_counts():
     assert {"4 args, prebuilt args", "16 args, prebuilt args"} <= set(result)
     assert result["_stats"]["misses"] == 2  # one compile per kernel, every other launch a hit
     assert all(r["median_s"] > 0 for name, r in result.items() if not name.startswith("_"))
+
+
+def test_compile_isolation_measures_fork_and_server():
+    (row,) = compile_isolation.measure([0.0], repeats=1)
+    assert set(row) == {"gib", "fork llvm ms", "fork compile ms", "server llvm ms", "server compile ms"}
+    assert all(row[key] > 0 for key in row if key != "gib")
 
 
 def test_the_report_prints_every_section_and_skips(capsys):

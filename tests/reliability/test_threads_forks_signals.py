@@ -295,47 +295,74 @@ def test_sigint_stops_runaway_launches_of_every_cpu_shape(tmp_path):
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}"
 
 
-# -- 4. the compile child dies with its parent ----------------------------------------------------------
+# -- 4. the compile child and server die with their parent -------------------------------------------------------
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_the_compile_child_dies_when_its_parent_is_killed(tmp_path):
-    child_pid_file = tmp_path / "child.pid"
+def _dies_with_its_killed_parent(tmp_path, what: str, parent_code: str, after_kill=None) -> None:
+    """Run ``parent_code`` (which writes a helper's pid with ``publish(pid)``), kill it, see the helper end."""
+    pid_file = tmp_path / "helper.pid"
     script = tmp_path / "parent.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import os, time
-            from cubepy.compiler.llvm_process import run_isolated
+    publish = textwrap.dedent(
+        f"""
+        import os
 
-            def work():
-                with open({str(child_pid_file)!r} + ".tmp", "w") as f:
-                    f.write(str(os.getpid()))
-                os.rename({str(child_pid_file)!r} + ".tmp", {str(child_pid_file)!r})
-                time.sleep(60)  # a compile that takes long
-                return b""
-
-            run_isolated(work, "slow_kernel")
-            """
-        )
+        def publish(pid):
+            with open({str(pid_file)!r} + ".tmp", "w") as f:
+                f.write(str(pid))
+            os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+        """
     )
+    script.write_text(publish + textwrap.dedent(parent_code))
     parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
     try:
         deadline = time.monotonic() + 30
-        while not child_pid_file.exists():
-            assert parent.poll() is None, "the parent ended before its compile child started"
-            assert time.monotonic() < deadline, "the compile child never started"
+        while not pid_file.exists():
+            assert parent.poll() is None, f"the parent ended before its {what} started"
+            assert time.monotonic() < deadline, f"the {what} never started"
             time.sleep(0.02)
-        child = int(child_pid_file.read_text())
+        helper = int(pid_file.read_text())
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 5
-        while _alive(child):
-            assert time.monotonic() < deadline, f"compile child {child} outlived its killed parent"
+        if after_kill is not None:
+            after_kill(helper)
+        deadline = time.monotonic() + 10
+        while _alive(helper):
+            assert time.monotonic() < deadline, f"{what} {helper} outlived its killed parent"
             time.sleep(0.02)
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_compile_child_dies_when_its_parent_is_killed(tmp_path):
+    code = """
+        import time
+        from cubepy.compiler.llvm_process import run_isolated
+
+        def work():
+            publish(os.getpid())
+            time.sleep(60)  # a compile that takes long
+            return b""
+
+        run_isolated(work, "slow_kernel")
+        """
+    _dies_with_its_killed_parent(tmp_path, "compile child", code)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_compile_server_dies_when_its_parent_is_killed(tmp_path):
+    code = """
+        import signal, time
+        from cubepy.compiler import llvm_server
+
+        llvm_server.start()
+        pid = llvm_server._server.process.pid
+        os.kill(pid, signal.SIGSTOP)  # it runs again only after this process is gone
+        publish(pid)
+        time.sleep(60)
+        """
+    _dies_with_its_killed_parent(tmp_path, "compile server", code, lambda pid: os.kill(pid, signal.SIGCONT))
 
 
 def _alive(pid: int) -> bool:

@@ -10,7 +10,7 @@ tests check both on random, special and midpoint cases.
 
 The helper is a small fixed LLVM module, one loop per element type and per operand shape (each of ``a``,
 ``b``, ``c`` either one value for every lane or one per lane, contiguous), optimized and emitted as host object
-code in a forked child like every cubepy compile, and mapped in by the cpu runtime's ``load_object`` (which makes
+code in the compile server like every cubepy compile, and mapped in by the cpu runtime's ``load_object`` (which makes
 the symbols it needs resolvable first) once per process: built by the first ``fma`` over
 at least ``BUILD_MIN_LANES`` lanes (about 0.3 s, so small launches never pay it).  Where it cannot be built (no
 LLVM host target) or does not apply (other types, strided or differently shaped operands), ``fma`` returns
@@ -87,24 +87,19 @@ done:
 
 
 def _build() -> dict[tuple[np.dtype, _Shape], Callable[..., None]]:
-    from cubepy.compiler.emit_host import host_machine, host_unavailable_reason
-    from cubepy.compiler.llvm_process import LLVM_LOCK, binding, optimize, run_isolated
+    from cubepy.compiler import llvm_server
+    from cubepy.compiler.emit_host import host_machine_spec, host_unavailable_reason
+    from cubepy.compiler.llvm_process import LLVM_LOCK, binding, unpack_parts
     from cubepy.runtime.cpu.loader import load_object
 
     reason = host_unavailable_reason()
     if reason is not None:
         raise RuntimeError(reason)
+    text = _module_text()
     with LLVM_LOCK:
-        llvm = binding()
-        module = llvm.parse_assembly(_module_text())
-        module.verify()
-
-    def work() -> bytes:
-        machine = host_machine()
-        optimize(machine, module)
-        return bytes(machine.emit_object(module))
-
-    code = run_isolated(work, "cubepy_fma", emitting="host object code")
+        binding().parse_assembly(text).verify()
+    payload = llvm_server.run_job("object", (text, *host_machine_spec()), "cubepy_fma", emitting="host object code")
+    code = bytes.fromhex(unpack_parts(payload)[2])
     names = {
         (dtype, per_lane): _name(suffix, per_lane) for dtype, (_, suffix) in _TYPES.items() for per_lane in _SHAPES
     }

@@ -1,0 +1,225 @@
+"""The compile server: one long-lived helper process that runs cubepy's LLVM jobs, restarted after a crash.
+
+A forked child per compile (``run_isolated``) costs what copying this process's page tables costs, and then a
+copy-on-write fault for each page either side writes: about 2 ms in a fresh interpreter but 25 ms with 700 MB
+resident, more for a user holding gigabytes of arrays.  The server is a fresh interpreter (``python -c``
+running ``cubepy/compiler/llvm_jobs.py`` by path, so it loads llvmlite and nothing of cubepy or numpy),
+started once and sent each job as a pickled ``(name, args)`` over a pipe; its answer comes back the same way.
+
+What isolation promised still holds: an ``LLVM ERROR`` or a crash ends the server, not this process, and
+becomes a ``CompileError`` carrying the server's standard error; the next job starts a new server.  A job
+past its timeout, or interrupted here (Ctrl-C), ends the server too.  The server dies with this process (its
+request pipe closes, and a watcher thread in it sees its parent gone within a second, mid-job too); a forked
+child of this process starts its own.  Where
+no server can be started (no ``sys.executable``), jobs run in a forked child as before.
+
+A process's first compiles still fork when it is small: there a forked child costs about 15 ms more than the
+server's round trip (``python -m benchmarks.compile_isolation``), but starting the server costs a fresh
+interpreter importing llvmlite (about 0.15 s of CPU), which a script or a test's subprocess compiling one or
+two kernels would never earn back.  The server starts at the first compile of a process holding more than
+``FORK_LIMIT_BYTES``, or at its ``FORKS_BEFORE_SERVER + 1``-th compile; every compile calls ``warm()`` first,
+so it starts while the IR passes and the lowering run, and from then on this process keeps using it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO, Any
+
+from cubepy.compiler import llvm_jobs
+from cubepy.compiler.llvm_process import CHILD_TIMEOUT_S, failure, run_isolated
+from cubepy.errors import CompileError
+from cubepy.forks import fork_safe
+
+_BOOT = (
+    "import json, runpy, sys; sys.path[:] = json.loads(sys.argv[2]); "
+    "runpy.run_path(sys.argv[1], run_name='__cubepy_llvm_server__')"
+)
+_LOG_TAIL = 1 << 16  # bytes of the server's standard error a failure quotes at most
+FORK_LIMIT_BYTES = 192 << 20  # resident size past which a fork costs more (copying page tables, then faults)
+FORKS_BEFORE_SERVER = 2  # compiles a small process forks for before it starts the server
+
+
+class _Server:
+    """One running server: its process, its pipes and the file its standard error goes to."""
+
+    def __init__(self) -> None:
+        self.log: IO[bytes] = tempfile.TemporaryFile(prefix="cubepy-llvm-")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, llvm_jobs.__file__, json.dumps(sys.path), str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            close_fds=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = self.process.stdin.fileno()
+        self.answers = self.process.stdout.fileno()
+
+    def run(self, job: str, args: tuple[Any, ...], kernel_name: str, emitting: str, timeout_s: float) -> bytes:
+        """The job's bytes; a CompileError when it failed, crashed the server or ran past ``timeout_s``."""
+        log_start = os.fstat(self.log.fileno()).st_size
+        try:
+            llvm_jobs.write_frame(self.requests, pickle.dumps((job, args), protocol=pickle.HIGHEST_PROTOCOL))
+            answer = self._answer(time.monotonic() + timeout_s)
+        except BrokenPipeError:
+            answer = None
+        except BaseException:  # a Ctrl-C or the timeout: the server is mid-job and must not answer a later one
+            self.stop()
+            raise
+        if answer is None:  # the server ended: LLVM aborted or crashed
+            returncode = self.process.wait()
+            stderr = self._log_since(log_start)
+            self.stop()
+            raise failure(kernel_name, emitting, returncode, stderr)
+        stderr = self._log_since(log_start)
+        if "LLVM ERROR" in stderr:
+            raise failure(kernel_name, emitting, 0, stderr)
+        if answer.startswith(b"ex"):
+            raise CompileError(
+                f"kernel {kernel_name}: LLVM failed:\n{answer[2:].decode(errors='replace')}"
+                + (f"\n{stderr}" if stderr else "")
+            )
+        return answer[2:]
+
+    def _answer(self, deadline: float) -> bytes | None:
+        header = self._read(8, deadline)
+        if header is None:
+            return None
+        return self._read(struct.unpack("<Q", header)[0], deadline)
+
+    def _read(self, size: int, deadline: float) -> bytes | None:
+        chunks, left = [], size
+        while left:
+            ready, _, _ = select.select([self.answers], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.answers, min(left, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _log_since(self, start: int) -> str:
+        size = os.fstat(self.log.fileno()).st_size
+        start = max(start, size - _LOG_TAIL)
+        return os.pread(self.log.fileno(), size - start, start).decode(errors="replace").strip()
+
+    def stop(self) -> None:
+        """End the server: close its request pipe (it exits at the end of its job) and kill it."""
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.process.kill()
+        self.process.wait()
+        self.log.close()
+
+    def forget(self) -> None:
+        """In a forked child: drop this process's copies of the pipes, leave the parent's server running."""
+        for stream in (self.process.stdin, self.process.stdout, self.log):
+            if stream is not None:
+                stream.close()
+        self.process.returncode = 0  # not this process's child: never wait for it
+
+
+_lock = fork_safe(threading.Lock())
+_server: _Server | None = None
+_unavailable: str | None = None  # why no server can start here; jobs then run in forked children
+_forked = 0  # jobs this process ran in forked children because it was small
+
+
+def _resident_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _current(start: bool) -> _Server | None:
+    """The running server; one is started first when ``start`` and none runs (or the last one ended)."""
+    global _server, _unavailable
+    if _server is not None and _server.process.poll() is not None:
+        _server.stop()  # ended between jobs (killed from outside): start another
+        _server = None
+        start = True
+    if _server is None and start and _unavailable is None:
+        try:
+            if not sys.executable:
+                raise OSError("sys.executable is empty")
+            _server = _Server()
+        except OSError as error:
+            _unavailable = str(error)
+    return _server
+
+
+def _worth_a_server() -> bool:
+    if _forked >= FORKS_BEFORE_SERVER:
+        return True
+    resident = _resident_bytes()
+    return resident is None or resident > FORK_LIMIT_BYTES
+
+
+def warm() -> None:
+    """Start the server now if this process is large enough to want one, without waiting for it to be ready."""
+    with _lock:
+        _current(_worth_a_server())
+
+
+def start() -> None:
+    """Start the server now if none is running, whatever this process's size (tests, a long-lived service)."""
+    with _lock:
+        _current(True)
+
+
+def run_job(
+    job: str, args: tuple[Any, ...], kernel_name: str, emitting: str = "PTX", timeout_s: float = CHILD_TIMEOUT_S
+) -> bytes:
+    """Run ``llvm_jobs.JOBS[job](*args)`` in the server; its bytes, or a CompileError naming ``kernel_name``."""
+    global _server, _forked
+    with _lock:
+        server = _current(_server is not None or _worth_a_server())
+        if server is None:
+            _forked += 1
+            return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
+        try:
+            return server.run(job, args, kernel_name, emitting, timeout_s)
+        except TimeoutError:
+            _server = None
+            raise CompileError(f"kernel {kernel_name}: LLVM did not finish within {timeout_s:.0f} s") from None
+        except BaseException:
+            if server.process.returncode is not None:  # stopped: the next job starts another
+                _server = None
+            raise
+
+
+def _stop_at_exit() -> None:
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.stop()
+            _server = None
+
+
+def _forget_after_fork() -> None:
+    global _server, _forked
+    _forked = 0
+    if _server is not None:
+        _server.forget()
+        _server = None
+
+
+atexit.register(_stop_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

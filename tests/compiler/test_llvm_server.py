@@ -1,0 +1,144 @@
+"""The compile server: one process for every LLVM job, a new one after a crash, a timeout or a fork."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cubepy.compiler import llvm_jobs, llvm_server
+from cubepy.compiler.emit_host import host_machine_spec
+from cubepy.compiler.llvm_process import unpack_parts
+from cubepy.errors import CompileError
+
+TEXT = "define i32 @twice(i32 %x) {\n  %y = add i32 %x, %x\n  ret i32 %y\n}\n"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the tests read /proc")
+
+
+def _object(timeout_s: float = llvm_server.CHILD_TIMEOUT_S) -> bytes:
+    payload = llvm_server.run_job("object", (TEXT, *host_machine_spec()), "twice", "object code", timeout_s)
+    return bytes.fromhex(unpack_parts(payload)[2])
+
+
+@pytest.fixture(autouse=True)
+def _a_server_running():
+    llvm_server.start()  # whatever this worker's size
+
+
+def _server_pid() -> int:
+    llvm_server.start()
+    assert llvm_server._server is not None
+    return llvm_server._server.process.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie waiting for its reaper counts as gone
+
+
+def test_jobs_run_in_one_server_that_loads_no_cubepy():
+    first = _object()
+    pid = _server_pid()
+    assert _object() == first and _server_pid() == pid != os.getpid()
+    assert first == bytes.fromhex(unpack_parts(llvm_jobs.emit_object(TEXT, *host_machine_spec()))[2])
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "llvmlite" in maps and "numpy" not in maps  # a bare interpreter: llvmlite, no numpy
+
+
+def test_a_server_killed_mid_job_becomes_compile_error_and_the_next_job_starts_another():
+    pid = _server_pid()
+    os.kill(pid, signal.SIGSTOP)  # the job waits in its pipe until the kill
+    failed: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            _object()
+        except CompileError as error:
+            failed.append(error)
+
+    worker = threading.Thread(target=job)
+    worker.start()
+    time.sleep(0.3)
+    os.kill(pid, signal.SIGKILL)
+    worker.join(30)
+    assert len(failed) == 1 and "LLVM crashed (SIGKILL)" in str(failed[0]) and "twice" in str(failed[0])
+    assert _object() and _server_pid() != pid
+
+
+def test_a_job_past_its_timeout_ends_the_server():
+    pid = _server_pid()
+    os.kill(pid, signal.SIGSTOP)
+    with pytest.raises(CompileError, match="did not finish within"):
+        _object(timeout_s=0.3)
+    deadline = time.monotonic() + 5
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the timed-out server was left running"
+        time.sleep(0.02)
+    assert _object() and _server_pid() != pid
+
+
+def test_a_server_ended_between_jobs_is_replaced():
+    pid = _server_pid()
+    os.kill(pid, signal.SIGKILL)
+    while _alive(pid):
+        time.sleep(0.01)
+    assert _object() and _server_pid() != pid
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_server_and_leaves_the_parents():
+    pid = _server_pid()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            ok = _object() == _object() and _server_pid() != pid
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 1)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    assert answer == b"1"
+    assert _alive(pid) and _object() and _server_pid() == pid
+
+
+def test_without_a_server_jobs_run_in_a_forked_child(monkeypatch):
+    expected = _object()
+    monkeypatch.setattr(llvm_server, "_server", None)
+    monkeypatch.setattr(llvm_server, "_unavailable", "no interpreter (test)")
+    assert _object() == expected
+    assert llvm_server._server is None
+
+
+def test_a_small_process_forks_for_its_first_compiles_then_starts_the_server(monkeypatch):
+    monkeypatch.setattr(llvm_server, "_server", None)
+    monkeypatch.setattr(llvm_server, "_forked", 0)
+    monkeypatch.setattr(llvm_server, "_resident_bytes", lambda: 64 << 20)
+    for _ in range(llvm_server.FORKS_BEFORE_SERVER):
+        llvm_server.warm()
+        assert _object() and llvm_server._server is None
+    llvm_server.warm()
+    assert llvm_server._server is not None
+    llvm_server._server.stop()
+    monkeypatch.setattr(llvm_server, "_server", None)
+    monkeypatch.setattr(llvm_server, "_forked", 0)
+    llvm_server.warm()
+    assert llvm_server._server is None
+    monkeypatch.setattr(llvm_server, "_resident_bytes", lambda: 1 << 30)
+    llvm_server.warm()
+    assert llvm_server._server is not None
+    server = llvm_server._server
+    monkeypatch.setattr(llvm_server, "_resident_bytes", lambda: 64 << 20)
+    assert _object() and llvm_server._server is server  # once started, kept
+    server.stop()  # the server this test started; the worker's own comes back after it

@@ -13,12 +13,12 @@ request pipe closes, and a watcher thread in it sees its parent gone within a se
 child of this process starts its own.  Where
 no server can be started (no ``sys.executable``), jobs run in a forked child as before.
 
-A process's first compiles still fork when it is small: there a forked child costs about 15 ms more than the
-server's round trip (``python -m benchmarks.compile_isolation``), but starting the server costs a fresh
-interpreter importing llvmlite (about 0.15 s of CPU), which a script or a test's subprocess compiling one or
-two kernels would never earn back.  The server starts at the first compile of a process holding more than
-``FORK_LIMIT_BYTES``, or at its ``FORKS_BEFORE_SERVER + 1``-th compile; every compile calls ``warm()`` first,
-so it starts while the IR passes and the lowering run, and from then on this process keeps using it.
+A process's first ``FORKS_BEFORE_SERVER`` compiles still fork: there a forked child costs about 15 ms more
+than the server's round trip (30 ms more with gigabytes resident; ``python -m benchmarks.compile_isolation``),
+but starting the server costs a fresh interpreter importing llvmlite (about 0.15 s of CPU, and that long
+before its first answer), which a script, a test's subprocess or a forked worker compiling one or two kernels
+would never earn back.  Every compile calls ``warm()`` first, so from the next compile on the server starts
+while the IR passes and the lowering run, and the process keeps using it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ _BOOT = (
     "runpy.run_path(sys.argv[1], run_name='__cubepy_llvm_server__')"
 )
 _LOG_TAIL = 1 << 16  # bytes of the server's standard error a failure quotes at most
-FORK_LIMIT_BYTES = 192 << 20  # resident size past which a fork costs more (copying page tables, then faults)
-FORKS_BEFORE_SERVER = 2  # compiles a small process forks for before it starts the server
+FORKS_BEFORE_SERVER = 2  # compiles a process forks for before it starts the server
 
 
 class _Server:
@@ -136,15 +135,7 @@ class _Server:
 _lock = fork_safe(threading.Lock())
 _server: _Server | None = None
 _unavailable: str | None = None  # why no server can start here; jobs then run in forked children
-_forked = 0  # jobs this process ran in forked children because it was small
-
-
-def _resident_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+_forked = 0  # jobs this process ran in forked children before it started the server
 
 
 def _current(start: bool) -> _Server | None:
@@ -164,17 +155,10 @@ def _current(start: bool) -> _Server | None:
     return _server
 
 
-def _worth_a_server() -> bool:
-    if _forked >= FORKS_BEFORE_SERVER:
-        return True
-    resident = _resident_bytes()
-    return resident is None or resident > FORK_LIMIT_BYTES
-
-
 def warm() -> None:
-    """Start the server now if this process is large enough to want one, without waiting for it to be ready."""
+    """Start the server now if this process has compiled enough to want one, without waiting for it to be ready."""
     with _lock:
-        _current(_worth_a_server())
+        _current(_forked >= FORKS_BEFORE_SERVER)
 
 
 def start() -> None:
@@ -189,7 +173,7 @@ def run_job(
     """Run ``llvm_jobs.JOBS[job](*args)`` in the server; its bytes, or a CompileError naming ``kernel_name``."""
     global _server, _forked
     with _lock:
-        server = _current(_server is not None or _worth_a_server())
+        server = _current(_forked >= FORKS_BEFORE_SERVER)
         if server is None:
             _forked += 1
             return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)

@@ -46,6 +46,7 @@ _BOOT = (
     "runpy.run_path(sys.argv[1], run_name='__cubepy_llvm_server__')"
 )
 _LOG_TAIL = 1 << 16  # bytes of the server's standard error a failure quotes at most
+_LOG_KEEP = 1 << 20  # past this the log is emptied before the next job (a long session's warnings)
 FORKS_BEFORE_SERVER = 2  # compiles a process forks for before it starts the server
 
 
@@ -67,7 +68,7 @@ class _Server:
 
     def run(self, job: str, args: tuple[Any, ...], kernel_name: str, emitting: str, timeout_s: float) -> bytes:
         """The job's bytes; a CompileError when it failed, crashed the server or ran past ``timeout_s``."""
-        log_start = os.fstat(self.log.fileno()).st_size
+        log_start = self._log_size()
         try:
             llvm_jobs.write_frame(self.requests, pickle.dumps((job, args), protocol=pickle.HIGHEST_PROTOCOL))
             answer = self._answer(time.monotonic() + timeout_s)
@@ -109,6 +110,16 @@ class _Server:
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
+
+    def _log_size(self) -> int:
+        """The log's size, after emptying it if it grew past ``_LOG_KEEP`` (the server is between jobs here)."""
+        fd = self.log.fileno()
+        size = os.fstat(fd).st_size
+        if size > _LOG_KEEP:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)  # the server writes through the same open file, at this offset
+            size = 0
+        return size
 
     def _log_since(self, start: int) -> str:
         size = os.fstat(self.log.fileno()).st_size

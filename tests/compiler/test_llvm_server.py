@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cubepy.compiler import llvm_jobs, llvm_server
+from cubepy.compiler.abi import TRIPLE
 from cubepy.compiler.emit_host import host_machine_spec
 from cubepy.compiler.llvm_process import unpack_parts
 from cubepy.errors import CompileError
@@ -84,6 +85,19 @@ def test_a_job_past_its_timeout_ends_the_server():
         assert time.monotonic() < deadline, "the timed-out server was left running"
         time.sleep(0.02)
     assert _object() and _server_pid() != pid
+
+
+def test_the_servers_log_is_emptied_between_jobs_once_it_grows_and_still_quoted_after():
+    server = llvm_server._server
+    assert server is not None
+    os.write(server.log.fileno(), b"w" * (llvm_server._LOG_KEEP + 1))  # as if the server had written it
+    assert _object() and os.fstat(server.log.fileno()).st_size < llvm_server._LOG_KEEP
+    # PTX 7.8 cannot target sm_90a: LLVM prints an LLVM ERROR and exits, and the error quotes it
+    args = ("define void @k() {\n  ret void\n}\n", None, "k", TRIPLE, "sm_90a", "+ptx78")
+    with pytest.raises(CompileError, match="LLVM ERROR.*PTX version") as info:
+        llvm_server.run_job("ptx", args, "k")
+    assert "\x00" not in str(info.value)  # written from the start of the emptied log, not past a hole
+    assert _object()
 
 
 def test_a_server_ended_between_jobs_is_replaced():

@@ -1,24 +1,26 @@
 """The compile server: one long-lived helper process that runs cubepy's LLVM jobs, restarted after a crash.
 
 A forked child per compile (``run_isolated``) costs what copying this process's page tables costs, and then a
-copy-on-write fault for each page either side writes: about 2 ms in a fresh interpreter but 25 ms with 700 MB
-resident, more for a user holding gigabytes of arrays.  The server is a fresh interpreter (``python -c``
-running ``cubepy/compiler/llvm_jobs.py`` by path, so it loads llvmlite and nothing of cubepy or numpy),
-started once and sent each job as a pickled ``(name, args)`` over a pipe; its answer comes back the same way.
+copy-on-write fault for each page either side writes: a fork that does nothing takes about 2 ms from a fresh
+interpreter and 25 ms from one with 700 MB resident, and a compile's child, which writes much more, about
+15 ms more than the server's round trip even in a small process.  The server is a fresh interpreter
+(``python -c`` running ``cubepy/compiler/llvm_jobs.py`` by path, so it loads llvmlite and nothing of cubepy or
+numpy), started once and sent each job as a pickled ``(name, args)`` over a pipe; its answer comes back the
+same way.
 
 What isolation promised still holds: an ``LLVM ERROR`` or a crash ends the server, not this process, and
 becomes a ``CompileError`` carrying the server's standard error; the next job starts a new server.  A job
 past its timeout, or interrupted here (Ctrl-C), ends the server too.  The server dies with this process (its
 request pipe closes, and a watcher thread in it sees its parent gone within a second, mid-job too); a forked
-child of this process starts its own.  Where
-no server can be started (no ``sys.executable``), jobs run in a forked child as before.
+child of this process starts its own.  Where no server can be started (no ``sys.executable``), jobs run in a
+forked child as before.
 
-A process's first ``FORKS_BEFORE_SERVER`` compiles still fork: there a forked child costs about 15 ms more
-than the server's round trip (30 ms more with gigabytes resident; ``python -m benchmarks.compile_isolation``),
-but starting the server costs a fresh interpreter importing llvmlite (about 0.15 s of CPU, and that long
-before its first answer), which a script, a test's subprocess or a forked worker compiling one or two kernels
-would never earn back.  Every compile calls ``warm()`` first, so from the next compile on the server starts
-while the IR passes and the lowering run, and the process keeps using it.
+A process's first ``FORKS_BEFORE_SERVER`` compiles still fork (each about 15 ms slower than through the
+server, 23 ms with 4 GiB of arrays held; ``python -m benchmarks.compile_isolation``), because starting the
+server costs a fresh interpreter importing llvmlite (about 0.15 s of CPU, and that long before its first
+answer), which a script, a test's subprocess or a forked worker compiling one or two kernels would never earn
+back.  Every compile calls ``warm()`` first, so from the next compile on the server starts while the IR
+passes and the lowering run, and the process keeps using it.
 """
 
 from __future__ import annotations

@@ -115,6 +115,7 @@ def emit_object(text: str, triple: str, cpu: str, features: str) -> bytes:
 
 
 JOBS: dict[str, Callable[..., bytes]] = {"ptx": emit_ptx, "object": emit_object}
+READY = b"ready"  # the server's first answer: it started and loaded LLVM
 
 
 def parent_death_signal() -> Callable[[int], None]:
@@ -165,7 +166,8 @@ def _watch_parent(parent: int) -> None:
 def serve(parent: int) -> None:
     """Answer jobs until the request pipe (standard input) closes: each request a pickled ``(job, args)``.
 
-    Each answer is ``ok`` and the job's bytes, or ``ex`` and a traceback.  Ctrl-C is the parent's to handle
+    The first answer is ``ready``, once LLVM is loaded; each later one ``ok`` and the job's bytes, or ``ex``
+    and a traceback.  Ctrl-C is the parent's to handle
     (it ends this process when it gives up on a job); anything printed goes to standard error, the parent's log.
     """
     # Not PR_SET_PDEATHSIG: it fires when the *thread* that started this process ends, and any of the
@@ -175,6 +177,8 @@ def serve(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     answers = os.dup(1)
     os.dup2(2, 1)
+    _llvm()
+    write_frame(answers, READY)
     while True:
         header = _read_exactly(0, 8)
         if header is None:

@@ -12,8 +12,9 @@ What isolation promised still holds: an ``LLVM ERROR`` or a crash ends the serve
 becomes a ``CompileError`` carrying the server's standard error; the next job starts a new server.  A job
 past its timeout, or interrupted here (Ctrl-C), ends the server too.  The server dies with this process (its
 request pipe closes, and a watcher thread in it sees its parent gone within a second, mid-job too); a forked
-child of this process starts its own.  Where no server can be started (no ``sys.executable``), jobs run in a
-forked child as before.
+child of this process starts its own.  Where no server can be started (no ``sys.executable``, or one that
+ends before it says it is ready: an embedding program's binary, an interpreter without llvmlite), jobs run in
+a forked child as before, for the rest of the process.
 
 A process's first ``FORKS_BEFORE_SERVER`` compiles still fork (each about 15 ms slower than through the
 server, 23 ms with 4 GiB of arrays held; ``python -m benchmarks.compile_isolation``), because starting the
@@ -52,6 +53,10 @@ _LOG_KEEP = 1 << 20  # past this the log is emptied before the next job (a long 
 FORKS_BEFORE_SERVER = 2  # compiles a process forks for before it starts the server
 
 
+class NotStarted(Exception):
+    """The server ended before it was ready: this interpreter cannot run it."""
+
+
 class _Server:
     """One running server: its process, its pipes and the file its standard error goes to."""
 
@@ -67,6 +72,23 @@ class _Server:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests = self.process.stdin.fileno()
         self.answers = self.process.stdout.fileno()
+        self.ready = False
+
+    def wait_until_ready(self, timeout_s: float) -> None:
+        """Return once the server said it loaded LLVM; ``NotStarted`` with its output when it ended first."""
+        if self.ready:
+            return
+        try:
+            answer = self._answer(time.monotonic() + timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        if answer != llvm_jobs.READY:
+            returncode = self.process.wait()
+            stderr = self._log_since(0)
+            self.stop()
+            raise NotStarted(f"the compile server ended as it started (exit status {returncode}): {stderr[-2000:]}")
+        self.ready = True
 
     def run(self, job: str, args: tuple[Any, ...], kernel_name: str, emitting: str, timeout_s: float) -> bytes:
         """The job's bytes; a CompileError when it failed, crashed the server or ran past ``timeout_s``."""
@@ -184,12 +206,22 @@ def run_job(
     job: str, args: tuple[Any, ...], kernel_name: str, emitting: str = "PTX", timeout_s: float = CHILD_TIMEOUT_S
 ) -> bytes:
     """Run ``llvm_jobs.JOBS[job](*args)`` in the server; its bytes, or a CompileError naming ``kernel_name``."""
-    global _server, _forked
+    global _server, _forked, _unavailable
     with _lock:
         server = _current(_forked >= FORKS_BEFORE_SERVER)
         if server is None:
             _forked += 1
             return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
+        try:
+            server.wait_until_ready(timeout_s)
+        except NotStarted as error:
+            _server, _unavailable = None, str(error)
+            return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
+        except TimeoutError:
+            _server = None
+            raise CompileError(
+                f"kernel {kernel_name}: the compile server did not start within {timeout_s:.0f} s"
+            ) from None
         try:
             return server.run(job, args, kernel_name, emitting, timeout_s)
         except TimeoutError:

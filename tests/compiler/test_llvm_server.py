@@ -35,6 +35,7 @@ def _a_server_running():
 def _server_pid() -> int:
     llvm_server.start()
     assert llvm_server._server is not None
+    llvm_server._server.wait_until_ready(30)  # stopped or killed later, it is mid-job, not starting
     return llvm_server._server.process.pid
 
 
@@ -100,10 +101,22 @@ def test_the_servers_log_is_emptied_between_jobs_once_it_grows_and_still_quoted_
     assert _object()
 
 
+def test_a_server_that_does_not_start_in_time_is_ended(monkeypatch):
+    monkeypatch.setattr(llvm_server, "_server", None)
+    llvm_server.start()
+    starting = llvm_server._server
+    assert starting is not None
+    os.kill(starting.process.pid, signal.SIGSTOP)  # before it could say it is ready
+    with pytest.raises(CompileError, match="did not start within"):
+        _object(timeout_s=0.3)
+    assert starting.process.returncode is not None and llvm_server._server is None
+
+
 def test_a_server_ended_between_jobs_is_replaced():
     pid = _server_pid()
     os.kill(pid, signal.SIGKILL)
-    while _alive(pid):
+    # Not /proc's state: its main thread is a zombie before its other threads end and it can be reaped.
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
         time.sleep(0.01)
     assert _object() and _server_pid() != pid
 
@@ -133,6 +146,17 @@ def test_without_a_server_jobs_run_in_a_forked_child(monkeypatch):
     monkeypatch.setattr(llvm_server, "_unavailable", "no interpreter (test)")
     assert _object() == expected
     assert llvm_server._server is None
+
+
+def test_an_interpreter_that_cannot_run_the_server_compiles_in_forked_children(monkeypatch):
+    expected = _object()
+    monkeypatch.setattr(llvm_server, "_server", None)
+    monkeypatch.setattr(llvm_server, "_unavailable", None)
+    monkeypatch.setattr(llvm_server, "_forked", llvm_server.FORKS_BEFORE_SERVER)  # past the first compiles
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # starts, then ends before it says it is ready
+    assert _object() == expected
+    assert llvm_server._server is None and "ended as it started" in (llvm_server._unavailable or "")
+    assert _object() == expected  # and from then on, without trying again
 
 
 def test_a_process_forks_for_its_first_compiles_then_starts_the_server(monkeypatch):

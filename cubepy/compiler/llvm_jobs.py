@@ -11,7 +11,6 @@ This module imports nothing of cubepy.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
@@ -24,8 +23,6 @@ import time
 import traceback
 from collections.abc import Callable
 from typing import Any
-
-_PR_SET_PDEATHSIG = 1
 
 
 def initialize(llvm: Any) -> None:
@@ -116,27 +113,6 @@ def emit_object(text: str, triple: str, cpu: str, features: str) -> bytes:
 
 JOBS: dict[str, Callable[..., bytes]] = {"ptx": emit_ptx, "object": emit_object}
 READY = b"ready"  # the server's first answer: it started and loaded LLVM
-
-
-def parent_death_signal() -> Callable[[int], None]:
-    """A function a helper process calls first: make it die with ``parent`` (Linux ``PR_SET_PDEATHSIG``).
-
-    Elsewhere it does nothing (the helper still ends when its pipe closes or at its timeout).
-    """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (AttributeError, OSError):
-        return lambda parent: None
-    prctl.restype = ctypes.c_int
-
-    def die_with(parent: int) -> None:
-        prctl(
-            _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
-        )
-        if os.getppid() != parent:  # the parent died before prctl: no signal will come
-            os._exit(4)
-
-    return die_with
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:

@@ -12,6 +12,7 @@ Both back ends use them: ``cubepy.compiler.emit_ptx`` (NVPTX) and ``cubepy.compi
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import functools
 import os
@@ -25,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from cubepy.compiler.llvm_jobs import initialize, optimize, pack_parts, parent_death_signal, unpack_parts
+from cubepy.compiler.llvm_jobs import initialize, optimize, pack_parts, unpack_parts
 from cubepy.errors import CompileError
 
 __all__ = [
@@ -151,7 +152,27 @@ def failure(kernel_name: str, emitting: str, returncode: int, stderr: str) -> Co
 
 @functools.cache
 def _parent_death_signal() -> Callable[[int], None]:
-    return parent_death_signal()
+    """A function the compile child calls first: make it die with ``parent`` (Linux ``PR_SET_PDEATHSIG``).
+
+    Elsewhere it does nothing (the child still ends at its timeout).
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return lambda parent: None
+    prctl.restype = ctypes.c_int
+
+    def die_with(parent: int) -> None:
+        prctl(
+            _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(4)
+
+    return die_with
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _child_main(work: Callable[[], bytes], read_fd: int, write_fd: int, log_fd: int) -> None:

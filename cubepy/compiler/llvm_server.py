@@ -209,19 +209,19 @@ def run_job(
     global _server, _forked, _unavailable
     with _lock:
         server = _current(_forked >= FORKS_BEFORE_SERVER)
+        if server is not None:
+            try:
+                server.wait_until_ready(timeout_s)
+            except NotStarted as error:  # this interpreter cannot run it: fork from now on
+                _server, _unavailable, server = None, str(error), None
+            except TimeoutError:
+                _server = None
+                raise CompileError(
+                    f"kernel {kernel_name}: the compile server did not start within {timeout_s:.0f} s"
+                ) from None
         if server is None:
             _forked += 1
             return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
-        try:
-            server.wait_until_ready(timeout_s)
-        except NotStarted as error:
-            _server, _unavailable = None, str(error)
-            return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
-        except TimeoutError:
-            _server = None
-            raise CompileError(
-                f"kernel {kernel_name}: the compile server did not start within {timeout_s:.0f} s"
-            ) from None
         try:
             return server.run(job, args, kernel_name, emitting, timeout_s)
         except TimeoutError:

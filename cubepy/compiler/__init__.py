@@ -16,7 +16,7 @@
 | ``toolkit`` | finding ptxas and libdevice |
 | ``libdevice`` | cutting out (and caching on disk) the libdevice functions a kernel calls |
 | ``ptxas`` | PTX -> cubin and the ``ptxas -v`` resource report |
-| ``compiled`` | ``compile_definition`` and ``CompiledKernel`` |
+| ``compiled`` | ``compile_definition`` (the passes, then ``shared_reciprocal`` on fast-f64 GPUs) and ``CompiledKernel`` |
 
 Importing this package imports neither ``llvmlite.binding`` nor ``llvmlite.ir``.
 

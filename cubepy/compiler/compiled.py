@@ -17,10 +17,11 @@ import attrs
 
 from cubepy.compiler import llvm_server
 from cubepy.compiler import ptxas as ptxas_tool
-from cubepy.compiler.emit_ptx import DEFAULT_ARCH, check_module, optimize_and_emit, parse_target
+from cubepy.compiler.emit_ptx import DEFAULT_ARCH, FAST_F64_ARCHS, check_module, optimize_and_emit, parse_target
 from cubepy.compiler.passes import run_passes
 from cubepy.errors import CompileError
 from cubepy.ir import KernelDefinition, format_kernel, verify
+from cubepy.ir.reciprocal import shared_reciprocal
 
 DUMP_STAGES = ("ir", "passes", "llvm", "ptx", "resources")
 
@@ -137,6 +138,12 @@ def compile_definition(
     input_text = format_kernel(definition)
     verify(definition)
     definition, dumps = run_passes(definition, dumps=True)
+    if arch.arch in FAST_F64_ARCHS:
+        shared = shared_reciprocal(definition)
+        if shared is not definition:
+            verify(shared)
+            definition = shared
+            dumps.append(("shared_reciprocal", format_kernel(definition)))
     timings["passes"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -52,6 +52,10 @@ ARCH_MIN_PTX = {
     "sm_121a": 88,
     "sm_121f": 88,
 }
+# The data-centre parts whose f64 multiply runs at half the f32 rate (V100, A100, H100/H200, B200): there an
+# f32 division by a shared divisor is cheaper as an f64 multiply by its reciprocal (cubepy.ir.reciprocal).
+# The others (and sm_100f, whose family includes B300) run f64 at 1/32-1/64 of f32 and keep div.rn.f32.
+FAST_F64_ARCHS = frozenset({"sm_70", "sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a"})
 
 
 @attrs.frozen

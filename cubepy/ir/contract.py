@@ -22,14 +22,13 @@ neither are products read twice (``x*x + y`` with ``x*x`` reused), nor ``cp.fma`
 from __future__ import annotations
 
 import collections
-import itertools
 from collections.abc import Iterable, Iterator
 
 import attrs
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
-from cubepy.ir.scope import Instruction, Scope, map_child_scopes, walk
+from cubepy.ir.scope import Instruction, Scope, fresh_ids, map_child_scopes, walk
 from cubepy.ir.variable import SourceLoc, Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
@@ -50,11 +49,7 @@ def contract(definition: KernelDefinition, keep: Iterable[Variable] = ()) -> Ker
         (v.kind, v.id) for inst in walk(definition.body) for v in inst.operation.operands()
     )
     uses.update(_key(v) for v in keep)
-    last_id = max(
-        (inst.out.id for inst in walk(definition.body) if inst.out is not None and inst.out.kind is VarKind.CONST),
-        default=-1,
-    )
-    fresh = itertools.count(last_id + 1)
+    fresh = fresh_ids(definition.body)
     body = _contract_scope(definition.body, uses, fresh)
     return definition if body == definition.body else attrs.evolve(definition, body=body)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 import attrs
 
 from cubepy.ir.ops.base import Operation, field_names
 from cubepy.ir.printer import format_instruction
-from cubepy.ir.variable import SourceLoc, Variable
+from cubepy.ir.variable import SourceLoc, Variable, VarKind
 
 
 @attrs.frozen
@@ -93,3 +94,9 @@ def walk(scope: Scope) -> Iterator[Instruction]:
         yield inst
         for child in child_scopes(inst.operation):
             yield from walk(child)
+
+
+def fresh_ids(scope: Scope) -> Iterator[int]:
+    """Immutable-local ids no instruction of ``scope`` defines: counting up from one past the largest defined."""
+    defined = (inst.out.id for inst in walk(scope) if inst.out is not None and inst.out.kind is VarKind.CONST)
+    return itertools.count(max(defined, default=-1) + 1)

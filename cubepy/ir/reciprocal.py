@@ -78,6 +78,7 @@ class _Group:
     depth: int  # loops around the divisor's definition (0 at entry)
     values: int = 0
     deeper: bool = False
+    loc: SourceLoc | None = None  # the first division's: the reciprocal's source line
     paths: list[_Path] = attrs.Factory(list)
 
 
@@ -85,7 +86,7 @@ class _Analysis:
     """One walk of the kernel: definitions, the expressions computable at entry, the division groups."""
 
     def __init__(self, definition: KernelDefinition) -> None:
-        self.defs: dict[_Key, tuple[Instruction, int]] = {}
+        self.defs: dict[_Key, tuple[Instruction, int, _Path]] = {}  # an immutable local -> its definition, depth, path
         self.entry_exprs: dict[_Key, Hashable] = {}  # an immutable local computable at entry -> its expression
         self.groups: dict[Hashable, _Group] = {}
         self.division_group: dict[_Path, Hashable] = {}
@@ -123,15 +124,16 @@ class _Analysis:
                 return None
         return tuple(parts)
 
-    def _source(self, divisor: Variable) -> tuple[Variable, bool] | None:
-        """The scalar a division divides by (through a broadcast) and whether its lanes all share it."""
+    def _source(self, divisor: Variable) -> tuple[Variable, _Path | None] | None:
+        """The scalar a division divides by and, for a line divisor, the path of the broadcast that reads it
+        (None when the divisor is not a line broadcast of one scalar)."""
         if not divisor.type.is_line:
-            return divisor, True
+            return divisor, None
         found = self.defs.get(_key(divisor))
         if found is not None and isinstance(found[0].operation, ops.Cast):
             source = found[0].operation.input
             if source.type == Type(F32):
-                return source, True
+                return source, found[2]
         return None
 
     def _add_division(self, inst: Instruction, path: _Path, depth: int) -> None:
@@ -142,22 +144,27 @@ class _Analysis:
         found = self._source(operation.rhs)
         if found is None:
             return
-        divisor, _ = found
+        divisor, broadcast = found
         expression = self._expression(divisor)
         if divisor.kind is VarKind.CONSTANT:
             return
         if expression is not None:
             key: Hashable = ("entry", expression)
             group = self.groups.setdefault(key, _Group(divisor, True, 0))
-        elif divisor.kind in (VarKind.CONST, VarKind.MUT):
+        elif divisor.kind is VarKind.CONST and _key(divisor) in self.defs:
             key = ("var", _key(divisor))
-            def_depth = self.defs[_key(divisor)][1] if divisor.kind is VarKind.CONST else depth
-            group = self.groups.setdefault(key, _Group(divisor, False, def_depth))
+            group = self.groups.setdefault(key, _Group(divisor, False, self.defs[_key(divisor)][1]))
+        elif divisor.kind is VarKind.MUT:
+            key = ("var", _key(divisor))
+            group = self.groups.setdefault(key, _Group(divisor, False, depth))
         else:
             return
         group.values += out.type.line
+        group.loc = group.loc or inst.loc
         group.deeper = group.deeper or depth > group.depth
         group.paths.append(path)
+        if broadcast is not None:  # a mutable scalar is read where it is broadcast: that is in the stretch too
+            group.paths.append(broadcast)
         self.division_group[path] = key
 
     def _visit(self, scope: Scope, prefix: _Path, depth: int) -> None:
@@ -165,7 +172,7 @@ class _Analysis:
             path = (*prefix, index)
             out = inst.out
             if out is not None and out.kind is VarKind.CONST:
-                self.defs[_key(out)] = (inst, depth)
+                self.defs[_key(out)] = (inst, depth, path)
                 expression = self._entry_expression(inst)
                 if expression is not None:
                     self.entry_exprs[_key(out)] = expression
@@ -222,13 +229,13 @@ class _Rewriter:
             if group.values < 2 and not group.deeper:
                 continue
             if group.entry:
-                self.prologue.extend(self._reciprocal(key, self._at_entry(group.divisor), None))
+                self.prologue.extend(self._reciprocal(key, self._at_entry(group.divisor), group.loc))
             elif group.divisor.kind is VarKind.CONST:
-                self.after[_key(group.divisor)] = self._reciprocal(key, group.divisor, None)
+                self.after[_key(group.divisor)] = self._reciprocal(key, group.divisor, group.loc)
             elif group.values >= 2:
                 place = _mutable_placement(definition.body, group)
                 if place is not None:
-                    self.before[place] = self._reciprocal(key, group.divisor, None)
+                    self.before[place] = self._reciprocal(key, group.divisor, group.loc)
 
     def _new(self, ty: Type) -> Variable:
         return Variable(VarKind.CONST, next(self.fresh), ty)

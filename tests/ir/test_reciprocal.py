@@ -95,6 +95,20 @@ def line_by_scalar(x: Array[Line[f32]], d: Array[f32], out: Array[Line[f32]]):
 
 
 @cube(launch=True)
+def line_by_early_broadcast(x: Array[Line[f32]], out: Array[Line[f32]]):
+    """A mutable sum broadcast, then assigned again before the division that reads the broadcast: left alone."""
+    i = ABSOLUTE_POS
+    if i < out.len():
+        total = f32(0.0)
+        for k in range(2):
+            total += x[i][k]
+        early = Line(total, 4)
+        for k in range(2):
+            total += x[i][k + 2]
+        out[i] = x[i] / early
+
+
+@cube(launch=True)
 def single_division(x: Array[f32], d: Array[f32], out: Array[f32]):
     """One division by a divisor used once: the reciprocal would cost more than it saves."""
     if ABSOLUTE_POS < out.len():
@@ -216,6 +230,12 @@ def test_loaded_running_sum_literal_and_line_divisors_match_numpy(client):
             )
             _same_bits(client.read(out), x / divisor)
 
+        out = client.empty(x.shape, np.float32)
+        _launch(client, line_by_early_broadcast, units, cp.ArrayArg(hx, line_size=4), cp.ArrayArg(out, line_size=4))
+        lines = x.reshape(-1, 4)
+        early = (np.float32(0.0) + lines[:, 0]) + lines[:, 1]
+        _same_bits(client.read(out), (lines / early[:, None]).reshape(-1))
+
 
 def test_the_identity_holds_over_random_pairs_and_hard_divisors():
     """The arithmetic fact the pass rests on, in numpy's IEEE f64: RN32(x * RN64(1/d)) == RN32(x / d)."""
@@ -277,6 +297,8 @@ def test_where_the_reciprocal_goes():
     assert literals.count("div.f32") == 2 and literals.count("mul.f64") == 2 and "div.f64" not in literals
     line = _ops(_compile(line_by_scalar, 3, lines=(0, 2)).definition)
     assert line.count("div.f64") == 1 and line.count("mul.f64") == 1 and "div.f32" not in line
+    early = _ops(_compile(line_by_early_broadcast, 2, lines=(0, 1)).definition)
+    assert early.count("div.f32") == 1 and "div.f64" not in early
     single = _ops(_compile(single_division, 3).definition)
     assert single.count("div.f32") == 1 and "div.f64" not in single
 

@@ -22,11 +22,13 @@ loop is eight instructions, one value) by its expression. A group is worth a rec
 least two values (each lane of a line counts) or one of its divisions sits in a loop the divisor is defined
 outside of. Where the reciprocal goes: a divisor of parameters and literals, in the kernel's prologue (its
 expression computed again there); an immutable local, right after its definition; a mutable local (a sum
-assigned in a loop), just before the first of its divisions, when all of them sit in one scope's stretch
-that never assigns it. A literal divisor always gets one (a literal), unless ``1/d`` is itself an f32 (a
-power of two), which LLVM already turns into one multiply. f16/bf16/f64 divisions and line divisors that
-are not a broadcast of one value are left alone. The compiler runs this pass for GPU targets whose f64 multiply runs at half the f32
-rate or better (``cubepy.compiler.emit_ptx.FAST_F64_ARCHS``) when fast math is off; with fast math on, the
+assigned in a loop), just before the first of its divisions when all of them sit in one scope's stretch
+that never assigns it, and from there out of the loops (and branches) around them that never assign it
+(a lone division by a mutable gets a reciprocal only when that takes it out of a loop). A literal
+divisor always gets one (a literal), unless ``1/d`` is itself an f32 (a power of two), which LLVM already
+turns into one multiply. f16/bf16/f64 divisions and line divisors that are not a broadcast of one value are
+left alone. The compiler runs this pass for GPU targets whose f64 multiply runs at half the f32 rate or
+better (``cubepy.compiler.emit_ptx.FAST_F64_ARCHS``) when fast math is off; with fast math on, the
 division is already ``div.approx``.
 """
 
@@ -196,8 +198,9 @@ def _scope_at(body: Scope, path: _Path) -> Scope:
 
 
 def _mutable_placement(body: Scope, group: _Group) -> tuple[_Path, int] | None:
-    """Where a mutable divisor's reciprocal goes: (scope path, index) before its first division, or None when
-    an assignment to it comes between its divisions."""
+    """Where a mutable divisor's reciprocal goes, as (scope path, index): before its first division, and out
+    of the loops (and the branches on the way to them) that never assign it; None when an assignment comes
+    between its divisions, or when it would serve one value in one place (nothing gained)."""
     common = list(group.paths[0])
     for path in group.paths[1:]:
         length = 0
@@ -205,13 +208,21 @@ def _mutable_placement(body: Scope, group: _Group) -> tuple[_Path, int] | None:
             length += 1
         del common[length:]
     scope_path = tuple(common[: len(common) - len(common) % 2])  # an odd prefix ends inside one instruction
-    depth = len(scope_path)
-    indices = [path[depth] for path in group.paths]
+    indices = [path[len(scope_path)] for path in group.paths]
     first, last = min(indices), max(indices)
-    scope = _scope_at(body, scope_path)
-    if _assigns(Scope(scope.instructions[first : last + 1]), group.divisor):
+    if _assigns(Scope(_scope_at(body, scope_path).instructions[first : last + 1]), group.divisor):
         return None
-    return scope_path, first
+    place, out_of_loop = (scope_path, first), False
+    while scope_path:  # up through the instructions that own this scope, while none assigns the divisor
+        owner_path, owner_index = scope_path[:-2], scope_path[-2]
+        owner = _scope_at(body, owner_path).instructions[owner_index]
+        structured = isinstance(owner.operation, (*_LOOPS, branch.If, branch.IfElse))
+        if not structured or _assigns(Scope((owner,)), group.divisor):
+            break
+        scope_path, first = owner_path, owner_index
+        if isinstance(owner.operation, _LOOPS):
+            place, out_of_loop = (scope_path, first), True
+    return place if out_of_loop or group.values >= 2 else None
 
 
 class _Rewriter:
@@ -226,16 +237,15 @@ class _Rewriter:
         self.reciprocals: dict[Hashable, Variable] = {}
         self._cloned: dict[_Key, Variable] = {}
         for key, group in analysis.groups.items():
-            if group.values < 2 and not group.deeper:
-                continue
-            if group.entry:
+            worth = group.values >= 2 or group.deeper
+            if group.entry and worth:
                 self.prologue.extend(self._reciprocal(key, self._at_entry(group.divisor), group.loc))
-            elif group.divisor.kind is VarKind.CONST:
-                self.after[_key(group.divisor)] = self._reciprocal(key, group.divisor, group.loc)
-            elif group.values >= 2:
+            elif group.divisor.kind is VarKind.CONST and worth:
+                self.after.setdefault(_key(group.divisor), []).extend(self._reciprocal(key, group.divisor, group.loc))
+            elif group.divisor.kind is VarKind.MUT:  # its own rule: where it is not assigned
                 place = _mutable_placement(definition.body, group)
                 if place is not None:
-                    self.before[place] = self._reciprocal(key, group.divisor, group.loc)
+                    self.before.setdefault(place, []).extend(self._reciprocal(key, group.divisor, group.loc))
 
     def _new(self, ty: Type) -> Variable:
         return Variable(VarKind.CONST, next(self.fresh), ty)

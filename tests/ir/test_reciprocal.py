@@ -64,6 +64,29 @@ def by_running_sum(x: Array[f32], out: Array[f32]):
 
 
 @cube(launch=True)
+def loop_by_sum(x: Array[f32], out: Array[f32]):
+    """A mutable sum, then one division by it in a runtime loop that never assigns it: before that loop."""
+    base = ABSOLUTE_POS * PER_UNIT
+    total = f32(0.0)
+    for i in range(PER_UNIT):
+        total += x[(base + i) % x.len()]
+    for i in range(PER_UNIT):
+        if base + i < out.len():
+            out[base + i] = x[base + i] / total
+
+
+@cube(launch=True)
+def running_quotients(x: Array[f32], out: Array[f32]):
+    """The loop assigns its divisor before each division: left as a division."""
+    base = ABSOLUTE_POS * PER_UNIT
+    total = f32(1.0)
+    for i in range(PER_UNIT):
+        total += x[(base + i) % x.len()]
+        if base + i < out.len():
+            out[base + i] = x[base + i] / total
+
+
+@cube(launch=True)
 def by_sum_reassigned(x: Array[f32], out: Array[f32]):
     """A mutable divisor (a loop's sum) assigned again between its divisions: left as divisions."""
     base = ABSOLUTE_POS * PER_UNIT
@@ -204,6 +227,18 @@ def test_loaded_running_sum_literal_and_line_divisors_match_numpy(client):
         _same_bits(client.read(out), x / np.repeat(totals, PER_UNIT))
 
         out = client.empty(x.shape, np.float32)
+        _launch(client, loop_by_sum, units, cp.ArrayArg(hx), cp.ArrayArg(out))
+        _same_bits(client.read(out), x / np.repeat(totals, PER_UNIT))
+
+        out = client.empty(x.shape, np.float32)
+        _launch(client, running_quotients, units, cp.ArrayArg(hx), cp.ArrayArg(out))
+        running = np.full(units, 1.0, np.float32)
+        got = client.read(out).reshape(units, PER_UNIT)
+        for i in range(PER_UNIT):
+            running = running + x[np.arange(units) * PER_UNIT + i]
+            _same_bits(got[:, i], x[np.arange(units) * PER_UNIT + i] / running)
+
+        out = client.empty(x.shape, np.float32)
         _launch(client, by_sum_reassigned, units, cp.ArrayArg(hx), cp.ArrayArg(out))
         row = np.arange(units) * PER_UNIT
         half = (np.float32(0.0) + x[row]) + x[row + 1]
@@ -290,6 +325,11 @@ def test_where_the_reciprocal_goes():
     assert "div.f32" not in loaded and loaded.index("div.f64") < loaded.index(loop)  # hoisted out of the loop
     summed = _ops(_compile(by_running_sum, 2).definition)
     assert summed.count("div.f64") == 1 and summed.count("mul.f64") == PER_UNIT and "div.f32" not in summed
+    in_loop = _ops(_compile(loop_by_sum, 2).definition)
+    loops = [i for i, op in enumerate(in_loop) if "loop" in op]
+    assert "div.f32" not in in_loop and loops[0] < in_loop.index("div.f64") < loops[1]  # between the loops
+    running = _ops(_compile(running_quotients, 2).definition)
+    assert running.count("div.f32") == 1 and "div.f64" not in running
     reassigned = _ops(_compile(by_sum_reassigned, 2).definition)
     assert reassigned.count("div.f32") == 2 and "div.f64" not in reassigned
     literals = _ops(_compile(by_literals, 2).definition)

@@ -202,6 +202,34 @@ def fast_unary(lw: KernelLowering, name: str, x: ir.Value) -> ir.Value:
     return map_lanes(lw, one, [x], x.type)
 
 
+_DOUBLE = ir.DoubleType()
+_RCP_APPROX_F64 = "llvm.nvvm.rcp.approx.ftz.d"
+
+
+def wide_reciprocal(lw: KernelLowering, x: ir.Value, elem: ElemType) -> ir.Value:
+    """``wide_recip`` of one lane: 1 / x in f64.
+
+    On the GPU, for an f16/bf16/f32 x: ``rcp.approx.ftz.f64`` (the reciprocal of x's top 20 mantissa bits, to
+    20 bits: within 2^-18) and two Newton steps ``r + r * (1 - x * r)`` by fma, each squaring the error, so
+    the result is within 2^-72 + one rounding of 1/x: no slow path and no branch, where ``rcp.rn.f64`` has
+    both.  x comes from an f32, so it is never an f64 subnormal and 1/x never leaves f64's normal range; for
+    0, infinities and NaN the first step's residual is NaN and the approximation itself, exact there
+    (+-inf, +-0, NaN), is kept.  Elsewhere (an f64 x, the host) the correctly rounded division.
+    """
+    b = lw.builder
+    if elem is F64:
+        return b.fdiv(ir.Constant(_DOUBLE, 1.0), x)
+    wide = b.fpext(x, _DOUBLE)
+    if getattr(getattr(lw, "target", None), "name", None) != "cuda":
+        return b.fdiv(ir.Constant(_DOUBLE, 1.0), wide)
+    approx = lw.call(_RCP_APPROX_F64, _DOUBLE, [wide])
+    negated, one = b.fneg(wide), ir.Constant(_DOUBLE, 1.0)
+    residual = intrinsic(lw, "llvm.fma", [negated, approx, one])
+    refined = intrinsic(lw, "llvm.fma", [approx, residual, approx])
+    refined = intrinsic(lw, "llvm.fma", [refined, intrinsic(lw, "llvm.fma", [negated, refined, one]), refined])
+    return b.select(b.fcmp_unordered("uno", residual, residual), approx, refined)
+
+
 # -- unary --------------------------------------------------------------------------------------------
 def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
     """The lowering of one unary operation on a value of item type ``ty``."""
@@ -228,6 +256,9 @@ def unary(lw: KernelLowering, name: str, x: ir.Value, ty: Type) -> ir.Value:
         return in_f32(lw, x, elem, lambda v: b.fdiv(lt.splat(v.type, 1.0), intrinsic(lw, "llvm.sqrt", [v])))
     if name == "recip":
         return b.fdiv(lt.splat(llty, 1.0), x)
+    if name == "wide_recip":
+        out = ir.VectorType(_DOUBLE, llty.count) if isinstance(llty, ir.VectorType) else _DOUBLE
+        return map_lanes(lw, lambda v: wide_reciprocal(lw, v, elem), [x], out)
     if name in ROUNDING_INTRINSICS:
         return intrinsic(lw, ROUNDING_INTRINSICS[name], [x])
     if name == "is_nan":

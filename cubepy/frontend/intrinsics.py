@@ -33,11 +33,12 @@ def _unary(op: str, doc: str) -> Callable[[Any], Any]:
 
 abs = _unary("abs", "|x|.")  # noqa: A001
 # Every float unary operation of the IR is a math function of the same name, documented by its record
-# (``cp.exp``, ``cp.cbrt`` ...): a new one needs no line here.  ``is_nan``/``is_inf`` are defined below.
+# (``cp.exp``, ``cp.cbrt`` ...): a new one needs no line here.  ``is_nan``/``is_inf`` are defined below;
+# ``wide_recip`` is the shared_reciprocal pass's (an f64 result within 1.13 * 2^-53 on the GPU), not a user's.
 RECORD_FUNCTIONS: tuple[str, ...] = tuple(
     cls.RECORD.name
     for cls in irops.UNARY_OPS
-    if cls.RECORD.operand_kind == "float" and cls.RECORD.name not in ("is_nan", "is_inf")
+    if cls.RECORD.operand_kind == "float" and cls.RECORD.name not in ("is_nan", "is_inf", "wide_recip")
 )
 for _name in RECORD_FUNCTIONS:
     globals()[_name] = _unary(_name, irops.lookup(_name).RECORD.doc)

@@ -3,18 +3,22 @@
 ``q = x / d`` in f32 is IEEE's correctly rounded quotient on every runtime. On a GPU that is ``div.rn.f32``:
 an approximate reciprocal refined per division, a range test and a call to a slow path, about fifteen
 instructions each time. When several divisions share ``d`` (``x[i] / (1 - p)`` over a unit's items, a row
-divided by its sum in a loop), this pass computes ``r = 1 / f64(d)`` once, right after ``d`` is defined, and
-each division becomes ``f32(f64(x) * r)``: two conversions and one multiply, no branch.
+divided by its sum in a loop), this pass computes ``r = wide_recip(d)``, ``1 / d`` in f64, once, right after
+``d`` is defined, and each division becomes ``f32(f64(x) * r)``: two conversions and one multiply, no branch.
+``wide_recip`` is the correctly rounded ``1 / f64(d)`` on the interp and the cpu runtime; on the GPU it is
+``rcp.approx.ftz.f64`` refined by two Newton steps (``cubepy.compiler.lower_arith.wide_reciprocal``), within
+1.13 * 2^-53 of ``1/d``, with no slow path.
 
-Why the result is the same to the bit. ``r`` is within 2^-53 of ``1/d`` (relative) and the product adds at
-most 2^-53 more, so ``f64(x) * r`` is within 2^-52 of ``x/d``. A quotient of two f32 values is never a
-rounding midpoint of f32 and stays at least 2^-50 (relative) away from every one: with ``x = X 2^a``,
-``d = D 2^b`` and a midpoint ``m = M 2^c`` (``X``, ``D`` of 24 bits, ``M`` of 25), ``x - m d`` is a non-zero
-multiple of ``2^(b+c)`` with ``b + c >= a - 26``, and ``x < 2^(a+24)``; below f32's normal range the
-midpoints are sparser still. So the f64 value lies on the same side of every midpoint as ``x/d`` and rounds
-to the same f32. f64 has range to spare (``x * r`` neither overflows nor leaves f64's normal range for any
-f32 ``x`` and ``d``), and zeros, infinities and NaNs come out as IEEE's division gives them (``0 * inf`` is
-NaN as ``0/0`` is; ``x * 0`` keeps the sign ``x / inf`` has).
+Why the result is the same to the bit. ``r`` is within 1.13 * 2^-53 of ``1/d`` (relative) and the product
+adds at most 2^-53 more, so ``f64(x) * r`` is within 2.2 * 2^-53 of ``x/d``. A quotient of two f32 values is
+never a rounding midpoint of f32 and stays at least 2^-50 = 8 * 2^-53 (relative) away from every one: with
+``x = X 2^a``, ``d = D 2^b`` and a midpoint ``m = M 2^c`` (``X``, ``D`` of 24 bits, ``M`` of 25), ``x - m d``
+is a non-zero multiple of ``2^(b+c)`` with ``b + c >= a - 26``, and ``x < 2^(a+24)``; below f32's normal
+range the midpoints are sparser still. So the f64 value lies on the same side of every midpoint as ``x/d``
+and rounds to the same f32, whichever ``r`` a runtime computed. f64 has range to spare (``x * r`` neither
+overflows nor leaves f64's normal range for any f32 ``x`` and ``d``), and zeros, infinities and NaNs come
+out as IEEE's division gives them (``0 * inf`` is NaN as ``0/0`` is; ``x * 0`` keeps the sign ``x / inf``
+has).
 
 When. Divisions are grouped by what they divide by: a line divided by a broadcast scalar by that scalar,
 and a divisor computed from parameters, literals and builtins alone (``1 - p`` written inside an unrolled
@@ -268,12 +272,9 @@ class _Rewriter:
         return clone
 
     def _reciprocal(self, key: Hashable, divisor: Variable, loc: SourceLoc | None) -> list[Instruction]:
-        wide, inverse = self._new(Type(F64)), self._new(Type(F64))
+        inverse = self._new(Type(F64))
         self.reciprocals[key] = inverse
-        return [
-            Instruction(wide, ops.Cast(divisor), loc),
-            Instruction(inverse, ops.Div(constant(1.0, Type(F64)), wide), loc),
-        ]
+        return [Instruction(inverse, ops.WideRecip(divisor), loc)]
 
     def divide(self, inst: Instruction, path: _Path) -> list[Instruction]:
         """``inst`` (an f32 division) as a multiply by its divisor's reciprocal, or itself."""

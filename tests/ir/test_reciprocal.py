@@ -177,17 +177,11 @@ def _values(n: int, seed: int) -> np.ndarray:
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
     both_nan = np.isnan(got) & np.isnan(want)
-    differ = ~both_nan & (got.view(np.uint32) != want.view(np.uint32))
+    bits = np.dtype(f"u{got.dtype.itemsize}")
+    differ = ~both_nan & (got.view(bits) != want.view(bits))
     assert not differ.any(), (
         f"{int(differ.sum())} differ; first at {int(np.argmax(differ))}: got {got[differ][:4]}, want {want[differ][:4]}"
     )
-
-
-@pytest.fixture(scope="module", params=["interp", "interp with the pass"])
-def client(request):
-    if request.param == "interp":
-        return cp.client("interp")
-    return ComputeClient("interp", _ReciprocalInterp())
 
 
 def _launch(client, kernel, units: int, *args) -> None:
@@ -200,6 +194,25 @@ def _divisor_sweep():
 
 @pytest.mark.parametrize("p", _divisor_sweep())
 def test_divisor_of_parameters_matches_numpy(client, p):
+    """On the suite's runtime (the interp; the GPU under ``python -m cubepy.devcheck``)."""
+    _check_parameter_divisor(client, p)
+
+
+def test_other_divisors_match_numpy(client):
+    """On the suite's runtime (the interp; the GPU under ``python -m cubepy.devcheck``)."""
+    _check_other_divisors(client)
+
+
+@pytest.mark.parametrize("runtime", ["interp with the pass", "cpu"])
+def test_the_rewritten_kernels_and_the_cpu_runtime_match_numpy(runtime):
+    """The IR the GPU back end compiles, run on the interp; and the cpu runtime (which divides)."""
+    client = ComputeClient("interp", _ReciprocalInterp()) if runtime == "interp with the pass" else cp.client("cpu")
+    for p in _divisor_sweep():
+        _check_parameter_divisor(client, p)
+    _check_other_divisors(client)
+
+
+def _check_parameter_divisor(client, p: float) -> None:
     x = _values(256, 1)
     out = client.empty(x.shape, np.float32)
     _launch(
@@ -209,7 +222,7 @@ def test_divisor_of_parameters_matches_numpy(client, p):
         _same_bits(client.read(out), x / (np.float32(1.0) - np.float32(p)))
 
 
-def test_loaded_running_sum_literal_and_line_divisors_match_numpy(client):
+def _check_other_divisors(client) -> None:
     x = _values(1024, 2)
     d = np.concatenate([SPECIALS, _values(64, 3)])[:64].astype(np.float32)
     hx, hd = client.create(x), client.create(d)
@@ -311,10 +324,11 @@ def _ptx_ops(ptx: str) -> list[str]:
 def test_parameter_divisor_one_reciprocal_in_the_prologue():
     compiled = _compile(by_one_minus, 2, scalar=True)
     ops = _ops(compiled.definition)
-    assert ops[:3] == ["sub.f32", "cast.f64", "div.f64"] and "div.f32" not in ops  # 1 - p, f64(.), 1 / f64(.)
+    assert ops[:2] == ["sub.f32", "wide_recip.f64"] and "div.f32" not in ops  # 1 - p, then 1 / f64(1 - p)
     assert ops.count("mul.f64") == PER_UNIT
     ptx = _ptx_ops(compiled.ptx)
-    assert "div.rn.f32" not in ptx and ptx.count("rcp.rn.f64") == 1 and ptx.count("mul.rn.f64") == PER_UNIT
+    assert "div.rn.f32" not in ptx and "rcp.rn.f64" not in ptx and "div.rn.f64" not in ptx
+    assert ptx.count("rcp.approx.ftz.f64") == 1 and ptx.count("fma.rn.f64") == 4 and ptx.count("mul.rn.f64") == PER_UNIT
     assert ptx.count("cvt.rn.f32.f64") == PER_UNIT
     assert compiled.pass_dumps[-1][0] == "shared_reciprocal" and compiled.ptxas_status == "assembled"
 
@@ -322,25 +336,25 @@ def test_parameter_divisor_one_reciprocal_in_the_prologue():
 def test_where_the_reciprocal_goes():
     loaded = _ops(_compile(by_loaded, 3).definition)
     loop = next(op for op in loaded if "loop" in op)
-    assert "div.f32" not in loaded and loaded.index("div.f64") < loaded.index(loop)  # hoisted out of the loop
+    assert "div.f32" not in loaded and loaded.index("wide_recip.f64") < loaded.index(loop)  # hoisted out of the loop
     summed = _ops(_compile(by_running_sum, 2).definition)
-    assert summed.count("div.f64") == 1 and summed.count("mul.f64") == PER_UNIT and "div.f32" not in summed
+    assert summed.count("wide_recip.f64") == 1 and summed.count("mul.f64") == PER_UNIT and "div.f32" not in summed
     in_loop = _ops(_compile(loop_by_sum, 2).definition)
     loops = [i for i, op in enumerate(in_loop) if "loop" in op]
-    assert "div.f32" not in in_loop and loops[0] < in_loop.index("div.f64") < loops[1]  # between the loops
+    assert "div.f32" not in in_loop and loops[0] < in_loop.index("wide_recip.f64") < loops[1]  # between the loops
     running = _ops(_compile(running_quotients, 2).definition)
-    assert running.count("div.f32") == 1 and "div.f64" not in running
+    assert running.count("div.f32") == 1 and "wide_recip.f64" not in running
     reassigned = _ops(_compile(by_sum_reassigned, 2).definition)
-    assert reassigned.count("div.f32") == 2 and "div.f64" not in reassigned
+    assert reassigned.count("div.f32") == 2 and "wide_recip.f64" not in reassigned
     literals = _ops(_compile(by_literals, 2).definition)
     # x / 3 and x / 0 are x * (1/3 and inf in f64, literals); x / 0.5 (LLVM multiplies) and 1 / x stay
-    assert literals.count("div.f32") == 2 and literals.count("mul.f64") == 2 and "div.f64" not in literals
+    assert literals.count("div.f32") == 2 and literals.count("mul.f64") == 2 and "wide_recip.f64" not in literals
     line = _ops(_compile(line_by_scalar, 3, lines=(0, 2)).definition)
-    assert line.count("div.f64") == 1 and line.count("mul.f64") == 1 and "div.f32" not in line
+    assert line.count("wide_recip.f64") == 1 and line.count("mul.f64") == 1 and "div.f32" not in line
     early = _ops(_compile(line_by_early_broadcast, 2, lines=(0, 1)).definition)
-    assert early.count("div.f32") == 1 and "div.f64" not in early
+    assert early.count("div.f32") == 1 and "wide_recip.f64" not in early
     single = _ops(_compile(single_division, 3).definition)
-    assert single.count("div.f32") == 1 and "div.f64" not in single
+    assert single.count("div.f32") == 1 and "wide_recip.f64" not in single
 
 
 def test_not_for_slow_f64_targets_nor_fast_math():
@@ -348,3 +362,48 @@ def test_not_for_slow_f64_targets_nor_fast_math():
     assert "shared_reciprocal" not in dict(slow.pass_dumps) and _ops(slow.definition).count("div.f32") == PER_UNIT
     fast = _compile(by_one_minus, 2, scalar=True, fastmath=True)
     assert _ops(fast.definition).count("div.f32") == PER_UNIT and "shared_reciprocal" not in dict(fast.pass_dumps)
+
+
+def _gpu_wide_recip(d: np.ndarray, rcp_approx) -> np.ndarray:
+    """``wide_recip``'s GPU sequence in numpy: ``rcp_approx``, then two Newton steps by correctly rounded fma."""
+    from cubepy.ir.fma import fma
+
+    with np.errstate(all="ignore"):
+        wide = d.astype(np.float64)
+        approx = rcp_approx(wide)
+        residual = fma(-wide, approx, 1.0, np.float64)
+        refined = fma(approx, residual, approx, np.float64)
+        refined = fma(refined, fma(-wide, refined, 1.0, np.float64), refined, np.float64)
+    return np.where(np.isnan(residual), approx, refined)
+
+
+def _upper_word(x: np.ndarray) -> np.ndarray:
+    return (x.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
+
+
+def _rcp_approx_truncated(x: np.ndarray) -> np.ndarray:
+    """PTX's ``rcp.approx.ftz.f64``: 1 / (x's upper word), its upper word kept (x never subnormal here)."""
+    with np.errstate(divide="ignore"):
+        return _upper_word(1.0 / _upper_word(x))
+
+
+def _rcp_approx_off_by(scale: float):
+    """The same, then off by ``scale`` (a relative error of 2^-18 either way: more than the hardware's)."""
+    return lambda x: _rcp_approx_truncated(x) * scale
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 + 2.0**-18, 1 - 2.0**-18])
+def test_the_gpu_sequence_gives_the_same_quotients(scale):
+    """The GPU's reciprocal, emulated (the PTX ISA's rcp.approx.ftz.f64, the fma steps exactly rounded), is within
+    1.13 * 2^-53 of 1/d and gives the quotients numpy's division gives; zeros, infinities and NaN exactly."""
+    rng = np.random.default_rng(5)
+    d = np.concatenate([SPECIALS, rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    r = _gpu_wide_recip(d, _rcp_approx_off_by(scale))
+    finite = np.isfinite(d) & (d != 0)
+    exact = np.float64(1.0) / d[finite].astype(np.longdouble)
+    error = np.abs((r[finite].astype(np.longdouble) - exact) / exact)
+    assert float(error.max()) <= 1.13 * 2.0**-53
+    with np.errstate(all="ignore"):
+        _same_bits(r[~finite], (1.0 / d[~finite].astype(np.float64)))
+        x = rng.integers(0, 2**32, len(d), dtype=np.uint64).astype(np.uint32).view(np.float32)
+        _same_bits((x.astype(np.float64) * r).astype(np.float32), x / d)

@@ -18,7 +18,7 @@ from cubepy.ir import semantics as S
 from cubepy.ir.ops.base import Operation, elem_of, same_as
 from cubepy.ir.ops.lanewise import Fn, Rounding, Semantics
 from cubepy.ir.ops.record import GIVEN, Check, Checker, ElemKind, OpRecord, ResultRule, declare, derive
-from cubepy.ir.types import BOOL, U32
+from cubepy.ir.types import BOOL, F64, U32
 from cubepy.ir.variable import Variable
 
 if TYPE_CHECKING:
@@ -174,6 +174,23 @@ Ceil = _unary("ceil", "float", "The smallest integer value not below x.", np.cei
 Round = _unary("round", "float", "x rounded to the nearest integer value, ties to even.", np.rint, foldable=True)
 Trunc = _unary("trunc", "float", "x rounded toward zero.", np.trunc, foldable=True)
 Recip = _unary("recip", "float", "1 / x.", np.reciprocal, foldable=True)
+
+
+def _wide_reciprocal(x: np.ndarray) -> np.ndarray:
+    return np.reciprocal(np.asarray(x, np.float64))
+
+
+# The reciprocal the shared_reciprocal pass (cubepy.ir.reciprocal) multiplies f32 dividends by: for an f16, bf16 or
+# f32 x (never an f64 subnormal, nor past f32's range) the GPU computes it as rcp.approx.ftz.f64 refined by two
+# Newton steps, within 1.13 * 2^-53 of 1/x (exact for zeros, infinities and NaN); the interp and the cpu runtime
+# divide, correctly rounded.  Either way x * it rounds to the f32 that x / divisor gives.  An f64 x: 1 / x exactly.
+WideRecip = _unary(
+    "wide_recip",
+    "float",
+    "1 / x in f64, within 1.13 * 2^-53 of it (correctly rounded off the GPU, and for an f64 x).",
+    _own(_wide_reciprocal),
+    elem_of("input", F64),
+)
 IsNan = _unary("is_nan", "float", "Whether x is NaN.", _own(S.is_nan), _TO_BOOL, foldable=True)
 IsInf = _unary("is_inf", "float", "Whether x is infinite.", _own(S.is_inf), _TO_BOOL, foldable=True)
 Asin = _unary("asin", "float", "The arcsine of x (radians).", np.arcsin, math="asin")
@@ -505,7 +522,21 @@ class Assign(Operation):
 
 __all__ = ["BINARY_OPS", "COMPARE_OPS", "UNARY_OPS", "Assign", "Binary", "Bitcast", "Cast", "Clamp", "Compare"]
 __all__ += ["Fma", "Select", "Unary", "Exp", "Log", "Log1p", "Sqrt", "Rsqrt", "Cbrt", "Sin", "Cos", "Tan", "Tanh"]
-__all__ += ["Erf", "Floor", "Ceil", "Round", "Trunc", "Recip", "IsNan", "IsInf", "Asin", "Acos", "Atan", "Sinh"]
+__all__ += [
+    "Erf",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Trunc",
+    "Recip",
+    "WideRecip",
+    "IsNan",
+    "IsInf",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+]
 __all__ += ["Cosh", "Asinh", "Acosh", "Atanh", "Expm1", "ToDegrees", "ToRadians", "Exp2", "Exp10", "Log2", "Log10"]
 __all__ += ["Erfc", "Lgamma", "Tgamma", "Neg", "Abs", "Bitnot", "CountOnes", "LeadingZeros", "ReverseBits"]
 __all__ += ["TrailingZeros", "FindFirstSet", "Not", "Add", "Sub", "Mul", "Floordiv", "Mod", "Min", "Max", "Div"]

@@ -113,6 +113,7 @@ def emit_object(text: str, triple: str, cpu: str, features: str) -> bytes:
 
 JOBS: dict[str, Callable[..., bytes]] = {"ptx": emit_ptx, "object": emit_object}
 READY = b"ready"  # the server's first answer: it started and loaded LLVM
+TAKEN = b"taken"  # said as each job is read, before it runs: a server that dies before it never ran the job
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
@@ -142,8 +143,8 @@ def _watch_parent(parent: int) -> None:
 def serve(parent: int) -> None:
     """Answer jobs until the request pipe (standard input) closes: each request a pickled ``(job, args)``.
 
-    The first answer is ``ready``, once LLVM is loaded; each later one ``ok`` and the job's bytes, or ``ex``
-    and a traceback.  Ctrl-C is the parent's to handle
+    The first answer is ``ready``, once LLVM is loaded; then per job ``taken`` as it is read, and ``ok`` and the
+    job's bytes, or ``ex`` and a traceback.  Ctrl-C is the parent's to handle
     (it ends this process when it gives up on a job); anything printed goes to standard error, the parent's log.
     """
     # Not PR_SET_PDEATHSIG: it fires when the *thread* that started this process ends, and any of the
@@ -162,6 +163,7 @@ def serve(parent: int) -> None:
         request = _read_exactly(0, struct.unpack("<Q", header)[0])
         if request is None:
             return
+        write_frame(answers, TAKEN)
         try:
             job, args = pickle.loads(request)  # noqa: S301 - written by the process that started this one
             payload = b"ok" + JOBS[job](*args)

@@ -9,7 +9,10 @@ numpy), started once and sent each job as a pickled ``(name, args)`` over a pipe
 same way.
 
 What isolation promised still holds: an ``LLVM ERROR`` or a crash ends the server, not this process, and
-becomes a ``CompileError`` carrying the server's standard error; the next job starts a new server.  A job
+becomes a ``CompileError`` carrying the server's standard error; the next job starts a new server.  The
+server says ``taken`` as it reads each job, so a server killed from outside between jobs, whose death this
+process sees only once it has sent the next job, is told apart from a job that crashed it: that job never ran,
+and goes to a new server (once).  A job
 past its timeout, or interrupted here (Ctrl-C), ends the server too.  The server dies with this process (its
 request pipe closes, and a watcher thread in it sees its parent gone within a second, mid-job too); a forked
 child of this process starts its own.  Where no server can be started (no ``sys.executable``, or one that
@@ -57,6 +60,10 @@ class NotStarted(Exception):
     """The server ended before it was ready: this interpreter cannot run it."""
 
 
+class NotTaken(Exception):
+    """The server ended before it read the job (killed from outside between jobs): the job never ran."""
+
+
 class _Server:
     """One running server: its process, its pipes and the file its standard error goes to."""
 
@@ -93,14 +100,23 @@ class _Server:
     def run(self, job: str, args: tuple[Any, ...], kernel_name: str, emitting: str, timeout_s: float) -> bytes:
         """The job's bytes; a CompileError when it failed, crashed the server or ran past ``timeout_s``."""
         log_start = self._log_size()
+        deadline = time.monotonic() + timeout_s
         try:
             llvm_jobs.write_frame(self.requests, pickle.dumps((job, args), protocol=pickle.HIGHEST_PROTOCOL))
-            answer = self._answer(time.monotonic() + timeout_s)
+            taken = self._answer(deadline)
+            if taken is not None and taken != llvm_jobs.TAKEN:  # not this protocol: never wait on it
+                self.stop()
+                raise CompileError(f"kernel {kernel_name}: the compile server answered out of turn: {taken[:64]!r}")
+            answer = self._answer(deadline) if taken is not None else None
         except BrokenPipeError:
-            answer = None
+            taken = answer = None
         except BaseException:  # a Ctrl-C or the timeout: the server is mid-job and must not answer a later one
             self.stop()
             raise
+        if taken is None:  # it ended before reading the job (its death seen only now): another server may run it
+            self.process.wait()
+            self.stop()
+            raise NotTaken
         if answer is None:  # the server ended: LLVM aborted or crashed
             returncode = self.process.wait()
             stderr = self._log_since(log_start)
@@ -205,32 +221,47 @@ def start() -> None:
 def run_job(
     job: str, args: tuple[Any, ...], kernel_name: str, emitting: str = "PTX", timeout_s: float = CHILD_TIMEOUT_S
 ) -> bytes:
-    """Run ``llvm_jobs.JOBS[job](*args)`` in the server; its bytes, or a CompileError naming ``kernel_name``."""
-    global _server, _forked, _unavailable
+    """Run ``llvm_jobs.JOBS[job](*args)`` in the server; its bytes, or a CompileError naming ``kernel_name``.
+
+    A server found dead before it read the job (killed between jobs, its death not yet reaped when the job was
+    sent) never ran it: the job goes to a new server, once.
+    """
+    global _server, _forked
     with _lock:
-        server = _current(_forked >= FORKS_BEFORE_SERVER)
-        if server is not None:
+        for attempt in range(2):
+            server = _ready_server(attempt > 0 or _forked >= FORKS_BEFORE_SERVER, kernel_name, timeout_s)
+            if server is None:
+                _forked += 1
+                return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
             try:
-                server.wait_until_ready(timeout_s)
-            except NotStarted as error:  # this interpreter cannot run it: fork from now on
-                _server, _unavailable, server = None, str(error), None
+                return server.run(job, args, kernel_name, emitting, timeout_s)
+            except NotTaken:
+                _server = None
             except TimeoutError:
                 _server = None
-                raise CompileError(
-                    f"kernel {kernel_name}: the compile server did not start within {timeout_s:.0f} s"
-                ) from None
-        if server is None:
-            _forked += 1
-            return run_isolated(lambda: llvm_jobs.JOBS[job](*args), kernel_name, timeout_s, emitting)
-        try:
-            return server.run(job, args, kernel_name, emitting, timeout_s)
-        except TimeoutError:
-            _server = None
-            raise CompileError(f"kernel {kernel_name}: LLVM did not finish within {timeout_s:.0f} s") from None
-        except BaseException:
-            if server.process.returncode is not None:  # stopped: the next job starts another
-                _server = None
-            raise
+                raise CompileError(f"kernel {kernel_name}: LLVM did not finish within {timeout_s:.0f} s") from None
+            except BaseException:
+                if server.process.returncode is not None:  # stopped: the next job starts another
+                    _server = None
+                raise
+        raise CompileError(f"kernel {kernel_name}: the compile server ended twice before it took the job")
+
+
+def _ready_server(start: bool, kernel_name: str, timeout_s: float) -> _Server | None:
+    """The server, ready for a job (started first when ``start``); None: fork for this job."""
+    global _server, _unavailable
+    server = _current(start)
+    if server is None:
+        return None
+    try:
+        server.wait_until_ready(timeout_s)
+    except NotStarted as error:  # this interpreter cannot run it: fork from now on
+        _server, _unavailable = None, str(error)
+        return None
+    except TimeoutError:
+        _server = None
+        raise CompileError(f"kernel {kernel_name}: the compile server did not start within {timeout_s:.0f} s") from None
+    return server
 
 
 def _stop_at_exit() -> None:

@@ -56,24 +56,35 @@ def test_jobs_run_in_one_server_that_loads_no_cubepy():
     assert "llvmlite" in maps and "numpy" not in maps  # a bare interpreter: llvmlite, no numpy
 
 
-def test_a_server_killed_mid_job_becomes_compile_error_and_the_next_job_starts_another():
+def test_a_server_killed_before_it_read_the_job_hands_the_job_to_a_new_one():
+    """Killed from outside between jobs and seen dead only once the job is sent: it never said ``taken``, so the
+    job never ran and goes to a new server (a server that dies after taking a job is a crash: see
+    ``test_the_servers_log_is_emptied_between_jobs_once_it_grows_and_still_quoted_after``)."""
     pid = _server_pid()
-    os.kill(pid, signal.SIGSTOP)  # the job waits in its pipe until the kill
-    failed: list[BaseException] = []
-
-    def job() -> None:
-        try:
-            _object()
-        except CompileError as error:
-            failed.append(error)
-
-    worker = threading.Thread(target=job)
+    os.kill(pid, signal.SIGSTOP)  # the job waits unread in its pipe until the kill
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(_object()))
     worker.start()
     time.sleep(0.3)
     os.kill(pid, signal.SIGKILL)
     worker.join(30)
-    assert len(failed) == 1 and "LLVM crashed (SIGKILL)" in str(failed[0]) and "twice" in str(failed[0])
-    assert _object() and _server_pid() != pid
+    assert len(results) == 1 and results[0] and _server_pid() != pid
+
+
+def test_a_server_that_keeps_dying_before_it_reads_a_job_is_an_error(monkeypatch):
+    """Two servers in a row that end before reading the job: a CompileError, not a loop."""
+    original = llvm_server._Server.run
+
+    def dies_first(self, *args, **kwargs):
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(llvm_server._Server, "run", dies_first)
+    with pytest.raises(CompileError, match="ended twice before it took the job"):
+        _object()
+    monkeypatch.undo()
+    assert _object()
 
 
 def test_a_job_past_its_timeout_ends_the_server():

@@ -104,8 +104,7 @@ class _Server:
         try:
             llvm_jobs.write_frame(self.requests, pickle.dumps((job, args), protocol=pickle.HIGHEST_PROTOCOL))
             taken = self._answer(deadline)
-            if taken is not None and taken != llvm_jobs.TAKEN:  # not this protocol: never wait on it
-                self.stop()
+            if taken is not None and taken != llvm_jobs.TAKEN:  # not this protocol: never wait on it (stopped below)
                 raise CompileError(f"kernel {kernel_name}: the compile server answered out of turn: {taken[:64]!r}")
             answer = self._answer(deadline) if taken is not None else None
         except BrokenPipeError:
@@ -114,7 +113,6 @@ class _Server:
             self.stop()
             raise
         if taken is None:  # it ended before reading the job (its death seen only now): another server may run it
-            self.process.wait()
             self.stop()
             raise NotTaken
         if answer is None:  # the server ended: LLVM aborted or crashed

@@ -177,13 +177,18 @@ def _resize_int(lw: KernelLowering, value: ir.Value, bits: int, signed: bool) ->
     return value
 
 
+def on_gpu(lw: KernelLowering) -> bool:
+    """Whether this lowering targets a GPU (NVPTX)."""
+    # getattr: the arithmetic helpers also serve lowerings without a kernel or target (tests/compiler/hostjit.py)
+    return getattr(getattr(lw, "target", None), "name", None) == "cuda"
+
+
 def fast_math(lw: KernelLowering, elem: ElemType) -> bool:
     """Whether this kernel's f32 math may be approximate here: fast math is on, ``elem`` is f32, the target a GPU."""
     if elem is not F32:
         return False
-    # getattr: the arithmetic helpers also serve lowerings without a kernel (tests/compiler/hostjit.py)
-    definition, target = getattr(lw, "definition", None), getattr(lw, "target", None)
-    return definition is not None and definition.fastmath and getattr(target, "name", None) == "cuda"
+    definition = getattr(lw, "definition", None)
+    return definition is not None and definition.fastmath and on_gpu(lw)
 
 
 def fast_unary(lw: KernelLowering, name: str, x: ir.Value) -> ir.Value:
@@ -220,7 +225,7 @@ def wide_reciprocal(lw: KernelLowering, x: ir.Value, elem: ElemType) -> ir.Value
     if elem is F64:
         return b.fdiv(ir.Constant(_DOUBLE, 1.0), x)
     wide = b.fpext(x, _DOUBLE)
-    if getattr(getattr(lw, "target", None), "name", None) != "cuda":
+    if not on_gpu(lw):
         return b.fdiv(ir.Constant(_DOUBLE, 1.0), wide)
     approx = lw.call(_RCP_APPROX_F64, _DOUBLE, [wide])
     negated, one = b.fneg(wide), ir.Constant(_DOUBLE, 1.0)

@@ -28,7 +28,7 @@ import attrs
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
-from cubepy.ir.scope import Instruction, Scope, fresh_ids, map_child_scopes, walk
+from cubepy.ir.scope import Instruction, Scope, assigns, fresh_ids, map_child_scopes, walk
 from cubepy.ir.variable import SourceLoc, Variable, VarKind, constant
 
 _Key = tuple[VarKind, int]
@@ -67,16 +67,8 @@ def _product(var: Variable, candidates: dict[_Key, int], uses: _Uses) -> int | N
 
 def _unchanged_between(mul: ops.Binary, between: list[Instruction | None]) -> bool:
     """Whether no instruction in ``between`` (nested bodies included) reassigns a mutable operand of ``mul``."""
-    mutable = {_key(v) for v in (mul.lhs, mul.rhs) if v.kind is VarKind.MUT}
-    if not mutable:
-        return True
-    for inst in between:
-        if inst is None:
-            continue
-        for nested in walk(Scope((inst,))):
-            if nested.out is not None and _key(nested.out) in mutable:
-                return False
-    return True
+    mutable = [v for v in (mul.lhs, mul.rhs) if v.kind is VarKind.MUT]
+    return not mutable or not assigns(Scope(tuple(inst for inst in between if inst is not None)), *mutable)
 
 
 def _negated(var: Variable, fresh: Iterator[int], loc: SourceLoc | None, emitted: list[Instruction]) -> Variable:

@@ -48,7 +48,7 @@ from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import field_names
-from cubepy.ir.scope import Instruction, Scope, child_scopes, fresh_ids, map_child_scopes, walk
+from cubepy.ir.scope import Instruction, Scope, assigns, child_scopes, fresh_ids, map_child_scopes, walk
 from cubepy.ir.types import F32, F64, Type
 from cubepy.ir.variable import SourceLoc, Variable, VarKind, constant
 
@@ -189,10 +189,6 @@ class _Analysis:
                 self._visit(child, (*path, number), inner)
 
 
-def _assigns(scope: Scope, var: Variable) -> bool:
-    return any(_key(v) == _key(var) for inst in walk(scope) for v in inst.outputs)
-
-
 def _scope_at(body: Scope, path: _Path) -> Scope:
     """The scope ``path`` (an even-length prefix of an instruction's path) names."""
     scope = body
@@ -214,14 +210,14 @@ def _mutable_placement(body: Scope, group: _Group) -> tuple[_Path, int] | None:
     scope_path = tuple(common[: len(common) - len(common) % 2])  # an odd prefix ends inside one instruction
     indices = [path[len(scope_path)] for path in group.paths]
     first, last = min(indices), max(indices)
-    if _assigns(Scope(_scope_at(body, scope_path).instructions[first : last + 1]), group.divisor):
+    if assigns(Scope(_scope_at(body, scope_path).instructions[first : last + 1]), group.divisor):
         return None
     place, out_of_loop = (scope_path, first), False
     while scope_path:  # up through the instructions that own this scope, while none assigns the divisor
         owner_path, owner_index = scope_path[:-2], scope_path[-2]
         owner = _scope_at(body, owner_path).instructions[owner_index]
         structured = isinstance(owner.operation, (*_LOOPS, branch.If, branch.IfElse))
-        if not structured or _assigns(Scope((owner,)), group.divisor):
+        if not structured or assigns(Scope((owner,)), group.divisor):
             break
         scope_path, first = owner_path, owner_index
         if isinstance(owner.operation, _LOOPS):

@@ -96,6 +96,12 @@ def walk(scope: Scope) -> Iterator[Instruction]:
             yield from walk(child)
 
 
+def assigns(scope: Scope, *variables: Variable) -> bool:
+    """Whether an instruction of ``scope`` (nested bodies included) writes one of ``variables``."""
+    keys = {(v.kind, v.id) for v in variables}
+    return any((v.kind, v.id) in keys for inst in walk(scope) for v in inst.outputs)
+
+
 def fresh_ids(scope: Scope) -> Iterator[int]:
     """Immutable-local ids no instruction of ``scope`` defines: counting up from one past the largest defined."""
     defined = (inst.out.id for inst in walk(scope) if inst.out is not None and inst.out.kind is VarKind.CONST)

@@ -14,6 +14,13 @@ from typing import Any
 import attrs
 
 from cubepy.frontend.buffer_launch import BufferCompilationArg
+from cubepy.frontend.launch import ScalarCompilationArg
+
+Factor = tuple[int, str, int]  # (argument index, "scalar" | "shape" | "len", dim): one value a launch passes
+ProductPlan = tuple[tuple[int, str], ...]  # (argument index, "array" | "tensor" | "u32") of the candidates
+# (array index, (outer, inner)): len = outer * (inner // line), each factor every argument value equal to it
+ProductFact = tuple[int, tuple[tuple[Factor, ...], tuple[Factor, ...]]]
+_U32_END = 1 << 32
 
 
 def _memory_range(arg: object) -> tuple[int, int, int] | None:
@@ -85,7 +92,143 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
             if out is None:
                 out = list(comp_args)
             out[index] = marked
-    return comp_args if out is None else tuple(out)
+    marked_args = comp_args if out is None else tuple(out)
+    return mark_products(marked_args, args)
+
+
+def product_plan(comp_args: tuple[Any, ...]) -> ProductPlan:
+    """The arguments ``find_products`` looks at, from their compilation arguments: arrays whose ``len`` is their
+    buffer's, tensors of known rank, and u32 scalars."""
+    plan: list[tuple[int, str]] = []
+    for index, comp in enumerate(comp_args):
+        if isinstance(comp, BufferCompilationArg):
+            if comp.rank is not None:
+                plan.append((index, "tensor"))
+            elif comp.len_is_buffer_len:
+                plan.append((index, "array"))
+        elif isinstance(comp, ScalarCompilationArg) and comp.elem == "u32":
+            plan.append((index, "u32"))
+    return tuple(plan)
+
+
+def _int_value(arg: Any) -> int | None:
+    """A scalar argument's integer value (a Python or numpy integer, or a ``ScalarArg`` of one), else None."""
+    value = getattr(arg, "value", arg)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        return None
+    return int(value)
+
+
+def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact, ...]:
+    """``(array index, (outer, inner))`` for each array of ``plan`` whose ``len`` (in lines of ``L``) is
+    ``outer * (inner // L)`` for two values among the tensors' extents, the other arrays' lengths and the u32
+    scalars of ``plan``, each at least 2 (a factor of 1 would tie every array to every scalar), ``inner`` a multiple of ``L``; the first pair
+    in argument order.  A kernel then proves ``m[r * inner + c]`` under ``r < outer`` and ``c < inner``
+    (``cubepy.ir.product_bounds``): a matmul's ``c[row * n + col]`` of an ``m * n`` output with ``m`` and ``n``
+    scalars, a layer norm's partial rows ``dw[(row % group) * n + col]``."""
+    values: list[tuple[int, Factor]] = []
+    arrays: list[tuple[int, int, int]] = []  # (index, len in lines, line size)
+    for index, kind in plan:
+        arg = args[index]
+        if kind == "u32":
+            value = _int_value(arg)
+            if value is not None and 2 <= value < _U32_END:
+                values.append((value, (index, "scalar", 0)))
+            continue
+        shape = getattr(arg, "shape", None)
+        if shape is None:
+            continue
+        if kind == "tensor":
+            values.extend((extent, (index, "shape", dim)) for dim, extent in enumerate(shape) if extent >= 2)
+            continue
+        count = 1
+        for extent in shape:
+            count *= extent
+        line = getattr(arg, "line_size", 1)
+        arrays.append((index, count // line, line))
+        if count // line >= 2:
+            values.append((count // line, (index, "len", 0)))
+    if not values or not arrays:
+        return ()
+    alike: dict[int, list[Factor]] = {}  # value -> every factor with it, in argument order
+    for value, factor in values:
+        alike.setdefault(value, []).append(factor)
+    found = []
+    for index, length, line in arrays:
+        for value, factors in alike.items():
+            per_row = value // line
+            if value % line or length % per_row:
+                continue
+            inner = tuple(f for f in factors if f[0] != index)
+            outer = tuple(f for f in alike.get(length // per_row, ()) if f[0] != index)
+            if inner and outer:
+                found.append((index, (outer, inner)))
+                break
+    return tuple(found)
+
+
+def _factor_value(factor: Factor, args: tuple[Any, ...]) -> int | None:
+    """The value ``factor`` names in ``args``: a scalar's, a tensor's extent, an array's ``len()``."""
+    index, kind, dim = factor
+    arg = args[index]
+    if kind == "scalar":
+        return arg if type(arg) is int else _int_value(arg)
+    shape = getattr(arg, "shape", None)
+    if shape is None:
+        return None
+    if kind == "shape":
+        return int(shape[dim])
+    count = 1
+    for extent in shape:
+        count *= extent
+    return count // getattr(arg, "line_size", 1)
+
+
+def product_holds(fact: ProductFact, args: tuple[Any, ...]) -> bool:
+    """Whether ``args`` still make the array's ``len()`` the product ``fact`` names, each factor's arguments still
+    equal (a warm launch's check: the launch signature keeps a scalar's divisibility, not its value)."""
+    index, (outer, inner) = fact
+    length, line = _factor_value((index, "len", 0), args), getattr(args[index], "line_size", 1)
+    outer_value, inner_value = _alike_value(outer, args), _alike_value(inner, args)
+    if length is None or outer_value is None or inner_value is None or inner_value % line:
+        return False
+    return outer_value >= 1 and length == outer_value * (inner_value // line)
+
+
+def _alike_value(factors: tuple[Factor, ...], args: tuple[Any, ...]) -> int | None:
+    """The value every factor of ``factors`` names, or None when they differ."""
+    value = _factor_value(factors[0], args)
+    for factor in factors[1:]:
+        if _factor_value(factor, args) != value:
+            return None
+    return value
+
+
+def products_hold(facts: tuple[ProductFact, ...], args: tuple[Any, ...]) -> bool:
+    """Whether every fact of ``facts`` still holds for ``args`` (``product_holds``)."""
+    for fact in facts:
+        if not product_holds(fact, args):
+            return False
+    return True
+
+
+def mark_products(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``comp_args`` with ``len_as_product`` on every array ``find_products`` finds a product of two arguments."""
+    found = find_products(product_plan(comp_args), args)
+    if not found:
+        return comp_args
+    out = list(comp_args)
+    for index, factors in found:
+        out[index] = _len_as_product(out[index], factors)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _len_as_product(
+    comp: BufferCompilationArg, factors: tuple[tuple[Factor, ...], tuple[Factor, ...]]
+) -> BufferCompilationArg:
+    """``comp`` marked as long as the product of ``factors`` (cached, as ``_same_len``)."""
+    return attrs.evolve(comp, len_as_product=factors)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -71,6 +71,11 @@ class BufferCompilationArg:
     # ``DIVISIBILITY`` when the launch found the first element's address (bytes) a multiple of it, else 1: two
     # adjacent items at an even index then store as one aligned word (``cubepy.ir.store_pairs``)
     address_multiple_of: int = 1
+    # an array's ``len`` as the product of two other arguments, ``outer * (inner // line_size)``
+    # (``cubepy.frontend.argument_facts.find_products``): each factor the ``(argument index, kind, dim)`` of every
+    # argument value equal to it, kind "scalar" (a u32), "shape" (a tensor's extent) or "len" (a buffer's);
+    # ``m[r * inner + c]`` under ``r < outer`` and ``c < inner`` is then in bounds
+    len_as_product: tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] | None = None
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -192,6 +197,7 @@ class BufferType:
             contiguous=comp_arg.contiguous,
             same_shape_as=comp_arg.same_shape_as,
             address_multiple_of=comp_arg.address_multiple_of,
+            len_as_product=comp_arg.len_as_product,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides, comp_arg.contiguous)

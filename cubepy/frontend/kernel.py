@@ -18,6 +18,7 @@ The contract with the runtime (which the frontend never imports):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import time
@@ -29,8 +30,8 @@ import attrs
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
-from cubepy.frontend.argument_facts import mark_equal_lengths, mark_overlaps
-from cubepy.frontend.buffer_launch import BufferType, NoLaunchSignature
+from cubepy.frontend.argument_facts import mark_equal_lengths, mark_overlaps, products_hold
+from cubepy.frontend.buffer_launch import BufferCompilationArg, BufferType, NoLaunchSignature
 from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
 from cubepy.frontend.launch import ScalarLaunch, bind_type_params, expand_param, is_comptime_launch, launch_arg_of
@@ -251,6 +252,17 @@ class Kernel(CubeFunction):
             return tuple([fn(arg) for fn, arg in zip(fns, args)])
         except (NoLaunchSignature, AttributeError):
             return None
+
+    @staticmethod
+    def warm_check(comp_args: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], bool] | None:
+        """What a warm launch re-checks of the facts in ``comp_args`` that a launch signature does not determine:
+        each array's ``len_as_product``, which a u32 scalar's value makes or breaks (None when there are none)."""
+        facts = tuple(
+            (index, comp.len_as_product)
+            for index, comp in enumerate(comp_args)
+            if isinstance(comp, BufferCompilationArg) and comp.len_as_product is not None
+        )
+        return functools.partial(products_hold, facts) if facts else None
 
     def compilation_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import overload
 
+import attrs
+
 from cubepy import ir
 from cubepy.errors import CubeError
 from cubepy.frontend import source
@@ -297,6 +299,10 @@ class KernelBuilder:
         # the kernel argument being expanded (``expand_kernel_body``) and the buffer slot each argument got
         self.argument: int | None = None
         self.argument_slots: dict[int, int] = {}
+        self.scalar_slots: dict[int, int] = {}  # the scalar slot of each argument that registered one scalar
+        # buffer slot -> the launch's ``len_as_product`` in argument indices, resolved in ``finish`` (a factor
+        # may be an argument after the array)
+        self._products: dict[int, tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]]] = {}
 
     @property
     def checked(self) -> bool:
@@ -336,6 +342,7 @@ class KernelBuilder:
         contiguous: bool = False,
         same_shape_as: int | None = None,
         address_multiple_of: int = 1,
+        len_as_product: tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] | None = None,
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
@@ -345,7 +352,10 @@ class KernelBuilder:
         ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1; ``contiguous``:
         a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``; ``same_shape_as``: the kernel
         argument index of an earlier tensor of the same shape; ``address_multiple_of``: a power of two the launch
-        found a buffer's first element's address (in bytes) to be a multiple of.
+        found a buffer's first element's address (in bytes) to be a multiple of; ``len_as_product``: two
+        factors, each the ``(argument index, kind, dim)`` of the arguments equal to it (``ir.ProductFactor``'s
+        kinds), the launch found the array's ``len`` the
+        product of (``ir.Param.len_as_product``).
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
@@ -356,6 +366,10 @@ class KernelBuilder:
             extent = (tensor_slot, len_as_shape[1])
         if kind is VarKind.GLOBAL and self.argument is not None:
             self.argument_slots.setdefault(self.argument, var.id)
+        if kind is VarKind.SCALAR and self.argument is not None:
+            self.scalar_slots[self.argument] = -1 if self.argument in self.scalar_slots else var.id
+        if len_as_product is not None:
+            self._products[var.id] = len_as_product
         if kind is VarKind.GLOBAL and multiple_of > 1:
             self.state.len_multiple_of[var.id] = multiple_of
         self.params.append(
@@ -384,7 +398,7 @@ class KernelBuilder:
         state = self.state
         return ir.KernelDefinition(
             name=name,
-            params=tuple(self.params),
+            params=tuple(self._with_products(p) for p in self.params),
             body=state.root.freeze(),
             cube_dim=(cube_dim[0], cube_dim[1], cube_dim[2]),
             shared_memories=tuple(state.shared_memories),
@@ -394,3 +408,21 @@ class KernelBuilder:
             checked=state.checked,
             source_file=source_file,
         )
+
+    def _with_products(self, param: ir.Param) -> ir.Param:
+        """``param`` with its ``len_as_product`` in kernel slots, when both factors are parameters of this kernel
+        (a scalar argument that registered one u32 scalar; a buffer argument)."""
+        found = self._products.get(param.var.id) if param.var.kind is VarKind.GLOBAL else None
+        if found is None:
+            return param
+        factors = []
+        for alike in found:
+            resolved = []
+            for argument, kind, dim in alike:
+                slot = self.scalar_slots.get(argument) if kind == "scalar" else self.argument_slots.get(argument)
+                if slot is not None and slot >= 0:
+                    resolved.append(ir.ProductFactor(kind, slot, dim))
+            if not resolved:
+                return param
+            factors.append(tuple(resolved))
+        return attrs.evolve(param, len_as_product=(factors[0], factors[1]))

@@ -15,6 +15,7 @@ from cubepy.ir.kernel import (
     ConstTable,
     KernelDefinition,
     Param,
+    ProductFactor,
     const_table,
     launch_shape_problem,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "Instruction",
     "KernelDefinition",
     "Param",
+    "ProductFactor",
     "Scope",
     "SourceLoc",
     "Type",

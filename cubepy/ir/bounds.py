@@ -15,6 +15,7 @@ import attrs
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
+from cubepy.ir.product_bounds import in_product_bounds
 from cubepy.ir.ranges import DECLARED_LENGTH, Env, Interval, RangeAnalysis, multiples_within
 from cubepy.ir.scope import Instruction, Scope, map_child_scopes
 from cubepy.ir.store_pairs import pair_stores
@@ -51,7 +52,12 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: Env) -> Scope:
         op = inst.operation
         if isinstance(op, (ops.Index, ops.IndexAssign)) and op.checked:
             proven = proven_in_bounds(op.memory, analysis.of(op.index, env))
-            if proven or analysis.in_len_bounds(op, env) or analysis.in_tensor_bounds(op, env):
+            if (
+                proven
+                or analysis.in_len_bounds(op, env)
+                or analysis.in_tensor_bounds(op, env)
+                or in_product_bounds(analysis, op, env)
+            ):
                 inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))
         elif isinstance(op, ops.AsyncCopy) and not op.all_or_nothing and _all_or_nothing(op, analysis, env):
             inst = attrs.evolve(inst, operation=attrs.evolve(op, all_or_nothing=True))
@@ -130,6 +136,10 @@ def _branch(op: ops.Operation, analysis: RangeAnalysis, env: Env) -> ops.Operati
                 analysis.zeros[(op.index.kind, op.index.id)] = zeros
             if found is not None:
                 inner[(op.index.kind, op.index.id)] = multiples_within(found, zeros)
+            step = analysis.of(op.step, env)
+            if not op.inclusive and step is not None and step[0] > 0 and analysis.stable(op.end):
+                # an ascending loop runs its body only while ``index < end``: the fact a guard would give
+                inner[("lt", (op.index.kind, op.index.id), (op.end.kind, op.end.id))] = (1, 1)
         return attrs.evolve(op, body=_scope(op.body, analysis, inner))
     if isinstance(op, branch.Switch):
         cases = tuple(

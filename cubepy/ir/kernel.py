@@ -41,6 +41,22 @@ def launch_shape_problem(
 
 
 @attrs.frozen
+class ProductFactor:
+    """One factor of an array's length as the launch found it (``Param.len_as_product``): the value of the scalar
+    parameter at ``slot`` (``kind`` "scalar"), ``shape(dim)`` of the tensor parameter at buffer ``slot``
+    ("shape"), or ``len()`` of the buffer parameter at ``slot`` ("len")."""
+
+    kind: str
+    slot: int
+    dim: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "scalar":
+            return f"scalar[{self.slot}]"
+        return f"shape global[{self.slot}], {self.dim}" if self.kind == "shape" else f"len global[{self.slot}]"
+
+
+@attrs.frozen
 class Param:
     """A kernel parameter: its variable (GLOBAL, SCALAR or TENSOR_MAP), user-facing name and role.
 
@@ -69,6 +85,11 @@ class Param:
     ``out``'s index as well as ``x``'s (a stencil's ``out[i, j]``).  ``address_multiple_of``: a power of two (in
     bytes) the launch found a buffer's first element's address to be a multiple of (part of the cache key; 1 when
     nothing is known): adjacent items then share wider aligned stores (``cubepy.ir.store_pairs``).
+    ``len_as_product``: ``(outer, inner)``, two factors the launch found this array's ``len`` to be the product
+    of, ``outer * (inner // line_size)``, each given as every parameter value equal to it (``ProductFactor``s), both at least 1 and ``inner`` a multiple of the
+    line size (part of the cache key): ``m[r * inner + c]`` under ``r < outer`` and ``c < inner`` (or ``r = x %
+    outer``) is then in bounds (``cubepy.ir.product_bounds``; a matmul's ``c[row * n + col]`` of an ``m * n``
+    array, a layer norm's partial rows ``dw[(row % group) * n + col]``).
     """
 
     var: Variable
@@ -86,6 +107,7 @@ class Param:
     contiguous: bool = False
     same_shape: int | None = None
     address_multiple_of: int = 1
+    len_as_product: tuple[tuple[ProductFactor, ...], tuple[ProductFactor, ...]] | None = None
 
     @property
     def slot(self) -> int:

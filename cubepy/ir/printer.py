@@ -136,6 +136,10 @@ def format_kernel(kernel: KernelDefinition) -> str:
         if param.len_as_shape is not None:  # the launch found its item count equal to a tensor's extent
             slot, dim = param.len_as_shape
             role += f", items = shape global[{slot}], {dim}"
+        if param.len_as_product is not None:  # the launch found its len a product of two of its arguments
+            outer, inner = (" = ".join(map(str, alike)) for alike in param.len_as_product)
+            per_line = f" / {param.var.type.line}" if param.var.type.line > 1 else ""
+            role += f", len = ({outer}) * ({inner}){per_line}"
         lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")

@@ -14,7 +14,7 @@ from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDef
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
-from cubepy.ir.types import BOOL, ElemType, Type
+from cubepy.ir.types import BOOL, U32, ElemType, Type
 from cubepy.ir.variable import LOCAL_KINDS, Variable, VarKind
 
 RULES = (
@@ -243,6 +243,26 @@ def _buffer_param(kernel: KernelDefinition, slot: int) -> Param | None:
     return next((p for p in kernel.params if p.var.kind is VarKind.GLOBAL and p.var.id == slot), None)
 
 
+def _product_ok(kernel: KernelDefinition, param: Param) -> bool:
+    """Whether ``param.len_as_product`` names two factors that exist, on an array whose len is its buffer's."""
+    if param.role != "array" or not param.len_is_buffer_len or param.len_as_product is None:
+        return False
+    if not all(param.len_as_product):  # each factor names at least one value
+        return False
+    for factor in (f for alike in param.len_as_product for f in alike):
+        if factor.kind == "scalar":
+            scalar = next((p for p in kernel.params if p.var.kind is VarKind.SCALAR and p.var.id == factor.slot), None)
+            if scalar is None or scalar.var.type != Type(U32):
+                return False
+        elif factor.kind == "shape":
+            tensor = _buffer_param(kernel, factor.slot)
+            if tensor is None or tensor.role != "tensor" or tensor.rank is None or not 0 <= factor.dim < tensor.rank:
+                return False
+        elif factor.kind != "len" or _buffer_param(kernel, factor.slot) is None:
+            return False
+    return True
+
+
 def verify_scope(scope: Scope, defined: set[tuple[VarKind, int]] | None = None) -> None:
     """Verify a scope on its own (``defined`` lists locals visible from outside)."""
     _Checker(None).scope(scope, set(defined or ()), 0)
@@ -307,6 +327,14 @@ def verify(kernel: KernelDefinition) -> None:
                     f"parameter {param.name!r} has same_shape {param.same_shape}: expected a tensor of known rank "
                     "and the slot of an earlier tensor of the same rank",
                 )
+        if param.len_as_product is not None and not _product_ok(kernel, param):
+            outer, inner = (" = ".join(map(str, alike)) for alike in param.len_as_product)
+            checker.fail(
+                "bad-param",
+                None,
+                f"parameter {param.name!r} has len_as_product ({outer}) * ({inner}): expected an array whose len "
+                "is its buffer's, each factor a u32 scalar parameter, a dimension of a tensor of known rank or a buffer's len",
+            )
         multiple = param.multiple_of
         if (
             multiple < 1

@@ -93,16 +93,20 @@ class _WarmLaunch:
     for (weakly: a dead handle's ``id`` may come back with other metadata), the scalar arguments' conversions
     and the back end's memo for those buffers."""
 
-    __slots__ = ("artifact", "handles", "scalars", "memo")
+    __slots__ = ("artifact", "handles", "scalars", "memo", "check")
 
     def __init__(
         self,
         artifact: object,
         handles: tuple[tuple[int, weakref.ref[Any]], ...],
         scalars: tuple[tuple[int, Callable[[Any], Any]], ...],
+        check: Callable[[tuple[Any, ...]], bool] | None = None,
     ) -> None:
         self.artifact = artifact
         self.handles = handles
+        # whether the facts the launch found that its signature does not determine still hold
+        # (``Kernel.warm_check``; None when there are none)
+        self.check = check
         self.scalars = scalars
         self.memo: dict[object, object] = {}
 
@@ -111,7 +115,13 @@ class _WarmLaunch:
         for index, handle in self.handles:
             if handle() is not args[index].handle:
                 return False
-        return True
+        check = self.check
+        return True if check is None else check(args)
+
+
+def _no_check(comp_args: tuple[Any, ...]) -> None:
+    """What a kernel-like object without ``warm_check`` asks a warm launch to re-check: nothing."""
+    return None
 
 
 def _no_signature(args: tuple[Any, ...]) -> None:
@@ -315,11 +325,16 @@ class ComputeClient:
             if _knob_set(_DEBUG_KEY) and config.get("CUBEPY_DEBUG") >= 1:
                 print(f"[cubepy] cache hit {kernel.name} cube_dim={dims}", file=sys.stderr)
         if warm_key is not None:
-            bindings.memo = self._remember(warm_key, artifact, kernel, args)
+            bindings.memo = self._remember(warm_key, artifact, kernel, args, comp_args)
         self._run(artifact, count, bindings)
 
     def _remember(
-        self, warm_key: tuple[Any, ...], artifact: object, kernel: KernelLike, args: tuple[Any, ...]
+        self,
+        warm_key: tuple[Any, ...],
+        artifact: object,
+        kernel: KernelLike,
+        args: tuple[Any, ...],
+        comp_args: tuple[Any, ...],
     ) -> dict[object, object] | None:
         """Keep what this launch decided under ``warm_key``; its memo dict (None where a handle has no weak
         reference: then nothing is kept)."""
@@ -329,7 +344,8 @@ class ComputeClient:
             return None
         if len(self._warm) >= WARM_LAUNCHES_KEPT:
             self._warm.clear()
-        warm = self._warm[warm_key] = _WarmLaunch(artifact, handles, kernel.scalar_conversions())
+        check = getattr(kernel, "warm_check", _no_check)(comp_args)
+        warm = self._warm[warm_key] = _WarmLaunch(artifact, handles, kernel.scalar_conversions(), check)
         return warm.memo
 
     def _run(self, artifact: object, count: CubeCount, bindings: Bindings) -> None:

@@ -372,6 +372,33 @@ def test_len_as_shape_names_a_dimension_of_an_earlier_tensor_of_known_rank():
         assert "len_as_shape" in str(_expect("bad-param", kernel([], params)))
 
 
+def test_len_as_product_names_two_factors_that_exist():
+    tensor = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
+    rows = ir.Param(Variable(VarKind.SCALAR, 0, U32), "rows", "scalar")
+    wide = ir.Param(Variable(VarKind.SCALAR, 1, Type(ir.U64)), "wide", "scalar")
+    out = Variable(VarKind.GLOBAL, 1, F32)
+    scalar, extent = ir.ProductFactor("scalar", 0), ir.ProductFactor("shape", 0, 1)
+
+    def product(outer, inner, covering=True):
+        return ir.Param(out, "out", "array", len_is_buffer_len=covering, len_as_product=(outer, inner))
+
+    for good in (((scalar,), (extent,)), ((ir.ProductFactor("len", 0), scalar), (scalar,))):
+        verify(kernel([], [tensor, product(*good), rows, wide]))
+    for bad in (
+        product((scalar,), (ir.ProductFactor("shape", 0, 2),)),  # x has no dimension 2
+        product((ir.ProductFactor("scalar", 1),), (extent,)),  # a u64 scalar
+        product((scalar, ir.ProductFactor("scalar", 5)), (extent,)),  # no such scalar
+        product((ir.ProductFactor("len", 7),), (extent,)),  # no such buffer
+        product((ir.ProductFactor("size", 0),), (extent,)),  # no such kind
+        product((), (extent,)),  # a factor that names nothing
+        product((scalar,), (extent,), covering=False),  # its len is not its buffer's
+    ):
+        assert "len_as_product" in str(_expect("bad-param", kernel([], [tensor, bad, rows, wide])))
+    shape_of_array = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "array")
+    bad = product((scalar,), (extent,))
+    assert "len_as_product" in str(_expect("bad-param", kernel([], [shape_of_array, bad, rows, wide])))
+
+
 def test_same_shape_names_an_earlier_tensor_of_the_same_rank():
     first = ir.Param(Variable(VarKind.GLOBAL, 0, F32), "x", "tensor", rank=2)
     second = Variable(VarKind.GLOBAL, 1, F32)

@@ -97,13 +97,13 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
 
 
 def product_plan(comp_args: tuple[Any, ...]) -> ProductPlan:
-    """The arguments ``find_products`` looks at, from their compilation arguments: arrays whose ``len`` is their
-    buffer's, tensors of known rank, and u32 scalars."""
+    """The arguments ``find_products`` looks at, from their compilation arguments: buffers whose ``len`` is their
+    buffer's ("array", "tensor"), other tensors of known rank (their extents only: "extents"), u32 scalars."""
     plan: list[tuple[int, str]] = []
     for index, comp in enumerate(comp_args):
         if isinstance(comp, BufferCompilationArg):
             if comp.rank is not None:
-                plan.append((index, "tensor"))
+                plan.append((index, "tensor" if comp.len_is_buffer_len else "extents"))
             elif comp.len_is_buffer_len:
                 plan.append((index, "array"))
         elif isinstance(comp, ScalarCompilationArg) and comp.elem == "u32":
@@ -120,14 +120,17 @@ def _int_value(arg: Any) -> int | None:
 
 
 def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact, ...]:
-    """``(array index, (outer, inner))`` for each array of ``plan`` whose ``len`` (in lines of ``L``) is
-    ``outer * (inner // L)`` for two values among the tensors' extents, the other arrays' lengths and the u32
-    scalars of ``plan``, each at least 2 (a factor of 1 would tie every array to every scalar), ``inner`` a multiple of ``L``; the first pair
-    in argument order.  A kernel then proves ``m[r * inner + c]`` under ``r < outer`` and ``c < inner``
+    """``(buffer index, (outer, inner))`` for each array or tensor of ``plan`` whose ``len`` (in lines of ``L``) is
+    ``outer * (inner // L)`` for two values among the tensors' extents, the arrays' lengths and the u32 scalars of
+    ``plan``, each at least 2 (a factor of 1 would tie every buffer to every scalar), ``inner`` a multiple of
+    ``L``: the first value in argument order that divides the length so, and its cofactor.  Each factor lists
+    every argument with its value (``m`` and ``n`` of a square matmul both), so the kernel may multiply by any of
+    them; a tensor's own extents count, but a product of extents alone (``t.shape(0) * t.shape(1)``, which checked
+    mode knows, and the extents of tensors shaped alike) is not recorded for a tensor.  A kernel then proves ``m[r * inner + c]`` under ``r < outer`` and ``c < inner``
     (``cubepy.ir.product_bounds``): a matmul's ``c[row * n + col]`` of an ``m * n`` output with ``m`` and ``n``
     scalars, a layer norm's partial rows ``dw[(row % group) * n + col]``."""
     values: list[tuple[int, Factor]] = []
-    arrays: list[tuple[int, int, int]] = []  # (index, len in lines, line size)
+    targets: list[tuple[int, int, int]] = []  # (index, len in lines, line size)
     for index, kind in plan:
         arg = args[index]
         if kind == "u32":
@@ -138,30 +141,33 @@ def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact
         shape = getattr(arg, "shape", None)
         if shape is None:
             continue
-        if kind == "tensor":
-            values.extend((extent, (index, "shape", dim)) for dim, extent in enumerate(shape) if extent >= 2)
-            continue
         count = 1
         for extent in shape:
             count *= extent
         line = getattr(arg, "line_size", 1)
-        arrays.append((index, count // line, line))
-        if count // line >= 2:
-            values.append((count // line, (index, "len", 0)))
-    if not values or not arrays:
+        if kind == "array":
+            if count // line >= 2:
+                values.append((count // line, (index, "len", 0)))
+        else:
+            values.extend((extent, (index, "shape", dim)) for dim, extent in enumerate(shape) if extent >= 2)
+        if kind != "extents":
+            targets.append((index, count // line, line))
+    if not values or not targets:
         return ()
+    kinds = dict(plan)
     alike: dict[int, list[Factor]] = {}  # value -> every factor with it, in argument order
     for value, factor in values:
         alike.setdefault(value, []).append(factor)
     found = []
-    for index, length, line in arrays:
+    for index, length, line in targets:
         for value, factors in alike.items():
             per_row = value // line
             if value % line or length % per_row:
                 continue
-            inner = tuple(f for f in factors if f[0] != index)
-            outer = tuple(f for f in alike.get(length // per_row, ()) if f[0] != index)
-            if inner and outer:
+            # an array's own len is no factor of it (its cofactor would be 1); a tensor's extents are
+            inner = tuple(f for f in factors if f[:2] != (index, "len"))
+            outer = tuple(f for f in alike.get(length // per_row, ()) if f[:2] != (index, "len"))
+            if inner and outer and (kinds[index] == "array" or any(f[1] != "shape" for f in inner + outer)):
                 found.append((index, (outer, inner)))
                 break
     return tuple(found)

@@ -71,7 +71,7 @@ class BufferCompilationArg:
     # ``DIVISIBILITY`` when the launch found the first element's address (bytes) a multiple of it, else 1: two
     # adjacent items at an even index then store as one aligned word (``cubepy.ir.store_pairs``)
     address_multiple_of: int = 1
-    # an array's ``len`` as the product of two other arguments, ``outer * (inner // line_size)``
+    # an array's or tensor's ``len`` as the product of two argument values, ``outer * (inner // line_size)``
     # (``cubepy.frontend.argument_facts.find_products``): each factor the ``(argument index, kind, dim)`` of every
     # argument value equal to it, kind "scalar" (a u32), "shape" (a tensor's extent) or "len" (a buffer's);
     # ``m[r * inner + c]`` under ``r < outer`` and ``c < inner`` is then in bounds

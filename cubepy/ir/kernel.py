@@ -85,8 +85,8 @@ class Param:
     ``out``'s index as well as ``x``'s (a stencil's ``out[i, j]``).  ``address_multiple_of``: a power of two (in
     bytes) the launch found a buffer's first element's address to be a multiple of (part of the cache key; 1 when
     nothing is known): adjacent items then share wider aligned stores (``cubepy.ir.store_pairs``).
-    ``len_as_product``: ``(outer, inner)``, two factors the launch found this array's ``len`` to be the product
-    of, ``outer * (inner // line_size)``, each given as every parameter value equal to it (``ProductFactor``s), both at least 1 and ``inner`` a multiple of the
+    ``len_as_product``: ``(outer, inner)``, two factors the launch found this array's or tensor's ``len`` to be
+    the product of, ``outer * (inner // line_size)``, each given as every parameter value equal to it (``ProductFactor``s), both at least 1 and ``inner`` a multiple of the
     line size (part of the cache key): ``m[r * inner + c]`` under ``r < outer`` and ``c < inner`` (or ``r = x %
     outer``) is then in bounds (``cubepy.ir.product_bounds``; a matmul's ``c[row * n + col]`` of an ``m * n``
     array, a layer norm's partial rows ``dw[(row % group) * n + col]``).

@@ -1,4 +1,4 @@
-"""Checked accesses of an array the launch found as long as a product of two arguments (``Param.len_as_product``).
+"""Checked accesses of a buffer the launch found as long as a product of two arguments (``Param.len_as_product``).
 
 The launch records ``len(m) = outer * (inner // L)`` (``L`` the array's line size, ``inner`` a multiple of it,
 both factors at least 1), each factor a u32 scalar parameter, a tensor's extent or another buffer's ``len``.  An access

@@ -245,7 +245,7 @@ def _buffer_param(kernel: KernelDefinition, slot: int) -> Param | None:
 
 def _product_ok(kernel: KernelDefinition, param: Param) -> bool:
     """Whether ``param.len_as_product`` names two factors that exist, on an array whose len is its buffer's."""
-    if param.role != "array" or not param.len_is_buffer_len or param.len_as_product is None:
+    if param.role not in ("array", "tensor") or not param.len_is_buffer_len or param.len_as_product is None:
         return False
     if not all(param.len_as_product):  # each factor names at least one value
         return False
@@ -332,7 +332,7 @@ def verify(kernel: KernelDefinition) -> None:
             checker.fail(
                 "bad-param",
                 None,
-                f"parameter {param.name!r} has len_as_product ({outer}) * ({inner}): expected an array whose len "
+                f"parameter {param.name!r} has len_as_product ({outer}) * ({inner}): expected a buffer whose len "
                 "is its buffer's, each factor a u32 scalar parameter, a dimension of a tensor of known rank or a buffer's len",
             )
         multiple = param.multiple_of

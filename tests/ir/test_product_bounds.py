@@ -49,6 +49,16 @@ def column_sums(partial: Array[f32], out: Array[f32], rows: u32):
 
 
 @cube(launch=True)
+def partial_tensor(x: Tensor[f32], dw: Tensor[f32], group: u32):
+    """dw[row % group, col] = 2 * x[row, col] with dw a (group, n) tensor, row = CUBE_POS (a layer norm's partial
+    rows, written as a tensor)."""
+    row = CUBE_POS
+    col = UNIT_POS
+    if col < x.shape(1):
+        dw[row % group, col] = x[row, col] * 2.0
+
+
+@cube(launch=True)
 def loose(c: Array[f32], m: u32, n: u32):
     """``col <= n`` lets col reach n: the last row's ``c[row * n + n]`` is past the end."""
     row = CUBE_POS
@@ -165,6 +175,26 @@ def test_a_factor_may_be_another_arrays_len(kind):
     assert _checked(compiled, 0) == {False}
     column_sums.launch(client, cp.CubeCount(1), cp.CubeDim(32), *args)
     np.testing.assert_array_equal(client.read(ho), data.reshape(rows, cols).sum(axis=0))
+
+
+@pytest.mark.parametrize("kind", ["interp", "cpu"])
+def test_a_tensor_as_long_as_a_scalar_times_an_extent(kind):
+    """dw is (group, n): its len is group * n with group a scalar, which its own shape(0) equals."""
+    client = cp.client(kind)
+    rows, cols, group = 3, 16, 4
+    x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    hx, hd = client.create(x), client.zeros((group, cols), np.float32)
+    args = (cp.TensorArg(hx), cp.TensorArg(hd), cp.ScalarArg(group, u32))
+    compiled = partial_tensor.compile(cp.CubeDim(16), *args)
+    outer, inner = compiled.definition.params[1].len_as_product
+    assert outer == (ProductFactor("shape", 1, 0), ProductFactor("scalar", 0))
+    assert inner == (ProductFactor("shape", 0, 1), ProductFactor("shape", 1, 1))
+    assert _checked(compiled, 1) == {False}
+    assert compiled.definition.params[0].len_as_product is None  # x: 3 * 16, extents alone
+    partial_tensor.launch(client, cp.CubeCount(rows), cp.CubeDim(16), *args)
+    want = np.zeros((group, cols), np.float32)
+    want[:rows] = 2 * x
+    np.testing.assert_array_equal(client.read(hd), want)
 
 
 def test_a_loose_guard_or_an_unrelated_length_keeps_the_check():

@@ -181,16 +181,52 @@ def _static_builtins(definition: KernelDefinition) -> dict[_Key, Variable]:
     return {(VarKind.BUILTIN, BUILTINS.index(name)): constant(value, Type(U32)) for name, value in values.items()}
 
 
+def _identity(operation: ops.Operation, out: Variable) -> Variable | None:
+    """The operand an integer ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x`` or ``x // 1`` returns."""
+    if not isinstance(operation, (ops.Add, ops.Sub, ops.Mul, ops.Floordiv)) or out.type.is_line:
+        return None
+    if not out.elem.is_int or operation.lhs.type != out.type or operation.rhs.type != out.type:
+        return None
+    unit = 0 if isinstance(operation, (ops.Add, ops.Sub)) else 1
+    if operation.rhs.is_constant and int(cast(SupportsInt, operation.rhs.value)) == unit:
+        return operation.lhs
+    commutes = isinstance(operation, (ops.Add, ops.Mul))
+    if commutes and operation.lhs.is_constant and int(cast(SupportsInt, operation.lhs.value)) == unit:
+        return operation.rhs
+    return None
+
+
+def _written_once(definition: KernelDefinition) -> set[_Key]:
+    """The immutable locals one instruction defines (a loop index counts as a definition too)."""
+    writes: dict[_Key, int] = {}
+    for inst in walk(definition.body):
+        defined = [inst.out] if inst.out is not None else []
+        if isinstance(inst.operation, branch.RangeLoop):
+            defined.append(inst.operation.index)
+        for var in defined:
+            key = (var.kind, var.id)
+            writes[key] = writes.get(key, 0) + 1
+    return {key for key, count in writes.items() if count == 1 and key[0] is VarKind.CONST}
+
+
 def fold_constants(definition: KernelDefinition) -> KernelDefinition:
     """Replace foldable operations and assigns of literals by literals and substitute them into their readers;
-    the cube shape and plane width are literals; an ``if`` on a literal keeps only the body that runs."""
+    the cube shape and plane width are literals; an ``if`` on a literal keeps only the body that runs.  An
+    integer ``x + 0``, ``x * 1`` or ``x // 1`` of an immutable ``x`` (a tile base of 0, a line size of 1) is
+    ``x`` in its readers, so the range analysis sees ``r * x.shape(1) + c`` as written without them."""
     mapping: dict[_Key, Variable] = _static_builtins(definition)
+    once = _written_once(definition)
 
     def rewrite(inst: Instruction) -> Iterable[Instruction]:
         operation = _substitute(inst.operation, mapping) if mapping else inst.operation
         if operation is not inst.operation:
             inst = attrs.evolve(inst, operation=operation)
         folded = _fold(inst)
+        if folded is None and inst.out is not None and (inst.out.kind, inst.out.id) in once:
+            same = _identity(inst.operation, inst.out)
+            if same is not None and (same.kind in (VarKind.BUILTIN, VarKind.SCALAR) or (same.kind, same.id) in once):
+                mapping[(VarKind.CONST, inst.out.id)] = same
+                return []
         if folded is None:
             return [inst]
         assert inst.out is not None  # _fold folds only instructions with an out

@@ -217,6 +217,37 @@ def test_fold_constants_into_a_mutable_local_becomes_an_assign():
     assert first.out.kind is VarKind.MUT and first.operation == ops.Assign(constant(42, T(I32)))
 
 
+def test_fold_constants_reads_integer_identities_as_their_operand():
+    """``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x`` and ``x // 1`` of an integer ``x`` that cannot change are
+    ``x`` in their readers; a float ``x + 0.0`` (``-0.0 + 0.0`` is ``+0.0``) and a mutable ``x`` stay."""
+    kb = KernelBuilder()
+    out = kb.array(T(U32), "out")
+    pos = builtin("absolute_pos")
+    width = kb.scalar(T(U32), "width")
+    row = kb.binary("mul", pos, width)
+    for name, a, b in (
+        ("add", row, lit(0, U32)),
+        ("add", lit(0, U32), row),
+        ("sub", row, lit(0, U32)),
+        ("mul", row, lit(1, U32)),
+        ("mul", lit(1, U32), row),
+        ("floordiv", row, lit(1, U32)),
+    ):
+        kb.store(out, pos, kb.binary(name, a, b))
+    floats = kb.array(T(F32), "floats")
+    kb.store(floats, pos, kb.binary("add", kb.cast(pos, T(F32)), lit(0.0, F32)))
+    moving = kb.mut(T(U32))
+    kb.assign(moving, pos)
+    same = kb.binary("add", moving, lit(0, U32))
+    kb.assign(moving, kb.binary("add", moving, lit(1, U32)))
+    kb.store(out, same, moving)
+    result = _run(fold_constants, kb.build())
+    stores = [i.operation for i in walk(result.body) if isinstance(i.operation, ops.IndexAssign)]
+    assert all(store.value == row for store in stores[:6])
+    assert _ops(result).count("add") == 3  # the float add, the add of the mutable, its increment
+    assert stores[-1].index == same
+
+
 def test_fold_constants_on_lines_broadcasts():
     kb = KernelBuilder()
     out = kb.array(T(F32, 4), "out")

@@ -59,6 +59,15 @@ def partial_tensor(x: Tensor[f32], dw: Tensor[f32], group: u32):
 
 
 @cube(launch=True)
+def shifted(c: Array[f32], m: u32, n: u32):
+    """``c[row * n + col + 1]`` under ``col + 1 < n``, the sum written in another order than the guard's."""
+    row = CUBE_POS
+    col = UNIT_POS * 2
+    if row < m and u32(1) + col < n:
+        c[row * n + col + 1] = f32(row * u32(100) + col + u32(1))
+
+
+@cube(launch=True)
 def loose(c: Array[f32], m: u32, n: u32):
     """``col <= n`` lets col reach n: the last row's ``c[row * n + n]`` is past the end."""
     row = CUBE_POS
@@ -195,6 +204,18 @@ def test_a_tensor_as_long_as_a_scalar_times_an_extent(kind):
     want = np.zeros((group, cols), np.float32)
     want[:rows] = 2 * x
     np.testing.assert_array_equal(client.read(hd), want)
+
+
+@pytest.mark.parametrize("kind", ["interp", "cpu"])
+def test_the_column_may_be_any_sum_a_guard_bounded(kind):
+    client = cp.client(kind)
+    c = client.zeros(6 * 10, np.float32)
+    args = (cp.ArrayArg(c), cp.ScalarArg(6, u32), cp.ScalarArg(10, u32))
+    assert _checked(shifted.compile(cp.CubeDim(8), *args), 0) == {False}
+    shifted.launch(client, cp.CubeCount(7), cp.CubeDim(8), *args)
+    want = np.zeros((6, 10), np.float32)
+    want[:, 1::2] = 100 * np.arange(6)[:, None] + np.arange(1, 10, 2)[None, :]
+    np.testing.assert_array_equal(client.read(c).reshape(6, 10), want)
 
 
 def test_a_loose_guard_or_an_unrelated_length_keeps_the_check():

@@ -125,8 +125,8 @@ def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact
     ``plan``, each at least 2 (a factor of 1 would tie every buffer to every scalar), ``inner`` a multiple of
     ``L``: the first value in argument order that divides the length so, and its cofactor.  Each factor lists
     every argument with its value (``m`` and ``n`` of a square matmul both), so the kernel may multiply by any of
-    them; a tensor's own extents count, but a product of extents alone (``t.shape(0) * t.shape(1)``, which checked
-    mode knows, and the extents of tensors shaped alike) is not recorded for a tensor.  A kernel then proves ``m[r * inner + c]`` under ``r < outer`` and ``c < inner``
+    them; a tensor's own extents count, but for a tensor only a product with a scalar among its factors is
+    recorded (``t.shape(0) * t.shape(1)``, and lengths equal to extents, checked mode knows already).  A kernel then proves ``m[r * inner + c]`` under ``r < outer`` and ``c < inner``
     (``cubepy.ir.product_bounds``): a matmul's ``c[row * n + col]`` of an ``m * n`` output with ``m`` and ``n``
     scalars, a layer norm's partial rows ``dw[(row % group) * n + col]``."""
     values: list[tuple[int, Factor]] = []
@@ -167,7 +167,7 @@ def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact
             # an array's own len is no factor of it (its cofactor would be 1); a tensor's extents are
             inner = tuple(f for f in factors if f[:2] != (index, "len"))
             outer = tuple(f for f in alike.get(length // per_row, ()) if f[:2] != (index, "len"))
-            if inner and outer and (kinds[index] == "array" or any(f[1] != "shape" for f in inner + outer)):
+            if inner and outer and (kinds[index] == "array" or any(f[1] == "scalar" for f in inner + outer)):
                 found.append((index, (outer, inner)))
                 break
     return tuple(found)
@@ -253,3 +253,67 @@ def _same_shape(comp: BufferCompilationArg, earlier: int) -> BufferCompilationAr
 def _len_as_shape(comp: BufferCompilationArg, extent: tuple[int, int]) -> BufferCompilationArg:
     """``comp`` marked as holding ``shape(dim)`` items of the tensor argument ``extent = (index, dim)``."""
     return attrs.evolve(comp, len_as_shape=extent)
+
+
+def mark_cube_count(comp_args: tuple[Any, ...], args: tuple[Any, ...], cubes: int) -> tuple[Any, ...]:
+    """``comp_args`` with ``cube_count_dims`` on every tensor with extents equal to ``cubes`` (a launch's number of
+    cubes), ``(0,)`` on every array whose ``len()`` is, and ``cube_count`` on every u32 scalar that is: ``CUBE_POS``
+    is then below each, and a row picked by ``CUBE_POS`` of a tensor with that many rows needs no check
+    (``cubepy.ir.ranges``).  The cache keeps one kernel per pattern; a warm launch re-checks it
+    (``cube_count_holds``)."""
+    if cubes < 2:  # one cube: CUBE_POS is 0, which the range analysis knows below any length of 1 or more
+        return comp_args
+    out = None
+    for index, comp in enumerate(comp_args):
+        arg = args[index]
+        marked = comp
+        if isinstance(comp, BufferCompilationArg):
+            shape = getattr(arg, "shape", None)
+            if shape is None:
+                continue
+            if comp.rank is not None:
+                dims = tuple(dim for dim, extent in enumerate(shape) if extent == cubes)
+            else:
+                dims = (0,) if comp.len_is_buffer_len and _factor_value((index, "len", 0), args) == cubes else ()
+            if dims:
+                marked = _counting(comp, dims)
+        elif isinstance(comp, ScalarCompilationArg) and comp.elem == "u32" and _int_value(arg) == cubes:
+            marked = _counting_scalar(comp)
+        if marked is not comp:
+            if out is None:
+                out = list(comp_args)
+            out[index] = marked
+    return comp_args if out is None else tuple(out)
+
+
+def cube_count_holds(marks: tuple[tuple[int, str, int], ...], args: tuple[Any, ...], cubes: int) -> bool:
+    """Whether every value ``marks`` names (``(argument index, kind, dim)``, as a product's factor) still equals
+    ``cubes``: a warm launch's check, its signature holding neither the cube count nor a scalar's value."""
+    for mark in marks:
+        if _factor_value(mark, args) != cubes:
+            return False
+    return True
+
+
+def cube_count_marks(comp_args: tuple[Any, ...]) -> tuple[tuple[int, str, int], ...]:
+    """The values ``mark_cube_count`` marked in ``comp_args``, as ``(argument index, kind, dim)``."""
+    marks: list[tuple[int, str, int]] = []
+    for index, comp in enumerate(comp_args):
+        if isinstance(comp, BufferCompilationArg) and comp.cube_count_dims:
+            kind = "shape" if comp.rank is not None else "len"
+            marks.extend((index, kind, dim) for dim in comp.cube_count_dims)
+        elif isinstance(comp, ScalarCompilationArg) and comp.cube_count:
+            marks.append((index, "scalar", 0))
+    return tuple(marks)
+
+
+@functools.lru_cache(maxsize=1024)
+def _counting(comp: BufferCompilationArg, dims: tuple[int, ...]) -> BufferCompilationArg:
+    """``comp`` with ``dims`` marked as the launch's cube count (cached, as ``_same_len``)."""
+    return attrs.evolve(comp, cube_count_dims=dims)
+
+
+@functools.lru_cache(maxsize=64)
+def _counting_scalar(comp: ScalarCompilationArg) -> ScalarCompilationArg:
+    """``comp`` marked as the launch's cube count (cached, as ``_same_len``)."""
+    return attrs.evolve(comp, cube_count=True)

@@ -76,6 +76,9 @@ class BufferCompilationArg:
     # argument value equal to it, kind "scalar" (a u32), "shape" (a tensor's extent) or "len" (a buffer's);
     # ``m[r * inner + c]`` under ``r < outer`` and ``c < inner`` is then in bounds
     len_as_product: tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] | None = None
+    # the dimensions of a tensor whose extent the launch found equal to its number of cubes, ``(0,)`` for an array
+    # whose ``len()`` is (``cubepy.frontend.argument_facts.mark_cube_count``): ``CUBE_POS`` is below them
+    cube_count_dims: tuple[int, ...] = ()
 
 
 DIVISIBILITY = 16  # the multiple integer scalars and buffer lengths are specialized on (Triton's tt.divisibility)
@@ -198,6 +201,7 @@ class BufferType:
             same_shape_as=comp_arg.same_shape_as,
             address_multiple_of=comp_arg.address_multiple_of,
             len_as_product=comp_arg.len_as_product,
+            cube_count_dims=comp_arg.cube_count_dims,
         )
         if self.role == "tensor":
             return TensorExpand(var, self.atomic, comp_arg.rank, comp_arg.unit_strides, comp_arg.contiguous)

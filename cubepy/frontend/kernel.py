@@ -5,14 +5,18 @@ The contract with the runtime (which the frontend never imports):
 - ``kernel.name``, ``kernel.params`` (ordered ``ParamSpec``: ``.name``, ``.index``, ``.annotation``,
   ``.is_comptime``), ``kernel.identity`` (qualified name + sha256 of every reachable source and of the
   comptime closure values);
-- ``kernel.compilation_args(args) -> tuple`` (hashable; validates; ``LaunchError`` names the parameter);
+- ``kernel.compilation_args(args, cubes) -> tuple`` (hashable; validates; ``LaunchError`` names the parameter;
+  ``cubes`` the launch's number of cubes, which values of ``args`` may equal);
+- optionally ``kernel.launch_signature(args)`` and ``kernel.warm_check(comp_args)`` (what a warm launch
+  remembers under and re-checks);
 - ``kernel.register(args, bindings)`` (runtime parts in parameter order: ``add_buffer``,
   ``add_scalar``, ``add_tensor_map``);
 - ``kernel.define(comp_args, cube_dim, checked, contract=None, fastmath=None) -> KernelDefinition`` (expanded
   and verified); ``kernel.contract`` and ``kernel.fastmath`` are the decorator's choices (None: the setting's);
 - ``kernel.launch(client, cube_count, cube_dim, *args)`` / ``kernel.launch_unchecked(...)`` call
   ``client.launch(kernel, cube_count, cube_dim, args, checked=...)``;
-- ``kernel.compile(cube_dim, *args, target="sm_90a", unchecked=False, contract=None, fastmath=None)`` calls
+- ``kernel.compile(cube_dim, *args, target="sm_90a", unchecked=False, contract=None, fastmath=None,
+  cube_count=None)`` calls
   ``hooks.COMPILE``.
 """
 
@@ -30,7 +34,14 @@ import attrs
 from cubepy import ir
 from cubepy.errors import CubeError, ExpandError, LaunchError, SanitizerError, TensorMapError
 from cubepy.frontend import generics, hooks, source
-from cubepy.frontend.argument_facts import mark_equal_lengths, mark_overlaps, products_hold
+from cubepy.frontend.argument_facts import (
+    cube_count_holds,
+    cube_count_marks,
+    mark_cube_count,
+    mark_equal_lengths,
+    mark_overlaps,
+    products_hold,
+)
 from cubepy.frontend.buffer_launch import BufferCompilationArg, BufferType, NoLaunchSignature
 from cubepy.frontend.elem import ScalarType
 from cubepy.frontend.function import CubeFunction
@@ -254,18 +265,23 @@ class Kernel(CubeFunction):
             return None
 
     @staticmethod
-    def warm_check(comp_args: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], bool] | None:
-        """What a warm launch re-checks of the facts in ``comp_args`` that a launch signature does not determine:
-        each array's ``len_as_product``, which a u32 scalar's value makes or breaks (None when there are none)."""
+    def warm_check(comp_args: tuple[Any, ...]) -> Callable[[tuple[Any, ...], int], bool] | None:
+        """What a warm launch re-checks, given its arguments and number of cubes, of the facts in ``comp_args``
+        that a launch signature does not determine: each buffer's ``len_as_product``, which a u32 scalar's value
+        makes or breaks, and the values found equal to the cube count (None when there are none)."""
         facts = tuple(
             (index, comp.len_as_product)
             for index, comp in enumerate(comp_args)
             if isinstance(comp, BufferCompilationArg) and comp.len_as_product is not None
         )
-        return functools.partial(products_hold, facts) if facts else None
+        marks = cube_count_marks(comp_args)
+        if not facts and not marks:
+            return None
+        return functools.partial(_warm_facts_hold, facts, marks)
 
-    def compilation_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The hashable compilation arguments of a launch; ``LaunchError`` naming a bad parameter."""
+    def compilation_args(self, args: tuple[Any, ...], cubes: int | None = None) -> tuple[Any, ...]:
+        """The hashable compilation arguments of a launch of ``cubes`` cubes (None: not known); ``LaunchError``
+        naming a bad parameter."""
         fns = self._comp_fns
         if fns is None:
             fns = self._launch_plan()
@@ -277,7 +293,8 @@ class Kernel(CubeFunction):
             comp_args = tuple([fn(arg) for fn, arg in zip(fns, args)])
         except LaunchError:
             comp_args = tuple([_one_comp_arg(self, param, arg) for param, arg in zip(self.params, args)])
-        return mark_equal_lengths(mark_overlaps(comp_args, args), args)
+        comp_args = mark_equal_lengths(mark_overlaps(comp_args, args), args)
+        return comp_args if cubes is None else mark_cube_count(comp_args, args, cubes)
 
     def scalar_conversions(self) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
         """(argument index, numpy scalar type) of each scalar parameter, in the order ``register`` binds them:
@@ -376,12 +393,15 @@ class Kernel(CubeFunction):
         unchecked: bool = False,
         contract: bool | None = None,
         fastmath: bool | None = None,
+        cube_count: Any = None,
     ) -> Any:
         """Compile without running; ``args`` are runtime arguments or ``CompilationArg``s.
 
         For a generic kernel, element types (``cp.Array[cp.f32]``, ``cp.f32``) bind its type parameters.
         ``contract``: fuse one-use ``a * b + c`` into ``fma`` (None: the decorator's or ``CUBEPY_CONTRACT``'s choice).
         ``fastmath``: approximate f32 math (None: the decorator's or ``CUBEPY_FASTMATH``'s choice).
+        ``cube_count``: the ``cp.CubeCount`` (or number of cubes) a launch would use, so the kernel is compiled
+        with what a launch finds equal to it, as ``launch`` does (None: compiled for any cube count).
         """
         if self.is_generic:
             bound = self.bind_types(args)
@@ -390,7 +410,13 @@ class Kernel(CubeFunction):
                 for p, a in zip(bound.params, args)
             )
             return bound.compile(
-                cube_dim, *args, target=target, unchecked=unchecked, contract=contract, fastmath=fastmath
+                cube_dim,
+                *args,
+                target=target,
+                unchecked=unchecked,
+                contract=contract,
+                fastmath=fastmath,
+                cube_count=cube_count,
             )
         params = self.params
         if len(args) != len(params):
@@ -403,6 +429,8 @@ class Kernel(CubeFunction):
             else:
                 collected.append(_one_comp_arg(self, param, arg))
         comp_args = mark_equal_lengths(mark_overlaps(tuple(collected), args), args)
+        if cube_count is not None:
+            comp_args = mark_cube_count(comp_args, args, _cubes(cube_count))
         contract = self.contracts(contract)
         fastmath = self.uses_fastmath(fastmath)
 
@@ -508,3 +536,22 @@ class BoundKernel(Kernel):
 
     def __repr__(self) -> str:
         return f"<kernel {self.fn.__qualname__}[{self.binding_text}]>"
+
+
+def _warm_facts_hold(
+    facts: tuple[Any, ...], marks: tuple[tuple[int, str, int], ...], args: tuple[Any, ...], cubes: int
+) -> bool:
+    """``Kernel.warm_check``'s test: the products and the cube count the kernel was compiled for still hold."""
+    return products_hold(facts, args) and cube_count_holds(marks, args, cubes)
+
+
+def _cubes(cube_count: Any) -> int:
+    """The number of cubes of a ``CubeCount``, an ``(x, y, z)`` tuple or an int."""
+    if isinstance(cube_count, int):
+        return cube_count
+    if isinstance(cube_count, tuple):
+        total = 1
+        for extent in cube_count:
+            total *= int(extent)
+        return total
+    return int(cube_count.x) * int(cube_count.y) * int(cube_count.z)

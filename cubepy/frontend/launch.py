@@ -45,6 +45,8 @@ class ScalarCompilationArg:
 
     elem: str
     multiple_of: int = 1
+    # a u32 the launch found equal to its number of cubes (``argument_facts.mark_cube_count``)
+    cube_count: bool = False
 
 
 class ScalarLaunch:
@@ -136,7 +138,10 @@ class ScalarLaunch:
     def expand(self, comp_arg: object, builder: KernelBuilder) -> ExpandElement:
         """Declare the scalar parameter."""
         multiple_of = comp_arg.multiple_of if isinstance(comp_arg, ScalarCompilationArg) else 1
-        var = builder.register("scalar", Type(self.scalar.ir), multiple_of=multiple_of)
+        counts = isinstance(comp_arg, ScalarCompilationArg) and comp_arg.cube_count
+        var = builder.register(
+            "scalar", Type(self.scalar.ir), multiple_of=multiple_of, cube_count_dims=(0,) if counts else ()
+        )
         return ExpandElement(var, builder.state)
 
     expand_output = expand

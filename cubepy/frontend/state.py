@@ -303,6 +303,7 @@ class KernelBuilder:
         # buffer slot -> the launch's ``len_as_product`` in argument indices, resolved in ``finish`` (a factor
         # may be an argument after the array)
         self._products: dict[int, tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]]] = {}
+        self._cube_count: list[ir.ProductFactor] = []  # ``KernelDefinition.cube_count_as``
 
     @property
     def checked(self) -> bool:
@@ -343,6 +344,7 @@ class KernelBuilder:
         same_shape_as: int | None = None,
         address_multiple_of: int = 1,
         len_as_product: tuple[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] | None = None,
+        cube_count_dims: tuple[int, ...] = (),
     ) -> Variable:
         """Register a parameter of ``role`` ("array", "tensor", "scalar", "tensor_map") at its next slot.
 
@@ -355,7 +357,8 @@ class KernelBuilder:
         found a buffer's first element's address (in bytes) to be a multiple of; ``len_as_product``: two
         factors, each the ``(argument index, kind, dim)`` of the arguments equal to it (``ir.ProductFactor``'s
         kinds), the launch found the array's ``len`` the
-        product of (``ir.Param.len_as_product``).
+        product of (``ir.Param.len_as_product``); ``cube_count_dims``: the dimensions (of a tensor; ``(0,)`` for an
+        array's len or a scalar) the launch found equal to its number of cubes (``KernelDefinition.cube_count_as``).
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())
@@ -370,6 +373,9 @@ class KernelBuilder:
             self.scalar_slots[self.argument] = -1 if self.argument in self.scalar_slots else var.id
         if len_as_product is not None:
             self._products[var.id] = len_as_product
+        for dim in cube_count_dims:  # the launch found this value equal to its number of cubes
+            kind_name = "scalar" if kind is VarKind.SCALAR else "shape" if role == "tensor" else "len"
+            self._cube_count.append(ir.ProductFactor(kind_name, var.id, dim if role == "tensor" else 0))
         if kind is VarKind.GLOBAL and multiple_of > 1:
             self.state.len_multiple_of[var.id] = multiple_of
         self.params.append(
@@ -407,6 +413,7 @@ class KernelBuilder:
             const_tables=tuple(state.const_tables.values()),
             checked=state.checked,
             source_file=source_file,
+            cube_count_as=tuple(self._cube_count),
         )
 
     def _with_products(self, param: ir.Param) -> ir.Param:

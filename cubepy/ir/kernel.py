@@ -159,6 +159,10 @@ class KernelDefinition:
     contract: bool = False  # whether the `contract` pass fuses a*b+c into fma (cubepy.ir.contract)
     # whether f32 exp2/exp/log2/log/sin/cos/rsqrt and / may use the GPU's approximate .ftz instructions
     fastmath: bool = False
+    # parameter values the launch found equal to its number of cubes (part of the cache key): ``CUBE_POS`` is
+    # below each, so a row picked by ``CUBE_POS`` of a tensor with that many rows needs no check
+    # (``cubepy.ir.ranges``); empty when the launch found none or compiled without a cube count
+    cube_count_as: tuple[ProductFactor, ...] = ()
 
     @property
     def buffers(self) -> tuple[Param, ...]:

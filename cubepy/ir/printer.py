@@ -141,6 +141,8 @@ def format_kernel(kernel: KernelDefinition) -> str:
             per_line = f" / {param.var.type.line}" if param.var.type.line > 1 else ""
             role += f", len = ({outer}) * ({inner}){per_line}"
         lines.append(f"  param {param.name}: {format_variable(param.var)}: {param.var.type!r} ({role})")
+    if kernel.cube_count_as:  # the launch found these values equal to its number of cubes
+        lines.append(f"  cube count = {' = '.join(map(str, kernel.cube_count_as))}")
     for var in kernel.shared_memories:
         lines.append(f"  {_format_memory(var)}")
     for var in kernel.local_arrays:

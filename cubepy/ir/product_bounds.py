@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 from cubepy.ir import ops
 from cubepy.ir.kernel import ProductFactor
 from cubepy.ir.types import Type
-from cubepy.ir.variable import Variable, VarKind
+from cubepy.ir.variable import BUILTINS, Variable, VarKind
 
 if TYPE_CHECKING:
     from cubepy.ir.ranges import Env, RangeAnalysis, _Key
 
 Factor = tuple[ProductFactor, ...]  # every parameter value equal to one factor
+_CUBE_POS = (VarKind.BUILTIN, BUILTINS.index("cube_pos"))
 Sum = tuple[Counter[object], int]  # the leaves of an integer sum and the sum of its literals
 
 
@@ -153,6 +154,8 @@ def _below(analysis: RangeAnalysis, var: Variable, factor: Factor, line: int, en
     ``factor // line``."""
     if not analysis.stable(var):
         return False
+    if line == 1 and (var.kind, var.id) == _CUBE_POS and any(analysis.counts_cubes(f) for f in factor):
+        return True
     found = analysis.defs.get((var.kind, var.id))
     for fact in env:
         if fact[0] != "lt" or not _key_is_factor(analysis, fact[2], factor, line):

@@ -52,17 +52,18 @@ from collections import Counter
 from typing import Any
 
 from cubepy.ir import ops
-from cubepy.ir.kernel import KernelDefinition
+from cubepy.ir.kernel import KernelDefinition, ProductFactor
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, walk
 from cubepy.ir.types import ElemType
-from cubepy.ir.variable import PLANE_WIDTH, Variable, VarKind
+from cubepy.ir.variable import BUILTINS, PLANE_WIDTH, Variable, VarKind
 
 Interval = tuple[int, int]  # inclusive (lo, hi)
 _Key = tuple[VarKind, int]
 # Intervals by variable key; a strict order ``a < b`` that a branch established is the key ("lt", a, b).
 Env = dict[tuple[Any, ...], Interval]
 DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
+_CUBE_POS: _Key = (VarKind.BUILTIN, BUILTINS.index("cube_pos"))
 _FLIPPED: dict[type[ops.Compare], type[ops.Compare]] = {ops.Lt: ops.Ge, ops.Le: ops.Gt, ops.Gt: ops.Le, ops.Ge: ops.Lt}
 
 
@@ -120,6 +121,7 @@ class RangeAnalysis:
         # Values assigned more than once: (writes seen, interval, trailing zeros) over the assignments the walk
         # has passed; once it has passed all of them, every read sees one of those values.
         self.assigned: dict[_Key, tuple[int, Interval, int] | None] = {}
+        self.cube_count_as = definition.cube_count_as
 
     def of(self, var: Variable, env: Env) -> Interval | None:
         """The interval of ``var`` (None: not a scalar integer or bool)."""
@@ -387,6 +389,9 @@ class RangeAnalysis:
             return False
         if index.elem.kind != "uint":  # a negative signed index is below any length yet out of bounds
             return False
+        if (index.kind, index.id) == _CUBE_POS and param.len_is_buffer_len:  # m[CUBE_POS], m one item per cube
+            if self.counts_cubes(ProductFactor("len", memory.id)):
+                return True
         key = (index.kind, index.id)
         for fact in env:
             if fact[0] != "lt" or fact[1] != key:
@@ -434,12 +439,23 @@ class RangeAnalysis:
         return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
 
     def _is_shape_key(self, key: _Key, memory: Variable, dim: int) -> bool:
-        """Whether ``key`` is ``memory.shape(dim)``, or the same extent of a tensor the launch found shaped alike."""
-        found = self._shape_read(self.defs.get(key))
-        if found is None or found[1] != dim:
+        """Whether ``key`` is ``memory.shape(dim)``, or the same extent of a tensor the launch found shaped alike
+        (``stride(0)`` of a contiguous tensor, which is its ``shape(1)``, counts)."""
+        found = self.defs.get(key)
+        read = self._shape_read(found)
+        if read is None and isinstance(found, ops.Stride) and found.dim is not None and found.dim.is_constant:
+            param = self.buffers.get(found.memory.id) if found.memory.kind is VarKind.GLOBAL else None
+            if param is not None and param.contiguous and int(found.dim.value) == 0:  # type: ignore[call-overload]
+                read = (found.memory, 1)
+        return read is not None and self._is_shape_read(read, memory, dim)
+
+    def _is_shape_read(self, read: tuple[Variable, int], memory: Variable, dim: int) -> bool:
+        """Whether ``read``, a ``(tensor, dim)`` extent, is ``memory.shape(dim)`` or the same extent of a tensor
+        the launch found shaped alike."""
+        if read[1] != dim:
             return False
         word = self._shape_word(memory)
-        return found[0] == memory or (word is not None and self._shape_word(found[0]) == word)
+        return read[0] == memory or (word is not None and self._shape_word(read[0]) == word)
 
     def _shape_word(self, memory: Variable) -> int | None:
         """The slot of the first tensor shaped like ``memory`` (its own when none is earlier)."""
@@ -455,12 +471,32 @@ class RangeAnalysis:
             return found.memory, int(found.dim.value)  # type: ignore[call-overload]
         return None
 
+    def counts_cubes(self, factor: ProductFactor) -> bool:
+        """Whether the launch found the value ``factor`` names equal to its number of cubes (``CUBE_POS`` is
+        below it): one of ``cube_count_as``, or the same extent of a tensor shaped alike, or a buffer's len
+        read from the same word."""
+        for found in self.cube_count_as:
+            if found == factor:
+                return True
+            if found.kind == factor.kind == "shape" and factor.slot in self.buffers and found.slot in self.buffers:
+                if self._is_shape_read(
+                    (self.buffers[found.slot].var, found.dim), self.buffers[factor.slot].var, factor.dim
+                ):
+                    return True
+            if found.kind == factor.kind == "len" and factor.slot in self.buffers and found.slot in self.buffers:
+                if self._len_word(self.buffers[found.slot].var) == self._len_word(self.buffers[factor.slot].var):
+                    return True
+        return False
+
     def _below(self, var: Variable, memory: Variable, dim: int, env: Env) -> bool:
         """Whether a branch established ``var < memory.shape(dim)``: for ``var`` itself, for a value computed
         by the same operation from the same operands (``i + 1`` written twice), or, for ``var = x - k`` with a
-        literal ``k`` that ``x`` is at least (no wrap), for ``x`` (``i - 1`` under ``0 < i < rows``)."""
+        literal ``k`` that ``x`` is at least (no wrap), for ``x`` (``i - 1`` under ``0 < i < rows``); or ``var``
+        is ``CUBE_POS`` and the launch found that extent equal to its number of cubes."""
         if not self.stable(var):
             return False
+        if (var.kind, var.id) == _CUBE_POS and self.counts_cubes(ProductFactor("shape", memory.id, dim)):
+            return True
         found = self.defs.get((var.kind, var.id))
         for fact in env:
             if fact[0] != "lt" or not self._is_shape_key(fact[2], memory, dim):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from cubepy.errors import VerifyError
-from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition, Param
+from cubepy.ir.kernel import MAX_CONST_BYTES, PARAM_ROLES, ConstTable, KernelDefinition, Param, ProductFactor
 from cubepy.ir.ops import branch
 from cubepy.ir.ops.base import Operation
 from cubepy.ir.scope import Instruction, Scope
@@ -249,7 +249,12 @@ def _product_ok(kernel: KernelDefinition, param: Param) -> bool:
         return False
     if not all(param.len_as_product):  # each factor names at least one value
         return False
-    for factor in (f for alike in param.len_as_product for f in alike):
+    return _factors_ok(kernel, tuple(f for alike in param.len_as_product for f in alike))
+
+
+def _factors_ok(kernel: KernelDefinition, factors: tuple[ProductFactor, ...]) -> bool:
+    """Whether each factor names a u32 scalar parameter, a dimension of a tensor of known rank or a buffer."""
+    for factor in factors:
         if factor.kind == "scalar":
             scalar = next((p for p in kernel.params if p.var.kind is VarKind.SCALAR and p.var.id == factor.slot), None)
             if scalar is None or scalar.var.type != Type(U32):
@@ -395,4 +400,11 @@ def verify(kernel: KernelDefinition) -> None:
     _check_const_tables(checker, kernel.const_tables)
     if any(d < 1 for d in kernel.cube_dim):
         checker.fail("bad-param", None, f"cube_dim {kernel.cube_dim} has a zero dimension")
+    if kernel.cube_count_as and not _factors_ok(kernel, kernel.cube_count_as):
+        named = ", ".join(map(str, kernel.cube_count_as))
+        checker.fail(
+            "bad-param",
+            None,
+            f"cube_count_as ({named}): expected u32 scalar parameters, dimensions of tensors of known rank or buffers",
+        )
     checker.scope(kernel.body, set(), 0)

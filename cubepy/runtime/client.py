@@ -100,7 +100,7 @@ class _WarmLaunch:
         artifact: object,
         handles: tuple[tuple[int, weakref.ref[Any]], ...],
         scalars: tuple[tuple[int, Callable[[Any], Any]], ...],
-        check: Callable[[tuple[Any, ...]], bool] | None = None,
+        check: Callable[[tuple[Any, ...], int], bool] | None = None,
     ) -> None:
         self.artifact = artifact
         self.handles = handles
@@ -110,13 +110,14 @@ class _WarmLaunch:
         self.scalars = scalars
         self.memo: dict[object, object] = {}
 
-    def matches(self, args: tuple[Any, ...]) -> bool:
-        """Whether ``args`` hold the very handles this entry was made for."""
+    def matches(self, args: tuple[Any, ...], cubes: int) -> bool:
+        """Whether ``args`` hold the very handles this entry was made for, and the facts its kernel was compiled
+        with that a signature does not determine still hold for ``args`` and ``cubes`` cubes."""
         for index, handle in self.handles:
             if handle() is not args[index].handle:
                 return False
         check = self.check
-        return True if check is None else check(args)
+        return True if check is None else check(args, cubes)
 
 
 def _no_check(comp_args: tuple[Any, ...]) -> None:
@@ -293,7 +294,7 @@ class ComputeClient:
                 warm = self._warm.get(warm_key)
             except TypeError:  # an unhashable comptime value or shape: the full path names it
                 warm = warm_key = None
-            if warm is not None and warm.matches(args):
+            if warm is not None and warm.matches(args, count.x * count.y * count.z):
                 # what ``kernel.register`` binds, without its checks: the signature matched a checked launch
                 bindings = Bindings(
                     [
@@ -308,7 +309,7 @@ class ComputeClient:
                     print(f"[cubepy] cache hit {kernel.name} cube_dim={(dim.x, dim.y, dim.z)}", file=sys.stderr)
                 self._run(warm.artifact, count, bindings)
                 return
-        comp_args = kernel.compilation_args(args)
+        comp_args = kernel.compilation_args(args, count.x * count.y * count.z)
         bindings = Bindings()
         kernel.register(args, bindings)
         for binding in bindings.buffers:

@@ -299,7 +299,8 @@ def run(
 
 
 def _build(which: str, lanes: int = 1):
-    """A ``SassCase.build``: one of the kernels for the tutorial's f16 1151 x 8192, rows in lines of ``lanes``."""
+    """A ``SassCase.build``: one of the kernels for the tutorial's f16 1151 x 8192, rows in lines of ``lanes``,
+    compiled for the cube count its launch uses (one cube per row)."""
 
     def build(target: str = "sm_90a", **options):
         client = cp.client("interp")
@@ -316,11 +317,15 @@ def _build(which: str, lanes: int = 1):
         stats = [cp.ArrayArg(client.zeros((m,), np.float32)) for _ in range(2)]
         if which == "fwd":
             args = [mat(), mat(), vec(), vec(), *stats, cp.ScalarArg(1e-5, f32), block]
-            return layer_norm_fwd.compile(cp.CubeDim(units(block)), *args, target=target, **options)
+            return layer_norm_fwd.compile(
+                cp.CubeDim(units(block)), *args, target=target, cube_count=cp.CubeCount(m), **options
+            )
         if which == "dx":
             args = [mat(), mat(), vec(group), vec(group), mat(), vec(), *stats]
             args += [cp.ArrayArg(client.zeros((2 * group,), np.uint32)), cp.ScalarArg(group, u32), block]
-            return layer_norm_bwd_dx.compile(cp.CubeDim(units(block)), *args, target=target, **options)
+            return layer_norm_bwd_dx.compile(
+                cp.CubeDim(units(block)), *args, target=target, cube_count=cp.CubeCount(m), **options
+            )
         partial = [cp.ArrayArg(client.zeros((group * n,), np.float16)) for _ in range(2)]
         outs = [cp.ArrayArg(client.zeros((n,), np.float16)) for _ in range(2)]
         args = [*partial, *outs, cp.ScalarArg(group, u32), DWDB_BLOCK_M]

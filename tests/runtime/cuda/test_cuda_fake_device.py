@@ -433,7 +433,7 @@ class StubKernel:
         self.identity = ("stub", definition.name)
         self.contract = None  # the decorator's choice: CUBEPY_CONTRACT's
 
-    def compilation_args(self, args) -> tuple:
+    def compilation_args(self, args, cubes=None) -> tuple:
         return tuple(type(a).__name__ for a in args)
 
     def register(self, args, bindings: Bindings) -> None:

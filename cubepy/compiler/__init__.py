@@ -4,7 +4,7 @@
 
 | module | what it does |
 |---|---|
-| ``passes`` | IR -> IR passes (checked_io, fold_constants, contract, dead_code, plane_uniform, bounds) and ``run_passes`` |
+| ``passes`` | IR -> IR passes (checked_io, fold_constants, contract, dead_code, merge_branches, plane_uniform, bounds) and ``run_passes`` |
 | ``abi`` | the kernel ABI: entry parameters, the by-value metadata words (``pack_metadata``) |
 | ``llvm_types`` | IR types -> LLVM types, constants, raw attributes |
 | ``lower`` | the lowering driver (values, memories, blocks); ``lower_arith``, ``lower_memory``, ``lower_control``, ``lower_sync``, ``lower_tma`` (TMA, mbarrier), ``lower_cmma`` (wmma) lower one op family each |

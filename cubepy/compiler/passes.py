@@ -47,8 +47,9 @@ from cubepy.ir import (
 )
 from cubepy.ir.bounds import bounds_pass
 from cubepy.ir.contract import contract_pass
+from cubepy.ir.merge_branches import merge_branches
 from cubepy.ir.ops import branch
-from cubepy.ir.scope import map_child_scopes
+from cubepy.ir.scope import defined_once, map_child_scopes
 from cubepy.ir.types import U32, Type
 from cubepy.ir.uniformity import plane_uniform_pass
 from cubepy.ir.variable import BUILTINS, PLANE_WIDTH
@@ -196,26 +197,13 @@ def _identity(operation: ops.Operation, out: Variable) -> Variable | None:
     return None
 
 
-def _written_once(definition: KernelDefinition) -> set[_Key]:
-    """The immutable locals one instruction defines (a loop index counts as a definition too)."""
-    writes: dict[_Key, int] = {}
-    for inst in walk(definition.body):
-        defined = [inst.out] if inst.out is not None else []
-        if isinstance(inst.operation, branch.RangeLoop):
-            defined.append(inst.operation.index)
-        for var in defined:
-            key = (var.kind, var.id)
-            writes[key] = writes.get(key, 0) + 1
-    return {key for key, count in writes.items() if count == 1 and key[0] is VarKind.CONST}
-
-
 def fold_constants(definition: KernelDefinition) -> KernelDefinition:
     """Replace foldable operations and assigns of literals by literals and substitute them into their readers;
     the cube shape and plane width are literals; an ``if`` on a literal keeps only the body that runs.  An
     integer ``x + 0``, ``x * 1`` or ``x // 1`` of an immutable ``x`` (a tile base of 0, a line size of 1) is
     ``x`` in its readers, so the range analysis sees ``r * x.shape(1) + c`` as written without them."""
     mapping: dict[_Key, Variable] = _static_builtins(definition)
-    once = _written_once(definition)
+    once = {key for key in defined_once(definition.body) if key[0] is VarKind.CONST}
 
     def rewrite(inst: Instruction) -> Iterable[Instruction]:
         operation = _substitute(inst.operation, mapping) if mapping else inst.operation
@@ -273,6 +261,7 @@ PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("fold_constants", fold_constants),
     ("contract", contract_pass),
     ("dead_code", dead_code),
+    ("merge_branches", merge_branches),  # adjacent branches on one condition join (cubepy.ir.merge_branches)
     ("plane_uniform", plane_uniform_pass),
     ("bounds", bounds_pass),  # checks and values the range analysis proves (cubepy.ir.bounds)
 )

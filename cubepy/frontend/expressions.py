@@ -6,7 +6,9 @@ the other side is first expanded into a scratch scope: when everything it emitte
 are kept in place and combined with an IR ``and``/``or``/``select``; otherwise (stores, atomics,
 calls with side effects, unchecked or shared-memory reads that could fault, plane collectives)
 the side is moved into an IR branch so it only runs when Python would evaluate it, and the value
-flows through a mutable local.  The guard idiom ``i < n and a[i] > 0`` is therefore safe.
+flows through a mutable local.  The guard idiom ``i < n and a[i] > 0`` is therefore safe.  A conditional
+expression on a scalar condition whose side reads global memory (``x[i] if i < n else 0``) takes the branch
+too: the read is then in range under its guard, where checked mode drops its check.
 """
 
 from __future__ import annotations
@@ -141,11 +143,23 @@ def ifexp(cond: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> 
         return then_fn() if cond_value else else_fn()
     then_scope, then_value = _expand_aside(then_fn)
     else_scope, else_value = _expand_aside(else_fn)
-    if _is_pure(then_scope) and _is_pure(else_scope):
+    pure = _is_pure(then_scope) and _is_pure(else_scope)
+    scalar = isinstance(cond_value, ExpandElement) and cond_value.type.line == 1
+    if pure and not (scalar and (_reads_global(then_scope) or _reads_global(else_scope))):
         _keep(then_scope)
         _keep(else_scope)
         return operations.select(cond_value, then_value, else_value)
     return _branch_select(cast(ExpandElement, cond_value), then_scope, then_value, else_scope, else_value)
+
+
+def _reads_global(scope: ScopeBuilder) -> bool:
+    """Whether ``scope`` reads global memory: such a side of ``a if c else b`` runs only when Python would run it
+    (a branch), so that a read guarded by ``c`` is known in range there and costs no check, and no lane loads
+    what it throws away (the select of both sides did both)."""
+    return any(
+        isinstance(inst.operation, irops.Index) and inst.operation.memory.kind is VarKind.GLOBAL
+        for inst in scope.instructions
+    )
 
 
 def _branch_select(
@@ -175,12 +189,29 @@ def _branch_select(
     if any(isinstance(s, float) for s in sample) and not elem.is_float:
         elem = operations.float_for(elem)
     target = Type(elem, line)
-    result = parent.create_local_mut(target, ir.constant(0, target))
-    for scope, value in ((then_scope, then_value), (else_scope, else_value)):
+    otherwise = _literal_of(else_value, target) if not else_scope.instructions else None
+    result = parent.create_local_mut(target, otherwise if otherwise is not None else ir.constant(0, target))
+    sides = (
+        ((then_scope, then_value),) if otherwise is not None else ((then_scope, then_value), (else_scope, else_value))
+    )
+    for scope, value in sides:
         with state.in_scope(scope):
             scope.append(irops.Assign(operations.convert(value, target, "conditional expression")), result)
-    parent.append(branch.IfElse(cond.var, then_scope.freeze(), else_scope.freeze()))
+    if otherwise is not None:  # ``x[i] if c else 0``: the local starts at 0 and only the taken side assigns
+        parent.append(branch.If(cond.var, then_scope.freeze()))
+    else:
+        parent.append(branch.IfElse(cond.var, then_scope.freeze(), else_scope.freeze()))
     return ExpandElement(result, state)
+
+
+def _literal_of(value: Any, target: Type) -> ir.Variable | None:
+    """``value`` as a literal of ``target`` when it is a number or a literal of that type already, else None."""
+    if isinstance(value, ExpandElement):
+        var = value.var
+        return var if var.is_constant and var.type == target else None
+    if operations.is_number(value) and not isinstance(value, bool) and (target.elem.is_float or isinstance(value, int)):
+        return ir.constant(float(value) if target.elem.is_float else value, target)
+    return None
 
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {

@@ -426,7 +426,9 @@ class RangeAnalysis:
         elif memory.type.line != 1:
             return False
         shape = self._shape_read(found)
-        return shape is not None and shape[0].kind is VarKind.GLOBAL and (shape[0].id, shape[1]) == extent
+        if shape is None or shape[0].kind is not VarKind.GLOBAL or extent[0] not in self.buffers:
+            return False
+        return self._is_shape_read(shape, self.buffers[extent[0]].var, extent[1])
 
     def _len_word(self, memory: Variable) -> int | None:
         """The slot whose ``len`` word a buffer's ``len`` reads (its own, or the equal-length buffer's)."""

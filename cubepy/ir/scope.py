@@ -106,3 +106,17 @@ def fresh_ids(scope: Scope) -> Iterator[int]:
     """Immutable-local ids no instruction of ``scope`` defines: counting up from one past the largest defined."""
     defined = (inst.out.id for inst in walk(scope) if inst.out is not None and inst.out.kind is VarKind.CONST)
     return itertools.count(max(defined, default=-1) + 1)
+
+
+def defined_once(scope: Scope) -> set[tuple[VarKind, int]]:
+    """The variables exactly one instruction of ``scope`` defines (a ``range_loop``'s index counts as defined by
+    its loop): the values that cannot change once computed."""
+    writes: dict[tuple[VarKind, int], int] = {}
+    for inst in walk(scope):
+        defined = [inst.out] if inst.out is not None else []
+        index = getattr(inst.operation, "index", None) if inst.operation.RECORD.name == "range_loop" else None
+        if isinstance(index, Variable):
+            defined.append(index)
+        for var in defined:
+            writes[(var.kind, var.id)] = writes.get((var.kind, var.id), 0) + 1
+    return {key for key, count in writes.items() if count == 1}

@@ -27,6 +27,7 @@ def test_compiled_kernel_has_every_form():
         "fold_constants",
         "contract",
         "dead_code",
+        "merge_branches",
         "plane_uniform",
         "bounds",
     ]

@@ -272,7 +272,7 @@ def test_run_passes_dumps_after_each_pass_in_order():
     assert (
         [name for name, _ in dumps]
         == [name for name, _ in PIPELINE]
-        == ["checked_io", "fold_constants", "contract", "dead_code", "plane_uniform", "bounds"]
+        == ["checked_io", "fold_constants", "contract", "dead_code", "merge_branches", "plane_uniform", "bounds"]
     )
     assert dumps[-1][1] == format_kernel(definition)
     assert "checked=True" in dumps[0][1]

@@ -65,8 +65,8 @@ def shared_atomics_then_sync(out: Array[u32]):
 
 @cube(launch=True)
 def guarded_reads(inp: Array[f32], out: Array[f32]):
-    # Checked reads on the right of `and` and in a ternary run eagerly on every lane (they cannot fault);
-    # where the guard is false they are out of bounds, which is not a bug.
+    # A checked read on the right of `and` runs eagerly on every lane (it cannot fault); where the guard is
+    # false it is out of bounds, which is not a bug.  The ternary's read runs only where its guard holds.
     next_positive = UNIT_POS + 1 < inp.len() and inp[UNIT_POS + 1] > f32(0)
     nxt = inp[UNIT_POS + 1] if UNIT_POS + 1 < inp.len() else f32(0)
     out[UNIT_POS] = cp.select(next_positive, nxt, f32(-1))
@@ -127,7 +127,8 @@ def test_correct_tma_kernel_has_no_report_under_other_schedules(kernel, schedule
 
 def test_guarded_reads_are_hoisted_and_compute_the_guarded_values():
     ops = cp.testing.expand(guarded_reads, Array[f32], Array[f32], checked=True).ops
-    assert "if" not in ops and "if_else" not in ops  # both guards kept the reads eager (no branch)
+    assert ops.index("index") < ops.index("if")  # the `and` kept its read eager, before the ternary's branch
+    assert ops.count("if") == 1 and "if_else" not in ops
     client = cp.client("interp", sanitize=True)
     out = client.zeros((64,), np.float32)
     guarded_reads.launch(client, 1, 64, cp.ArrayArg(client.create(np.ones(64, np.float32))), cp.ArrayArg(out))

@@ -9,6 +9,7 @@ one proves the checked accesses of another).  The cache keeps one kernel per pat
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import attrs
@@ -73,9 +74,7 @@ def mark_equal_lengths(comp_args: tuple[Any, ...], args: tuple[Any, ...]) -> tup
         shape = getattr(arg, "shape", None)
         if shape is None:
             continue
-        count = 1
-        for extent in shape:
-            count *= extent
+        count = math.prod(shape)
         marked = comp
         earlier = first.setdefault(count // comp.line_size, index)
         if earlier != index:
@@ -141,9 +140,7 @@ def find_products(plan: ProductPlan, args: tuple[Any, ...]) -> tuple[ProductFact
         shape = getattr(arg, "shape", None)
         if shape is None:
             continue
-        count = 1
-        for extent in shape:
-            count *= extent
+        count = math.prod(shape)
         line = getattr(arg, "line_size", 1)
         if kind == "array":
             if count // line >= 2:
@@ -184,10 +181,7 @@ def _factor_value(factor: Factor, args: tuple[Any, ...]) -> int | None:
         return None
     if kind == "shape":
         return int(shape[dim])
-    count = 1
-    for extent in shape:
-        count *= extent
-    return count // getattr(arg, "line_size", 1)
+    return int(math.prod(shape)) // getattr(arg, "line_size", 1)
 
 
 def product_holds(fact: ProductFact, args: tuple[Any, ...]) -> bool:

@@ -10,6 +10,7 @@ checks an ``ArrayArg``/``TensorArg`` against the annotation and keeps its compil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -92,10 +93,7 @@ def _multiples(values: Iterable[int]) -> tuple[int, ...]:
 
 def _logical_len(arg: Any, line: int) -> int:
     """The argument's ``len()``: its shape's items, in lines of ``line``."""
-    count = 1
-    for extent in arg.shape:
-        count *= extent
-    return count // line
+    return int(math.prod(arg.shape)) // line
 
 
 class NoLaunchSignature(Exception):

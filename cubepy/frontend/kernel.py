@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -550,8 +551,5 @@ def _cubes(cube_count: Any) -> int:
     if isinstance(cube_count, int):
         return cube_count
     if isinstance(cube_count, tuple):
-        total = 1
-        for extent in cube_count:
-            total *= int(extent)
-        return total
+        return math.prod(int(extent) for extent in cube_count)
     return int(cube_count.x) * int(cube_count.y) * int(cube_count.z)

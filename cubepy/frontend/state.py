@@ -354,11 +354,11 @@ class KernelBuilder:
         ``unit_strides``: per dimension, whether the launch found the tensor's stride to be 1; ``contiguous``:
         a rank-2 tensor whose strides the launch found to be ``(shape(1), 1)``; ``same_shape_as``: the kernel
         argument index of an earlier tensor of the same shape; ``address_multiple_of``: a power of two the launch
-        found a buffer's first element's address (in bytes) to be a multiple of; ``len_as_product``: two
-        factors, each the ``(argument index, kind, dim)`` of the arguments equal to it (``ir.ProductFactor``'s
-        kinds), the launch found the array's ``len`` the
-        product of (``ir.Param.len_as_product``); ``cube_count_dims``: the dimensions (of a tensor; ``(0,)`` for an
-        array's len or a scalar) the launch found equal to its number of cubes (``KernelDefinition.cube_count_as``).
+        found a buffer's first element's address (in bytes) to be a multiple of; ``len_as_product``: the two
+        factors the launch found the buffer's ``len`` the product of (``ir.Param.len_as_product``), each the
+        ``(argument index, kind, dim)`` of every argument equal to it (``ir.ProductFactor``'s kinds);
+        ``cube_count_dims``: the dimensions (of a tensor; ``(0,)`` for an array's len or a scalar) the launch
+        found equal to its number of cubes (``KernelDefinition.cube_count_as``).
         """
         kind = _ROLE_KIND[role]
         var = Variable(kind, next(self._slots[kind]), ty, name=self._param_name())

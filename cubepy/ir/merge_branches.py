@@ -31,6 +31,7 @@ def merge_branches(definition: KernelDefinition) -> KernelDefinition:
 def _scope(scope: Scope, once: set[_Key]) -> Scope:
     out: list[Instruction] = []
     pending: list[Instruction] = []  # movable instructions after the branch that ends ``out``
+    touched: tuple[Instruction, set[_Key]] | None = None  # that branch and what its bodies touch, walked once
     for inst in scope.instructions:
         inst = attrs.evolve(inst, operation=map_child_scopes(inst.operation, lambda child: _scope(child, once)))
         last = out[-1] if out and _is_branch(out[-1]) else None
@@ -39,7 +40,9 @@ def _scope(scope: Scope, once: set[_Key]) -> Scope:
                 out[-1:] = [*pending, _joined(last, inst)]
                 pending = []
                 continue
-            if _movable(inst, last):
+            if touched is None or touched[0] is not last:
+                touched = (last, _touched(last))
+            if _movable(inst, touched[1]):
                 pending.append(inst)
                 continue
         out.extend(pending)
@@ -81,15 +84,14 @@ def _joined(first: Instruction, second: Instruction) -> Instruction:
     return attrs.evolve(first, operation=branch.IfElse(a.cond, then_body, else_body))
 
 
-def _movable(inst: Instruction, before: Instruction) -> bool:
-    """Whether ``inst`` may run before the branch ``before`` instead of after it: a pure operation (no memory, no
-    branch) whose result and operands ``before``'s bodies neither read nor write."""
+def _movable(inst: Instruction, touched: set[_Key]) -> bool:
+    """Whether ``inst`` may run before a branch whose bodies touch the variables ``touched`` (``_touched``)
+    instead of after it: a pure operation (no memory, no branch) whose result and operands are not among them."""
     op = inst.operation
     if inst.out is None or isinstance(op, branch.BRANCH_OPS) or not op.RECORD.pure or op.RECORD.reads:
         return False
     if isinstance(op, ops.Index):
         return False
-    touched = _touched(before)
     keys = [(inst.out.kind, inst.out.id)]
     keys += [(v.kind, v.id) for v in op.operands() if isinstance(v, Variable) and not v.is_constant]
     return not any(key in touched for key in keys)

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import ProductFactor
+from cubepy.ir.ranges import CUBE_POS_KEY
 from cubepy.ir.types import Type
-from cubepy.ir.variable import BUILTINS, Variable, VarKind
+from cubepy.ir.variable import Variable, VarKind
 
 if TYPE_CHECKING:
     from cubepy.ir.ranges import Env, RangeAnalysis, _Key
 
 Factor = tuple[ProductFactor, ...]  # every parameter value equal to one factor
-_CUBE_POS = (VarKind.BUILTIN, BUILTINS.index("cube_pos"))
 Sum = tuple[Counter[object], int]  # the leaves of an integer sum and the sum of its literals
 
 
@@ -154,7 +154,7 @@ def _below(analysis: RangeAnalysis, var: Variable, factor: Factor, line: int, en
     ``factor // line``."""
     if not analysis.stable(var):
         return False
-    if line == 1 and (var.kind, var.id) == _CUBE_POS and any(analysis.counts_cubes(f) for f in factor):
+    if line == 1 and (var.kind, var.id) == CUBE_POS_KEY and any(analysis.counts_cubes(f) for f in factor):
         return True
     found = analysis.defs.get((var.kind, var.id))
     for fact in env:

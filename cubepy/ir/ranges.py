@@ -63,7 +63,7 @@ _Key = tuple[VarKind, int]
 # Intervals by variable key; a strict order ``a < b`` that a branch established is the key ("lt", a, b).
 Env = dict[tuple[Any, ...], Interval]
 DECLARED_LENGTH = frozenset({VarKind.SHARED, VarKind.LOCAL_ARRAY, VarKind.CONST_TABLE})
-_CUBE_POS: _Key = (VarKind.BUILTIN, BUILTINS.index("cube_pos"))
+CUBE_POS_KEY: _Key = (VarKind.BUILTIN, BUILTINS.index("cube_pos"))  # the linear cube position builtin
 _FLIPPED: dict[type[ops.Compare], type[ops.Compare]] = {ops.Lt: ops.Ge, ops.Le: ops.Gt, ops.Gt: ops.Le, ops.Ge: ops.Lt}
 
 
@@ -389,7 +389,7 @@ class RangeAnalysis:
             return False
         if index.elem.kind != "uint":  # a negative signed index is below any length yet out of bounds
             return False
-        if (index.kind, index.id) == _CUBE_POS and param.len_is_buffer_len:  # m[CUBE_POS], m one item per cube
+        if (index.kind, index.id) == CUBE_POS_KEY and param.len_is_buffer_len:  # m[CUBE_POS], m one item per cube
             if self.counts_cubes(ProductFactor("len", memory.id)):
                 return True
         key = (index.kind, index.id)
@@ -497,7 +497,7 @@ class RangeAnalysis:
         is ``CUBE_POS`` and the launch found that extent equal to its number of cubes."""
         if not self.stable(var):
             return False
-        if (var.kind, var.id) == _CUBE_POS and self.counts_cubes(ProductFactor("shape", memory.id, dim)):
+        if (var.kind, var.id) == CUBE_POS_KEY and self.counts_cubes(ProductFactor("shape", memory.id, dim)):
             return True
         found = self.defs.get((var.kind, var.id))
         for fact in env:

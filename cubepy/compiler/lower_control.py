@@ -468,13 +468,16 @@ def hint_unroll(lw: KernelLowering, back_edge: ir.Instruction, unroll: int) -> N
     back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
 
 
-def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction, enable: bool = True) -> None:
-    """Attach the loop ID asking LLVM to vectorize the loop of ``back_edge`` (it is then not unrolled whole
-    before the vectorizer sees it), or, ``enable=False``, not to: its body's own vector code is better."""
+def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction, enable: bool = True, whole: bool = False) -> None:
+    """Attach the loop ID asking LLVM to vectorize the loop of ``back_edge``, or, ``enable=False``, not to: its
+    body's own vector code is better.  ``whole``: and not to unroll it (a short loop LLVM's full unrolling would
+    take apart before the vectorizer sees it, which then vectorizes the loop around it instead)."""
     module = lw.module
     flag = ir.Constant(lt.I1, int(enable))
-    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), flag])
-    back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
+    hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), flag])]
+    if whole:
+        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    back_edge.set_metadata("llvm.loop", _LoopID(module, *hints))
 
 
 class _LoopID(ir.MDValue):  # type: ignore[misc]  # llvmlite ships no types
@@ -483,12 +486,13 @@ class _LoopID(ir.MDValue):  # type: ignore[misc]  # llvmlite ships no types
     Unroll 1 is ``llvm.loop.unroll.disable`` (NVPTX then prints ``.pragma "nounroll"`` for ptxas), N > 1
     ``llvm.loop.unroll.count N``."""
 
-    def __init__(self, module: ir.Module, hint: ir.MDValue) -> None:
-        super().__init__(module, [hint], name=str(len(module.metadata)))
+    def __init__(self, module: ir.Module, *hints: ir.MDValue) -> None:
+        super().__init__(module, list(hints), name=str(len(module.metadata)))
 
     def descr(self, buf: list[str]) -> None:
-        """``distinct !{ !self, !hint }``."""
-        buf += (f"distinct !{{ {self.get_reference()}, {self.operands[0].get_reference()} }}", "\n")
+        """``distinct !{ !self, !hint, ... }``."""
+        refs = ", ".join(hint.get_reference() for hint in self.operands)
+        buf += (f"distinct !{{ {self.get_reference()}, {refs} }}", "\n")
 
     __eq__ = object.__eq__  # each loop has its own ID
     __hash__ = object.__hash__

@@ -7,8 +7,9 @@ every round.  When the index is linear in the loop index, ``c * scale + offset``
 loop is split in two:
 
 ```text
-fast_end = min(end, ceil((length - min(length, offset)) / max(scale, 1)), ...)   (u64, one per access)
-for c in range(start, fast_end, step): ...  those accesses unchecked; counts where the original goes on
+fast_end = min(end, ceil((length - min(length, offset)) / max(scale, 1)), ..., 2**bits - step)   (u64)
+resume = start + ceil((fast_end - start) / step) * step if start < fast_end else start
+for c in range(start, fast_end, step): ...  those accesses unchecked
 for c in range(resume, end, step):     ...  the loop as written (checked): usually no round at all
 ```
 
@@ -21,9 +22,11 @@ offset (``x[row, c]``'s ``row * x.shape(1)``, rebuilt from a product of two 32-b
 that value too, and equals it below ``length``.  (Not in a cube-uniform split, whose offsets are upper
 bounds over the units: a wrapped value is no bound.)
 
-The first loop runs exactly the original's rounds while its index is below ``fast_end`` (wrapping as the
-original wraps), and the second picks up at the index the original would test next, so the two run the
-same rounds in the same order.  Both stay plain top-level loops (the cpu runtime runs such loops in
+The first loop runs exactly the original's rounds while its index is below ``fast_end``; it stops before an
+index could wrap (``2**bits - step``), so ``resume``, the index the original would test next, is the closed
+form above (computed before the loops: a counter kept in the fast loop would be stored per unit and round
+on the cpu runtime, where a unit's rounds run side by side with its cube's other units).  The second loop
+picks up there, wrapping as the original wraps, so the two run the same rounds in the same order.  Both stay plain top-level loops (the cpu runtime runs such loops in
 lockstep across units).  Only loops whose two parts cannot be told apart are split: an unsigned index of
 at most 32 bits counting up by a literal positive step to an invariant ``end`` that is not a literal (a
 literal ``end`` gives a trip count the compiler sees, short or unrolled, where a second copy of the loop
@@ -91,12 +94,11 @@ def version_loops(definition: KernelDefinition) -> KernelDefinition:
         return definition
     seen = [v for inst in walk(definition.body) for v in _variables(inst)]
     fresh = itertools.count(max((v.id for v in seen if v.kind is VarKind.CONST), default=-1) + 1)
-    fresh_mut = itertools.count(max((v.id for v in seen if v.kind is VarKind.MUT), default=-1) + 1)
     written = _written(definition.body)
     lengths = {p.var.id: p.len_is_buffer_len for p in definition.buffers}
     everywhere = {(i.out.kind, i.out.id): i.operation for i in walk(definition.body) if i.out is not None}
     facts = _Facts(lengths, everywhere, definition.cube_dim)
-    return attrs.evolve(definition, body=_scope(definition.body, (fresh, fresh_mut), written, facts))
+    return attrs.evolve(definition, body=_scope(definition.body, fresh, written, facts))
 
 
 def _variables(inst: Instruction) -> Iterator[Variable]:
@@ -118,7 +120,7 @@ def _written(scope: Scope) -> set[_Key]:
     return keys
 
 
-def _scope(scope: Scope, fresh: tuple[Iterator[int], Iterator[int]], written: set[_Key], facts: _Facts) -> Scope:
+def _scope(scope: Scope, fresh: Iterator[int], written: set[_Key], facts: _Facts) -> Scope:
     out: list[Instruction] = []
     for inst in scope.instructions:
         operation = map_child_scopes(inst.operation, lambda child: _scope(child, fresh, written, facts))
@@ -300,10 +302,7 @@ def _unit_top(name: str, cube_dim: tuple[int, int, int]) -> int | None:
     return None
 
 
-def _version(
-    inst: Instruction, loop: branch.RangeLoop, ids: tuple[Iterator[int], Iterator[int]], facts: _Facts
-) -> list[Instruction]:
-    fresh, fresh_mut = ids
+def _version(inst: Instruction, loop: branch.RangeLoop, fresh: Iterator[int], facts: _Facts) -> list[Instruction]:
     lengths = facts.lengths
     inside = _written(loop.body)
     inside.add((loop.index.kind, loop.index.id))
@@ -408,21 +407,22 @@ def _version(
             passes = new(Type(BOOL), ops.Lt(new(Type(U64), ops.Mul(last(), build(scale))), length))
             length = new(Type(U64), ops.Select(passes, wide(loop.end), constant(0, Type(U64))))
         fast_end = new(Type(U64), ops.Min(fast_end, length))
-    # The fast loop counts where the original goes on (its index plus the step, wrapped as the loop's own
-    # increment wraps), first thing in each round so ``continue`` cannot skip it; the rest starts there.
+    # ``resume`` as the module docstring says: nothing in it wraps (fast_end - 1 - start and start + rounds *
+    # step stay below 2**bits), and it is computed before the fast loop, not between the two loops (on the cpu
+    # runtime that would be one more pass over the cube's units).
     index_type = loop.index.type
-    resume = Variable(VarKind.MUT, next(fresh_mut), index_type)
-    emit.append(Instruction(resume, ops.Assign(loop.start), inst.loc))
-    fast = _unchecked(loop, covered)
-    following = Variable(VarKind.CONST, next(fresh), index_type)
-    count = (
-        Instruction(following, ops.Add(loop.index, loop.step), inst.loc),
-        Instruction(resume, ops.Assign(following), inst.loc),
-    )
-    fast = attrs.evolve(fast, end=new(index_type, ops.Cast(fast_end)), body=Scope(count + fast.body.instructions))
+    step = int(loop.step.value)  # type: ignore[call-overload]  # _eligible: a literal positive step
+    no_wrap = constant(2**index_type.elem.bits - step, Type(U64))
+    fast_end = new(index_type, ops.Cast(new(Type(U64), ops.Min(fast_end, no_wrap))))
+    runs = new(Type(BOOL), ops.Lt(loop.start, fast_end))
+    last_offset = new(index_type, ops.Sub(new(index_type, ops.Sub(fast_end, constant(1, index_type))), loop.start))
+    step_var = constant(step, index_type)
+    rounds = new(index_type, ops.Add(new(index_type, ops.Floordiv(last_offset, step_var)), constant(1, index_type)))
+    past = new(index_type, ops.Add(loop.start, new(index_type, ops.Mul(rounds, step_var))))
+    resume = new(index_type, ops.Select(runs, past, loop.start))
+    fast = attrs.evolve(_unchecked(loop, covered), end=fast_end)
     emit.append(_renamed(attrs.evolve(inst, operation=fast), fresh))
-    rest = attrs.evolve(loop, start=new(index_type, ops.Assign(resume)))
-    emit.append(attrs.evolve(inst, operation=rest))
+    emit.append(attrs.evolve(inst, operation=attrs.evolve(loop, start=resume)))
     return emit
 
 

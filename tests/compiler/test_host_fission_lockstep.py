@@ -144,7 +144,17 @@ def test_a_literal_step_loop_gives_each_unit_its_own_iterations(runtime, start, 
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
-@pytest.mark.parametrize(("start", "end", "step"), [(3, 70, 2), (0, 20, 1), (2**32 - 80, 2**32 - 8, 4)])
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [
+        (3, 70, 2),
+        (0, 20, 1),
+        (2**32 - 80, 2**32 - 8, 4),
+        (0, 64, 32),  # every unit runs two iterations: no tested round after the untested ones
+        # one iteration each by the trip count, but start - 4 wraps below 0 to under the end: the loops go on
+        (10, 50, 2**32 - 4),
+    ],
+)
 def test_a_literal_step_loop_over_u32(runtime, start, end, step):
     client = cp.client(runtime)
     ho = client.zeros(64, np.uint32)

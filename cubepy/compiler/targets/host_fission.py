@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
 I8, I32, I64, PTR = ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
 FRAME_ARRAY_ALIGN = 64  # each per-unit array starts on a cache line (and a 512-bit vector)
+WHOLE_UNITS = 64  # unit loops this short are kept from LLVM's full unrolling (``CubeLoops._counted``)
 
 
 class CubeLoops:
@@ -166,10 +167,12 @@ class CubeLoops:
     def _counted(self, count: int, name: str, body: Callable[[ir.Value], None], *, vector: bool | None = None) -> None:
         """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1.
 
-        ``vector``: True, the loop LLVM should vectorize (a loop over 16 or 32 units is otherwise unrolled
-        whole before the vectorizer sees it, leaving strided scatters to the SLP vectorizer); False, a loop
-        it should not (a plane's 32 lanes are one vector already: across planes they would be gathers);
-        None, LLVM's choice.
+        ``vector``: True, the loop LLVM should vectorize; False, a loop it should not (a plane's 32 lanes are
+        one vector already: across planes they would be gathers); None, LLVM's choice.  A loop to vectorize of
+        at most ``WHOLE_UNITS`` is also kept from being unrolled: a loop over 16 or 32 units is otherwise
+        unrolled whole before the vectorizer sees it, which leaves strided scatters to the SLP vectorizer, or
+        has it vectorize the lockstep rounds around it instead, gathering each unit's items a round apart (a
+        32-unit row softmax ran 2.3x slower so).  Longer loops are left to LLVM, which interleaves them.
         """
         lw = self.lw
         b = lw.builder
@@ -188,7 +191,7 @@ class CubeLoops:
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1), flags=["nuw"]), counter)
         back_edge = b.branch(head)
         if vector is not None:
-            hint_vectorize(lw, back_edge, vector)
+            hint_vectorize(lw, back_edge, vector, whole=vector and count <= WHOLE_UNITS)
         b.position_at_end(done)
 
     def _plane_collective(self, inst: Instruction) -> None:
@@ -260,12 +263,20 @@ class CubeLoops:
             flags = b.gep(self.frame, [flags_offset], source_etype=I8)
             return b.gep(flags, [b.zext(self.unit, I64)], source_etype=I8)
 
+        round_slot, ran = lw.alloca(I32, f"round{op.index.id}"), lw.alloca(I32, f"ran{op.index.id}")
+        all_run, complete = self._rounds_all_run(op)
+        b = lw.builder
+        b.store(all_run, round_slot)
+        head, done, tested = (
+            lw.new_block("lockstep.round"),
+            lw.new_block("lockstep.end"),
+            lw.new_block("lockstep.tested"),
+        )
+        # Units that all ran their last iteration in the untested rounds need no tested round to find that out.
+        b.cbranch(complete, done, tested)
+        b.position_at_end(tested)
         self._for_units(lambda: lw.builder.store(ir.Constant(I8, 0), finished()))
         b = lw.builder
-        round_slot, ran = lw.alloca(I32, f"round{op.index.id}"), lw.alloca(I32, f"ran{op.index.id}")
-        b.store(self._rounds_all_run(op), round_slot)
-        b = lw.builder
-        head, done = lw.new_block("lockstep.round"), lw.new_block("lockstep.end")
         b.branch(head)
         b.position_at_end(head)
         b.store(ir.Constant(I32, 0), ran)  # units that ran this round: a sum LLVM vectorizes
@@ -298,24 +309,35 @@ class CubeLoops:
         b.cbranch(b.icmp_unsigned("!=", b.load(ran, typ=I32), ir.Constant(I32, 0)), head, done)
         b.position_at_end(done)
 
-    def _rounds_all_run(self, op: branch.RangeLoop) -> ir.Value:
-        """Run the rounds that every running unit runs, without tests; the number of them (0 when unknown).
+    def _rounds_all_run(self, op: branch.RangeLoop) -> tuple[ir.Value, ir.Value]:
+        """Run the rounds that every running unit runs, without tests: (the number of them, 0 when unknown;
+        whether every unit's iterations are over after them).
 
         With a literal step and an index of at most 32 bits, unit ``u`` runs ``trips(u)`` iterations before its
         index first fails the test (``ceil((end - start) / step)`` going up), computed in i64; in rounds below
         the least of them every index lies between ``start`` and ``end``, so nothing wraps and every test
         passes.  Those rounds need no finished bytes, tests or masks: plain vector code.  The rounds after
-        them run with the tests, from there.
+        them run with the tests, from there; none are needed when every unit runs as many iterations (the
+        usual case: ``range(UNIT_POS, n, CUBE_DIM)`` with ``n`` a multiple of the cube) and the index after the
+        last one, ``start + trips * step``, is in the index type's range: then it is the exact next index, past
+        ``end``, so every unit's own loop ends there (a wrapped one could still pass the test).
         """
         lw = self.lw
         b = lw.builder
         step_value = op.step.value if op.step.is_constant else 0
         # (The frontend makes no inclusive loops: an IR-built one takes the tested rounds from the first.)
         if not isinstance(step_value, int) or step_value == 0 or op.index.elem.bits > 32 or op.inclusive:
-            return ir.Constant(I32, 0)
-        extend = b.sext if op.index.elem.kind == "int" else b.zext
+            return ir.Constant(I32, 0), ir.Constant(lt.I1, 0)
+        signed = op.index.elem.kind == "int"
+        extend = b.sext if signed else b.zext
+        bits = op.index.elem.bits
+        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
         least = lw.alloca(I64, f"all_run{op.index.id}")
         b.store(ir.Constant(I64, 2**31 - 1), least)
+        most = lw.alloca(I64, f"most_run{op.index.id}")
+        b.store(ir.Constant(I64, 0), most)
+        exact = lw.alloca(lt.I1, f"exact_end{op.index.id}")
+        b.store(ir.Constant(lt.I1, 1), exact)
 
         def trips() -> None:
             b = lw.builder
@@ -325,10 +347,21 @@ class CubeLoops:
             count = b.select(b.icmp_signed(">", distance, ir.Constant(I64, 0)), count, ir.Constant(I64, 0))
             so_far = b.load(least, typ=I64)
             b.store(b.select(b.icmp_signed("<", count, so_far), count, so_far), least)
+            so_far = b.load(most, typ=I64)
+            b.store(b.select(b.icmp_signed(">", count, so_far), count, so_far), most)
+            after = b.add(start, b.mul(count, ir.Constant(I64, step_value)))  # |count * step| <= 2**33: no overflow
+            in_range = b.and_(
+                b.icmp_signed(">=", after, ir.Constant(I64, low)), b.icmp_signed("<=", after, ir.Constant(I64, high))
+            )
+            b.store(b.and_(b.load(exact, typ=lt.I1), in_range), exact)
 
         self._for_units(trips)
         b = lw.builder
-        all_run = b.trunc(b.load(least, typ=I64), I32)
+        most_value = b.load(most, typ=I64)
+        least_value = b.load(least, typ=I64)  # (no running unit: 0 rounds, and complete)
+        least_value = b.select(b.icmp_signed("<", most_value, least_value), most_value, least_value)
+        complete = b.and_(b.load(exact, typ=lt.I1), b.icmp_signed("==", most_value, least_value))
+        all_run = b.trunc(least_value, I32)
         counter = lw.alloca(I32, f"all_round{op.index.id}")
         b.store(ir.Constant(I32, 0), counter)
         head, body, done = (lw.new_block(f"all_run.{part}") for part in ("head", "body", "end"))
@@ -348,7 +381,7 @@ class CubeLoops:
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1)), counter)
         b.branch(head)
         b.position_at_end(done)
-        return all_run
+        return all_run, complete
 
     def _round_count(self, op: branch.RangeLoop, rounds: ir.Value) -> ir.Value:
         """The i32 round number in the loop index's type (extended or wrapped as ``j`` steps would be)."""

@@ -21,6 +21,7 @@ from cubepy.ir.ops.branch import Loop, RangeLoop
 from cubepy.runtime.bindings import Bindings
 from cubepy.runtime.cpu import emulation, loader, packing, pool, workers
 from cubepy.runtime.handle import Handle
+from cubepy.runtime.host_heap import keep_medium_blocks
 from cubepy.runtime.rollback import restore_on_failure
 
 NO_OUT_OF_BOUNDS_REPORTS = (
@@ -113,6 +114,7 @@ class CpuBackend:
 
     def __init__(self, threads: int | None = None, report_out_of_bounds: bool = False) -> None:
         self.threads = threads  # None: CUBEPY_CPU_THREADS, whose 0 means one per usable CPU
+        keep_medium_blocks()  # launch temporaries (restored buffers, emulated copies) come from the heap
         # sanitize=True on the cpu runtime: checked-mode accesses that miss are reported (unit, index, line);
         # races, barrier misuse and the rest of the sanitizer stay on the interp.
         self.report_out_of_bounds = report_out_of_bounds

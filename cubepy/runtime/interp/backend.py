@@ -9,6 +9,7 @@ from cubepy.errors import LaunchError
 from cubepy.ir.kernel import written_slots
 from cubepy.runtime.backend import MAX_SHARED_BYTES
 from cubepy.runtime.bindings import Bindings
+from cubepy.runtime.host_heap import keep_medium_blocks
 from cubepy.runtime.rollback import restore_on_failure
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class InterpBackend:
     def __init__(self, schedule: Schedule | None = None) -> None:
         # A Schedule, or None: CUBEPY_SCHEDULE (read at each launch) decides.
         self.schedule = schedule
+        keep_medium_blocks()  # a chunk's temporaries come from the heap, not from fresh pages
         self._fits: dict[int, object] = {}  # id -> definition already checked (its limits do not change)
         self._writes: dict[int, tuple[object, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 

@@ -187,3 +187,31 @@ def test_a_uniform_value_built_from_a_mutable_local_is_not_hoisted(runtime):
     uniform_chain.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(ho), 7)
     doubled = (7 + 1) * 2
     np.testing.assert_array_equal(client.read(ho), (doubled + (31 - np.arange(32)) + doubled).astype(np.uint32))
+
+
+@cube(launch=True)
+def after_early_returns(out: Array[u32], n: u32, end: u32):
+    """Units below ``n`` return before a loop run in lockstep; the others sum their own indices."""
+    if UNIT_POS < n:
+        return
+    total = u32(0)
+    for i in range(UNIT_POS, end, 32):
+        total += i
+    cp.sync_cube()
+    out[UNIT_POS] = total
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("returned", [0, 5, 32])
+def test_a_lockstep_loop_after_units_returned(runtime, returned):
+    """With every unit returned, no unit's trip count lowers the least of them: the rounds every unit runs were
+    once 2**31 - 1 empty ones (a 32-unit launch took 17 s on the cpu runtime); they are none now."""
+    plan = plan_fission(
+        _definition(after_early_returns, cp.CubeDim(32), *_arrays("u32"), *[cp.ScalarCompilationArg("u32")] * 2)
+    )
+    assert plan is not None and plan.returns and len(plan.lockstep) == 1
+    client = cp.client(runtime)
+    out = client.zeros(32, np.uint32)
+    after_early_returns.launch(client, cp.CubeCount(1), cp.CubeDim(32), cp.ArrayArg(out), returned, 100)
+    expected = [0 if u < returned else sum(range(u, 100, 32)) for u in range(32)]
+    np.testing.assert_array_equal(client.read(out), np.array(expected, np.uint32))

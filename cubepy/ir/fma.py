@@ -72,7 +72,9 @@ def _fma32(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
     round-to-odd path; the others cost one f64 buffer (product, then sum) and one bit buffer.
     """
     with np.errstate(all="ignore"):
-        total = np.asarray(np.multiply(a, b, dtype=F64))  # two 24-bit significands: exact in f64
+        # The three operands' common shape: ``a`` and ``b`` may be single values and ``c`` one per lane.
+        total = np.empty(np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c)), F64)
+        np.multiply(a, b, out=total, dtype=F64)  # two 24-bit significands: exact in f64
         np.add(total, c, out=total, dtype=F64)
         bits = total.reshape(-1).view(np.uint64)  # 1-D: ufuncs on 0-d arrays return scalars
         low = np.bitwise_and(bits, _F32_DROPPED)

@@ -188,3 +188,23 @@ def test_ieee_special_values(fmt):
 def test_broadcasts_a_scalar_operand():
     got = fma(np.float32(2.0), np.array([1.0, 2.0, 3.0], np.float32), np.float32(1.0), np.float32)
     assert got.tolist() == [3.0, 5.0, 7.0] and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("fmt", ["f32", "f16", "f64"])
+@pytest.mark.parametrize("per_lane", ["c", "a", "b", "ab", "bc", "abc"])
+def test_any_operands_may_be_single_values(fmt, per_lane):
+    """One value or one per lane, in any combination (the interp passes uniform operands as single values): each
+    lane rounds once as the oracle says.  f32 with only ``c`` per lane once failed: the product had no lanes."""
+    dtype = FORMATS[fmt][0]
+    lanes = {
+        "a": np.array([1.5, -3.25, 7.0, 0.1], dtype),
+        "b": np.array([2.0, 0.3, -1.75, 1e-3], dtype),
+        "c": np.array([0.7, -2.5, 11.0, 1.0], dtype),
+    }
+    single = {"a": dtype.type(1.1), "b": dtype.type(-2.9), "c": dtype.type(0.25)}
+    operands = [lanes[name] if name in per_lane else single[name] for name in "abc"]
+    got = fma(*operands, dtype)
+    assert got.shape == (4,) and got.dtype == dtype
+    wide = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in operands))
+    want = [oracle(float(x), float(y), float(z), fmt) for x, y, z in zip(*wide)]
+    assert got.astype(np.float64).tolist() == want

@@ -91,8 +91,16 @@ def cpu():
     [
         # one consumer warpgroup, 64-key blocks: two blocks, the second ragged
         ((1, 2, 70), 90, 64, np.float16, False, AttentionConfig(block_m=64, block_n=64)),
-        # a 2-stage ring of 32-key blocks: the producer waits on `empty` in its second round
-        ((1, 2, 70), 90, 64, ml_dtypes.bfloat16, True, AttentionConfig(block_m=64, block_n=32, stages=2)),
+        # a 2-stage ring of 32-key blocks: the producer waits on `empty` in its second round (5 s: the slow tier)
+        pytest.param(
+            (1, 2, 70),
+            90,
+            64,
+            ml_dtypes.bfloat16,
+            True,
+            AttentionConfig(block_m=64, block_n=32, stages=2),
+            marks=pytest.mark.slow,
+        ),
         # two consumer warpgroups (block_m 128), 64-key blocks, more queries than keys (seconds: the slow tier)
         pytest.param(
             (1, 1, 130), 100, 64, np.float16, True, AttentionConfig(block_m=128, block_n=64), marks=pytest.mark.slow

@@ -298,6 +298,22 @@ def _runtime_if(cond: Any, body: Callable[..., object]) -> None:
     parent.append(irops.If(operations.to_bool(cond).var, child.freeze()))
 
 
+def _runtime_if_else(cond: Any, then: Callable[..., object], otherwise: Callable[..., object]) -> None:
+    """Emit ``if cond: then() else: otherwise()`` as an IR branch (``cond`` a runtime bool)."""
+    state = require_state()
+    parent = state.current
+    bodies = []
+    for emit in (then, otherwise):
+        child = parent.child()
+        state.current = child
+        try:
+            emit()
+        finally:
+            state.current = parent
+        bodies.append(child.freeze())
+    parent.append(irops.IfElse(operations.to_bool(cond).var, bodies[0], bodies[1]))
+
+
 class Pipeline:
     """``cp.Pipeline(stages)``: a multi-stage copy pipeline of one unit (CubeCL's ``Pipeline``, cp.async groups).
 
@@ -334,19 +350,23 @@ class Pipeline:
 
         With ``n`` stages in flight all but the newest ``n - 1`` must have landed.  A loop's steady state has
         ``stages - 1`` or ``stages`` in flight (the wait before or after the commit), and those two wait exactly;
-        the fewer of a loop's last tiles share one ``wait_group 0`` (waiting for more is always correct), so the
-        dispatch is two compares and a range test for any number of stages, not one branch per count."""
+        the fewer of a loop's last tiles share one ``wait_group 0`` (waiting for more is always correct, and with
+        nothing in flight it returns at once), so the dispatch is one if/else chain of at most two compares for
+        any number of stages."""
         top = self.stages - 1
-        for pending in range(top, max(top - 2, -1), -1):
-            # ``stages`` or more in flight: wait_group stages - 1; exactly stages - 1: wait_group stages - 2
-            op = "ge" if pending == top else "eq"
-            cond = operations.compare(op, self._in_flight, _u32_literal(pending + 1))
-            _runtime_if(cond, lambda pending=pending: async_wait_group(pending))
-        if top == 2:  # 1 in flight
-            _runtime_if(operations.compare("eq", self._in_flight, _u32_literal(1)), lambda: async_wait_group(0))
-        elif top > 2:  # 1 .. stages - 2 in flight (0: nothing to wait for): n - 1 < stages - 2 in wrapping u32
-            fewer = operations.binary("sub", self._in_flight, _u32_literal(1))
-            _runtime_if(operations.compare("lt", fewer, _u32_literal(top - 1)), lambda: async_wait_group(0))
+        if top == 0:  # one stage: wait for it (nothing in flight: a wait that returns at once)
+            async_wait_group(0)
+            return
+
+        def rest() -> None:  # fewer than ``stages`` in flight
+            if top == 1:
+                async_wait_group(0)
+                return
+            exactly_top = operations.compare("eq", self._in_flight, _u32_literal(top))
+            _runtime_if_else(exactly_top, lambda: async_wait_group(top - 1), lambda: async_wait_group(0))
+
+        full = operations.compare("ge", self._in_flight, _u32_literal(self.stages))
+        _runtime_if_else(full, lambda: async_wait_group(top), rest)
 
     def consumer_release(self) -> None:
         """Retire the oldest stage: its shared memory may be refilled (after a ``sync_cube`` when others read it)."""

@@ -281,37 +281,15 @@ def async_wait_group(n: Any) -> None:
     current_scope().append(irops.AsyncWaitGroup(_pending(n)))
 
 
-def _runtime_if(cond: Any, body: Callable[..., object]) -> None:
-    """Emit ``if cond: body()`` as an IR branch (``cond`` a runtime bool; comptime ones run or skip)."""
-    if operations.is_comptime(cond):
-        if operations.comptime_value(cond):
-            body()
-        return
-    state = require_state()
-    parent = state.current
-    child = parent.child()
-    state.current = child
-    try:
-        body()
-    finally:
-        state.current = parent
-    parent.append(irops.If(operations.to_bool(cond).var, child.freeze()))
-
-
 def _runtime_if_else(cond: Any, then: Callable[..., object], otherwise: Callable[..., object]) -> None:
     """Emit ``if cond: then() else: otherwise()`` as an IR branch (``cond`` a runtime bool)."""
     state = require_state()
-    parent = state.current
     bodies = []
     for emit in (then, otherwise):
-        child = parent.child()
-        state.current = child
-        try:
+        with state.in_scope(state.current.child()) as child:
             emit()
-        finally:
-            state.current = parent
         bodies.append(child.freeze())
-    parent.append(irops.IfElse(operations.to_bool(cond).var, bodies[0], bodies[1]))
+    state.current.append(irops.IfElse(operations.to_bool(cond).var, bodies[0], bodies[1]))
 
 
 class Pipeline:

@@ -26,8 +26,8 @@ The first loop runs exactly the original's rounds while its index is below ``fas
 index could wrap (``2**bits - step``), so ``resume``, the index the original would test next, is the closed
 form above (computed before the loops: a counter kept in the fast loop would be stored per unit and round
 on the cpu runtime, where a unit's rounds run side by side with its cube's other units).  The second loop
-picks up there, wrapping as the original wraps, so the two run the same rounds in the same order.  Both stay plain top-level loops (the cpu runtime runs such loops in
-lockstep across units).  Only loops whose two parts cannot be told apart are split: an unsigned index of
+picks up there, wrapping as the original wraps, so the two run the same rounds in the same order.  Both
+stay plain top-level loops (the cpu runtime runs such loops in lockstep across units).  Only loops whose two parts cannot be told apart are split: an unsigned index of
 at most 32 bits counting up by a literal positive step to an invariant ``end`` that is not a literal (a
 literal ``end`` gives a trip count the compiler sees, short or unrolled, where a second copy of the loop
 costs more code than its checks), and a body of lane-local work (arithmetic, memory

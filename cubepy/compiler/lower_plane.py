@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import llvmlite.ir as ir
 
@@ -26,7 +27,7 @@ from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.builtins import sreg
 from cubepy.compiler.lower import KernelLowering, as_u32, lowers
 from cubepy.compiler.lower_arith import binary, map_lanes
-from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, ops
+from cubepy.ir import BF16, F16, F32, ElemType, Instruction, Type, VarKind, ops
 from cubepy.ir.variable import PLANE_WIDTH
 
 FULL_MASK = ir.Constant(lt.I32, -1)
@@ -137,29 +138,59 @@ def full_plane_lanes(
 def _full_plane_vector(
     lw: KernelLowering, kind: str, scan: str | None, values: list[ir.Value], elem: ElemType
 ) -> list[ir.Value]:
-    """``full_plane_lanes`` of scalar lanes: lane ``i`` of a 32-lane vector is lane ``i``'s value, and each step
-    combines it with the lane its shuffle would read (``acc[i] op acc[i ^ offset]``; a scan's
-    ``acc[i] op acc[i - offset]`` where ``i >= offset``), in the scalar form's operand order."""
+    """``full_plane_lanes`` of scalar lanes, through ``plane_row_reduction`` of the lanes as one vector."""
+    return vector_lanes(lw.builder, _row_reduction(lw, kind, scan, lane_vector(lw.builder, values), elem))
+
+
+def _row_reduction(lw: KernelLowering, kind: str, scan: str | None, row: ir.Value, elem: ElemType) -> ir.Value:
+    """Lane ``i`` of the 32-lane vector ``row`` is lane ``i``'s value; each step combines it with the lane its
+    shuffle would read (``acc[i] op acc[i ^ offset]``; a scan's ``acc[i] op acc[i - offset]`` where
+    ``i >= offset``), in the scalar form's operand order."""
     b = lw.builder
     lanes = range(PLANE_WIDTH)
-    acc = _lane_vector(b, values)
+    acc = row
     if scan is None:
         for offset in (16, 8, 4, 2, 1):
             partner = b.shuffle_vector(acc, acc, _lane_indices([lane ^ offset for lane in lanes]))
             acc = _combine(lw, kind, acc, partner, elem)
-    else:
-        for offset in (1, 2, 4, 8, 16):
-            earlier = b.shuffle_vector(acc, acc, _lane_indices([max(lane - offset, 0) for lane in lanes]))
-            combined = _combine(lw, kind, acc, earlier, elem)
-            reaches = ir.Constant(ir.VectorType(lt.I1, PLANE_WIDTH), [lane >= offset for lane in lanes])
-            acc = b.select(reaches, combined, acc)
-    results = _vector_lanes(b, acc)
-    if scan == "exclusive":
-        results = [_identity(kind, elem, values[0].type), *results[:-1]]
-    return results
+        return acc
+    for offset in (1, 2, 4, 8, 16):
+        earlier = b.shuffle_vector(acc, acc, _lane_indices([max(lane - offset, 0) for lane in lanes]))
+        combined = _combine(lw, kind, acc, earlier, elem)
+        reaches = ir.Constant(ir.VectorType(lt.I1, PLANE_WIDTH), [lane >= offset for lane in lanes])
+        acc = b.select(reaches, combined, acc)
+    if scan == "exclusive":  # lane 0 gets the identity, lane i the inclusive result of lane i - 1
+        item = cast(ir.VectorType, row.type).element
+        first = b.insert_element(acc, _identity(kind, elem, item), ir.Constant(lt.I32, PLANE_WIDTH - 1))
+        acc = b.shuffle_vector(first, first, _lane_indices([(lane - 1) % PLANE_WIDTH for lane in lanes]))
+    return acc
 
 
-def _lane_vector(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
+def plane_row_result(lw: KernelLowering, inst: Instruction, row: ir.Value) -> ir.Value | None:
+    """The whole-plane operation ``inst`` on a plane's 32 scalar operands held as one vector ``row``, as one
+    vector (lane ``i``'s result in element ``i``), where that is a fixed computation: a reduction or scan,
+    or a move by one literal source or offset.  None for the rest (``exchange_lanes`` computes those)."""
+    op = inst.operation
+    assert isinstance(op, ops.PlaneOp)
+    b = lw.builder
+    kind = op.name.removeprefix("plane_")
+    if isinstance(op, LANEWISE):
+        assert op.value is not None
+        scan, _, reduce_kind = kind.rpartition("_")
+        elem = op.value.elem
+        if elem not in (F16, BF16):
+            return _row_reduction(lw, reduce_kind, scan or None, row, elem)
+        wide = b.fpext(row, ir.VectorType(lt.F32_TYPE, PLANE_WIDTH))
+        return b.fptrunc(_row_reduction(lw, reduce_kind, scan or None, wide, F32), row.type)
+    mode = _MOVE_MODE.get(kind)
+    arg = op.arg
+    if mode is None or arg is None or arg.kind is not VarKind.CONSTANT or not isinstance(arg.value, int):
+        return None
+    sources = [_literal_source(mode, lane, arg.value) for lane in range(PLANE_WIDTH)]
+    return b.shuffle_vector(row, row, _lane_indices(sources))
+
+
+def lane_vector(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
     """The 32 lanes' scalar values as one vector, lane ``i`` in element ``i``."""
     vector = ir.Constant(ir.VectorType(values[0].type, PLANE_WIDTH), None)
     for lane, value in enumerate(values):
@@ -167,7 +198,7 @@ def _lane_vector(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
     return vector
 
 
-def _vector_lanes(b: ir.IRBuilder, vector: ir.Value) -> list[ir.Value]:
+def vector_lanes(b: ir.IRBuilder, vector: ir.Value) -> list[ir.Value]:
     """Element ``i`` of a 32-lane vector as lane ``i``'s scalar value."""
     return [b.extract_element(vector, ir.Constant(lt.I32, lane)) for lane in range(PLANE_WIDTH)]
 
@@ -394,8 +425,8 @@ def exchange_lanes(
         # one ``shufflevector`` of a 32-lane vector (``source_lane``'s rule, on literals).
         (arg,) = offsets
         sources = [_literal_source(_MOVE_MODE[kind], lane, int(arg)) for lane in range(PLANE_WIDTH)]
-        vector = _lane_vector(b, values)
-        return _vector_lanes(b, b.shuffle_vector(vector, vector, _lane_indices(sources)))
+        vector = lane_vector(b, values)
+        return vector_lanes(b, b.shuffle_vector(vector, vector, _lane_indices(sources)))
     array_t = ir.ArrayType(values[0].type, PLANE_WIDTH)
     scratch = lw.alloca(array_t, "plane_values")
     zero = ir.Constant(lt.I32, 0)

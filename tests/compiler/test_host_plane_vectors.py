@@ -115,3 +115,37 @@ def test_a_move_of_a_builtin_after_a_barrier(runtime):
     out = client.zeros(96, np.uint32)
     lane_sums.launch(client, cp.CubeCount(1), cp.CubeDim(96), cp.ArrayArg(out))
     np.testing.assert_array_equal(client.read(out), (np.arange(96) % 32 ^ 3) + 32)
+
+
+@cube(launch=True)
+def plane_chain(data: Array[f32], out: Array[f32]):
+    """A value kept between stretches, moved and reduced by whole planes, the results kept again."""
+    value = data[UNIT_POS]
+    moved = cp.plane_shuffle_xor(value, u32(1))
+    total = cp.plane_sum(moved)
+    scanned = cp.plane_exclusive_sum(value)
+    out[UNIT_POS] = total + scanned * f32(2.0)
+
+
+def test_frame_kept_operands_and_results_move_as_whole_plane_rows():
+    """A plane's 32 operands sit side by side in the unit frame: one vector load, the shuffles, one vector
+    store, with no per-lane scalar moves in between (those were 64 scalar loads and stores per plane)."""
+    host = compile_host(
+        _definition(plane_chain, cp.CubeDim(64), cp.BufferCompilationArg("f32", 1), cp.BufferCompilationArg("f32", 1))
+    )
+    assert host.shape == "unit loops"
+    assert host.llvm.count("load <32 x float>") == 3
+    assert host.llvm.count("store <32 x float>") == 3
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal(64).astype(np.float32)
+    results = {}
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        out = client.zeros(64, np.float32)
+        plane_chain.launch(client, cp.CubeCount(1), cp.CubeDim(64), cp.ArrayArg(client.create(data)), cp.ArrayArg(out))
+        results[runtime] = client.read(out)
+    np.testing.assert_array_equal(results["cpu"].view(np.uint32), results["interp"].view(np.uint32))
+    planes = data.reshape(2, 32).astype(np.float64)
+    exclusive = np.cumsum(planes, axis=1) - planes
+    expected = np.repeat(planes.sum(axis=1), 32) + 2 * exclusive.ravel()
+    np.testing.assert_allclose(results["interp"], expected, rtol=1e-5, atol=1e-5)

@@ -57,7 +57,14 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower import as_u32
 from cubepy.compiler.lower_control import _loop_test, frame_locals_in_registers, hint_unroll, hint_vectorize
-from cubepy.compiler.lower_plane import EXCHANGES, exchange_lanes, plane_reduction_lanes
+from cubepy.compiler.lower_plane import (
+    EXCHANGES,
+    exchange_lanes,
+    lane_vector,
+    plane_reduction_lanes,
+    plane_row_result,
+    vector_lanes,
+)
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
@@ -85,7 +92,7 @@ class CubeLoops:
         self.next_unit: ir.Block | None = None  # inside a loop over units: where that unit's stretch ends
         self.types: dict[VarKey, ir.Type] = {}
         self.offsets: dict[VarKey, int] = {}
-        target_data = llvm.create_target_data(lw.module.data_layout)
+        self.target_data = target_data = llvm.create_target_data(lw.module.data_layout)
         end = 0
         for var in plan.per_unit:
             key = (var.kind, var.id)
@@ -211,22 +218,41 @@ class CubeLoops:
 
         def plane(index: ir.Value) -> None:
             b = lw.builder
+            first = b.mul(index, ir.Constant(I32, PLANE_WIDTH))
+            # Operands and results kept in the frame are 32 consecutive items of the plane: one vector load
+            # and one vector store (LLVM does not merge the 32 scalar moves into them itself).
+            operand_row = self._plane_row(operand, first)
+            result_row = self._plane_row(inst.out, first)
+            row = None
+            if operand_row is not None:
+                assert operand is not None
+                row_type = self._row_type(operand)
+                row = plane_row_result(lw, inst, b.load(operand_row, typ=row_type, align=self._row_align(row_type)))
+            if row is not None and result_row is not None:
+                b.store(row, result_row, align=self._row_align(row.type))
+                return
             values, args, units = [], [], []
             for lane in range(PLANE_WIDTH):
-                unit = b.add(b.mul(index, ir.Constant(I32, PLANE_WIDTH)), ir.Constant(I32, lane))
+                unit = b.add(first, ir.Constant(I32, lane))
                 self.unit = unit
                 self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
-                if operand is not None:
+                if operand is not None and row is None:
                     values.append(lw.value(operand))
-                if offset is not None:
+                if offset is not None and row is None:
                     args.append(as_u32(lw, lw.value(offset), offset))
                 units.append(unit)
-            if isinstance(op, ops.PlaneElect):  # the whole plane is there: its lowest lane is elected
+            if row is not None:
+                results = vector_lanes(b, row)
+            elif isinstance(op, ops.PlaneElect):  # the whole plane is there: its lowest lane is elected
                 results = [ir.Constant(lt.I1, lane == 0) for lane in range(PLANE_WIDTH)]
             elif isinstance(op, EXCHANGES):
                 results = exchange_lanes(lw, inst, values, args if offset is not None else None)
             else:
                 results = plane_reduction_lanes(lw, op, values)
+            if result_row is not None:
+                vector = lane_vector(b, results)
+                b.store(vector, result_row, align=self._row_align(vector.type))
+                return
             for unit, result in zip(units, results):
                 self.unit = unit  # where ``define`` stores the unit's result
                 lw.define(inst.out, result)
@@ -234,6 +260,27 @@ class CubeLoops:
         if lw.debug is not None:
             lw.builder.debug_metadata = lw.debug.location(inst.loc)
         self._counted(self.units // PLANE_WIDTH, "plane", plane, vector=False)
+
+    def _row_type(self, var: Variable) -> ir.VectorType:
+        return ir.VectorType(self.types[(var.kind, var.id)], PLANE_WIDTH)
+
+    def _row_align(self, row: ir.VectorType) -> int:
+        """A plane's row starts a multiple of ``32 * item`` bytes into a cache-line-aligned array."""
+        item_bytes: int = row.element.get_abi_size(self.target_data)
+        return min(FRAME_ARRAY_ALIGN, PLANE_WIDTH * item_bytes)
+
+    def _plane_row(self, var: Variable | None, first: ir.Value) -> ir.Value | None:
+        """Where the plane starting at unit ``first`` keeps ``var`` as 32 consecutive items, or None when it is
+        not a frame-kept scalar of whole bytes (an ``i1`` is a byte in memory but a bit in a vector)."""
+        if var is None or var.kind is not VarKind.CONST or not self.holds(var) or self.recomputes(var):
+            return None
+        item = self.types[(var.kind, var.id)]
+        if not isinstance(item, (ir.IntType, ir.HalfType, ir.FloatType, ir.DoubleType)):
+            return None
+        if isinstance(item, ir.IntType) and item.width % 8:
+            return None
+        self.unit = first
+        return self.pointer(var)
 
     def _each_unit(self, stretch: list[Instruction]) -> None:
         """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""

@@ -29,6 +29,11 @@ Inside a stretch, two more things make the loops over units vector code:
   unit's position, scalars and cube-uniform values (the matmul's ``row = CUBE_POS_Y * tile + UNIT_POS_Y``)
   is computed again in each stretch that reads it instead of living in the frame, so an address built
   from it stays affine in the unit's position (a vector load, not a gather of frame-loaded indices).
+* *Row guards.*  When what a stretch (or a lockstep round) runs per unit is a pure prefix and then an ``if``
+  on ``x < n`` with ``x = a + tid.x`` (``host_row_guard.find_guard``: ``if base + k * CUBE_DIM < n:
+  acc += data[...]``), each row's first unit evaluates the prefix, the units the guard admits run with the
+  test known (and assumed, so a checked access of the same index loses its test too), as plain vector
+  code, and the others skip the ``if``; a row where ``x`` could wrap runs as written.
 * *Lockstep loops.*  A ``range_loop`` at the top of a stretch whose bounds no assignment changes, with no
   ``break``/``continue`` of its own and no ``return`` inside, runs round by round: round ``j`` runs
   iteration ``j`` of every unit (index ``start + j * step``, wrapping as ``j`` steps would), then round
@@ -48,28 +53,28 @@ Anything else (barriers or collectives under divergent control, votes of lines, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from cubepy.compiler import llvm_types as lt
-from cubepy.compiler.lower import as_u32
 from cubepy.compiler.lower_control import _loop_test, frame_locals_in_registers, hint_unroll, hint_vectorize
-from cubepy.compiler.lower_plane import (
-    EXCHANGES,
-    exchange_lanes,
-    lane_vector,
-    plane_reduction_lanes,
-    plane_row_result,
-    vector_lanes,
-)
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
+from cubepy.compiler.targets.host_fission_planes import FRAME_ARRAY_ALIGN, lower_plane_collective
+from cubepy.compiler.targets.host_row_guard import (
+    Dependence,
+    RowGuard,
+    admitted_units,
+    find_guard,
+    guard_terms,
+    kernel_dependence,
+    lower_known_guard,
+)
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Scope
-from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -77,8 +82,7 @@ if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
 
 I8, I32, I64, PTR = ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
-FRAME_ARRAY_ALIGN = 64  # each per-unit array starts on a cache line (and a 512-bit vector)
-WHOLE_UNITS = 64  # unit loops this short are kept from LLVM's full unrolling (``CubeLoops._counted``)
+WHOLE_UNITS = 64  # unit loops this short are kept from LLVM's full unrolling (``CubeLoops.counted``)
 
 
 class CubeLoops:
@@ -112,6 +116,7 @@ class CubeLoops:
         self.running_offset = -(-end // FRAME_ARRAY_ALIGN) * FRAME_ARRAY_ALIGN
         self.frame_bytes = self.running_offset + (self.units if plan.returns else 0)
         self.frame: ir.Value = ir.Constant(PTR, None)
+        self._guard_facts: Dependence | None = None  # ``host_row_guard.kernel_dependence``, built when first needed
 
     # -- what KernelLowering asks ------------------------------------------------------------------
     def holds(self, var: Variable) -> bool:
@@ -166,15 +171,23 @@ class CubeLoops:
             if id(inst) in self.plan.lockstep:
                 self._lockstep(inst)
             elif isinstance(inst.operation, ops.PlaneOp):
-                self._plane_collective(inst)
+                lower_plane_collective(self, inst)
             elif id(inst) in self.plan.split:
                 self._split(inst)
         self._each_unit(pending)
 
-    def _counted(
-        self, count: int, name: str, body: Callable[[ir.Value], None], *, vector: bool | None = None, keep: bool = False
+    def counted(
+        self,
+        count: int,
+        name: str,
+        body: Callable[[ir.Value], None],
+        *,
+        vector: bool | None = None,
+        keep: bool = False,
+        bounds: tuple[ir.Value, ir.Value] | None = None,
     ) -> None:
-        """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1; ``keep``: not unrolled.
+        """``for i in range(count): body(i)``, or ``body(0)`` when ``count`` is 1; ``keep``: not unrolled;
+        ``bounds``: ``range(first, end)`` instead, a part of those ``count`` iterations known at run time.
 
         ``vector``: True, the loop LLVM should vectorize; False, a loop it should not (a plane's 32 lanes are
         one vector already: across planes they would be gathers); None, LLVM's choice.  A loop to vectorize of
@@ -188,16 +201,17 @@ class CubeLoops:
         """
         lw = self.lw
         b = lw.builder
-        if count == 1:
+        if count == 1 and bounds is None:
             body(ir.Constant(I32, 0))
             return
+        first, end = bounds or (ir.Constant(I32, 0), ir.Constant(I32, count))
         counter = lw.alloca(I32, name)
-        b.store(ir.Constant(I32, 0), counter)
+        b.store(first, counter)
         head, step, done = lw.new_block(f"{name}.head"), lw.new_block(f"{name}.body"), lw.new_block(f"{name}.end")
         b.branch(head)
         b.position_at_end(head)
         index = b.load(counter, typ=I32)
-        b.cbranch(b.icmp_unsigned("<", index, ir.Constant(I32, count)), step, done)
+        b.cbranch(b.icmp_unsigned("<", index, end), step, done)
         b.position_at_end(step)
         body(index)
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1), flags=["nuw"]), counter)
@@ -208,80 +222,6 @@ class CubeLoops:
             hint_unroll(lw, back_edge, 1)
         b.position_at_end(done)
 
-    def _plane_collective(self, inst: Instruction) -> None:
-        """A whole-plane reduction, scan, move, vote or election between two stretches: for each plane, its 32
-        units' operands from their frames, the shuffled form's results, each unit's result to its frame."""
-        lw = self.lw
-        op = inst.operation
-        assert isinstance(op, ops.PlaneOp)
-        operand, offset = op.value, op.arg
-
-        def plane(index: ir.Value) -> None:
-            b = lw.builder
-            first = b.mul(index, ir.Constant(I32, PLANE_WIDTH))
-            # Operands and results kept in the frame are 32 consecutive items of the plane: one vector load
-            # and one vector store (LLVM does not merge the 32 scalar moves into them itself).
-            operand_row = self._plane_row(operand, first)
-            result_row = self._plane_row(inst.out, first)
-            row = None
-            if operand_row is not None:
-                assert operand is not None
-                row_type = self._row_type(operand)
-                row = plane_row_result(lw, inst, b.load(operand_row, typ=row_type, align=self._row_align(row_type)))
-            if row is not None and result_row is not None:
-                b.store(row, result_row, align=self._row_align(row.type))
-                return
-            values, args, units = [], [], []
-            for lane in range(PLANE_WIDTH):
-                unit = b.add(first, ir.Constant(I32, lane))
-                self.unit = unit
-                self.target.enter_unit(lw, unit)  # the value may be a unit's builtin
-                if operand is not None and row is None:
-                    values.append(lw.value(operand))
-                if offset is not None and row is None:
-                    args.append(as_u32(lw, lw.value(offset), offset))
-                units.append(unit)
-            if row is not None:
-                results = vector_lanes(b, row)
-            elif isinstance(op, ops.PlaneElect):  # the whole plane is there: its lowest lane is elected
-                results = [ir.Constant(lt.I1, lane == 0) for lane in range(PLANE_WIDTH)]
-            elif isinstance(op, EXCHANGES):
-                results = exchange_lanes(lw, inst, values, args if offset is not None else None)
-            else:
-                results = plane_reduction_lanes(lw, op, values)
-            if result_row is not None:
-                vector = lane_vector(b, results)
-                b.store(vector, result_row, align=self._row_align(vector.type))
-                return
-            for unit, result in zip(units, results):
-                self.unit = unit  # where ``define`` stores the unit's result
-                lw.define(inst.out, result)
-
-        if lw.debug is not None:
-            lw.builder.debug_metadata = lw.debug.location(inst.loc)
-        self._counted(self.units // PLANE_WIDTH, "plane", plane, vector=False)
-
-    def _row_type(self, var: Variable) -> ir.VectorType:
-        return ir.VectorType(self.types[(var.kind, var.id)], PLANE_WIDTH)
-
-    def _row_align(self, row: ir.VectorType) -> int:
-        """A plane's row starts a multiple of ``32 * item`` bytes into a cache-line-aligned array."""
-        item_bytes: int = row.element.get_abi_size(self.target_data)
-        return min(FRAME_ARRAY_ALIGN, PLANE_WIDTH * item_bytes)
-
-    def _plane_row(self, var: Variable | None, first: ir.Value) -> ir.Value | None:
-        """Where the plane starting at unit ``first`` keeps ``var`` as 32 consecutive items, or None when it is
-        not a frame-kept scalar of whole bytes (an ``i1`` is a byte in memory but a bit in a vector)."""
-        if var is None or var.kind is not VarKind.CONST or not self.holds(var) or self.recomputes(var):
-            return None
-        item = self.types[(var.kind, var.id)]
-        if not isinstance(item, (ir.IntType, ir.HalfType, ir.FloatType, ir.DoubleType)):
-            return None
-        if isinstance(item, ir.IntType) and item.width % 8:
-            return None
-        self.unit = first
-        return self.pointer(var)
-
     def _each_unit(self, stretch: list[Instruction]) -> None:
         """The stretch's cube-uniform computations once, then the rest once for every unit, ``x`` innermost."""
         rest = []
@@ -291,7 +231,8 @@ class CubeLoops:
             else:
                 rest.append(inst)
         if rest:
-            self._for_units(lambda: self._lower_all(rest))
+            guard = self._row_guard(rest)
+            self._for_units(lambda: self._lower_all(rest), None if guard is None else (guard, lambda: None))
 
     def _lower_all(self, instructions: list[Instruction]) -> None:
         for inst in instructions:
@@ -426,11 +367,15 @@ class CubeLoops:
         b.position_at_end(body)
         rounds = self._round_count(op, rounds)
 
-        def iteration() -> None:
+        def setup() -> None:
             lw.define(op.index, self._round_index(op, rounds))
+
+        def iteration() -> None:
+            setup()
             lw.lower_scope(op.body)
 
-        self._for_units(iteration)
+        guard = self._row_guard(op.body.instructions)
+        self._for_units(iteration, None if guard is None else (guard, setup))
         b = lw.builder
         b.store(b.add(b.load(counter, typ=I32), ir.Constant(I32, 1)), counter)
         b.branch(head)
@@ -450,41 +395,77 @@ class CubeLoops:
         b = self.lw.builder
         return b.add(self.lw.value(op.start), b.mul(rounds, self.lw.value(op.step)))
 
-    def _for_units(self, emit: Callable[[], None]) -> None:
-        """``emit()`` once for every unit still running (``unit`` and its builtins set), ``x`` innermost."""
+    def _for_units(self, emit: Callable[[], None], guarded: tuple[RowGuard, Callable[[], None]] | None = None) -> None:
+        """``emit()`` once for every unit still running (``unit`` and its builtins set), ``x`` innermost.
+
+        ``guarded``: ``emit`` lowers ``setup()`` then the row guard's ``prefix; if x < n: ...`` (``find_guard``,
+        nothing after it): per row, the first unit evaluates the prefix, and the units the guard admits run
+        with it known true, in a loop of plain vector code; the others skip the ``if`` (they would not enter
+        it), unless ``x`` could wrap in the row: then the row runs as written."""
         lw = self.lw
         dim_x, dim_y, dim_z = lw.definition.cube_dim
 
-        def unit(x: ir.Value, y: ir.Value, z: ir.Value) -> None:
+        def unit(x: ir.Value, y: ir.Value, z: ir.Value, emit_unit: Callable[[], None]) -> None:
             b = lw.builder
-            row = b.add(b.mul(z, ir.Constant(I32, dim_y), flags=["nuw"]), y, flags=["nuw"])
-            linear = b.add(b.mul(row, ir.Constant(I32, dim_x), flags=["nuw"]), x, flags=["nuw"])
-            self.unit = linear
-            self.target.enter_unit(lw, linear, (x, y, z))
+            self._enter(x, y, z)
             done = lw.new_block("unit.next")
             self.next_unit = done
             if self.plan.returns:
-                flag = b.load(b.gep(self._running_flags(), [b.zext(linear, I64)], source_etype=I8), typ=I8)
+                flag = b.load(b.gep(self._running_flags(), [b.zext(self.unit, I64)], source_etype=I8), typ=I8)
                 running = lw.new_block("unit.running")
                 b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), running, done)
                 b.position_at_end(running)
-            emit()
+            emit_unit()
             lw.branch_if_open(done)
             b.position_at_end(done)
             self.next_unit = None
 
-        keep = dim_x <= WHOLE_UNITS  # the x loop is kept whole: keep the loops around it too (``_counted``)
-        self._counted(
-            dim_z,
-            "unit_z",
-            lambda z: self._counted(
-                dim_y,
-                "unit_y",
-                lambda y: self._counted(dim_x, "unit_x", lambda x: unit(x, y, z), vector=True),
-                keep=keep,
-            ),
-            keep=keep,
+        def row(y: ir.Value, z: ir.Value) -> None:
+            if guarded is None:
+                self.counted(dim_x, "unit_x", lambda x: unit(x, y, z, emit), vector=True)
+                return
+            guard, setup = guarded
+            self._enter(ir.Constant(I32, 0), y, z)
+            setup()
+            lw.lower_scope(guard.prefix)
+            width = ir.Constant(I32, dim_x)
+            known, tested = admitted_units(lw.builder, *guard_terms(lw, guard), width)
+
+            def known_unit() -> None:
+                setup()
+                lower_known_guard(lw, guard)
+
+            bounds = (ir.Constant(I32, 0), known)
+            self.counted(dim_x, "unit_x.known", lambda x: unit(x, y, z, known_unit), vector=True, bounds=bounds)
+            self.counted(dim_x, "unit_x.tested", lambda x: unit(x, y, z, emit), vector=False, bounds=(tested, width))
+
+        keep = dim_x <= WHOLE_UNITS  # the x loop is kept whole: keep the loops around it too (``counted``)
+        self.counted(
+            dim_z, "unit_z", lambda z: self.counted(dim_y, "unit_y", lambda y: row(y, z), keep=keep), keep=keep
         )
+
+    def _enter(self, x: ir.Value, y: ir.Value, z: ir.Value) -> None:
+        """Lower what follows for unit ``(x, y, z)`` of the cube."""
+        lw = self.lw
+        b = lw.builder
+        dim_x, dim_y, _ = lw.definition.cube_dim
+        row = b.add(b.mul(z, ir.Constant(I32, dim_y), flags=["nuw"]), y, flags=["nuw"])
+        linear = b.add(b.mul(row, ir.Constant(I32, dim_x), flags=["nuw"]), x, flags=["nuw"])
+        self.unit = linear
+        self.target.enter_unit(lw, linear, (x, y, z))
+
+    def _row_guard(self, instructions: Sequence[Instruction]) -> RowGuard | None:
+        """``instructions`` (what a stretch runs per unit) as a row guard ``_for_units`` can split rows by, or
+        None.  Not when a unit may have returned (the row's first unit evaluates the prefix), nor when a value
+        of the prefix lives on in the frame (the units that skip the ``if`` would not store it)."""
+        if self.plan.returns:
+            return None
+        if self._guard_facts is None:
+            self._guard_facts = kernel_dependence(self.lw.definition.body)
+        guard = find_guard(instructions, self._guard_facts)
+        if guard is None or any(inst.out is not None and self.holds(inst.out) for inst in guard.prefix.instructions):
+            return None
+        return guard
 
     def unit_returns(self) -> None:
         """``return`` inside a stretch: clear the unit's running flag and end its stretch."""

@@ -25,7 +25,7 @@ LLVM then vectorizes the guard-free loop with plain vector loads and stores and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -34,7 +34,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.ir import KernelDefinition, ops
 from cubepy.ir.ops import branch
-from cubepy.ir.scope import Instruction, Scope
+from cubepy.ir.scope import Instruction, Scope, walk
 from cubepy.ir.variable import Variable, VarKind
 
 if TYPE_CHECKING:
@@ -64,27 +64,33 @@ class RowGuard:
 def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
     """The kernel's row guard, or None when its body is not of that shape (see the module's docstring)."""
     body = definition.body.instructions
-    guard = body[-1].operation if body else None
+    defs = {inst.out.id: inst.operation for inst in body[:-1] if inst.out is not None}
+    return find_guard(body, Dependence(defs))
+
+
+def find_guard(instructions: Sequence[Instruction], facts: Dependence) -> RowGuard | None:
+    """``instructions`` as a row guard (pure prefix, then an ``if`` on ``x < n`` and terms independent of
+    ``tid.x``), or None; ``facts`` knows the definitions of the values the prefix reads."""
+    guard = instructions[-1].operation if instructions else None
     if not isinstance(guard, branch.If):
         return None
     cond = guard.cond
-    prefix = body[:-1]
-    defs: dict[int, ops.Operation] = {}
+    prefix = instructions[:-1]
+    defined = set()
     for inst in prefix:
         record = inst.operation.RECORD
         if inst.out is None or inst.out.kind is not VarKind.CONST or not record.pure or record.reads:
             return None
         if record.writes or isinstance(inst.operation, branch.BRANCH_OPS):
             return None
-        defs[inst.out.id] = inst.operation
-    if cond.kind is not VarKind.CONST or cond.id not in defs:
+        defined.add(inst.out.id)
+    if cond.kind is not VarKind.CONST or cond.id not in defined:
         return None
-    facts = _Dependence(defs)
     terms = facts.conjuncts(cond)
     varying = [term for term in terms if facts.varies(term)]
     if len(varying) != 1:
         return None
-    compare = defs.get(varying[0].id) if varying[0].kind is VarKind.CONST else None
+    compare = facts.defs.get(varying[0].id) if varying[0].kind is VarKind.CONST else None
     if isinstance(compare, ops.Lt):
         position, limit = compare.lhs, compare.rhs
     elif isinstance(compare, ops.Gt):
@@ -94,18 +100,37 @@ def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
     if not (_is_u32(position) and _is_u32(limit)) or facts.varies(limit) or not facts.plus_tid_x(position):
         return None
     others = tuple(term for term in terms if term is not varying[0])
-    return RowGuard(Scope(prefix), body[-1], cond, position, limit, others)
+    return RowGuard(Scope(tuple(prefix)), instructions[-1], cond, position, limit, others)
+
+
+def kernel_dependence(body: Scope) -> Dependence:
+    """What ``find_guard`` needs to know of a whole kernel body: every pure, memory-free definition of an
+    immutable local at any depth (ids are unique), and the indices of range loops whose start and step
+    do not depend on ``tid.x`` (a loop run for the whole cube, or in lockstep rounds: every unit of a row
+    has the same index in a round)."""
+    facts = Dependence({})
+    for inst in walk(body):
+        operation = inst.operation
+        record = operation.RECORD
+        if inst.out is not None and inst.out.kind is VarKind.CONST and record.pure and not record.reads:
+            if not record.writes and not isinstance(operation, branch.BRANCH_OPS):
+                facts.defs[inst.out.id] = operation
+        if isinstance(operation, branch.RangeLoop) and operation.index.kind is VarKind.CONST:
+            if not (facts.varies(operation.start) or facts.varies(operation.step)):
+                facts.invariant.add(operation.index.id)
+    return facts
 
 
 def _is_u32(var: Variable) -> bool:
     return not var.type.is_line and var.elem.kind == "uint" and var.elem.bits == 32
 
 
-class _Dependence:
+class Dependence:
     """Which prefix values depend on ``tid.x``, and which are ``tid.x`` plus an independent value."""
 
     def __init__(self, defs: dict[int, ops.Operation]) -> None:
         self.defs = defs
+        self.invariant: set[int] = set()  # immutable locals known to be alike across a row (loop indices)
         self.memo: dict[int, bool] = {}
 
     def _definition(self, var: Variable) -> ops.Operation | None:
@@ -117,7 +142,11 @@ class _Dependence:
             return False
         if var.kind is VarKind.BUILTIN:
             return var.name is None or not var.name.startswith(_BESIDE_TID_X)
-        if var.kind is not VarKind.CONST or var.id not in self.defs:
+        if var.kind is not VarKind.CONST:
+            return True
+        if var.id in self.invariant:
+            return False
+        if var.id not in self.defs:
             return True
         if var.id not in self.memo:
             self.memo[var.id] = True  # a cycle cannot happen in SSA; stay conservative if it did
@@ -150,10 +179,8 @@ def lower_guarded_body(lw: KernelLowering, guard: RowGuard, mode: ir.Value, prob
     probing, rest = lw.new_block("row.probe"), lw.new_block("row.run")
     b.cbranch(b.icmp_unsigned("==", mode, ir.Constant(lt.I32, PROBE)), probing, rest)
     b.position_at_end(probing)
-    others = ir.Constant(lt.I1, 1)
-    for term in guard.others:
-        others = b.and_(others, lw.value(term))
-    words = (lw.value(guard.position), lw.value(guard.limit), b.zext(others, lt.I32))
+    position, limit, others = guard_terms(lw, guard)
+    words = (position, limit, b.zext(others, lt.I32))
     for index, word in enumerate(words):
         b.store(word, b.gep(probe, [ir.Constant(lt.I64, index)], source_etype=lt.I32))
     b.ret_void()
@@ -169,22 +196,48 @@ def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: i
     admits."""
     b = e.b
     i32 = lt.I32
-
-    def word(value: int) -> ir.Constant:
-        return ir.Constant(i32, value)
-
-    call(word(0), PROBE)
+    call(ir.Constant(i32, 0), PROBE)
     first, limit, others = (
-        b.load(b.gep(probe, [word(0), word(index)], source_etype=probe.allocated_type), typ=i32)
+        b.load(b.gep(probe, [ir.Constant(i32, 0), ir.Constant(i32, index)], source_etype=probe.allocated_type), typ=i32)
         for index in range(PROBE_WORDS)
     )
+    known, tested = admitted_units(b, first, limit, b.icmp_unsigned("!=", others, ir.Constant(i32, 0)), width)
+    single = isinstance(width, ir.Constant) and width.constant == 1
+    e.loop(ir.Constant(i32, 0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=not single)
+    e.loop(tested, width, lambda tid_x: call(tid_x, AS_WRITTEN), scalar=True)
+
+
+def admitted_units(
+    b: ir.IRBuilder, first: ir.Value, limit: ir.Value, others: ir.Value, width: ir.Value
+) -> tuple[ir.Value, ir.Value]:
+    """For a row of ``width`` units whose unit 0 has ``x = first``, limit ``n`` and other terms ``others``
+    (i1): (``known``, ``tested``).  Units ``[0, known)`` pass the guard, units from ``known`` up to ``tested``
+    fail it, and units ``[tested, width)`` must evaluate it (all of them when ``x`` could wrap in the row)."""
+    i32 = lt.I32
     # x(t) = first + t for every unit when first + width - 1 does not wrap: the guard admits t < limit - first
-    exact = b.icmp_unsigned("<=", first, b.sub(word(0xFFFFFFFF), b.sub(width, word(1))))
-    admitted = b.and_(b.icmp_unsigned("<", first, limit), b.icmp_unsigned("!=", others, word(0)))
+    exact = b.icmp_unsigned("<=", first, b.sub(ir.Constant(i32, 0xFFFFFFFF), b.sub(width, ir.Constant(i32, 1))))
+    admitted = b.and_(b.icmp_unsigned("<", first, limit), others)
     span = b.sub(limit, first)
     count = b.select(b.icmp_unsigned("<", span, width), span, width)
-    known = b.select(b.and_(exact, admitted), count, word(0))
-    single = isinstance(width, ir.Constant) and width.constant == 1
-    e.loop(word(0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=not single)
-    # where it could wrap, the row as written (the guard evaluated per unit)
-    e.loop(b.select(exact, width, word(0)), width, lambda tid_x: call(tid_x, AS_WRITTEN), scalar=True)
+    known = b.select(b.and_(exact, admitted), count, ir.Constant(i32, 0))
+    return known, b.select(exact, width, ir.Constant(i32, 0))
+
+
+def lower_known_guard(lw: KernelLowering, guard: RowGuard) -> None:
+    """``prefix; if cond: ...`` for a unit the guard admits: the prefix, then the body with ``cond`` true.
+
+    ``cond`` is also assumed (``llvm.assume``): a checked access in the body whose index is the guard's ``x``
+    recomputed (``if i + k < n: a[i + k]``) then loses its bounds test once LLVM merges the two sums."""
+    lw.lower_scope(guard.prefix)
+    lw.call("llvm.assume", lt.VOID, [lw.value(guard.cond)])
+    lw.define(guard.cond, ir.Constant(lt.I1, 1))
+    lw.lower_instruction(guard.guard)
+
+
+def guard_terms(lw: KernelLowering, guard: RowGuard) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """``x``, ``n`` and the conjunction of the other terms (i1), after the prefix was lowered."""
+    b: ir.IRBuilder = lw.builder
+    others: ir.Value = ir.Constant(lt.I1, 1)
+    for term in guard.others:
+        others = b.and_(others, lw.value(term))
+    return lw.value(guard.position), lw.value(guard.limit), others

@@ -149,3 +149,29 @@ def test_frame_kept_operands_and_results_move_as_whole_plane_rows():
     exclusive = np.cumsum(planes, axis=1) - planes
     expected = np.repeat(planes.sum(axis=1), 32) + 2 * exclusive.ravel()
     np.testing.assert_allclose(results["interp"], expected, rtol=1e-5, atol=1e-5)
+
+
+@cube(launch=True)
+def accumulated_then_reduced(data: Array[f32], out: Array[f32]):
+    """A mutable local (kept in the frame) reduced by its plane: its row is read as one vector too."""
+    acc = f32(0.0)
+    for k in range(2):
+        acc += data[UNIT_POS + k * 64]
+    out[UNIT_POS] = cp.plane_sum(acc)
+
+
+def test_a_mutable_local_is_read_as_a_whole_plane_row():
+    args = (cp.BufferCompilationArg("f32", 1), cp.BufferCompilationArg("f32", 1))
+    host = compile_host(_definition(accumulated_then_reduced, cp.CubeDim(64), *args))
+    assert host.llvm.count("load <32 x float>") == 1
+    data = np.random.default_rng(5).standard_normal(128).astype(np.float32)
+    results = {}
+    for runtime in ("interp", "cpu"):
+        client = cp.client(runtime)
+        out = client.zeros(64, np.float32)
+        launch_args = (cp.ArrayArg(client.create(data)), cp.ArrayArg(out))
+        accumulated_then_reduced.launch(client, cp.CubeCount(1), cp.CubeDim(64), *launch_args)
+        results[runtime] = client.read(out)
+    np.testing.assert_array_equal(results["cpu"].view(np.uint32), results["interp"].view(np.uint32))
+    sums = (data[:64].astype(np.float64) + data[64:]).reshape(2, 32).sum(axis=1)
+    np.testing.assert_allclose(results["interp"], np.repeat(sums, 32), rtol=1e-5, atol=1e-5)

@@ -154,12 +154,28 @@ KNOBS: dict[str, Knob] = {
 _overrides: dict[str, object] = {}
 
 
+# os.environ's own storage (kept in sync by os.environ) and its key encoding: a knob read on every launch is
+# one dict lookup of a pre-encoded key, not os.environ.get's encode, lookup and decode (0.9 us a read).
+_ENVIRON: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+_ENCODED_KEYS: dict[str, object] = {}
+
+
+def _environment(env: str) -> str | None:
+    if _ENVIRON is None:
+        return os.environ.get(env)
+    key = _ENCODED_KEYS.get(env)
+    if key is None:
+        key = _ENCODED_KEYS[env] = os.environ.encodekey(env)
+    raw = _ENVIRON.get(key)
+    return None if raw is None else os.environ.decodevalue(raw)
+
+
 def get(env: str) -> Any:
     """The current value of knob ``env`` (override, then environment, then default); its type is the knob's."""
     knob = KNOBS[env]
     if env in _overrides:
         return _overrides[env]
-    raw = os.environ.get(env)
+    raw = _environment(env)
     if raw is None:
         if env == "CUBEPY_CACHE_DIR":
             return _default_cache_dir()

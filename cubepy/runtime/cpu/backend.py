@@ -122,6 +122,7 @@ class CpuBackend:
         self._workers = workers.Workers(cpus)  # the hand-off where the native pool is not available
         self._pool = pool.NativePool(cpus) if pool.available() and len(cpus) <= 64 else None
         self._spread = workers.SpreadChoice()
+        self._helper_lists: dict[tuple[int, int], list[int]] = {}  # (caller's CPU, threads) -> ``_helpers``
         self._plans: dict[int, _KernelPlan] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run
         self._idle: dict[int, tuple[HostKernel, list[_Workspace]]] = {}
@@ -298,7 +299,11 @@ class CpuBackend:
         """The indices of the pool's workers a spread launch uses: those of CPUs other than the caller's, at most
         ``threads - 1`` (a worker on the caller's CPU would only take turns with it)."""
         here = workers._current_cpu()
-        return [index for index, cpu in enumerate(self._workers.cpus) if cpu != here][: threads - 1]
+        found = self._helper_lists.get((here, threads))
+        if found is None:
+            found = [index for index, cpu in enumerate(self._workers.cpus) if cpu != here][: threads - 1]
+            self._helper_lists[here, threads] = found
+        return found
 
     def _run_pooled(
         self, kernel: HostKernel, params: int, total: int, helpers: list[int], spaces: list[_Workspace]

@@ -381,6 +381,8 @@ class NativePool:
         return True
 
     def _started(self) -> tuple[Any, int]:
+        if self._pid == os.getpid():  # started in this process: no lock to take (the fields are set before _pid)
+            return self._launch, self._block_address
         with self._start_lock:
             if self._pid != os.getpid():  # first use, or a forked child (which has none of the parent's threads)
                 _, launch_address, worker_address = _compiled()

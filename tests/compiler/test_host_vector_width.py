@@ -97,3 +97,50 @@ def test_wide_vectors_reach_the_optimized_code():
     if "<16 x float>" in widths[False]:  # e.g. AMD's Zen 4: no prefer-256-bit tuning to undo
         pytest.skip(f"LLVM's own tuning for {_machine_spec(False)[1]} already prefers 512-bit vectors")
     assert "<8 x float>" in widths[False]
+
+
+@cube(launch=True)
+def add_f64(lhs: Array[cp.f64], rhs: Array[cp.f64], out: Array[cp.f64]):
+    """A streaming kernel of 8-byte items."""
+    if ABSOLUTE_POS < out.len():
+        out[ABSOLUTE_POS] = lhs[ABSOLUTE_POS] + rhs[ABSOLUTE_POS]
+
+
+@cube(launch=True)
+def summed_rows(x: Array[f32], out: Array[f32]):
+    """A loop: not a streaming kernel, whatever its arithmetic."""
+    acc = f32(0.0)
+    for k in range(4):
+        acc += x[ABSOLUTE_POS * 4 + k]
+    out[ABSOLUTE_POS] = acc
+
+
+def _plain_definition(kernel, *elems):
+    return kernel.compile(cp.CubeDim(256), *(cp.BufferCompilationArg(e, 1) for e in elems)).definition
+
+
+def test_a_kernel_that_mostly_moves_memory_gets_256_bit_rows():
+    from cubepy.compiler.targets.host_plain import streaming_vector_width
+    from examples.vector_add import vector_add
+
+    assert streaming_vector_width(_plain_definition(vector_add, "f32", "f32", "f32")) == 8
+    assert streaming_vector_width(_plain_definition(add_f64, "f64", "f64", "f64")) == 4
+    scaled = exp_scaled.compile(cp.CubeDim(256), *(cp.BufferCompilationArg("f32", 1),) * 2, f32(1.0)).definition
+    assert streaming_vector_width(scaled) is None  # four float operations for two accesses: arithmetic
+    assert streaming_vector_width(_plain_definition(summed_rows, "f32", "f32")) is None
+    host = compile_host(_plain_definition(vector_add, "f32", "f32", "f32"))
+    assert '!"llvm.loop.vectorize.width", i32 8' in host.llvm
+
+
+def test_a_streaming_kernel_gives_the_interps_bits():
+    values = np.random.default_rng(4).standard_normal(1000)
+
+    def make(client):
+        return client.create(values), client.create(values[::-1].copy()), client.zeros(1000, np.float64)
+
+    def launch(client, lhs, rhs, out):
+        add_f64.launch(client, cp.CubeCount(4), cp.CubeDim(256), cp.ArrayArg(lhs), cp.ArrayArg(rhs), cp.ArrayArg(out))
+
+    (_, _, interp), (_, _, cpu) = on_interp_and_cpu(launch, make)
+    np.testing.assert_array_equal(interp, values + values[::-1])
+    np.testing.assert_array_equal(cpu, interp)

@@ -38,7 +38,7 @@ from cubepy.compiler.targets.host_abi import (
     RUNNABLE,
     frame_allocator,
 )
-from cubepy.compiler.targets.host_plain import MERGED_UNITS, plain_units, umin
+from cubepy.compiler.targets.host_plain import MERGED_UNITS, plain_units, streaming_vector_width, umin
 from cubepy.ir import KernelDefinition, ops, walk
 from cubepy.ir.variable import PLANE_WIDTH
 
@@ -81,10 +81,11 @@ class _Emitter:
         *,
         vectorize: bool = False,
         scalar: bool = False,
+        width: int | None = None,
     ) -> None:
         """``for i in range(start, stop): body(i)``; ``vectorize``: ask LLVM to vectorize it (a short loop over
-        units is otherwise unrolled whole before the vectorizer sees it); ``scalar``: ask it not to (a rare path
-        whose vector form would only add code)."""
+        units is otherwise unrolled whole before the vectorizer sees it), ``width`` items per vector when given;
+        ``scalar``: ask it not to (a rare path whose vector form would only add code)."""
         b = self.b
 
         def next_index(index: ir.Value) -> ir.Value:
@@ -93,7 +94,7 @@ class _Emitter:
 
         back_edge = self.stepped_loop(start, stop, next_index)
         if vectorize or scalar:
-            _hint_vectorize(self.function.module, back_edge, enable=not scalar)
+            _hint_vectorize(self.function.module, back_edge, enable=not scalar, width=None if scalar else width)
 
     def stepped_loop(self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], ir.Value]) -> ir.Instruction:
         """``i = start; while i < stop: i = body(i)`` (``body`` returns the next index, past ``i``); the back edge."""
@@ -198,6 +199,7 @@ def emit_driver(
     e = _Emitter(fn)
     b = e.b
     x, y, z = definition.cube_dim
+    stream = streaming_vector_width(definition)
     units = x * y * z
 
     def ctx(offset: int) -> ir.Value:
@@ -257,7 +259,7 @@ def emit_driver(
             b.call(unit, [params, cube, _const(0), *ctaid, shared, frame, *buffers])
             return
         if not coroutine:
-            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard)
+            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard, None, stream)
             return
         run = _CubeRun(e, unit, params, cube, arrays, units, ctaid, reduces)
         if suspends == {"barrier"}:
@@ -281,7 +283,7 @@ def emit_driver(
             for axis, value in enumerate(ctaid):
                 b.store(value, ctx(CTX_CTAID + CTX_AXIS_BYTES * axis))
             width = b.mul(run, _const(x), flags=["nuw"])
-            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard, width)
+            plain_units(e, unit, (params, cube, ctaid, range_buffers), (x, y, z), row_guard, width, stream)
 
         fault = b.load_atomic(ctx(CTX_FAULT), "monotonic", 4, typ=I32)  # set by another thread on Ctrl-C
         e.when(b.icmp_signed("==", fault, _const(0)), go)
@@ -297,15 +299,21 @@ def emit_driver(
     return module.get_global(DRIVER_NAME)
 
 
-def _hint_vectorize(module: ir.Module, back_edge: ir.Instruction, enable: bool = True) -> None:
+def _hint_vectorize(
+    module: ir.Module, back_edge: ir.Instruction, enable: bool = True, width: int | None = None
+) -> None:
     """``llvm.loop.vectorize.enable`` (true or false) on the loop of ``back_edge`` (``lower_control.hint_vectorize``'s
-    loop ID)."""
+    loop ID), and ``llvm.loop.vectorize.width`` when ``width`` is given."""
     from cubepy.compiler.lower_control import _LoopID
 
-    hint = module.add_metadata(
-        [ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1 if enable else 0)]
-    )
-    back_edge.set_metadata("llvm.loop", _LoopID(module, hint))
+    hints = [
+        module.add_metadata(
+            [ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1 if enable else 0)]
+        )
+    ]
+    if width is not None:
+        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), _const(width)]))
+    back_edge.set_metadata("llvm.loop", _LoopID(module, *hints))
 
 
 def _coroutine_intrinsic(module: ir.Module, name: str) -> ir.Function:

@@ -191,9 +191,15 @@ def lower_guarded_body(lw: KernelLowering, guard: RowGuard, mode: ir.Value, prob
     lw.lower_instruction(guard.guard)
 
 
-def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: ir.Value, width: ir.Value) -> None:
+def run_guarded_row(
+    e: _Emitter,
+    call: Callable[[ir.Value, int], None],
+    probe: ir.Value,
+    width: ir.Value,
+    vector_width: int | None = None,
+) -> None:
     """The driver's row of ``width`` units: ``call(tid_x, mode)`` once to probe, then for the units the guard
-    admits."""
+    admits (``vector_width`` items per vector there, when given)."""
     b = e.b
     i32 = lt.I32
     call(ir.Constant(i32, 0), PROBE)
@@ -203,7 +209,7 @@ def run_guarded_row(e: _Emitter, call: Callable[[ir.Value, int], None], probe: i
     )
     known, tested = admitted_units(b, first, limit, b.icmp_unsigned("!=", others, ir.Constant(i32, 0)), width)
     single = isinstance(width, ir.Constant) and width.constant == 1
-    e.loop(ir.Constant(i32, 0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=not single)
+    e.loop(ir.Constant(i32, 0), known, lambda tid_x: call(tid_x, KNOWN), vectorize=not single, width=vector_width)
     e.loop(tested, width, lambda tid_x: call(tid_x, AS_WRITTEN), scalar=True)
 
 

@@ -121,7 +121,7 @@ class CpuBackend:
         cpus = workers.usable_cpus()
         self._workers = workers.Workers(cpus)  # the hand-off where the native pool is not available
         self._pool = pool.NativePool(cpus) if pool.available() and len(cpus) <= 64 else None
-        self._spread = workers.SpreadChoice()
+        self._spread = workers.SpreadChoice(spread_first=self._pool is not None)
         self._helper_lists: dict[tuple[int, int], list[int]] = {}  # (caller's CPU, threads) -> ``_helpers``
         self._plans: dict[int, _KernelPlan] = {}
         # id(kernel) -> (kernel, idle cube contexts): allocating them cost a small launch more than its run

@@ -119,6 +119,22 @@ def test_spread_choice_probes_the_other_way_in_pairs_less_often_while_it_stays_s
     assert [asked[decided + i][1] for i in probes] == [False, True] * 3
 
 
+def test_spread_first_starts_spread_and_probes_alone_then_switches_where_alone_is_faster():
+    """With the native pool the choice starts as spread: no trial pairs; alone is probed from launch 16 on, in
+    a pair whose second launch is timed, and chosen once it measures faster (and only then)."""
+    from cubepy.runtime.cpu.workers import SpreadChoice
+
+    first = SpreadChoice.PROBE_FIRST
+    for alone_s, spread_s, switched in ((0.002, 0.001, False), (0.001, 0.002, True)):
+        choice, owner = SpreadChoice(spread_first=True), object()
+        asked = _trial_run(choice, owner, 64, lambda spread, s=spread_s, t=alone_s: s if spread else t, launches=60)
+        assert asked[0] == (True, False)  # the first launch spreads, untimed
+        assert asked[1 : first - 1] == [(True, True)] * (first - 2)  # spread from the start, every launch timed
+        assert asked[first - 1 : first + 1] == [(False, False), (False, True)]  # the first probe: a pair alone
+        after = [spread for spread, _ in asked[first + 1 : first + 11]]
+        assert after == [not switched] * 10
+
+
 def test_a_spread_way_that_is_slow_only_when_cold_is_still_chosen():
     """The first spread launch after launches alone is slow (workers asleep, caches cold); warm, it is faster."""
     from cubepy.runtime.cpu.workers import SpreadChoice

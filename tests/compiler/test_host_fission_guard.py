@@ -126,3 +126,53 @@ def test_a_prefix_value_used_after_the_barrier_is_stored_by_every_unit():
     expected = np.concatenate([(positions < 20).astype(np.float32), positions.astype(np.float32) * 0.5])
     np.testing.assert_array_equal(interp, expected)
     np.testing.assert_array_equal(cpu, interp)
+
+
+@cube(launch=True)
+def picked_units(out: Array[u32], lane: u32, unit: u32):
+    """Stretches that each end in an ``if`` only some units enter: one lane of each plane, one unit of the cube
+    (``UNIT_POS == unit``), one by its absolute position with the operands the other way round."""
+    cp.sync_cube()
+    if cp.UNIT_POS_PLANE == lane:
+        out[cp.PLANE_POS] = UNIT_POS + 1
+    cp.sync_cube()
+    if UNIT_POS == unit:
+        out[4] = UNIT_POS + 100
+    cp.sync_cube()
+    if unit + 3 == ABSOLUTE_POS:
+        out[5] = ABSOLUTE_POS + 1000
+
+
+def _picked_expected(lane: int, unit: int) -> np.ndarray:
+    expected = np.zeros(6, np.uint32)
+    for plane in range(2):
+        if lane < 32:
+            expected[plane] = plane * 32 + lane + 1
+    if unit < UNITS:
+        expected[4] = unit + 100
+    if (unit + 3) % 2**32 < UNITS:
+        expected[5] = (unit + 3) % 2**32 + 1000
+    return expected
+
+
+@pytest.mark.parametrize("cube_dim", [(UNITS,), (32, 2), (16, 4)], ids=["64", "32x2", "16x4"])
+@pytest.mark.parametrize(("lane", "unit"), [(0, 0), (5, 17), (31, 63), (32, 64), (2**32 - 1, 2**32 - 2)])
+def test_a_unit_or_a_lane_per_plane_picked_by_equality(lane, unit, cube_dim):
+    def make(client):
+        return (client.zeros(6, np.uint32),)
+
+    def launch(client, out):
+        scalars = (cp.ScalarArg(lane, u32), cp.ScalarArg(unit, u32))
+        picked_units.launch(client, cp.CubeCount(1), cp.CubeDim(*cube_dim), cp.ArrayArg(out), *scalars)
+
+    (interp,), (cpu,) = on_interp_and_cpu(launch, make)
+    np.testing.assert_array_equal(interp, _picked_expected(lane, unit))
+    np.testing.assert_array_equal(cpu, interp)
+
+
+def test_equality_guards_run_only_the_units_they_pick():
+    args = (cp.BufferCompilationArg("u32", 1), cp.ScalarArg(0, u32), cp.ScalarArg(0, u32))
+    whole_planes = compile_host(_definition(picked_units, cp.CubeDim(UNITS), *args))
+    assert whole_planes.llvm.count("unit_x.lane") > 0 and whole_planes.llvm.count("unit_x.known") > 0
+    half_planes = compile_host(_definition(picked_units, cp.CubeDim(16, 4), *args))
+    assert "unit_x.lane" not in half_planes.llvm  # a row of 16 is not whole planes: that stretch runs as written

@@ -33,7 +33,8 @@ Inside a stretch, two more things make the loops over units vector code:
   on ``x < n`` with ``x = a + tid.x`` (``host_row_guard.find_guard``: ``if base + k * CUBE_DIM < n:
   acc += data[...]``), each row's first unit evaluates the prefix, the units the guard admits run with the
   test known (and assumed, so a checked access of the same index loses its test too), as plain vector
-  code, and the others skip the ``if``; a row where ``x`` could wrap runs as written.
+  code, and the others skip the ``if``; a row where ``x`` could wrap runs as written.  An ``if`` on
+  ``x == n`` runs the one unit it picks, and one on ``unit_pos_plane == n`` the unit ``n`` of each plane.
 * *Lockstep loops.*  A ``range_loop`` at the top of a stretch whose bounds no assignment changes, with no
   ``break``/``continue`` of its own and no ``return`` inside, runs round by round: round ``j`` runs
   iteration ``j`` of every unit (index ``start + j * step``, wrapping as ``j`` steps would), then round
@@ -64,6 +65,8 @@ from cubepy.compiler.lower_control import _loop_test, frame_locals_in_registers,
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
 from cubepy.compiler.targets.host_fission_planes import FRAME_ARRAY_ALIGN, lower_plane_collective
 from cubepy.compiler.targets.host_row_guard import (
+    EQUAL,
+    LANE,
     Dependence,
     RowGuard,
     admitted_units,
@@ -75,6 +78,7 @@ from cubepy.compiler.targets.host_row_guard import (
 from cubepy.ir import VarKind, ops
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Scope
+from cubepy.ir.variable import PLANE_WIDTH
 
 if TYPE_CHECKING:
     from cubepy.compiler.lower import KernelLowering
@@ -428,16 +432,35 @@ class CubeLoops:
             self._enter(ir.Constant(I32, 0), y, z)
             setup()
             lw.lower_scope(guard.prefix)
-            width = ir.Constant(I32, dim_x)
-            known, tested = admitted_units(lw.builder, *guard_terms(lw, guard), width)
+            first, limit, others = guard_terms(lw, guard)
+            b = lw.builder
 
             def known_unit() -> None:
                 setup()
                 lower_known_guard(lw, guard)
 
-            bounds = (ir.Constant(I32, 0), known)
-            self.counted(dim_x, "unit_x.known", lambda x: unit(x, y, z, known_unit), vector=True, bounds=bounds)
-            self.counted(dim_x, "unit_x.tested", lambda x: unit(x, y, z, emit), vector=False, bounds=(tested, width))
+            width = ir.Constant(I32, dim_x)
+            if guard.kind == EQUAL:  # x(t) = first + t (mod 2**32) equals n for t = n - first alone
+                only = b.sub(limit, first)
+                admitted = b.and_(b.icmp_unsigned("<", only, width), others)
+                end = b.select(admitted, b.add(only, ir.Constant(I32, 1)), only)
+                self.counted(dim_x, "unit_x.known", lambda x: unit(x, y, z, known_unit), bounds=(only, end))
+            elif guard.kind == LANE:  # rows of whole planes: unit_pos_plane is x % 32, n only at x = n + 32 j
+                admitted = b.and_(b.icmp_unsigned("<", limit, ir.Constant(I32, PLANE_WIDTH)), others)
+                planes = b.select(admitted, ir.Constant(I32, dim_x // PLANE_WIDTH), ir.Constant(I32, 0))
+
+                def lane(j: ir.Value) -> None:
+                    x = lw.builder.add(limit, lw.builder.mul(j, ir.Constant(I32, PLANE_WIDTH)))
+                    unit(x, y, z, known_unit)
+
+                self.counted(dim_x // PLANE_WIDTH, "unit_x.lane", lane, bounds=(ir.Constant(I32, 0), planes))
+            else:
+                known, tested = admitted_units(b, first, limit, others, width)
+                bounds = (ir.Constant(I32, 0), known)
+                self.counted(dim_x, "unit_x.known", lambda x: unit(x, y, z, known_unit), vector=True, bounds=bounds)
+                self.counted(
+                    dim_x, "unit_x.tested", lambda x: unit(x, y, z, emit), vector=False, bounds=(tested, width)
+                )
 
         keep = dim_x <= WHOLE_UNITS  # the x loop is kept whole: keep the loops around it too (``counted``)
         self.counted(
@@ -462,9 +485,11 @@ class CubeLoops:
             return None
         if self._guard_facts is None:
             self._guard_facts = kernel_dependence(self.lw.definition.body)
-        guard = find_guard(instructions, self._guard_facts)
+        guard = find_guard(instructions, self._guard_facts, equal=True)
         if guard is None or any(inst.out is not None and self.holds(inst.out) for inst in guard.prefix.instructions):
             return None
+        if guard.kind == LANE and self.lw.definition.cube_dim[0] % PLANE_WIDTH:
+            return None  # a row is not whole planes: unit_pos_plane is not x % 32
         return guard
 
     def unit_returns(self) -> None:

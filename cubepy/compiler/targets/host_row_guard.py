@@ -49,16 +49,21 @@ _PLUS_TID_X = frozenset({"unit_pos", "unit_pos_x", "absolute_pos", "absolute_pos
 _BESIDE_TID_X = ("cube_pos", "cube_dim", "cube_count", "unit_pos_y", "unit_pos_z", "absolute_pos_y", "absolute_pos_z")
 
 
+BELOW, EQUAL, LANE = "below", "equal", "lane"  # a guard's kinds: x < n, x == n, unit_pos_plane == n
+
+
 @attrs.frozen
 class RowGuard:
-    """A kernel body ``prefix; if cond: ...`` whose ``cond`` admits a prefix of each row of units."""
+    """A kernel body ``prefix; if cond: ...`` whose ``cond`` admits a prefix of each row of units (``BELOW``: ``x < n``),
+    or one unit of it (``EQUAL``: ``x == n``), or one unit of each plane (``LANE``: ``unit_pos_plane == n``)."""
 
     prefix: Scope  # pure instructions before the ``if``
     guard: Instruction  # the ``if``, the body's last instruction
     cond: Variable  # its condition
-    position: Variable  # ``x``: ``a + tid.x``
+    position: Variable  # ``x``: ``a + tid.x`` (``unit_pos_plane`` for ``LANE``)
     limit: Variable  # ``n``
     others: tuple[Variable, ...]  # the conjunction's terms independent of ``tid.x``
+    kind: str = BELOW
 
 
 def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
@@ -68,9 +73,10 @@ def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
     return find_guard(body, Dependence(defs))
 
 
-def find_guard(instructions: Sequence[Instruction], facts: Dependence) -> RowGuard | None:
+def find_guard(instructions: Sequence[Instruction], facts: Dependence, equal: bool = False) -> RowGuard | None:
     """``instructions`` as a row guard (pure prefix, then an ``if`` on ``x < n`` and terms independent of
-    ``tid.x``), or None; ``facts`` knows the definitions of the values the prefix reads."""
+    ``tid.x``), or None; ``facts`` knows the definitions of the values the prefix reads.  ``equal``: also an
+    ``if`` on ``x == n`` or ``unit_pos_plane == n`` (``EQUAL``, ``LANE``)."""
     guard = instructions[-1].operation if instructions else None
     if not isinstance(guard, branch.If):
         return None
@@ -91,16 +97,24 @@ def find_guard(instructions: Sequence[Instruction], facts: Dependence) -> RowGua
     if len(varying) != 1:
         return None
     compare = facts.defs.get(varying[0].id) if varying[0].kind is VarKind.CONST else None
+    kind = BELOW
     if isinstance(compare, ops.Lt):
         position, limit = compare.lhs, compare.rhs
     elif isinstance(compare, ops.Gt):
         position, limit = compare.rhs, compare.lhs
+    elif isinstance(compare, ops.Eq) and equal:
+        position, limit = (
+            (compare.rhs, compare.lhs) if facts.varies(compare.lhs) is False else (compare.lhs, compare.rhs)
+        )
+        kind = LANE if position.kind is VarKind.BUILTIN and position.name == "unit_pos_plane" else EQUAL
     else:
         return None
-    if not (_is_u32(position) and _is_u32(limit)) or facts.varies(limit) or not facts.plus_tid_x(position):
+    if not (_is_u32(position) and _is_u32(limit)) or facts.varies(limit):
+        return None
+    if kind != LANE and not facts.plus_tid_x(position):
         return None
     others = tuple(term for term in terms if term is not varying[0])
-    return RowGuard(Scope(tuple(prefix)), instructions[-1], cond, position, limit, others)
+    return RowGuard(Scope(tuple(prefix)), instructions[-1], cond, position, limit, others, kind)
 
 
 def kernel_dependence(body: Scope) -> Dependence:

@@ -31,6 +31,7 @@ MAX_SHARED_BYTES = 227 * 1024
 MAX_CUBES = 2**31 - 1
 CANCELLED = -2  # the fault word of a cube context stopped by Ctrl-C
 SPREAD_MIN_UNITS = 4096  # launches of fewer units run on the caller's thread (a hand-off costs more)
+CHUNKS_PER_THREAD = 8  # a spread launch's cubes are claimed in chunks of 1/8 of a thread's share
 SHORT_LAUNCH_STEPS = 1 << 24  # units x IR operations under which a loop-free launch is not made cancellable
 IDLE_KERNELS = 8  # kernels whose cube contexts are kept between launches (each holds shared memory and frames)
 # Indices of the cube context's 32-bit words a launch rewrites (``_Workspace._words``).
@@ -318,9 +319,9 @@ class CpuBackend:
             contexts[index] = space.address
             mask |= 1 << index
         contexts[-1] = spaces[0].address
-        # Chunks of about an eighth of a thread's share: small enough to even out a slow thread, large enough
+        # Chunks of a fraction of a thread's share: small enough to even out a slow thread, large enough
         # that claiming one (an atomic add on a shared line) is nothing beside its cubes.
-        chunk = max(1, total // (8 * (len(helpers) + 1)))
+        chunk = max(1, total // (CHUNKS_PER_THREAD * (len(helpers) + 1)))
         address = loader.entry_address(kernel)
         if not self._pool.try_run(address, params, contexts, total, chunk, mask):
             loader.entry(kernel)(params, spaces[0].address, 0, total)

@@ -472,11 +472,22 @@ def hint_vectorize(lw: KernelLowering, back_edge: ir.Instruction, enable: bool =
     """Attach the loop ID asking LLVM to vectorize the loop of ``back_edge``, or, ``enable=False``, not to: its
     body's own vector code is better.  ``whole``: and not to unroll it (a short loop LLVM's full unrolling would
     take apart before the vectorizer sees it, which then vectorizes the loop around it instead)."""
-    module = lw.module
+    vectorize_hints(lw.module, back_edge, enable=enable, whole=whole)
+
+
+def vectorize_hints(
+    module: ir.Module, back_edge: ir.Instruction, *, enable: bool = True, whole: bool = False, width: int | None = None
+) -> None:
+    """``hint_vectorize`` for code built without a ``KernelLowering`` (the host driver's loops); ``width``: items
+    per vector (``llvm.loop.vectorize.width``), else LLVM's choice."""
     flag = ir.Constant(lt.I1, int(enable))
     hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), flag])]
     if whole:
         hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    if width is not None:
+        hints.append(
+            module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), ir.Constant(lt.I32, width)])
+        )
     back_edge.set_metadata("llvm.loop", _LoopID(module, *hints))
 
 

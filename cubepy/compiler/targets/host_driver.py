@@ -16,6 +16,7 @@ import llvmlite.ir as ir
 
 from cubepy.compiler import abi
 from cubepy.compiler import llvm_types as lt
+from cubepy.compiler.lower_control import vectorize_hints
 from cubepy.compiler.targets.host_abi import (
     AT_BARRIER,
     AT_MBARRIER,
@@ -94,7 +95,7 @@ class _Emitter:
 
         back_edge = self.stepped_loop(start, stop, next_index)
         if vectorize or scalar:
-            _hint_vectorize(self.function.module, back_edge, enable=not scalar, width=None if scalar else width)
+            vectorize_hints(self.function.module, back_edge, enable=not scalar, width=None if scalar else width)
 
     def stepped_loop(self, start: ir.Value, stop: ir.Value, body: Callable[[ir.Value], ir.Value]) -> ir.Instruction:
         """``i = start; while i < stop: i = body(i)`` (``body`` returns the next index, past ``i``); the back edge."""
@@ -297,23 +298,6 @@ def emit_driver(
     b.ret_void()
     e.entry.branch(fn.blocks[1])
     return module.get_global(DRIVER_NAME)
-
-
-def _hint_vectorize(
-    module: ir.Module, back_edge: ir.Instruction, enable: bool = True, width: int | None = None
-) -> None:
-    """``llvm.loop.vectorize.enable`` (true or false) on the loop of ``back_edge`` (``lower_control.hint_vectorize``'s
-    loop ID), and ``llvm.loop.vectorize.width`` when ``width`` is given."""
-    from cubepy.compiler.lower_control import _LoopID
-
-    hints = [
-        module.add_metadata(
-            [ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(lt.I1, 1 if enable else 0)]
-        )
-    ]
-    if width is not None:
-        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), _const(width)]))
-    back_edge.set_metadata("llvm.loop", _LoopID(module, *hints))
 
 
 def _coroutine_intrinsic(module: ir.Module, name: str) -> ir.Function:

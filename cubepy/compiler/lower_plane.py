@@ -138,7 +138,7 @@ def full_plane_lanes(
 def _full_plane_vector(
     lw: KernelLowering, kind: str, scan: str | None, values: list[ir.Value], elem: ElemType
 ) -> list[ir.Value]:
-    """``full_plane_lanes`` of scalar lanes, through ``plane_row_reduction`` of the lanes as one vector."""
+    """``full_plane_lanes`` of scalar lanes, through ``_row_reduction`` of the lanes as one vector."""
     return vector_lanes(lw.builder, _row_reduction(lw, kind, scan, lane_vector(lw.builder, values), elem))
 
 

@@ -25,7 +25,7 @@ LLVM then vectorizes the guard-free loop with plain vector loads and stores and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -69,8 +69,7 @@ class RowGuard:
 def find_row_guard(definition: KernelDefinition) -> RowGuard | None:
     """The kernel's row guard, or None when its body is not of that shape (see the module's docstring)."""
     body = definition.body.instructions
-    defs = {inst.out.id: inst.operation for inst in body[:-1] if inst.out is not None}
-    return find_guard(body, Dependence(defs))
+    return find_guard(body, Dependence(_pure_definitions(body[:-1])))
 
 
 def find_guard(instructions: Sequence[Instruction], facts: Dependence, equal: bool = False) -> RowGuard | None:
@@ -82,15 +81,9 @@ def find_guard(instructions: Sequence[Instruction], facts: Dependence, equal: bo
         return None
     cond = guard.cond
     prefix = instructions[:-1]
-    defined = set()
-    for inst in prefix:
-        record = inst.operation.RECORD
-        if inst.out is None or inst.out.kind is not VarKind.CONST or not record.pure or record.reads:
-            return None
-        if record.writes or isinstance(inst.operation, branch.BRANCH_OPS):
-            return None
-        defined.add(inst.out.id)
-    if cond.kind is not VarKind.CONST or cond.id not in defined:
+    if not all(_pure_definition(inst) for inst in prefix):
+        return None
+    if cond.kind is not VarKind.CONST or all(inst.out is not cond for inst in prefix):
         return None
     terms = facts.conjuncts(cond)
     varying = [term for term in terms if facts.varies(term)]
@@ -103,9 +96,7 @@ def find_guard(instructions: Sequence[Instruction], facts: Dependence, equal: bo
     elif isinstance(compare, ops.Gt):
         position, limit = compare.rhs, compare.lhs
     elif isinstance(compare, ops.Eq) and equal:
-        position, limit = (
-            (compare.rhs, compare.lhs) if facts.varies(compare.lhs) is False else (compare.lhs, compare.rhs)
-        )
+        position, limit = (compare.lhs, compare.rhs) if facts.varies(compare.lhs) else (compare.rhs, compare.lhs)
         kind = LANE if position.kind is VarKind.BUILTIN and position.name == "unit_pos_plane" else EQUAL
     else:
         return None
@@ -122,17 +113,26 @@ def kernel_dependence(body: Scope) -> Dependence:
     immutable local at any depth (ids are unique), and the indices of range loops whose start and step
     do not depend on ``tid.x`` (a loop run for the whole cube, or in lockstep rounds: every unit of a row
     has the same index in a round)."""
-    facts = Dependence({})
-    for inst in walk(body):
+    facts = Dependence(_pure_definitions(walk(body)))
+    for inst in walk(body):  # in program order: a loop's start and step are defined before it
         operation = inst.operation
-        record = operation.RECORD
-        if inst.out is not None and inst.out.kind is VarKind.CONST and record.pure and not record.reads:
-            if not record.writes and not isinstance(operation, branch.BRANCH_OPS):
-                facts.defs[inst.out.id] = operation
         if isinstance(operation, branch.RangeLoop) and operation.index.kind is VarKind.CONST:
             if not (facts.varies(operation.start) or facts.varies(operation.step)):
                 facts.invariant.add(operation.index.id)
     return facts
+
+
+def _pure_definition(inst: Instruction) -> bool:
+    """Whether ``inst`` defines an immutable local from its operands alone (no memory, no control)."""
+    record = inst.operation.RECORD
+    if inst.out is None or inst.out.kind is not VarKind.CONST or not record.pure or record.reads or record.writes:
+        return False
+    return not isinstance(inst.operation, branch.BRANCH_OPS)
+
+
+def _pure_definitions(instructions: Iterable[Instruction]) -> dict[int, ops.Operation]:
+    """The ``_pure_definition``s among ``instructions``, by the id of the local each defines."""
+    return {inst.out.id: inst.operation for inst in instructions if inst.out is not None and _pure_definition(inst)}
 
 
 def _is_u32(var: Variable) -> bool:
@@ -140,7 +140,8 @@ def _is_u32(var: Variable) -> bool:
 
 
 class Dependence:
-    """Which prefix values depend on ``tid.x``, and which are ``tid.x`` plus an independent value."""
+    """Which values may differ between the units of a row (depend on ``tid.x``), and which are ``tid.x`` plus a
+    value that does not; from ``defs``, the pure definitions known (a guard's prefix, or a whole kernel)."""
 
     def __init__(self, defs: dict[int, ops.Operation]) -> None:
         self.defs = defs

@@ -63,7 +63,7 @@ import llvmlite.ir as ir
 from cubepy.compiler import llvm_types as lt
 from cubepy.compiler.lower_control import _loop_test, frame_locals_in_registers, hint_unroll, hint_vectorize
 from cubepy.compiler.targets.host_fission_plan import FissionPlan, VarKey, is_split_point
-from cubepy.compiler.targets.host_fission_planes import FRAME_ARRAY_ALIGN, lower_plane_collective
+from cubepy.compiler.targets.host_fission_planes import lower_plane_collective
 from cubepy.compiler.targets.host_row_guard import (
     EQUAL,
     LANE,
@@ -86,12 +86,15 @@ if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
 
 I8, I32, I64, PTR = ir.IntType(8), lt.I32, lt.I64, lt.GENERIC_PTR
+FRAME_ARRAY_ALIGN = 64  # each per-unit array starts on a cache line (and a 512-bit vector)
 WHOLE_UNITS = 64  # unit loops this short are kept from LLVM's full unrolling (``CubeLoops.counted``)
 
 
 class CubeLoops:
     """Lowers a qualifying body (``FissionPlan``) into loops over the cube's units; ``KernelLowering`` asks it
     where a per-unit variable lives (``holds``, ``pointer``) for the unit being lowered."""
+
+    ARRAY_ALIGN = FRAME_ARRAY_ALIGN  # the frame's per-unit arrays' alignment (``host_fission_planes`` reads it)
 
     def __init__(self, lw: KernelLowering, target: HostTarget, plan: FissionPlan) -> None:
         self.lw, self.target, self.plan = lw, target, plan

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from cubepy.ir import Instruction, Variable
 
 I32 = lt.I32
-FRAME_ARRAY_ALIGN = 64  # each per-unit array of the frame starts on a cache line (``CubeLoops``)
 
 
 def lower_plane_collective(loops: CubeLoops, inst: Instruction) -> None:
@@ -48,20 +47,22 @@ def lower_plane_collective(loops: CubeLoops, inst: Instruction) -> None:
         first = b.mul(index, ir.Constant(I32, PLANE_WIDTH))
         operand_row = _plane_row(loops, operand, first)
         result_row = _plane_row(loops, inst.out, first)
-        row = None
+        loaded = row = None
         if operand_row is not None:
             assert operand is not None
             row_type = _row_type(loops, operand)
-            row = plane_row_result(lw, inst, b.load(operand_row, typ=row_type, align=_row_align(loops, row_type)))
+            loaded = b.load(operand_row, typ=row_type, align=_row_align(loops, row_type))
+            row = plane_row_result(lw, inst, loaded)
         if row is not None and result_row is not None:
             b.store(row, result_row, align=_row_align(loops, row.type))
             return
-        values, args, units = [], [], []
+        values = [] if loaded is None else vector_lanes(b, loaded)
+        args, units = [], []
         for lane in range(PLANE_WIDTH):
             unit = b.add(first, ir.Constant(I32, lane))
             loops.unit = unit
             loops.target.enter_unit(lw, unit)  # the value may be a unit's builtin
-            if operand is not None and row is None:
+            if operand is not None and loaded is None:
                 values.append(lw.value(operand))
             if offset is not None and row is None:
                 args.append(as_u32(lw, lw.value(offset), offset))
@@ -92,21 +93,19 @@ def _row_type(loops: CubeLoops, var: Variable) -> ir.VectorType:
 
 
 def _row_align(loops: CubeLoops, row: ir.VectorType) -> int:
-    """A plane's row starts a multiple of ``32 * item`` bytes into a cache-line-aligned array."""
+    """A plane's row starts a multiple of ``32 * item`` bytes into one of the frame's aligned arrays."""
     item_bytes: int = row.element.get_abi_size(loops.target_data)
-    return min(FRAME_ARRAY_ALIGN, PLANE_WIDTH * item_bytes)
+    return min(loops.ARRAY_ALIGN, PLANE_WIDTH * item_bytes)
 
 
 def _plane_row(loops: CubeLoops, var: Variable | None, first: ir.Value) -> ir.Value | None:
     """Where the plane starting at unit ``first`` keeps ``var`` as 32 consecutive items, or None when it is not
     a frame-kept scalar of whole bytes (an ``i1`` is a byte in memory but a bit in a vector)."""
-    if var is None or not loops.holds(var):
+    if var is None or var.kind not in (VarKind.CONST, VarKind.MUT) or not loops.holds(var):
         return None
     if var.kind is VarKind.CONST and loops.recomputes(var):
         return None
     if var.kind is VarKind.MUT and var.id in loops.lw.slot_overrides:  # held in a register here
-        return None
-    if var.kind not in (VarKind.CONST, VarKind.MUT):
         return None
     item = loops.types[(var.kind, var.id)]
     if not isinstance(item, (ir.IntType, ir.HalfType, ir.FloatType, ir.DoubleType)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -156,18 +156,22 @@ _overrides: dict[str, object] = {}
 
 # os.environ's own storage (kept in sync by os.environ) and its key encoding: a knob read on every launch is
 # one dict lookup of a pre-encoded key, not os.environ.get's encode, lookup and decode (0.9 us a read).
-_ENVIRON: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+_DATA: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+ENVIRON: Mapping[Any, Any] = os.environ if _DATA is None else _DATA  # look keys up with ``environ_key``
 _ENCODED_KEYS: dict[str, object] = {}
 
 
-def _environment(env: str) -> str | None:
-    if _ENVIRON is None:
-        return os.environ.get(env)
+def environ_key(env: str) -> object:
+    """``env`` as ``ENVIRON`` holds it (os.environ's encoded key where it keeps its own storage)."""
     key = _ENCODED_KEYS.get(env)
     if key is None:
-        key = _ENCODED_KEYS[env] = os.environ.encodekey(env)
-    raw = _ENVIRON.get(key)
-    return None if raw is None else os.environ.decodevalue(raw)
+        key = _ENCODED_KEYS[env] = env if _DATA is None else os.environ.encodekey(env)
+    return key
+
+
+def _environment(env: str) -> str | None:
+    raw = ENVIRON.get(environ_key(env))
+    return raw if raw is None or _DATA is None else os.environ.decodevalue(raw)
 
 
 def get(env: str) -> Any:

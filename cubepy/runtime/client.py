@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
@@ -46,20 +45,13 @@ def _aligned_empty(count: int, dtype: np.dtype, allocate: Callable[..., np.ndarr
     return raw[start : start + nbytes].view(dtype)[:count]
 
 
-# The warm launch reads a knob only when it is overridden or present in the environment: a dict lookup
-# in os.environ's own storage (kept in sync by os.environ) instead of two os.environ.get calls.
-_ENVIRON = getattr(os.environ, "_data", None)
-_ENCODE_KEY = getattr(os.environ, "encodekey", None)
-
-
-def _environ_key(name: str) -> str | bytes:
-    return _ENCODE_KEY(name) if _ENCODE_KEY is not None and _ENVIRON is not None else name
-
-
-_DEBUG_KEY = ("CUBEPY_DEBUG", _environ_key("CUBEPY_DEBUG"))
-_SANITIZE_KEY = ("CUBEPY_SANITIZE", _environ_key("CUBEPY_SANITIZE"))
-_CONTRACT_KEY = ("CUBEPY_CONTRACT", _environ_key("CUBEPY_CONTRACT"))
-_FASTMATH_KEY = ("CUBEPY_FASTMATH", _environ_key("CUBEPY_FASTMATH"))
+# The warm launch reads a knob only when it is overridden or present in the environment: a dict lookup of a
+# pre-encoded key (``config.environ_key``) in os.environ's own storage, instead of two os.environ.get calls.
+_ENVIRON = config.ENVIRON
+_DEBUG_KEY = ("CUBEPY_DEBUG", config.environ_key("CUBEPY_DEBUG"))
+_SANITIZE_KEY = ("CUBEPY_SANITIZE", config.environ_key("CUBEPY_SANITIZE"))
+_CONTRACT_KEY = ("CUBEPY_CONTRACT", config.environ_key("CUBEPY_CONTRACT"))
+_FASTMATH_KEY = ("CUBEPY_FASTMATH", config.environ_key("CUBEPY_FASTMATH"))
 
 
 def _contracts(kernel: KernelLike) -> bool:
@@ -78,11 +70,11 @@ def _fastmath(kernel: KernelLike) -> bool:
     return bool(config.get("CUBEPY_FASTMATH")) if _knob_set(_FASTMATH_KEY) else False
 
 
-def _knob_set(key: tuple[str, str | bytes]) -> bool:
+def _knob_set(key: tuple[str, object]) -> bool:
     """Whether knob ``key`` may differ from its default (overridden, or set in the environment)."""
     if config._overrides:
-        return key[0] in config._overrides or key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
-    return key[1] in (_ENVIRON if _ENVIRON is not None else os.environ)
+        return key[0] in config._overrides or key[1] in _ENVIRON
+    return key[1] in _ENVIRON
 
 
 WARM_LAUNCHES_KEPT = 512  # remembered warm launches per client (all forgotten when full)

@@ -132,6 +132,23 @@ def test_a_kernel_that_mostly_moves_memory_gets_256_bit_rows():
     assert '!"llvm.loop.vectorize.width", i32 8' in host.llvm
 
 
+def test_a_looping_kernel_left_at_llvm_width_gives_the_sums():
+    values = np.random.default_rng(6).standard_normal(1024).astype(np.float32)
+
+    def make(client):
+        return client.create(values), client.zeros(256, np.float32)
+
+    def launch(client, source, out):
+        summed_rows.launch(client, cp.CubeCount(1), cp.CubeDim(256), cp.ArrayArg(source), cp.ArrayArg(out))
+
+    (_, interp), (_, cpu) = on_interp_and_cpu(launch, make)
+    expected = np.zeros(256, np.float32)
+    for k in range(4):  # in the kernel's order, rounded to f32 after each add
+        expected = (expected + values.reshape(256, 4)[:, k]).astype(np.float32)
+    np.testing.assert_array_equal(interp, expected)
+    np.testing.assert_array_equal(cpu, interp)
+
+
 def test_a_streaming_kernel_gives_the_interps_bits():
     values = np.random.default_rng(4).standard_normal(1000)
 

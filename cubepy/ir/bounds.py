@@ -14,6 +14,7 @@ import attrs
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import KernelDefinition
+from cubepy.ir.launch_bounds import in_len_bounds, in_tensor_bounds
 from cubepy.ir.ops import branch
 from cubepy.ir.product_bounds import in_product_bounds
 from cubepy.ir.ranges import DECLARED_LENGTH, Env, Interval, RangeAnalysis, multiples_within
@@ -54,8 +55,8 @@ def _scope(scope: Scope, analysis: RangeAnalysis, env: Env) -> Scope:
             proven = proven_in_bounds(op.memory, analysis.of(op.index, env))
             if (
                 proven
-                or analysis.in_len_bounds(op, env)
-                or analysis.in_tensor_bounds(op, env)
+                or in_len_bounds(analysis, op, env)
+                or in_tensor_bounds(analysis, op, env)
                 or in_product_bounds(analysis, op, env)
             ):
                 inst = attrs.evolve(inst, operation=attrs.evolve(op, checked=False))

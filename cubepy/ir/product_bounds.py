@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from cubepy.ir import ops
 from cubepy.ir.kernel import ProductFactor
+from cubepy.ir.launch_bounds import counts_cubes, is_shape_key, len_word, took_below
 from cubepy.ir.ranges import CUBE_POS_KEY
 from cubepy.ir.types import Type
 from cubepy.ir.variable import Variable, VarKind
@@ -144,9 +145,9 @@ def _reads(analysis: RangeAnalysis, key: _Key, found: ops.Operation | None, fact
     if buffer is None:
         return False
     if factor.kind == "len":
-        word = analysis._len_word(buffer.var)
-        return isinstance(found, ops.Len) and word is not None and analysis._len_word(found.memory) == word
-    return analysis._is_shape_key(key, buffer.var, factor.dim)
+        word = len_word(analysis, buffer.var)
+        return isinstance(found, ops.Len) and word is not None and len_word(analysis, found.memory) == word
+    return is_shape_key(analysis, key, buffer.var, factor.dim)
 
 
 def _below(analysis: RangeAnalysis, var: Variable, factor: Factor, line: int, env: Env) -> bool:
@@ -154,15 +155,9 @@ def _below(analysis: RangeAnalysis, var: Variable, factor: Factor, line: int, en
     ``factor // line``."""
     if not analysis.stable(var):
         return False
-    if line == 1 and (var.kind, var.id) == CUBE_POS_KEY and any(analysis.counts_cubes(f) for f in factor):
+    if line == 1 and (var.kind, var.id) == CUBE_POS_KEY and any(counts_cubes(analysis, f) for f in factor):
         return True
-    found = analysis.defs.get((var.kind, var.id))
-    for fact in env:
-        if fact[0] != "lt" or not _key_is_factor(analysis, fact[2], factor, line):
-            continue
-        if fact[1] == (var.kind, var.id) or (found is not None and analysis._same_value(fact[1], found)):
-            return True
-    return False
+    return took_below(analysis, var, env, lambda key: _key_is_factor(analysis, key, factor, line))
 
 
 def _remainder_of(analysis: RangeAnalysis, var: Variable, factor: Factor) -> bool:

@@ -41,9 +41,9 @@ a branch that takes ``a < b`` records that order, and ``m[r * t.shape(1) + c]`` 
 with ``t.len()`` (``m`` is ``t`` or a buffer of its length; ``t[r, c]`` of a tensor the launch found
 contiguous is written this way); ``r < t.shape(0)`` also holds for a value computed like the compared one
 (``i + 1`` written twice) and for ``x - k`` with a literal ``k`` that ``x`` is at least
-(``RangeAnalysis.in_tensor_bounds``), and ``m[i]`` under ``i < n.len()`` is in bounds when ``n.len()`` is the word
+(``launch_bounds.in_tensor_bounds``), and ``m[i]`` under ``i < n.len()`` is in bounds when ``n.len()`` is the word
 ``m``'s check compares with (``m`` itself, or a buffer the launch found of ``m``'s length;
-``RangeAnalysis.in_len_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
+``launch_bounds.in_len_bounds``).  Checks in loops are moved out of them by ``cubepy.ir.versioning``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from collections import Counter
 from typing import Any
 
 from cubepy.ir import ops
-from cubepy.ir.kernel import KernelDefinition, ProductFactor
+from cubepy.ir.kernel import KernelDefinition
 from cubepy.ir.ops import branch
 from cubepy.ir.scope import Instruction, walk
 from cubepy.ir.types import ElemType
@@ -335,191 +335,6 @@ class RangeAnalysis:
         lo, hi = max(now[0], bound[0]), min(now[1], bound[1])
         if lo <= hi:  # an empty meet means the arm never runs; keeping the old interval is still sound
             env[(var.kind, var.id)] = (lo, hi)
-
-    def in_tensor_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
-        """Whether a checked access ``m[r * t.shape(d) + c]`` sits under ``r < t.shape(1 - d)`` and ``c < t.shape(d)``
-        for a rank-2 tensor ``t`` whose ``len`` is the word ``m``'s check compares with (``m`` itself, or a buffer
-        the launch found of ``t``'s length: ``out[c * rows + r]`` of a transpose, with ``rows`` and ``cols``
-        read from ``x``): then ``r * cols + c <= rows * cols - 1 = len - 1``, with no wrap on the way.
-
-        Only where the check's bound is ``len`` (``len_is_buffer_len``) and ``t``'s ``len`` is the product of its
-        shape (items of one element: no lines), which the launch guarantees fits the u32 metadata word.
-        """
-        memory, index = op.memory, op.index
-        param = self.buffers.get(memory.id)
-        if memory.kind is not VarKind.GLOBAL or param is None or not param.len_is_buffer_len:
-            return False
-        if index.type.is_line or index.elem.kind != "uint" or not self.stable(index):
-            return False
-        word = self._len_word(memory)
-        tensors = [
-            t.var
-            for t in self.buffers.values()
-            if t.rank == 2 and t.len_is_buffer_len and not t.var.type.is_line and self._len_word(t.var) == word
-        ]
-        total = self.defs.get((index.kind, index.id))
-        if not tensors or not isinstance(total, ops.Add):
-            return False
-        for product, column in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
-            mul = self.defs.get((product.kind, product.id)) if self.stable(product) else None
-            if not isinstance(mul, ops.Mul) or not all(v.type == index.type for v in (column, product)):
-                continue
-            for row, cols in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
-                if row.type != index.type or cols.type != index.type:
-                    continue
-                for tensor in tensors:
-                    for dim in (0, 1):
-                        if (
-                            self._is_shape(cols, tensor, dim)
-                            and self._below(column, tensor, dim, env)
-                            and self._below(row, tensor, 1 - dim, env)
-                        ):
-                            return True
-        return False
-
-    def in_len_bounds(self, op: ops.Index | ops.IndexAssign, env: Env) -> bool:
-        """Whether a checked access ``m[i]`` sits under a branch that took ``i < n.len()`` where ``n.len()`` is
-        the very word ``m``'s check compares against: ``m`` itself, or a buffer the launch found to have
-        ``m``'s length (``Param.same_len``), with ``len_is_buffer_len`` so the check compares with ``len``;
-        or ``i < t.shape(d) // L`` for the tensor extent the launch found equal to ``m``'s items
-        (``Param.len_as_shape``), ``L`` being ``m``'s line size, so the bound is ``m``'s ``len``."""
-        memory, index = op.memory, op.index
-        param = self.buffers.get(memory.id)
-        if memory.kind is not VarKind.GLOBAL or param is None or not self.stable(index) or index.type.is_line:
-            return False
-        if index.elem.kind != "uint":  # a negative signed index is below any length yet out of bounds
-            return False
-        if (index.kind, index.id) == CUBE_POS_KEY and param.len_is_buffer_len:  # m[CUBE_POS], m one item per cube
-            if self.counts_cubes(ProductFactor("len", memory.id)):
-                return True
-        key = (index.kind, index.id)
-        for fact in env:
-            if fact[0] != "lt" or fact[1] != key:
-                continue
-            bound = self.defs.get(fact[2])
-            if isinstance(bound, ops.BufferLen) and bound.memory == memory:
-                return True
-            if (
-                isinstance(bound, ops.Len)
-                and param.len_is_buffer_len
-                and self._len_word(bound.memory) == self._len_word(memory)
-            ):
-                return True
-            if param.len_is_buffer_len and self._is_len_in_items(fact[2], memory):
-                return True
-        return False
-
-    def _is_len_in_items(self, key: _Key, memory: Variable) -> bool:
-        """Whether ``key`` is ``t.shape(d) // L`` (or ``t.shape(d)`` when ``L`` is 1) for the tensor extent the
-        launch found equal to ``memory``'s item count, ``L`` its line size: then it equals ``memory.len()``."""
-        extent = self.buffers[memory.id].len_as_shape
-        if extent is None:
-            return False
-        found = self.defs.get(key)
-        if isinstance(found, ops.Floordiv):
-            divisor = found.rhs
-            if not (divisor.kind is VarKind.CONSTANT and int(divisor.value) == memory.type.line):  # type: ignore[call-overload]
-                return False
-            if not self.stable(found.lhs):
-                return False
-            found = self.defs.get((found.lhs.kind, found.lhs.id))
-        elif memory.type.line != 1:
-            return False
-        shape = self._shape_read(found)
-        if shape is None or shape[0].kind is not VarKind.GLOBAL or extent[0] not in self.buffers:
-            return False
-        return self._is_shape_read(shape, self.buffers[extent[0]].var, extent[1])
-
-    def _len_word(self, memory: Variable) -> int | None:
-        """The slot whose ``len`` word a buffer's ``len`` reads (its own, or the equal-length buffer's)."""
-        param = self.buffers.get(memory.id)
-        if memory.kind is not VarKind.GLOBAL or param is None:
-            return None
-        return param.slot if param.same_len is None else param.same_len
-
-    def _is_shape(self, var: Variable, memory: Variable, dim: int) -> bool:
-        return self.stable(var) and self._is_shape_key((var.kind, var.id), memory, dim)
-
-    def _is_shape_key(self, key: _Key, memory: Variable, dim: int) -> bool:
-        """Whether ``key`` is ``memory.shape(dim)``, or the same extent of a tensor the launch found shaped alike
-        (``stride(0)`` of a contiguous tensor, which is its ``shape(1)``, counts)."""
-        found = self.defs.get(key)
-        read = self._shape_read(found)
-        if read is None and isinstance(found, ops.Stride) and found.dim is not None and found.dim.is_constant:
-            param = self.buffers.get(found.memory.id) if found.memory.kind is VarKind.GLOBAL else None
-            if param is not None and param.contiguous and int(found.dim.value) == 0:  # type: ignore[call-overload]
-                read = (found.memory, 1)
-        return read is not None and self._is_shape_read(read, memory, dim)
-
-    def _is_shape_read(self, read: tuple[Variable, int], memory: Variable, dim: int) -> bool:
-        """Whether ``read``, a ``(tensor, dim)`` extent, is ``memory.shape(dim)`` or the same extent of a tensor
-        the launch found shaped alike."""
-        if read[1] != dim:
-            return False
-        word = self._shape_word(memory)
-        return read[0] == memory or (word is not None and self._shape_word(read[0]) == word)
-
-    def _shape_word(self, memory: Variable) -> int | None:
-        """The slot of the first tensor shaped like ``memory`` (its own when none is earlier)."""
-        param = self.buffers.get(memory.id)
-        if memory.kind is not VarKind.GLOBAL or param is None or param.rank is None:
-            return None
-        return param.slot if param.same_shape is None else param.same_shape
-
-    @staticmethod
-    def _shape_read(found: object) -> tuple[Variable, int] | None:
-        """``(memory, dim)`` when ``found`` is ``memory.shape(dim)`` with a constant ``dim``, else None."""
-        if isinstance(found, ops.Shape) and found.dim is not None and found.dim.is_constant:
-            return found.memory, int(found.dim.value)  # type: ignore[call-overload]
-        return None
-
-    def counts_cubes(self, factor: ProductFactor) -> bool:
-        """Whether the launch found the value ``factor`` names equal to its number of cubes (``CUBE_POS`` is
-        below it): one of ``cube_count_as``, or the same extent of a tensor shaped alike, or a buffer's len
-        read from the same word."""
-        for found in self.cube_count_as:
-            if found == factor:
-                return True
-            if found.kind == factor.kind == "shape" and factor.slot in self.buffers and found.slot in self.buffers:
-                if self._is_shape_read(
-                    (self.buffers[found.slot].var, found.dim), self.buffers[factor.slot].var, factor.dim
-                ):
-                    return True
-            if found.kind == factor.kind == "len" and factor.slot in self.buffers and found.slot in self.buffers:
-                if self._len_word(self.buffers[found.slot].var) == self._len_word(self.buffers[factor.slot].var):
-                    return True
-        return False
-
-    def _below(self, var: Variable, memory: Variable, dim: int, env: Env) -> bool:
-        """Whether a branch established ``var < memory.shape(dim)``: for ``var`` itself, for a value computed
-        by the same operation from the same operands (``i + 1`` written twice), or, for ``var = x - k`` with a
-        literal ``k`` that ``x`` is at least (no wrap), for ``x`` (``i - 1`` under ``0 < i < rows``); or ``var``
-        is ``CUBE_POS`` and the launch found that extent equal to its number of cubes."""
-        if not self.stable(var):
-            return False
-        if (var.kind, var.id) == CUBE_POS_KEY and self.counts_cubes(ProductFactor("shape", memory.id, dim)):
-            return True
-        found = self.defs.get((var.kind, var.id))
-        for fact in env:
-            if fact[0] != "lt" or not self._is_shape_key(fact[2], memory, dim):
-                continue
-            if fact[1] == (var.kind, var.id) or (found is not None and self._same_value(fact[1], found)):
-                return True
-        if isinstance(found, ops.Sub) and found.rhs.is_constant and found.lhs.type == var.type:
-            least = self.of(found.lhs, env)
-            step = int(found.rhs.value)  # type: ignore[call-overload]
-            return step >= 0 and least is not None and least[0] >= step and self._below(found.lhs, memory, dim, env)
-        return False
-
-    def _same_value(self, key: _Key, operation: ops.Operation) -> bool:
-        """Whether the immutable value ``key`` is computed by an operation equal to ``operation`` (the same
-        pure operation on the same immutable operands: the same value)."""
-        other = self.defs.get(key)
-        if other is None or other != operation or not operation.RECORD.pure or operation.RECORD.reads:
-            return False
-        return all(
-            v.kind is not VarKind.MUT and (v.kind is not VarKind.CONST or self.stable(v)) for v in operation.operands()
-        )
 
     def loop_index(self, loop: branch.RangeLoop, env: Env) -> Interval | None:
         """The interval of a ``range_loop``'s index inside its body."""

@@ -1,5 +1,5 @@
 """Checked reads of a contiguous rank-2 tensor at neighbouring rows and columns (a stencil's ``g[i - 1, j]``,
-``g[i, j + 1]``) proven in bounds by the kernel's own guards (``RangeAnalysis.in_tensor_bounds``): the launch
+``g[i, j + 1]``) proven in bounds by the kernel's own guards (``launch_bounds.in_tensor_bounds``): the launch
 found the strides ``(shape(1), 1)``, so ``g[r, c]`` is ``r * g.shape(1) + c``, inside ``len`` whenever
 ``r < g.shape(0)`` and ``c < g.shape(1)``."""
 
